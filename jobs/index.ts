@@ -1,0 +1,16 @@
+import type { JobDefinition } from '../src/job.js';
+import integrity from './integrity.js';
+import prune from './prune.js';
+
+/**
+ * Every job, by name. The name is the file name; a test fails when a file in jobs/ is missing here.
+ * The worker schedules from this map and `memory-warden run NAME` looks jobs up in it.
+ */
+export const JOBS: Record<string, JobDefinition<any, any>> = {
+  integrity,
+  prune,
+};
+
+export function jobNames(): string[] {
+  return Object.keys(JOBS);
+}

@@ -1,0 +1,135 @@
+import type { StoreHandle } from './store/open.js';
+import { journalMode } from './store/sqlite.js';
+import { objectExists, memoryColumns } from './store/schema.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
+import { classifyTime, CANONICAL_GLOB, toCanonical, textUpperBound, type Instant } from './time.js';
+import { reviewCutoff, supersededCutoff } from './store/rules.js';
+
+export interface CheckReport {
+  ok: boolean;
+  store: string;
+  path: string;
+  checkedAt: string;
+  rows: number;
+  live: number;
+  /** rows − live: what prune and review have yet to deal with. */
+  gap: number;
+  integrity: string;
+  journalMode: string;
+  dangling: number;
+  reviewDue: number;
+  /** Findings that make the check fail (exit 1). */
+  problems: Finding[];
+  /** Findings worth knowing that are not problems (review due, prune pending). */
+  notes: Finding[];
+}
+
+export interface CheckOptions {
+  now: Instant;
+  reviewAfterDays: number;
+  supersededAfterDays: number;
+}
+
+const TIME_COLUMNS = ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'] as const;
+const NOT_NULL_TIMES = new Set(['created_at', 'confirmed_at']);
+
+/** Live by the exact rule (instants): not superseded, and not expired; an unparseable expiry never expires. */
+const LIVE_WHERE = `superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))`;
+
+export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport {
+  const { db } = store;
+  const findings: Finding[] = [];
+  const count = (sql: string, params: object = {}) => (db.prepare(sql).get(params) as { n: number }).n;
+  const ids = (sql: string, params: object = {}) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
+
+  const integrityLines = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
+  const integrity = integrityLines.join('; ');
+  if (integrity !== 'ok') findings.push(finding('integrity', 'error', `PRAGMA integrity_check: ${integrityLines.slice(0, 5).join('; ')}`));
+
+  const mode = journalMode(db);
+  if (mode !== 'wal') findings.push(finding('not_wal', 'warning', `journal mode is ${mode}, not wal: the agent and maintenance block each other (init switches it on)`));
+
+  if (!objectExists(db, 'view', 'live_memory')) findings.push(finding('no_live_view', 'warning', 'no live_memory view: retrieval should read live rows only (init adds it)'));
+
+  const rows = count(`SELECT count(*) AS n FROM memory`);
+  const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_WHERE}`, { now: opts.now });
+
+  const dangling = db
+    .prepare(`SELECT m.id, m.superseded_by FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`)
+    .all() as { id: string; superseded_by: string }[];
+  if (dangling.length > 0) {
+    findings.push(
+      finding('dangling', 'error',
+        `${dangling.length} row(s) superseded by a row that no longer exists (foreign keys were off when it was deleted); never reset them to NULL — repair dangling deletes them`,
+        dangling.map((r) => r.id)),
+    );
+  }
+
+  const emptySource = ids(`SELECT id FROM memory WHERE source IS NULL OR trim(source) = '' LIMIT ${ID_SAMPLE}`);
+  if (emptySource.length > 0) {
+    const n = count(`SELECT count(*) AS n FROM memory WHERE source IS NULL OR trim(source) = ''`);
+    findings.push(finding('empty_source', 'warning', `${n} row(s) with no source: they cannot be re-checked, only deleted`, emptySource, n));
+  }
+
+  findings.push(...timeFindings(store));
+
+  const cutoff = reviewCutoff(opts.now, opts.reviewAfterDays);
+  const reviewWhere = `${LIVE_WHERE} AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff`;
+  const reviewParams = { now: opts.now, cutoff, upper: textUpperBound(cutoff) };
+  const reviewDue = count(`SELECT count(*) AS n FROM memory WHERE ${reviewWhere}`, reviewParams);
+  if (reviewDue > 0) {
+    const oldest = ids(`SELECT id FROM memory WHERE ${reviewWhere} ORDER BY warden_epoch(confirmed_at) LIMIT ${ID_SAMPLE}`, reviewParams);
+    findings.push(finding('review_due', 'info', `${reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, reviewDue));
+  }
+
+  const pending = count(
+    `SELECT count(*) AS n FROM memory WHERE coalesce(warden_epoch(expires_at) <= @now, 0)
+       OR (superseded_by IS NOT NULL AND coalesce(warden_epoch(created_at) < @cut, 0))`,
+    { now: opts.now, cut: supersededCutoff({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }) },
+  );
+  if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them`, undefined, pending));
+
+  const problems = findings.filter(isProblem);
+  return {
+    ok: problems.length === 0,
+    store: store.name,
+    path: store.path,
+    checkedAt: toCanonical(opts.now),
+    rows,
+    live,
+    gap: rows - live,
+    integrity,
+    journalMode: mode,
+    dangling: dangling.length,
+    reviewDue,
+    problems,
+    notes: findings.filter((f) => !isProblem(f)),
+  };
+}
+
+/** Timestamps not in canonical UTC form (repair timestamps rewrites them) and ones that are not times at all. */
+function timeFindings(store: StoreHandle): Finding[] {
+  const cols = memoryColumns(store.db);
+  const nonCanonical: string[] = [];
+  const unparseable: string[] = [];
+  const missing: string[] = [];
+  for (const col of TIME_COLUMNS) {
+    if (!cols.has(col)) continue;
+    // datetime(x) = x holds exactly for valid canonical text; only the rest is looked at in JS.
+    const odd = store.db
+      .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NULL OR NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col})`)
+      .all() as { id: string; v: unknown }[];
+    for (const { id, v } of odd) {
+      if (v === null) {
+        if (NOT_NULL_TIMES.has(col)) missing.push(`${id}:${col}`);
+        continue;
+      }
+      (classifyTime(v) === 'unparseable' ? unparseable : nonCanonical).push(`${id}:${col}`);
+    }
+  }
+  const out: Finding[] = [];
+  if (nonCanonical.length > 0) out.push(finding('noncanonical_time', 'warning', `${nonCanonical.length} timestamp(s) not in canonical UTC form YYYY-MM-DD HH:MM:SS (repair timestamps rewrites them)`, nonCanonical));
+  if (unparseable.length > 0) out.push(finding('unparseable_time', 'error', `${unparseable.length} timestamp(s) that are not ISO-8601 instants: never treated as expired, fix by hand`, unparseable));
+  if (missing.length > 0) out.push(finding('missing_time', 'warning', `${missing.length} created_at/confirmed_at value(s) missing`, missing));
+  return out;
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { readFileSync } from 'node:fs';
+import { coerceError } from './errors.js';
+import { registerCoreCommands } from './commands/core.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+export function buildProgram(): Command {
+  const program = new Command('memory-warden')
+    .description('keeps AI agents\' memory stores honest: prune, integrity, snapshots, digest, drift re-verification')
+    .version(pkg.version)
+    .option('--pretty', 'human-readable logs (default when stderr is a terminal)')
+    .option('--log-level <level>', 'trace, debug, info, warn, error, silent')
+    .showHelpAfterError()
+    .exitOverride();
+  registerCoreCommands(program);
+  return program;
+}
+
+/** Exit codes: 0 done, 1 ran and found problems (check), 2 could not run (usage, config, store, lock, service). */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
+    }
+    const e = coerceError(err);
+    process.stderr.write(`memory-warden: ${e.message.split('\n')[0]}\n`);
+    return e.exitCode;
+  }
+}
+
+main(process.argv).then((code) => {
+  process.exitCode = code;
+});

@@ -1,0 +1,138 @@
+import { Command } from 'commander';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { runJob } from '../runner.js';
+import { JOBS } from '../../jobs/index.js';
+import { openDatabase } from '../store/sqlite.js';
+import { initSchema } from '../store/schema.js';
+import { openStore } from '../store/open.js';
+import { repairDangling, repairTimestamps } from '../repair.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { usageError } from '../errors.js';
+import type { CheckReport } from '../check.js';
+import type { PruneResult } from '../../jobs/prune.js';
+import type { Finding } from '../findings.js';
+
+/** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
+export function registerCoreCommands(program: Command): void {
+  program
+    .command('init')
+    .description('create the memory schema in a new store (--create), or migrate a store in use; idempotent')
+    .requiredOption('--db <path>', 'the SQLite store')
+    .option('--create', 'make a new store file if none exists')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
+      const db = openDatabase(opts.db, { create: opts.create ?? false });
+      try {
+        const result = await withMaintenanceLock(opts.db, 'init', async () => initSchema(db, opts.db));
+        if (opts.json) return printJson({ db: opts.db, ...result });
+        const changes = [
+          result.createdTable && 'created table memory',
+          result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
+          result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
+          result.addedView && 'added view live_memory',
+          result.addedTrigger && 'added trigger memory_stamp_times',
+        ].filter(Boolean);
+        print(`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`);
+      } finally {
+        db.close();
+      }
+    });
+
+  addStoreOptions(program.command('check'))
+    .description('health and integrity report of one store: exit 0 healthy, 1 problems found, 2 could not run')
+    .option('--now <time>', 'evaluate as of this ISO-8601 time')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: StoreOptions, cmd: Command) => {
+      const ctx = storeContext(opts, cmd);
+      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, record: false })) as CheckReport;
+      if (opts.json) printJson(report);
+      else printCheck(report);
+      process.exitCode = report.ok ? 0 : 1;
+    });
+
+  const run = program.command('run').description('run one job now, inline, without a queue');
+  for (const name of Object.keys(JOBS)) {
+    const cmd = addStoreOptions(run.command(name).description(`run the ${name} job`))
+      .option('--now <time>', 'run as if it were this ISO-8601 time')
+      .option('--json', 'print the result as JSON');
+    if (name === 'prune') cmd.option('--dry-run', 'report what would be deleted; delete nothing');
+    cmd.action(async (opts: StoreOptions & { dryRun?: boolean }, c: Command) => {
+      const ctx = storeContext(opts, c);
+      const payload = name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false } : { store: ctx.storeName };
+      const result = await runJob(name, payload, ctx);
+      if (opts.json) return printJson(result);
+      if (name === 'prune') printPrune(result as PruneResult);
+      else if (name === 'integrity') {
+        printCheck(result as CheckReport);
+        process.exitCode = (result as CheckReport).ok ? 0 : 1;
+      } else printJson(result);
+    });
+  }
+
+  const repair = program.command('repair').description('fix what check finds');
+  addStoreOptions(repair.command('dangling'))
+    .description('delete rows superseded by a row that no longer exists, with their cascade (never reset to NULL)')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: StoreOptions, cmd: Command) => {
+      const ctx = storeContext(opts, cmd);
+      const store = openStore(ctx.config, ctx.storeName);
+      try {
+        const result = await repairDangling(store);
+        ctx.log.info({ store: store.name, deleted: result.deleted }, 'repair dangling done');
+        if (opts.json) return printJson(result);
+        print(`${store.name}: deleted ${result.deleted} row(s)`);
+        for (const id of result.dangling) print(`  dangling  ${id}`);
+        for (const id of result.cascaded) print(`  cascaded  ${id}`);
+      } finally {
+        store.close();
+      }
+    });
+  addStoreOptions(repair.command('timestamps'))
+    .description('rewrite parseable non-canonical timestamps to canonical UTC (YYYY-MM-DD HH:MM:SS)')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: StoreOptions, cmd: Command) => {
+      const ctx = storeContext(opts, cmd);
+      const store = openStore(ctx.config, ctx.storeName);
+      try {
+        const result = await repairTimestamps(store);
+        if (opts.json) return printJson(result);
+        print(`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable left for a person`);
+        for (const c of result.changes) print(`  ${c.id} ${c.column}: ${c.from} -> ${c.to}`);
+      } finally {
+        store.close();
+      }
+    });
+
+  program
+    .command('config')
+    .description('print the effective configuration (defaults, file, environment) after validation')
+    .option('--config <file>', 'config file (YAML)')
+    .action((opts: { config?: string }, cmd: Command) => {
+      const { config } = loadForCommand(opts, cmd);
+      printJson(redactConfig(config));
+    });
+  void usageError;
+}
+
+function redactConfig(config: unknown): unknown {
+  return JSON.parse(JSON.stringify(config, (k, v) => (/password|apiKey|token/i.test(k) && v ? '[redacted]' : v)));
+}
+
+export function printFindings(findings: Finding[], indent = '  '): void {
+  for (const f of findings) {
+    print(`${indent}[${f.severity}] ${f.code}: ${f.message}`);
+    if (f.ids && f.ids.length > 0) print(`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`);
+  }
+}
+
+function printCheck(r: CheckReport): void {
+  print(`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`);
+  print(`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`);
+  printFindings(r.problems);
+  printFindings(r.notes);
+}
+
+function printPrune(r: PruneResult): void {
+  const verb = r.dryRun ? 'would delete' : 'deleted';
+  print(`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`);
+}

@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve, isAbsolute } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { homedir } from 'node:os';
+import YAML from 'yaml';
+import { z } from 'zod';
+import { configError } from './errors.js';
+import { storeSchema } from './store/config.js';
+import { digestSchema, smtpSchema } from './digest/config.js';
+import { verifySchema } from './verifiers/config.js';
+import { workerSchema, redisSchema } from './queue/config.js';
+
+/**
+ * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
+ * validation. A wrong field is one line naming its path and what was expected.
+ */
+export const configSchema = z.strictObject({
+  busyTimeoutMs: z.number().int().nonnegative().default(5000),
+  /** memory-warden's own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder. */
+  stateDb: z.string().min(1).default('~/.local/state/memory-warden/state.db'),
+  log: z.strictObject({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).prefault({}),
+  prune: z
+    .strictObject({
+      expired: z.boolean().default(true),
+      supersededAfterDays: z.number().nonnegative().default(180),
+      batchSize: z.number().int().positive().default(2000),
+      pauseMs: z.number().nonnegative().default(1),
+    })
+    .prefault({}),
+  review: z
+    .strictObject({
+      afterDays: z.number().nonnegative().default(90),
+      batch: z.number().int().positive().default(20),
+    })
+    .prefault({}),
+  snapshot: z
+    .strictObject({
+      root: z.string().min(1).default('./backups'),
+      keep: z.number().int().positive().default(7),
+    })
+    .prefault({}),
+  redis: redisSchema.prefault({}),
+  worker: workerSchema.prefault({}),
+  smtp: smtpSchema.optional(),
+  digest: digestSchema.prefault({}),
+  verify: verifySchema.prefault({}),
+  stores: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a store name of letters, digits, _ . -'), storeSchema).default({}),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../config/default.yaml');
+
+const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/** Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. */
+export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
+  if (typeof value === 'string') {
+    return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
+      const v = env[name];
+      if (v !== undefined && v !== '') return v;
+      if (fallback !== undefined) return fallback;
+      throw configError(`config ${path.join('.') || '(root)'}: environment variable ${name} is not set`);
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k])]));
+  }
+  return value;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Deep merge of plain objects; arrays and scalars from `over` replace those of `base`. */
+export function merge(base: unknown, over: unknown): unknown {
+  if (!isPlainObject(base) || !isPlainObject(over)) return over === undefined ? base : over;
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = merge(base[k], v);
+  return out;
+}
+
+function readYaml(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  try {
+    return YAML.parse(text) ?? {};
+  } catch (err) {
+    throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+export function validateConfig(raw: unknown, source = 'config'): Config {
+  const result = configSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const where = issue.path.map(String).join('.') || '(root)';
+    const extra = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    throw configError(`${source}: ${where}: ${issue.message}${extra}`);
+  }
+  return result.data;
+}
+
+export interface LoadOptions {
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Applied last, before validation: e.g. `{ stores: { cli: { db } } }` for `--db PATH`. */
+  overrides?: unknown;
+}
+
+/** Load, expand and validate. Relative paths in the user's file resolve against that file's folder. */
+export function loadConfig(opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const defaults = readYaml(DEFAULT_CONFIG_PATH);
+  let user: unknown = {};
+  if (opts.file) {
+    user = readYaml(opts.file);
+    if (!isPlainObject(user)) throw configError(`config ${opts.file}: expected a mapping at the top level`);
+    user = resolveRelativePaths(user, dirname(resolve(opts.file)));
+  }
+  const merged = merge(merge(defaults, user), opts.overrides);
+  const expanded = expandEnv(merged, env);
+  return validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
+}
+
+function resolveRelativePaths(user: Record<string, unknown>, base: string): Record<string, unknown> {
+  const abs = (p: unknown) =>
+    typeof p === 'string' && !p.includes('${') && !p.startsWith('~') && !isAbsolute(p) ? resolve(base, p) : p;
+  const out = { ...user };
+  if (isPlainObject(out.stores)) {
+    out.stores = Object.fromEntries(
+      Object.entries(out.stores).map(([name, s]) => [name, isPlainObject(s) ? { ...s, db: abs(s.db) } : s]),
+    );
+  }
+  if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
+  if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root) };
+  return out;
+}
+
+/** `~/x` → the home folder's x. */
+export function expandHome(path: string, env: NodeJS.ProcessEnv = process.env): string {
+  return path === '~' || path.startsWith('~/') ? (env.HOME ?? homedir()) + path.slice(1) : path;
+}
+
+/** The store a command works on: `--db PATH` alone needs no config; `--store NAME` picks one from the file. */
+export function selectStore(config: Config, name: string | undefined): { name: string; store: Config['stores'][string] } {
+  const names = Object.keys(config.stores);
+  if (name) {
+    const store = config.stores[name];
+    if (!store) throw configError(`no store named "${name}" in config (stores: ${names.join(', ') || 'none'})`);
+    return { name, store };
+  }
+  if (names.length === 1) return { name: names[0]!, store: config.stores[names[0]!]! };
+  throw configError(names.length === 0 ? 'no store given: use --db PATH or --config FILE --store NAME' : `several stores in config: choose one with --store (${names.join(', ')})`);
+}

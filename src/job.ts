@@ -1,0 +1,40 @@
+import type { z } from 'zod';
+import type { Logger } from './logger.js';
+import type { Config } from './config.js';
+import type { Clock } from './time.js';
+import { usageError } from './errors.js';
+
+/**
+ * What every job gets besides its payload. The CLI (`memory-warden run JOB`) and the BullMQ worker build one
+ * of these and call the same job function; neither reimplements a job.
+ */
+export interface JobContext {
+  config: Config;
+  log: Logger;
+  /** The job's notion of "now": injected so tests never sleep and `--now` works. */
+  now: Clock;
+  signal: AbortSignal;
+}
+
+/** A job: a plain async function of a payload checked on entry by its schema (old jobs outlive code changes). */
+export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
+  name: string;
+  /** Writes to the store: never runs beside another writer of the same store (prune, repair, drift, erase, restore). */
+  writes: boolean;
+  schema: S;
+  run(payload: z.output<S>, ctx: JobContext): Promise<R>;
+}
+
+export function defineJob<S extends z.ZodType, R>(job: JobDefinition<S, R>): JobDefinition<S, R> {
+  return job;
+}
+
+/** Validate a payload; a wrong one is a permanent (usage) error naming the field. */
+export function parsePayload<S extends z.ZodType>(job: JobDefinition<S, unknown>, payload: unknown): z.output<S> {
+  const r = job.schema.safeParse(payload);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw usageError(`${job.name} payload: ${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
+  }
+  return r.data;
+}

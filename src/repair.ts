@@ -1,0 +1,85 @@
+import type { StoreHandle } from './store/open.js';
+import { deleteWithCascade, type DoomedRow } from './store/delete.js';
+import { withMaintenanceLock } from './store/lock.js';
+import { memoryColumns } from './store/schema.js';
+import { CANONICAL_GLOB, classifyTime, parseInstant, toCanonical } from './time.js';
+
+const DANGLING_SQL = `SELECT m.id FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`;
+
+export interface DanglingRepair {
+  store: string;
+  deleted: number;
+  /** Rows that pointed at nothing: the corrected versions whose correction was deleted with foreign keys off. */
+  dangling: string[];
+  /** Older versions behind them, deleted by the cascade that should have happened at the time. */
+  cascaded: string[];
+}
+
+/**
+ * Delete rows whose superseded_by points at nothing, with their cascade, through both stores. Never reset them
+ * to NULL: that would put the corrected fact straight back into live_memory.
+ */
+export async function repairDangling(store: StoreHandle): Promise<DanglingRepair> {
+  const out: DanglingRepair = { store: store.name, deleted: 0, dangling: [], cascaded: [] };
+  const stillDangling = store.db.prepare(`SELECT 1 FROM memory WHERE id = ? AND superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memory)`);
+  await withMaintenanceLock(store.path, 'repair dangling', async () => {
+    for (;;) {
+      const roots = (store.db.prepare(DANGLING_SQL).all() as { id: string }[]).map((r) => r.id);
+      if (roots.length === 0) break;
+      const rootSet = new Set(roots);
+      const deleted: DoomedRow[] = await deleteWithCascade(store.db, roots, {
+        vectors: store.vectors,
+        stillQualifies: (row) => stillDangling.get(row.id) !== undefined,
+      });
+      if (deleted.length === 0) break;
+      for (const row of deleted) (rootSet.has(row.id) ? out.dangling : out.cascaded).push(row.id);
+      out.deleted += deleted.length;
+    }
+  });
+  return out;
+}
+
+export interface TimestampChange {
+  id: string;
+  column: string;
+  from: string;
+  to: string;
+}
+
+export interface TimestampRepair {
+  store: string;
+  rewritten: number;
+  unparseable: number;
+  changes: TimestampChange[];
+}
+
+/** Rewrite parseable non-canonical timestamps to `YYYY-MM-DD HH:MM:SS` UTC; leave unparseable ones for a person. */
+export async function repairTimestamps(store: StoreHandle): Promise<TimestampRepair> {
+  const out: TimestampRepair = { store: store.name, rewritten: 0, unparseable: 0, changes: [] };
+  const cols = [...memoryColumns(store.db)].filter((c) => ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'].includes(c));
+  await withMaintenanceLock(store.path, 'repair timestamps', async () => {
+    for (const col of cols) {
+      const odd = store.db
+        .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NOT NULL AND NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col})`)
+        .all() as { id: string; v: unknown }[];
+      const update = store.db.prepare(`UPDATE memory SET ${col} = ? WHERE id = ? AND ${col} IS ?`);
+      const changes: TimestampChange[] = [];
+      for (const { id, v } of odd) {
+        if (classifyTime(v) === 'unparseable') {
+          out.unparseable += 1;
+          continue;
+        }
+        changes.push({ id, column: col, from: String(v), to: toCanonical(parseInstant(v)!) });
+      }
+      // One short transaction per 500 rows; `IS ?` skips a value the agent rewrote in between.
+      for (let i = 0; i < changes.length; i += 500) {
+        const batch = changes.slice(i, i + 500);
+        store.db.transaction(() => {
+          for (const c of batch) if (update.run(c.to, c.id, c.from).changes === 1) out.changes.push(c);
+        }).immediate();
+      }
+    }
+  });
+  out.rewritten = out.changes.length;
+  return out;
+}

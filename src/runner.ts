@@ -1,0 +1,49 @@
+import type { Config } from './config.js';
+import { expandHome } from './config.js';
+import type { Logger } from './logger.js';
+import type { Clock } from './time.js';
+import { systemClock } from './time.js';
+import { parsePayload, type JobContext } from './job.js';
+import { JOBS } from '../jobs/index.js';
+import { coerceError, usageError } from './errors.js';
+import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
+
+export interface RunOptions {
+  config: Config;
+  log: Logger;
+  now?: Clock;
+  signal?: AbortSignal;
+  /** Record the run in the state db (the digest reports runs and failures from there). Default true. */
+  record?: boolean;
+}
+
+/**
+ * Run one job by name: validate the payload, build the context, record the outcome. The CLI's `run` and the
+ * BullMQ worker both come through here, so a job behaves the same whichever started it.
+ */
+export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
+  const job = JOBS[name];
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+  const parsed = parsePayload(job, payload);
+  const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
+  const now = opts.now ?? systemClock;
+  const ctx: JobContext = {
+    config: opts.config,
+    log: opts.log.child({ job: name, ...(store ? { store } : {}) }),
+    now,
+    signal: opts.signal ?? new AbortController().signal,
+  };
+  const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
+  const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;
+  try {
+    const result = await job.run(parsed, ctx);
+    if (state) recordRunEnd(state, runId, systemClock(), 'ok', result);
+    return result;
+  } catch (err) {
+    const e = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
+    if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
+    throw e;
+  } finally {
+    state?.close();
+  }
+}

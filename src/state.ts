@@ -1,0 +1,74 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Db } from './store/sqlite.js';
+import { toCanonical, type Instant } from './time.js';
+
+/**
+ * memory-warden's own records, kept apart from the agent's store (we never add tables to it): job runs and
+ * their outcome, and whatever later features must remember across restarts (digest deliveries, drift
+ * verdicts, erase receipts). Durable on disk: Redis here may keep nothing.
+ */
+export function openStateDb(path: string): Db {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const db = new Database(path, { timeout: 5000 });
+  db.pragma('foreign_keys = ON');
+  db.pragma('journal_mode = WAL');
+  migrateState(db);
+  return db;
+}
+
+/** Each feature adds its tables here, always `IF NOT EXISTS`, never altering an older one in place. */
+const MIGRATIONS: string[] = [
+  `CREATE TABLE IF NOT EXISTS job_runs (
+     id          INTEGER PRIMARY KEY,
+     job         TEXT NOT NULL,
+     store       TEXT,
+     started_at  TEXT NOT NULL,
+     finished_at TEXT,
+     outcome     TEXT NOT NULL CHECK (outcome IN ('running', 'ok', 'failed')),
+     result      TEXT,
+     error       TEXT
+   )`,
+  `CREATE INDEX IF NOT EXISTS job_runs_by_time ON job_runs(finished_at)`,
+  `CREATE INDEX IF NOT EXISTS job_runs_by_job ON job_runs(job, store, outcome, finished_at)`,
+];
+
+function migrateState(db: Db): void {
+  db.transaction(() => MIGRATIONS.forEach((sql) => db.exec(sql)))();
+}
+
+export function addStateMigration(sql: string): void {
+  if (!MIGRATIONS.includes(sql)) MIGRATIONS.push(sql);
+}
+
+export interface JobRun {
+  id: number;
+  job: string;
+  store: string | null;
+  started_at: string;
+  finished_at: string | null;
+  outcome: 'running' | 'ok' | 'failed';
+  result: string | null;
+  error: string | null;
+}
+
+export function recordRunStart(db: Db, job: string, store: string | null, at: Instant): number {
+  return Number(db.prepare(`INSERT INTO job_runs (job, store, started_at, outcome) VALUES (?, ?, ?, 'running')`).run(job, store, toCanonical(at)).lastInsertRowid);
+}
+
+export function recordRunEnd(db: Db, id: number, at: Instant, outcome: 'ok' | 'failed', detail: unknown): void {
+  const text = outcome === 'ok' ? JSON.stringify(detail ?? null) : null;
+  const error = outcome === 'failed' ? String(detail) : null;
+  db.prepare(`UPDATE job_runs SET finished_at = ?, outcome = ?, result = ?, error = ? WHERE id = ?`).run(toCanonical(at), outcome, text, error, id);
+}
+
+/** Runs that finished at or after `since` (canonical UTC text), newest first. */
+export function runsSince(db: Db, since: string, outcome?: 'ok' | 'failed'): JobRun[] {
+  const sql = `SELECT * FROM job_runs WHERE finished_at >= ? ${outcome ? 'AND outcome = ?' : ''} ORDER BY finished_at DESC, id DESC`;
+  return db.prepare(sql).all(...(outcome ? [since, outcome] : [since])) as JobRun[];
+}
+
+export function lastRun(db: Db, job: string, store: string, outcome: 'ok' | 'failed' = 'ok'): JobRun | undefined {
+  return db.prepare(`SELECT * FROM job_runs WHERE job = ? AND store = ? AND outcome = ? ORDER BY finished_at DESC, id DESC LIMIT 1`).get(job, store, outcome) as JobRun | undefined;
+}

@@ -1,0 +1,34 @@
+import { basename } from 'node:path';
+import type { Config } from '../config.js';
+import type { StoreConfig } from './config.js';
+import { openDatabase, type Db } from './sqlite.js';
+import { assertWardenSchema } from './schema.js';
+import type { VectorSink } from './vectors.js';
+
+/** One configured store, opened: its SQLite connection and, when configured, its vector side. */
+export interface StoreHandle {
+  name: string;
+  config: StoreConfig;
+  path: string;
+  db: Db;
+  vectors?: VectorSink;
+  close(): void;
+}
+
+export function openStore(config: Config, name: string, opts: { readonly?: boolean } = {}): StoreHandle {
+  const storeConfig = config.stores[name];
+  if (!storeConfig) throw new Error(`no store named ${name}`);
+  const db = openDatabase(storeConfig.db, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false });
+  try {
+    if (storeConfig.layout === 'warden') assertWardenSchema(db, storeConfig.db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return { name, config: storeConfig, path: storeConfig.db, db, close: () => db.close() };
+}
+
+/** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
+export function storeNameForPath(path: string): string {
+  return basename(path).replace(/\.[^.]*$/, '').replace(/[^A-Za-z0-9_.-]/g, '_') || 'store';
+}
