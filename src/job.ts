@@ -21,6 +21,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
   name: string;
   /** Writes to the store: never runs beside another writer of the same store (prune, repair, drift, erase, restore). */
   writes: boolean;
+  /** `store`: one run per configured store, payload `{ store }`; `global`: one run for all stores (the digest). */
+  scope?: 'store' | 'global';
   schema: S;
   run(payload: z.output<S>, ctx: JobContext): Promise<R>;
 }
