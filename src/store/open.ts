@@ -4,6 +4,7 @@ import type { StoreConfig } from './config.js';
 import { openDatabase, type Db } from './sqlite.js';
 import { assertWardenSchema } from './schema.js';
 import type { VectorSink } from './vectors.js';
+import { qdrantStoreFor } from './qdrant.js';
 
 /** One configured store, opened: its SQLite connection and, when configured, its vector side. */
 export interface StoreHandle {
@@ -25,7 +26,8 @@ export function openStore(config: Config, name: string, opts: { readonly?: boole
     db.close();
     throw err;
   }
-  return { name, config: storeConfig, path: storeConfig.db, db, close: () => db.close() };
+  const vectors = qdrantStoreFor(storeConfig);
+  return { name, config: storeConfig, path: storeConfig.db, db, ...(vectors ? { vectors } : {}), close: () => db.close() };
 }
 
 /** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
