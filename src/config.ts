@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve, isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
@@ -49,7 +49,12 @@ export const configSchema = z.strictObject({
 
 export type Config = z.infer<typeof configSchema>;
 
-export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../config/default.yaml');
+/** The package's config/default.yaml, found from src/ (tests) and from dist/src/ (built) alike. */
+export const DEFAULT_CONFIG_PATH = ((): string => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [resolve(here, '../config/default.yaml'), resolve(here, '../../config/default.yaml')];
+  return candidates.find((p) => existsSync(p)) ?? candidates[1]!;
+})();
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
