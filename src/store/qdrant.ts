@@ -194,18 +194,38 @@ export class QdrantStore implements VectorSink {
     return r.exists;
   }
 
+  /**
+   * Plain JSON request, for the endpoints where the client library sends what Qdrant's OpenAPI description does
+   * not allow (it posts `{}` to the body-less snapshot endpoints).
+   */
+  private async request<T>(doing: string, method: string, path: string, query: Record<string, string> = {}): Promise<T> {
+    try {
+      const res = await fetch(this.url(path, query), { method, headers: this.headers, signal: AbortSignal.timeout(this.config.timeoutMs) });
+      const body = (await res.json().catch(() => null)) as { result?: T; status?: { error?: string } } | null;
+      if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status} ${body?.status?.error ?? ''}`.trim()), { status: res.status });
+      return body?.result as T;
+    } catch (err) {
+      throw qdrantError(doing, err);
+    }
+  }
+
+  private snapshotsPath(collection: string, name?: string): string {
+    return `/collections/${encodeURIComponent(collection)}/snapshots${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+  }
+
   async createSnapshot(collection: string): Promise<SnapshotInfo> {
-    const r = await this.call(`create snapshot of ${collection}`, () => this.client.createSnapshot(collection, { wait: true }));
-    if (!r) throw transientError(`qdrant create snapshot of ${collection}: no snapshot description in the answer`);
+    const doing = `create snapshot of ${collection}`;
+    const r = await this.request<SnapshotInfo | undefined>(doing, 'POST', this.snapshotsPath(collection), { wait: 'true' });
+    if (!r || typeof r.name !== 'string') throw transientError(`qdrant ${doing}: no snapshot description in the answer`);
     return r;
   }
 
   async deleteSnapshot(collection: string, name: string): Promise<void> {
-    await this.call(`delete snapshot ${name} of ${collection}`, () => this.client.deleteSnapshot(collection, name, { wait: true }));
+    await this.request(`delete snapshot ${name} of ${collection}`, 'DELETE', this.snapshotsPath(collection, name), { wait: 'true' });
   }
 
   async listSnapshots(collection: string): Promise<SnapshotInfo[]> {
-    return this.call(`list snapshots of ${collection}`, () => this.client.listSnapshots(collection));
+    return this.request(`list snapshots of ${collection}`, 'GET', this.snapshotsPath(collection));
   }
 
   private url(path: string, query: Record<string, string> = {}): string {
@@ -222,7 +242,7 @@ export class QdrantStore implements VectorSink {
     const hash = createHash('sha256');
     let bytes = 0;
     try {
-      const res = await fetch(this.url(`/collections/${encodeURIComponent(collection)}/snapshots/${encodeURIComponent(name)}`), {
+      const res = await fetch(this.url(this.snapshotsPath(collection, name)), {
         headers: this.headers,
         ...(signal ? { signal } : {}),
       });
@@ -253,7 +273,7 @@ export class QdrantStore implements VectorSink {
     try {
       const form = new FormData();
       form.set('snapshot', await openAsBlob(file), `${collection}.snapshot`);
-      const res = await fetch(this.url(`/collections/${encodeURIComponent(collection)}/snapshots/upload`, { wait: 'true', priority: 'snapshot', checksum }), {
+      const res = await fetch(this.url(`${this.snapshotsPath(collection)}/upload`, { wait: 'true', priority: 'snapshot', checksum }), {
         method: 'POST',
         headers: this.headers,
         body: form,
