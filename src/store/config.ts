@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { mem0Schema } from '../layouts/mem0-config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
 export const pointIdModes = ['id', 'payload', 'uuid5'] as const;
@@ -16,6 +17,11 @@ export const qdrantSchema = z.strictObject({
   /** Namespace for `pointId: uuid5`. */
   uuidNamespace: z.string().uuid().default('6ba7b811-9dad-11d1-80b4-00c04fd430c8'),
   timeoutMs: z.number().int().positive().default(30_000),
+  /**
+   * Which live rows the consistency check expects a point for: `every` collection (default), `any` one of them
+   * (collections partition the rows), or `none` (not every row is embedded; only orphans are looked for).
+   */
+  expectPoints: z.enum(['every', 'any', 'none']).default('every'),
 });
 
 export const storeSchema = z.strictObject({
@@ -24,6 +30,8 @@ export const storeSchema = z.strictObject({
   /** The SQLite file: the memory store, or mem0's history.db. */
   db: z.string().min(1),
   qdrant: qdrantSchema.optional(),
+  /** `layout: mem0` only: mem0's collections and where its vectors live (src/layouts/mem0-config.ts). */
+  mem0: mem0Schema.optional(),
 });
 
 export type QdrantConfig = z.infer<typeof qdrantSchema>;

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { StoreConfig } from './config.js';
 import { openDatabase, type Db } from './sqlite.js';
 import { assertWardenSchema } from './schema.js';
+import { detectDialect } from '../layouts/mem0-history.js';
 import type { VectorSink } from './vectors.js';
 import { qdrantStoreFor } from './qdrant.js';
 
@@ -22,6 +23,7 @@ export function openStore(config: Config, name: string, opts: { readonly?: boole
   const db = openDatabase(storeConfig.db, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false });
   try {
     if (storeConfig.layout === 'warden') assertWardenSchema(db, storeConfig.db);
+    else if (storeConfig.layout === 'mem0') detectDialect(db, storeConfig.db, storeConfig.mem0?.historyTable ?? 'auto');
   } catch (err) {
     db.close();
     throw err;
