@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import type { StoreHandle } from '../store/open.js';
 import { journalMode } from '../store/sqlite.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
@@ -134,13 +134,19 @@ export function readMounts(file = '/proc/mounts'): Mount[] {
 
 /** The mount holding `path`: the longest mount point that is a prefix of its real path (or nearest existing parent). */
 export function mountOf(path: string, mounts: Mount[]): Mount | undefined {
-  let p = resolve(path);
-  while (!existsSync(p) && dirname(p) !== p) p = dirname(p);
+  // Symlinks resolved on the part that exists; the part not created yet is appended as written.
+  let base = resolve(path);
+  let tail = '';
+  while (!existsSync(base) && dirname(base) !== base) {
+    tail = `/${basename(base)}${tail}`;
+    base = dirname(base);
+  }
   try {
-    p = realpathSync(p);
+    base = realpathSync(base);
   } catch {
     /* keep the resolved path */
   }
+  const p = base === '/' ? tail || '/' : `${base}${tail}`;
   let best: Mount | undefined;
   for (const m of mounts) {
     const inside = m.point === '/' || p === m.point || p.startsWith(m.point.endsWith('/') ? m.point : `${m.point}/`);
