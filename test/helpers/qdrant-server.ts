@@ -348,8 +348,11 @@ export interface FaultRule {
   after?: number;
   /** Fail this many (default: every one after `after`). */
   times?: number;
-  /** `status` answers with an HTTP error (503 default); `reset` drops the connection. */
-  mode?: 'status' | 'reset';
+  /**
+   * `status` answers with an HTTP error (503 default); `reset` drops the connection before Qdrant sees the request;
+   * `lose-answer` lets Qdrant apply it, then drops the connection before the answer arrives.
+   */
+  mode?: 'status' | 'reset' | 'lose-answer';
   status?: number;
 }
 
@@ -376,6 +379,15 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       if (r.times !== undefined && r.failedCount >= r.times) continue;
       r.failedCount += 1;
       state.failed += 1;
+      if (r.mode === 'lose-answer') {
+        const upstream = httpRequest({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host } }, (up) => {
+          up.resume();
+          up.on('end', () => req.socket.destroy());
+        });
+        upstream.on('error', () => req.socket.destroy());
+        req.pipe(upstream);
+        return;
+      }
       req.resume();
       if (r.mode === 'reset') {
         req.socket.destroy();
