@@ -1,0 +1,222 @@
+import { hostname } from 'node:os';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { expandHome } from '../config.js';
+import { coerceError, configError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { runJob } from '../runner.js';
+import { JOBS } from '../../jobs/index.js';
+import { systemClock, type Clock } from '../time.js';
+import { openStateDb } from '../state.js';
+import { WorkerMetrics } from '../metrics.js';
+import { startHttpServer, type Health, type HttpHandle } from '../http.js';
+import { connectRedis, redactRedisUrl } from './connection.js';
+import { storeLockKey, withStoreLock } from './lock.js';
+import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
+
+export interface StartOptions {
+  config: Config;
+  log: Logger;
+  /** The jobs' clock; the wall clock unless a test injects one. */
+  now?: Clock;
+  metrics?: WorkerMetrics;
+}
+
+export interface RunningWorker {
+  queue: Queue;
+  worker: Worker;
+  redis: Redis;
+  metrics: WorkerMetrics;
+  http?: HttpHandle;
+  schedulers: SyncResult;
+  health(): Promise<Health>;
+  /** Stop taking jobs, let running ones finish (bounded by worker.shutdownTimeoutMs), close everything. */
+  shutdown(reason?: string): Promise<{ drained: boolean }>;
+}
+
+/** A Queue on the configured prefix, sharing one connection; the CLI's schedule and enqueue use it too. */
+export function openQueue(config: Config, redis: Redis): Queue {
+  const queue = new Queue(config.worker.queue, { connection: redis, prefix: config.redis.prefix });
+  queue.on('error', () => {}); // connection trouble is logged once by the connection itself
+  return queue;
+}
+
+/** Run-time state the processor and health check share. */
+interface WorkerState {
+  shuttingDown: boolean;
+  stop: AbortController;
+}
+
+/**
+ * The processor: the queue is only the transport and the clock. The job itself is the same `runJob` that
+ * `memory-warden run` calls; this adds the cross-machine store lock for writers, the log lines, the metrics and
+ * the retry decision (transient → thrown as is, BullMQ retries with backoff; anything else → UnrecoverableError).
+ */
+function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics, state: WorkerState) {
+  const { config, log } = opts;
+  const holder = `${hostname()}:${process.pid}`;
+  return async (job: Job, _token?: string, bullSignal?: AbortSignal): Promise<unknown> => {
+    const def = JOBS[job.name];
+    const store = typeof (job.data as { store?: unknown } | undefined)?.store === 'string' ? (job.data as { store: string }).store : null;
+    const attempt = job.attemptsMade + 1;
+    const jobLog = log.child({ job: job.name, store, jobId: job.id, attempt });
+    if (!def) {
+      jobLog.error({ outcome: 'failed', retry: false }, 'job failed: this build has no such job');
+      throw new UnrecoverableError(`unknown job "${job.name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+    }
+    const started = performance.now();
+    jobLog.info({ writes: def.writes }, 'job start');
+    const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
+    const run = (lost?: AbortSignal) =>
+      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals) });
+    try {
+      // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
+      // (every writer takes withMaintenanceLock around its writes), both held while it writes.
+      const result =
+        def.writes && store !== null
+          ? await withStoreLock(redis, storeLockKey(config.redis.prefix, store), { ...config.worker.storeLock, holder: `${job.name}@${holder}`, log: jobLog }, run)
+          : await run();
+      const seconds = (performance.now() - started) / 1000;
+      metrics.recordRun(job.name, store, 'ok', seconds, { result });
+      jobLog.info({ durationMs: Math.round(seconds * 1000), outcome: 'ok' }, 'job done');
+      return result;
+    } catch (err) {
+      const e = coerceError(err);
+      const seconds = (performance.now() - started) / 1000;
+      const retry = e.transient && attempt < (job.opts.attempts ?? 1);
+      metrics.recordRun(job.name, store, 'failed', seconds, { retried: retry });
+      jobLog.error({ durationMs: Math.round(seconds * 1000), outcome: 'failed', retry, kind: e.kind, err: e.message }, 'job failed');
+      if (e.transient) throw e;
+      throw new UnrecoverableError(e.message);
+    }
+  };
+}
+
+/** Last successful run per store and job, from the state db (survives restarts, unlike the metrics). */
+function lastSuccesses(config: Config): Record<string, Record<string, string>> {
+  const db = openStateDb(expandHome(config.stateDb));
+  try {
+    const rows = db
+      .prepare(`SELECT job, coalesce(store, '*') AS store, max(finished_at) AS at FROM job_runs WHERE outcome = 'ok' GROUP BY job, store`)
+      .all() as { job: string; store: string; at: string }[];
+    const out: Record<string, Record<string, string>> = {};
+    for (const r of rows) (out[r.store] ??= {})[r.job] = r.at;
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> {
+  if (redis.status !== 'ready') return false;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      redis.ping().then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
+  const { config, log } = opts;
+  const metrics = opts.metrics ?? new WorkerMetrics();
+  const redis = await connectRedis(config.redis.url, log);
+  const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
+  const queue = openQueue(config, redis);
+  let worker: Worker | undefined;
+  let http: HttpHandle | undefined;
+  try {
+    const schedulers = await syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log);
+    const w = config.worker;
+    worker = new Worker(config.worker.queue, makeProcessor(opts, redis, metrics, state), {
+      connection: redis,
+      prefix: config.redis.prefix,
+      name: `${hostname()}:${process.pid}`,
+      concurrency: w.concurrency,
+      lockDuration: w.lockDurationMs,
+      stalledInterval: w.stalledIntervalMs,
+      maxStalledCount: w.maxStalledCount,
+    });
+    worker.on('error', (err) => log.debug({ err: err.message }, 'worker connection error'));
+    worker.on('stalled', (jobId) => log.warn({ jobId }, 'job stalled (its worker stopped without finishing); it runs again'));
+    await worker.waitUntilReady();
+    const running = worker;
+
+    const health = async (): Promise<Health> => {
+      const up = await redisReachable(redis);
+      metrics.redisUp.set(up ? 1 : 0);
+      const workerState = state.shuttingDown ? 'stopping' : running.isRunning() ? 'running' : 'stopped';
+      let stores: Record<string, Record<string, string>> | string;
+      try {
+        stores = lastSuccesses(config);
+      } catch (err) {
+        stores = `state db unreadable: ${(err as Error).message}`;
+      }
+      return { ok: up && workerState === 'running', redis: up ? 'up' : 'down', worker: workerState, lastSuccess: stores };
+    };
+
+    if (w.http.enabled) {
+      try {
+        http = await startHttpServer({
+          host: w.http.host,
+          port: w.http.port,
+          log,
+          health,
+          metrics: async () => {
+            metrics.redisUp.set((await redisReachable(redis)) ? 1 : 0);
+            return { contentType: metrics.contentType, body: await metrics.text() };
+          },
+        });
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? (err as Error).message;
+        throw configError(`worker.http: cannot listen on ${w.http.host}:${w.http.port} (${code}); choose another worker.http.port or set worker.http.enabled: false`);
+      }
+    }
+
+    log.info({ redis: redactRedisUrl(config.redis.url), prefix: config.redis.prefix, queue: config.worker.queue, concurrency: w.concurrency, schedulers: schedulers.upserted.length }, 'worker ready');
+
+    let closing: Promise<{ drained: boolean }> | undefined;
+    const shutdown = (reason = 'shutdown') =>
+      (closing ??= (async () => {
+        state.shuttingDown = true;
+        log.info({ reason, timeoutMs: w.shutdownTimeoutMs }, 'shutting down: taking no new jobs, letting running ones finish');
+        const closed = running.close();
+        let drained = await settlesWithin(closed, w.shutdownTimeoutMs);
+        if (!drained) {
+          log.warn({ timeoutMs: w.shutdownTimeoutMs }, 'shutdown timeout: telling running jobs to stop');
+          state.stop.abort();
+          running.cancelAllJobs('worker shutting down');
+          // Jobs that ignore the signal are left to stalled-job recovery: their lock lapses, another worker reruns them.
+          drained = await settlesWithin(closed, Math.min(10_000, Math.max(1000, w.shutdownTimeoutMs)));
+        }
+        await http?.close();
+        await queue.close().catch(() => {});
+        if (drained) await redis.quit().catch(() => redis.disconnect());
+        else redis.disconnect();
+        log.info({ drained }, 'worker stopped');
+        return { drained };
+      })());
+
+    return { queue, worker: running, redis, metrics, http, schedulers, health, shutdown };
+  } catch (err) {
+    await http?.close();
+    await worker?.close(true).catch(() => {});
+    await queue.close().catch(() => {});
+    redis.disconnect();
+    throw err;
+  }
+}
+
+function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(() => true, () => true),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
