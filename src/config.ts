@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { configError } from './errors.js';
 import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
-import { verifySchema } from './verifiers/config.js';
+import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
 
 /**
@@ -60,6 +60,7 @@ const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
 /** Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. */
 export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
+  if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
   if (typeof value === 'string') {
     return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
       const v = env[name];
@@ -145,6 +146,7 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   }
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root) };
+  if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
   return out;
 }
 

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { defineJob, type JobContext } from '../src/job.js';
+import { expandHome } from '../src/config.js';
+import { openStore } from '../src/store/open.js';
+import { withMaintenanceLock } from '../src/store/lock.js';
+import { openStateDb } from '../src/state.js';
+import { toCanonical } from '../src/time.js';
+import { reviewDue } from '../src/drift/queue.js';
+import { verifyAll } from '../src/drift/dispatch.js';
+import { applyDecision, type Applied } from '../src/drift/apply.js';
+import { acceptedReading, pendingMemoryIds } from '../src/drift/record.js';
+import { prepareVerification } from '../src/drift/setup.js';
+
+export const payloadSchema = z.strictObject({ store: z.string().min(1) });
+export type DriftPayload = z.infer<typeof payloadSchema>;
+
+export interface DriftResult {
+  store: string;
+  now: string;
+  /** Rows taken from the review queue this run (at most review.batch). */
+  due: number;
+  confirmed: number;
+  contradicted: number;
+  superseded: number;
+  changed: number;
+  unverifiable: number;
+  refused: number;
+  /** Items this run added to the human queue. */
+  toPerson: number;
+  /** Source reads made, and reads shared between memories of this run. */
+  reads: number;
+  sharedReads: number;
+  verdicts: Applied[];
+  skipped?: string;
+}
+
+/**
+ * The weekly drift re-verification of one store: take the review queue (oldest first, at most review.batch,
+ * rows already waiting for a person left out), re-check each row against its source through the verifier its
+ * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run.
+ */
+export async function drift(payload: DriftPayload, ctx: JobContext): Promise<DriftResult> {
+  const now = ctx.now();
+  const result: DriftResult = {
+    store: payload.store, now: toCanonical(now), due: 0, confirmed: 0, contradicted: 0, superseded: 0, changed: 0,
+    unverifiable: 0, refused: 0, toPerson: 0, reads: 0, sharedReads: 0, verdicts: [],
+  };
+  const verification = await prepareVerification(ctx.config);
+  const store = openStore(ctx.config, payload.store);
+  if (store.config.layout !== 'warden') {
+    store.close();
+    result.skipped = `layout ${store.config.layout} has no memory table with sources to verify`;
+    ctx.log.info({ skipped: result.skipped }, 'drift skipped');
+    return result;
+  }
+  const state = openStateDb(expandHome(ctx.config.stateDb));
+  try {
+    await withMaintenanceLock(store.path, 'drift', async () => {
+      const queue = reviewDue(store.db, {
+        now,
+        afterDays: ctx.config.review.afterDays,
+        limit: ctx.config.review.batch,
+        exclude: pendingMemoryIds(state, payload.store),
+      });
+      result.due = queue.length;
+      if (queue.length === 0) return;
+      const run = await verifyAll(queue, {
+        ...verification,
+        log: ctx.log,
+        now,
+        signal: ctx.signal,
+        accepted: (id, verifier) => acceptedReading(state, payload.store, id, verifier),
+      });
+      result.reads = run.reads;
+      result.sharedReads = run.sharedReads;
+      for (const decision of run.decisions) {
+        const applied = applyDecision(store.db, state, payload.store, decision, now);
+        result[applied.verdict] += 1;
+        if (applied.supersededBy) result.superseded += 1;
+        if (applied.needsPerson) result.toPerson += 1;
+        result.verdicts.push(applied);
+      }
+    });
+  } finally {
+    state.close();
+    store.close();
+  }
+  const { due, confirmed, contradicted, superseded, changed, unverifiable, refused, toPerson, reads, sharedReads } = result;
+  ctx.log.info({ due, confirmed, contradicted, superseded, changed, unverifiable, refused, toPerson, reads, sharedReads }, 'drift done');
+  return result;
+}
+
+export default defineJob({ name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift });

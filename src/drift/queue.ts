@@ -1,0 +1,38 @@
+import type { Db } from '../store/sqlite.js';
+import { reviewCutoff } from '../store/rules.js';
+import { textUpperBound, type Instant } from '../time.js';
+import type { MemoryUnderReview } from '../verifiers/types.js';
+
+export interface QueueOptions {
+  now: Instant;
+  afterDays: number;
+  /** At most this many rows (config review.batch); undefined: all due rows. */
+  limit?: number;
+  /** Rows already waiting for a person: they are in the human queue, not picked again. */
+  exclude?: readonly string[];
+}
+
+/**
+ * The review queue of BRIEF.md: live rows (not superseded, not expired — as instants) confirmed more than
+ * `afterDays` ago, oldest first. Drift is reviewed, never expired. A row whose confirmed_at cannot be parsed is
+ * never due here (check reports it).
+ */
+const DUE_SQL = `
+SELECT id, subject, fact, source, confirmed_at FROM memory
+WHERE superseded_by IS NULL
+  AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+  AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff
+  AND id NOT IN (SELECT value FROM json_each(@exclude))
+ORDER BY warden_epoch(confirmed_at), id
+LIMIT @limit`;
+
+export function reviewDue(db: Db, opts: QueueOptions): MemoryUnderReview[] {
+  const cutoff = reviewCutoff(opts.now, opts.afterDays);
+  return db.prepare(DUE_SQL).all({
+    now: opts.now,
+    cutoff,
+    upper: textUpperBound(cutoff),
+    exclude: JSON.stringify(opts.exclude ?? []),
+    limit: opts.limit ?? -1,
+  }) as MemoryUnderReview[];
+}
