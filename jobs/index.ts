@@ -1,4 +1,5 @@
 import type { JobDefinition } from '../src/job.js';
+import digest from './digest.js';
 import drift from './drift.js';
 import integrity from './integrity.js';
 import prune from './prune.js';
@@ -8,6 +9,7 @@ import prune from './prune.js';
  * The worker schedules from this map and `memory-warden run NAME` looks jobs up in it.
  */
 export const JOBS: Record<string, JobDefinition<any, any>> = {
+  digest,
   drift,
   integrity,
   prune,

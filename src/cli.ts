@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { readFileSync } from 'node:fs';
 import { coerceError } from './errors.js';
 import { registerCoreCommands } from './commands/core.js';
+import { registerDigestCommands } from './commands/digest.js';
 import { registerWorkerCommands } from './commands/worker.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerCoreCommands(program);
+  registerDigestCommands(program);
   registerWorkerCommands(program);
   return program;
 }

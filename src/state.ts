@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
+import { DELIVERIES_DDL } from './digest/deliveries.js';
 
 /**
  * memory-warden's own records, kept apart from the agent's store (we never add tables to it): job runs and
@@ -49,6 +50,8 @@ const MIGRATIONS: string[] = [
    )`,
   `CREATE INDEX IF NOT EXISTS drift_verdicts_by_memory ON drift_verdicts(store, memory_id, checked_at)`,
   `CREATE INDEX IF NOT EXISTS drift_verdicts_pending ON drift_verdicts(store, needs_person, resolved_at)`,
+  // Digest: one row per (recipient list, day) with the period it covered and whether the server accepted it.
+  DELIVERIES_DDL,
 ];
 
 function migrateState(db: Db): void {

@@ -1,0 +1,163 @@
+import { writeFileSync } from 'node:fs';
+import type { Config } from '../config.js';
+import { expandHome } from '../config.js';
+import type { JobContext } from '../job.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { openStateDb } from '../state.js';
+import { coerceError, usageError, type WardenError } from '../errors.js';
+import { parseInstant, type Instant } from '../time.js';
+import { collectDigest } from './collect.js';
+import { renderDigest, type RenderedDigest } from './render.js';
+import type { DigestModel } from './model.js';
+import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
+import { claimDelivery, listKey, markFailed, markQuiet, markSent, periodStart } from './deliveries.js';
+
+export const ALL_STORES = 'all stores';
+
+export interface DigestGroup {
+  /** `all stores`, or one store's name (perStore), or the chosen stores joined by `,`. */
+  scope: string;
+  stores: string[];
+}
+
+/** Which emails this run sends: one covering the chosen stores, or one per store. Unknown names are refused. */
+export function digestGroups(config: Config, chosen?: string[]): DigestGroup[] {
+  const all = Object.keys(config.stores);
+  const names = chosen && chosen.length > 0 ? [...new Set(chosen)] : all;
+  const unknown = names.filter((n) => !config.stores[n]);
+  if (unknown.length > 0) throw usageError(`digest: no store named ${unknown.map((n) => `"${n}"`).join(', ')} in config (stores: ${all.join(', ') || 'none'})`);
+  if (config.digest.perStore) return names.map((n) => ({ scope: n, stores: [n] }));
+  const everything = names.length === all.length;
+  return [{ scope: everything ? ALL_STORES : [...names].sort().join(','), stores: everything ? all : names }];
+}
+
+/** The end of a period: now − settle, on a whole second (periods are stored as canonical text). */
+export function periodEnd(config: Config, now: Instant): Instant {
+  return Math.floor((now - config.digest.settleSeconds * 1000) / 1000) * 1000;
+}
+
+export interface DeliveryResult {
+  scope: string;
+  day: string;
+  /** sent: the server accepted it now; quiet: nothing new and allQuiet is off; already-sent / in-progress: not sent by this run. */
+  status: 'sent' | 'quiet' | 'already-sent' | 'in-progress' | 'failed';
+  periodStart: string;
+  periodEnd: string;
+  messageId: string;
+  newRows?: number;
+  flagged?: number;
+  error?: string;
+}
+
+export interface DigestResult {
+  deliveries: DeliveryResult[];
+}
+
+/**
+ * The digest job: for each email (one, or one per store), claim (list, day), collect, render, send, record.
+ * Config is checked before anything is claimed. Every email is attempted; the first failure is thrown after, a
+ * transient one when any is transient (so the retry sends what is still unsent, and nothing that was sent).
+ */
+export async function runDigest(payload: { stores?: string[] }, ctx: JobContext): Promise<DigestResult> {
+  const { config, log } = ctx;
+  const cfg = checkSendConfig(config);
+  const groups = digestGroups(config, payload.stores);
+  const state = openStateDb(expandHome(config.stateDb));
+  const transport = createTransport(cfg.smtp);
+  const results: DeliveryResult[] = [];
+  const errors: WardenError[] = [];
+  try {
+    for (const group of groups) {
+      const now = ctx.now();
+      const claim = claimDelivery(state, {
+        key: listKey(cfg.to, group.scope),
+        now,
+        end: periodEnd(config, now),
+        firstPeriodMs: config.digest.firstPeriodHours * 3_600_000,
+        claimMs: config.digest.claimMinutes * 60_000,
+      });
+      const d = claim.delivery;
+      const base = { scope: group.scope, day: d.day, periodStart: d.period_start, periodEnd: d.period_end, messageId: d.message_id };
+      if (claim.kind !== 'claimed') {
+        log.info({ scope: group.scope, day: d.day, status: claim.kind }, 'digest not sent by this run');
+        results.push({ ...base, status: claim.kind });
+        continue;
+      }
+      if (claim.takenOver) log.warn({ scope: group.scope, day: d.day, messageId: d.message_id }, 'digest claim taken over from a run that vanished; sending again with the same Message-ID');
+      try {
+        const model = await collectDigest({
+          config, state, stores: group.stores, scope: group.scope, now, ctx,
+          period: { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! },
+        });
+        const summary = summarize(model);
+        if (model.quiet && !config.digest.allQuiet) {
+          markQuiet(state, d.id, claim.token, ctx.now());
+          log.info({ scope: group.scope, day: d.day }, 'digest: all quiet, nothing sent (allQuiet is off)');
+          results.push({ ...base, status: 'quiet', ...summary });
+          continue;
+        }
+        const rendered = renderDigest(model, { prefix: config.digest.subject });
+        const accepted = await sendDigestMail(transport, cfg, { ...rendered, messageId: d.message_id, period: { start: d.period_start, end: d.period_end } }, ctx.signal);
+        markSent(state, d.id, ctx.now(), accepted.response, summary);
+        log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
+        results.push({ ...base, status: 'sent', ...summary });
+      } catch (err) {
+        const e = coerceError(err, `digest ${group.scope}`);
+        markFailed(state, d.id, claim.token, e.message);
+        log.error({ scope: group.scope, day: d.day, err: e.message, transient: e.transient }, 'digest not sent');
+        results.push({ ...base, status: 'failed', error: e.message });
+        errors.push(e);
+      }
+    }
+  } finally {
+    transport.close();
+    state.close();
+  }
+  if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
+  return { deliveries: results };
+}
+
+function summarize(model: DigestModel): { newRows: number; flagged: number } {
+  return {
+    newRows: model.stores.reduce((n, s) => n + s.newRows.total, 0),
+    flagged: model.stores.reduce((n, s) => n + s.newRows.flagged, 0),
+  };
+}
+
+export interface PreviewOptions {
+  now?: Instant;
+  stores?: string[];
+  log?: Logger;
+  /** Write the HTML part here. */
+  out?: string;
+}
+
+export interface Preview extends RenderedDigest {
+  model: DigestModel;
+}
+
+/**
+ * The digest as it would be sent now, without sending or recording anything: one email covering the chosen
+ * stores, from where the last sent digest of the configured list ended. Needs no SMTP config.
+ */
+export async function previewDigest(config: Config, opts: PreviewOptions = {}): Promise<Preview> {
+  const now = opts.now ?? Date.now();
+  const groups = digestGroups({ ...config, digest: { ...config.digest, perStore: false } }, opts.stores);
+  const group = groups[0]!;
+  const state = openStateDb(expandHome(config.stateDb));
+  try {
+    const end = periodEnd(config, now);
+    const firstMs = config.digest.firstPeriodHours * 3_600_000;
+    const keys = config.digest.perStore ? group.stores : [group.scope];
+    const start = Math.min(...keys.map((scope) => periodStart(state, listKey(config.digest.to, scope), end, firstMs)));
+    const model = await collectDigest({
+      config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
+      ctx: { log: opts.log ?? silentLogger, signal: new AbortController().signal },
+    });
+    const rendered = renderDigest(model, { prefix: config.digest.subject });
+    if (opts.out) writeFileSync(opts.out, rendered.html);
+    return { ...rendered, model };
+  } finally {
+    state.close();
+  }
+}
