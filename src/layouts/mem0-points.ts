@@ -39,6 +39,9 @@ function asPoint(r: { id: string | number; payload?: Record<string, unknown> | n
   return { id: String(r.id), payload: (r.payload ?? {}) as Record<string, unknown> };
 }
 
+/** Qdrant ids are unsigned integers or UUIDs: an all-digit id goes back as the integer it was. */
+const pointKey = (id: string): string | number => (/^(0|[1-9][0-9]*)$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id);
+
 /** The PointStore over the project's Qdrant store (src/store/qdrant.ts): same client, same error classes. */
 export function qdrantPointStore(q: QdrantStore | QdrantConfig): PointStore {
   const store = q instanceof QdrantStore ? q : new QdrantStore(q);
@@ -66,12 +69,12 @@ export function qdrantPointStore(q: QdrantStore | QdrantConfig): PointStore {
     async retrieve(collection, ids, payload = true) {
       if (ids.length === 0) return [];
       const r = await call(`retrieve ${ids.length} point(s) from ${collection}`, () =>
-        client.retrieve(collection, { ids: [...ids], with_payload: payload, with_vector: false }));
+        client.retrieve(collection, { ids: ids.map(pointKey), with_payload: payload, with_vector: false }));
       return r.map(asPoint);
     },
-    delete: (collection, ids) => store.deletePoints(collection, ids),
+    delete: (collection, ids) => store.deletePoints(collection, ids.map(pointKey)),
     async setPayload(collection, id, payload) {
-      await call(`set payload of point ${id} in ${collection}`, () => client.setPayload(collection, { wait: true, points: [id], payload }));
+      await call(`set payload of point ${id} in ${collection}`, () => client.setPayload(collection, { wait: true, points: [pointKey(id)], payload }));
     },
   };
 }

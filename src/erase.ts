@@ -1,0 +1,392 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from './config.js';
+import { expandHome } from './config.js';
+import type { Logger } from './logger.js';
+import { silentLogger } from './logger.js';
+import type { Db } from './store/sqlite.js';
+import { openStore, type StoreHandle } from './store/open.js';
+import { memoryColumns } from './store/schema.js';
+import { cascadeClosure, deleteWithCascade } from './store/delete.js';
+import { withMaintenanceLock } from './store/lock.js';
+import { QdrantStore } from './store/qdrant.js';
+import { addStateMigration, openStateDb } from './state.js';
+import { storeError, usageError } from './errors.js';
+import { toCanonical, type Instant } from './time.js';
+import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
+import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
+import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
+
+/**
+ * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
+ * cascade, points in every collection, mem0's history text and kept conversation — on a connection with
+ * secure_delete on, then VACUUM and a WAL checkpoint(TRUNCATE), so the text is in no page, free page or WAL frame
+ * of the file. A receipt says what was erased, never what it said. Snapshots still hold the data: erase lists the
+ * snapshot folders that contain it and, when asked, deletes them.
+ */
+export type EraseSelector = { user: string } | { subject: string } | { ids: string[] };
+
+export interface EraseOptions {
+  dryRun?: boolean;
+  /** Delete the snapshot folders that still contain erased text. */
+  snapshots?: boolean;
+  now: () => Instant;
+  log?: Logger;
+  /** Defaults to the store's configured Qdrant. */
+  points?: PointStore;
+  /** Record the receipt in the state db (default true; never for a dry run). */
+  record?: boolean;
+}
+
+export interface EraseReceipt {
+  id: number | null;
+  store: string;
+  layout: 'warden' | 'mem0';
+  selector: 'user' | 'subject' | 'ids';
+  /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
+  selectorSha256: string;
+  erasedAt: string;
+  dryRun: boolean;
+  /** Rows (warden) or memories (mem0) erased. */
+  memories: number;
+  /** sha256 of the erased memory ids, sorted and joined by newlines. */
+  idsSha256: string;
+  counts: Record<string, number>;
+  vacuumed: boolean;
+  /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
+  walTruncated: boolean;
+  snapshots: { found: string[]; deleted: string[] };
+}
+
+addStateMigration(`CREATE TABLE IF NOT EXISTS erase_receipts (
+     id               INTEGER PRIMARY KEY,
+     store            TEXT NOT NULL,
+     layout           TEXT NOT NULL,
+     selector         TEXT NOT NULL CHECK (selector IN ('user', 'subject', 'ids')),
+     selector_sha256  TEXT NOT NULL,
+     erased_at        TEXT NOT NULL,
+     memories         INTEGER NOT NULL,
+     ids_sha256       TEXT NOT NULL,
+     counts           TEXT NOT NULL,
+     vacuumed         INTEGER NOT NULL,
+     wal_truncated    INTEGER NOT NULL,
+     snapshots_found  TEXT NOT NULL,
+     snapshots_deleted TEXT NOT NULL
+   )`);
+
+const MIN_SUBJECT = 3;
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+function describeSelector(sel: EraseSelector): { kind: EraseReceipt['selector']; digest: string } {
+  if ('user' in sel) return { kind: 'user', digest: sha256(`user:${sel.user}`) };
+  if ('subject' in sel) return { kind: 'subject', digest: sha256(`subject:${sel.subject}`) };
+  return { kind: 'ids', digest: sha256(`ids:${[...sel.ids].sort().join('\n')}`) };
+}
+
+export function validateSelector(sel: EraseSelector): void {
+  if ('user' in sel && sel.user.trim() === '') throw usageError('erase --user: an empty id would match nothing');
+  if ('subject' in sel && sel.subject.trim().length < MIN_SUBJECT) throw usageError(`erase --subject: at least ${MIN_SUBJECT} characters (a shorter text matches far more than one person)`);
+  if ('ids' in sel && sel.ids.length === 0) throw usageError('erase --ids: no ids given');
+}
+
+/** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */
+interface Erased {
+  ids: string[];
+  counts: Record<string, number>;
+  texts: string[];
+}
+
+export async function erase(config: Config, storeName: string, sel: EraseSelector, opts: EraseOptions): Promise<EraseReceipt> {
+  validateSelector(sel);
+  const log = opts.log ?? silentLogger;
+  const dryRun = opts.dryRun ?? false;
+  const store = openStore(config, storeName);
+  let erased: Erased = { ids: [], counts: {}, texts: [] };
+  let vacuumed = false;
+  let walTruncated = false;
+  try {
+    const run = async () => {
+      if (!dryRun) store.db.pragma('secure_delete = ON');
+      erased = store.config.layout === 'mem0' ? await eraseMem0(store, sel, dryRun, opts) : await eraseWarden(store, sel, dryRun, opts);
+      if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
+    };
+    if (dryRun) await run();
+    else await withMaintenanceLock(store.path, 'erase', run);
+  } finally {
+    store.close();
+  }
+
+  const selector = describeSelector(sel);
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  const found = await snapshotsContaining(join(expandHome(config.snapshot.root), storeName), erased.texts, subject);
+  const deleted: string[] = [];
+  if (!dryRun && opts.snapshots) {
+    for (const dir of found) {
+      rmSync(dir, { recursive: true, force: true });
+      deleted.push(dir);
+    }
+  }
+  const receipt: EraseReceipt = {
+    id: null,
+    store: storeName,
+    layout: store.config.layout,
+    selector: selector.kind,
+    selectorSha256: selector.digest,
+    erasedAt: toCanonical(opts.now()),
+    dryRun,
+    memories: erased.ids.length,
+    idsSha256: sha256([...erased.ids].sort().join('\n')),
+    counts: erased.counts,
+    vacuumed,
+    walTruncated,
+    snapshots: { found, deleted },
+  };
+  if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
+  log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
+  return receipt;
+}
+
+/**
+ * VACUUM rewrites the file without the free pages secure_delete already zeroed; the checkpoint copies the WAL back
+ * and truncates it, so no old frame keeps a copy. A reader holding the WAL makes the truncate fail: reported.
+ */
+function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
+  db.exec('VACUUM');
+  const wal = String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
+  if (!wal) return { vacuumed: true, walTruncated: true };
+  const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number }[];
+  return { vacuumed: true, walTruncated: r !== undefined && r.busy === 0 && r.log === 0 };
+}
+
+// ---- the warden layout ----
+
+function wardenRoots(db: Db, sel: EraseSelector): string[] {
+  const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).all(...args) as { id: string }[]).map((r) => String(r.id));
+  if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
+  if ('user' in sel) {
+    // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
+    return memoryColumns(db).has('user_id') ? ids(`SELECT id FROM memory WHERE user_id = ?`, sel.user) : ids(`SELECT id FROM memory WHERE subject = ?`, sel.user);
+  }
+  return ids(`SELECT id FROM memory WHERE instr(lower(subject), lower(?)) > 0 OR instr(lower(fact), lower(?)) > 0`, sel.subject, sel.subject);
+}
+
+async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
+  const roots = wardenRoots(store.db, sel);
+  const closure = cascadeClosure(store.db, roots);
+  const ids = closure.map((r) => r.id);
+  const texts = ids.length === 0 ? [] : (store.db.prepare(`SELECT fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { fact: string }[]).map((r) => r.fact);
+  const counts: Record<string, number> = { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 };
+  if (dryRun || ids.length === 0) return { ids, counts, texts };
+  const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors });
+  counts.rows = deleted.length;
+  counts.cascaded = deleted.length - roots.length;
+  const points = pointsOf(store, opts);
+  if (points && store.config.qdrant) counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256);
+  return { ids: deleted.map((r) => r.id), counts, texts };
+}
+
+function pointsOf(store: StoreHandle, opts: EraseOptions): PointStore | undefined {
+  if (opts.points) return opts.points;
+  if (store.vectors instanceof QdrantStore) return qdrantPointStore(store.vectors);
+  return store.config.qdrant ? qdrantPointStore(store.config.qdrant) : undefined;
+}
+
+/**
+ * Points that still carry erased text after the deletes by id — copies written around the store, orphans — in
+ * every collection: any payload whose JSON holds one of the texts (or, for --subject, the subject in any case).
+ */
+async function sweepCollections(points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number): Promise<number> {
+  const needles = [...new Set(texts)].filter((t) => t.length >= 4).map((t) => JSON.stringify(t).slice(1, -1));
+  const folded = subject === undefined ? undefined : asciiLower(JSON.stringify(subject).slice(1, -1));
+  const existing = new Set(await points.collections());
+  let n = 0;
+  for (const c of new Set(collections)) {
+    if (!existing.has(c)) continue;
+    const doomed: string[] = [];
+    for await (const page of scrollAll(points, c, pageSize, true)) {
+      for (const p of page) {
+        const json = JSON.stringify(p.payload);
+        if (ids.has(p.id) || needles.some((t) => json.includes(t)) || (folded !== undefined && asciiLower(json).includes(folded))) doomed.push(p.id);
+      }
+    }
+    await points.delete(c, doomed);
+    n += doomed.length;
+  }
+  return n;
+}
+
+// ---- the mem0 layout ----
+
+function containsFolded(p: Mem0Point, text: string): boolean {
+  return asciiLower(JSON.stringify(p.payload)).includes(asciiLower(JSON.stringify(text).slice(1, -1)));
+}
+
+async function selectMem0(h: Mem0Handle, sel: EraseSelector): Promise<{ ids: Set<string>; texts: string[] }> {
+  const ids = new Set<string>();
+  const texts: string[] = [];
+  for await (const page of scrollAll(h.points, h.collection, h.cfg.pageSize, true)) {
+    for (const p of page) {
+      const hit = 'ids' in sel ? sel.ids.includes(p.id) : 'user' in sel ? userIdOf(p) === sel.user : containsFolded(p, sel.subject);
+      if (!hit) continue;
+      ids.add(p.id);
+      const t = textOf(p);
+      if (t) texts.push(t);
+    }
+  }
+  // History remembers memories whose points are gone; it has no user column, so only text and ids reach them.
+  if ('subject' in sel) for (const id of memoryIdsMentioning(h.store.db, h.dialect, sel.subject)) ids.add(id);
+  if ('ids' in sel) {
+    const known = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(sel.ids)) as { memory_id: string }[];
+    for (const r of known) ids.add(String(r.memory_id));
+  }
+  texts.push(...historyTexts(h.store.db, h.dialect, [...ids]));
+  return { ids, texts };
+}
+
+async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
+  const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
+  const { ids, texts } = await selectMem0(h, sel);
+  const idList = [...ids];
+  const withPoints = (await h.points.retrieve(h.collection, idList, false)).map((p) => p.id);
+  const by = 'user' in sel ? { userId: sel.user } : 'subject' in sel ? { text: sel.subject } : {};
+  const counts: Record<string, number> = {
+    points: withPoints.length, historyRowsScrubbed: 0, deleteRowsAdded: 0, entityLinksRemoved: 0, entitiesDeleted: 0, strayPoints: 0,
+    messagesDeleted: countMessages(store.db, h.dialect, by),
+  };
+  if (dryRun) return { ids: idList, counts, texts };
+
+  // Vectors first, as everywhere: a crash after this leaves history that a second erase scrubs.
+  await h.points.delete(h.collection, withPoints);
+  const entityOfSelector = (e: Mem0Point) =>
+    'user' in sel ? (e.payload.user_id ?? e.payload.userId) === sel.user : 'subject' in sel ? containsFolded(e, sel.subject) : false;
+  const links = await unlinkEntities(h, ids, entityOfSelector);
+  counts.entityLinksRemoved = links.linksRemoved;
+  counts.entitiesDeleted = links.entitiesDeleted;
+  const collections = [h.collection, h.entityCollection, ...(store.config.qdrant?.collections ?? [])];
+  counts.strayPoints = await sweepCollections(h.points, collections, ids, texts, 'subject' in sel ? sel.subject : undefined, h.cfg.pageSize);
+  const at = pyIsoUtc(opts.now());
+  store.db.transaction(() => {
+    const s = scrubHistory(store.db, h.dialect, idList, at);
+    counts.historyRowsScrubbed = s.scrubbed;
+    counts.deleteRowsAdded = s.deleteRowsAdded;
+    counts.messagesDeleted = deleteMessages(store.db, h.dialect, by);
+  }).immediate();
+  return { ids: idList, counts, texts };
+}
+
+// ---- snapshots ----
+
+/**
+ * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
+ * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
+ * pages is still found. Symlinks are not followed.
+ */
+export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
+  const needles = needleBytes(texts);
+  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
+  if (needles.length === 0 && folded.length === 0) return [];
+  let entries: string[];
+  try {
+    entries = readdirSync(storeRoot).sort();
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  for (const name of entries) {
+    const dir = join(storeRoot, name);
+    if (!lstatSync(dir).isDirectory()) continue;
+    for (const file of filesUnder(dir)) {
+      if (await fileContains(file, needles, folded)) {
+        out.push(dir);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+function needleBytes(texts: string[]): Buffer[] {
+  const out = new Map<string, Buffer>();
+  for (const t of new Set(texts)) {
+    for (const form of [t, JSON.stringify(t).slice(1, -1)]) {
+      const b = Buffer.from(form, 'utf8').subarray(0, 64);
+      if (b.length >= 4) out.set(b.toString('hex'), b);
+    }
+  }
+  return [...out.values()];
+}
+
+/** ASCII lower case of raw bytes (UTF-8 multi-byte sequences never contain bytes below 0x80). */
+function foldBytes(b: Buffer): Buffer {
+  const out = Buffer.from(b);
+  for (let i = 0; i < out.length; i++) if (out[i]! >= 0x41 && out[i]! <= 0x5a) out[i] = out[i]! + 0x20;
+  return out;
+}
+
+function* filesUnder(dir: string): Generator<string> {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) yield* filesUnder(p);
+    else if (e.isFile()) yield p;
+  }
+}
+
+/** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
+async function fileContains(file: string, exact: Buffer[], folded: Buffer[]): Promise<boolean> {
+  const overlap = Math.max(...[...exact, ...folded].map((n) => n.length)) - 1;
+  let tail = Buffer.alloc(0);
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
+    const buf = Buffer.concat([tail, chunk as Buffer]);
+    if (exact.some((n) => buf.includes(n))) return true;
+    if (folded.length > 0) {
+      const low = foldBytes(buf);
+      if (folded.some((n) => low.includes(n))) return true;
+    }
+    tail = buf.subarray(Math.max(0, buf.length - overlap));
+  }
+  return false;
+}
+
+// ---- receipts ----
+
+function recordReceipt(stateDb: string, r: EraseReceipt): number {
+  const db = openStateDb(stateDb);
+  try {
+    return Number(
+      db.prepare(`INSERT INTO erase_receipts (store, layout, selector, selector_sha256, erased_at, memories, ids_sha256, counts, vacuumed, wal_truncated, snapshots_found, snapshots_deleted)
+                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+        .run(r.store, r.layout, r.selector, r.selectorSha256, r.erasedAt, r.memories, r.idsSha256, JSON.stringify(r.counts), r.vacuumed ? 1 : 0, r.walTruncated ? 1 : 0, JSON.stringify(r.snapshots.found), JSON.stringify(r.snapshots.deleted))
+        .lastInsertRowid,
+    );
+  } catch (err) {
+    throw storeError(`erase: the data is erased but the receipt could not be stored in ${stateDb}: ${(err as Error).message}`, err);
+  } finally {
+    db.close();
+  }
+}
+
+export interface StoredReceipt {
+  id: number;
+  store: string;
+  layout: string;
+  selector: string;
+  selector_sha256: string;
+  erased_at: string;
+  memories: number;
+  ids_sha256: string;
+  counts: string;
+  vacuumed: number;
+  wal_truncated: number;
+  snapshots_found: string;
+  snapshots_deleted: string;
+}
+
+export function listReceipts(stateDb: string, store?: string): StoredReceipt[] {
+  const db = openStateDb(stateDb);
+  try {
+    return db.prepare(`SELECT * FROM erase_receipts ${store ? 'WHERE store = ?' : ''} ORDER BY id`).all(...(store ? [store] : [])) as StoredReceipt[];
+  } finally {
+    db.close();
+  }
+}
