@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { readFileSync } from 'node:fs';
 import { coerceError } from './errors.js';
 import { registerCoreCommands } from './commands/core.js';
+import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
 import { registerWorkerCommands } from './commands/worker.js';
 
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerCoreCommands(program);
+  registerEraseCommands(program);
   registerDigestCommands(program);
   registerWorkerCommands(program);
   return program;
