@@ -87,7 +87,7 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
        OR (superseded_by IS NOT NULL AND coalesce(warden_epoch(created_at) < @cut, 0))`,
     { now: opts.now, cut: supersededCutoff({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }) },
   );
-  if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them`, undefined, pending));
+  if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, pending));
 
   const problems = findings.filter(isProblem);
   return {

@@ -24,7 +24,8 @@ export const configSchema = z.strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
       batchSize: z.number().int().positive().default(2000),
-      pauseMs: z.number().nonnegative().default(1),
+      batchMs: z.number().positive().default(20),
+      pauseMs: z.number().nonnegative().default(2),
     })
     .prefault({}),
   review: z

@@ -41,7 +41,7 @@ export function loadForCommand(opts: StoreOptions, cmd: Command): { config: Conf
   const overrides = opts.db ? { stores: { [storeNameForPath(opts.db)]: { db: opts.db } } } : undefined;
   const config = loadConfig({ file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides });
   const g = globalOptions(cmd);
-  const log = createLogger({ level: g.logLevel ?? config.log.level, ...(g.pretty ? { pretty: true } : {}) });
+  const log = createLogger({ level: g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level, ...(g.pretty ? { pretty: true } : {}) });
   return { config, log, now: clockFrom(opts.now) };
 }
 

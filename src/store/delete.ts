@@ -27,27 +27,60 @@ export function cascadeClosure(db: Db, roots: readonly string[]): DoomedRow[] {
   return db.prepare(CLOSURE_SQL).all(JSON.stringify(roots)) as DoomedRow[];
 }
 
-const SELECT_ROWS = `SELECT id, expires_at, superseded_by, created_at FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
-const DELETE_ROWS = `DELETE FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
+/**
+ * Every row a delete removes, the cascade included, is captured by a TEMP trigger (this connection only; the
+ * store's schema is not touched) into a TEMP table, inside the same transaction. That is how a batch learns its
+ * exact cascade without walking the chains a second time.
+ */
+const CAPTURE_DDL = `
+CREATE TEMP TABLE IF NOT EXISTS warden_deleted (id, expires_at, superseded_by, created_at);
+CREATE TEMP TRIGGER IF NOT EXISTS warden_capture AFTER DELETE ON main.memory BEGIN
+  INSERT INTO warden_deleted VALUES (OLD.id, OLD.expires_at, OLD.superseded_by, OLD.created_at);
+END;`;
+
+type Keep = (row: DoomedRow) => boolean;
+const keepers = new WeakMap<Db, Keep>();
+const prepared = new WeakSet<Db>();
+
+function prepareConnection(db: Db): void {
+  if (prepared.has(db)) return;
+  db.exec(CAPTURE_DDL);
+  // The re-check of a root inside the write transaction, as a SQL function so the DELETE itself applies it.
+  db.function('warden_keep', (id, expires_at, superseded_by, created_at) => {
+    const keep = keepers.get(db);
+    return !keep || keep({ id: id as string, expires_at, superseded_by, created_at }) ? 1 : 0;
+  });
+  prepared.add(db);
+}
+
+const DELETE_ROOTS = `DELETE FROM memory WHERE id IN (SELECT value FROM json_each(?)) AND warden_keep(id, expires_at, superseded_by, created_at)`;
 
 export interface DeleteOptions {
   vectors?: VectorSink | undefined;
   /** Re-checked inside the write transaction: a root the agent changed meanwhile (no longer qualifies) stays. */
-  stillQualifies?: (row: DoomedRow) => boolean;
-  /** Called inside the write transaction, before the delete, e.g. to record an erase receipt atomically. */
+  stillQualifies?: Keep;
+  /** Called inside the write transaction, after the delete, with every row removed (e.g. a receipt). */
   beforeCommit?: (deleted: DoomedRow[]) => void;
   maxAttempts?: number;
 }
 
+class ChainGrew extends Error {}
+
 /**
  * Delete `roots` with their cascade through both stores. Vectors first (outside the SQLite write lock, so the
- * agent is never blocked on a network call), then one short write transaction that re-checks what it deletes:
- * if an agent wrote a new row into a doomed chain in between, the transaction is rolled back, the newcomers'
- * vectors are deleted too, and the batch is tried again.
+ * agent is never blocked on a network call), then one short write transaction that re-checks each root. If an
+ * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
+ * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
  */
 export async function deleteWithCascade(db: Db, roots: readonly string[], opts: DeleteOptions = {}): Promise<DoomedRow[]> {
+  if (roots.length === 0) return [];
+  prepareConnection(db);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
+  const rootsJson = JSON.stringify(roots);
+  const remove = db.prepare(DELETE_ROOTS);
+  const captured = db.prepare(`SELECT id, expires_at, superseded_by, created_at FROM temp.warden_deleted`);
+  const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (opts.vectors) {
       const planned = cascadeClosure(db, roots).map((r) => r.id).filter((id) => !vectorsGone.has(id));
@@ -56,18 +89,22 @@ export async function deleteWithCascade(db: Db, roots: readonly string[], opts: 
         planned.forEach((id) => vectorsGone.add(id));
       }
     }
-    const outcome = db.transaction((): DoomedRow[] | null => {
-      const current = db.prepare(SELECT_ROWS).all(JSON.stringify(roots)) as DoomedRow[];
-      const keep = opts.stillQualifies ? current.filter(opts.stillQualifies) : current;
-      if (keep.length === 0) return [];
-      const ids = keep.map((r) => r.id);
-      const closure = cascadeClosure(db, ids);
-      if (opts.vectors && closure.some((r) => !vectorsGone.has(r.id))) return null; // chain grew: vectors first
-      opts.beforeCommit?.(closure);
-      db.prepare(DELETE_ROWS).run(JSON.stringify(ids));
-      return closure;
-    }).immediate();
-    if (outcome) return outcome;
+    try {
+      keepers.set(db, opts.stillQualifies ?? (() => true));
+      return db.transaction((): DoomedRow[] => {
+        clear.run();
+        remove.run(rootsJson);
+        const deleted = captured.all() as DoomedRow[];
+        clear.run();
+        if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
+        opts.beforeCommit?.(deleted);
+        return deleted;
+      }).immediate();
+    } catch (err) {
+      if (!(err instanceof ChainGrew)) throw err;
+    } finally {
+      keepers.delete(db);
+    }
   }
   throw transientError(`delete: supersede chains kept changing during ${attempts} attempts; try again`);
 }
