@@ -3,6 +3,7 @@ import digest from './digest.js';
 import drift from './drift.js';
 import integrity from './integrity.js';
 import prune from './prune.js';
+import snapshot from './snapshot.js';
 
 /**
  * Every job, by name. The name is the file name; a test fails when a file in jobs/ is missing here.
@@ -13,6 +14,7 @@ export const JOBS: Record<string, JobDefinition<any, any>> = {
   drift,
   integrity,
   prune,
+  snapshot,
 };
 
 export function jobNames(): string[] {

@@ -6,6 +6,7 @@ import { registerCoreCommands } from './commands/core.js';
 import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
 import { registerWorkerCommands } from './commands/worker.js';
+import { registerSnapshotCommands } from './commands/snapshot.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   registerEraseCommands(program);
   registerDigestCommands(program);
   registerWorkerCommands(program);
+  registerSnapshotCommands(program);
   return program;
 }
 

@@ -350,15 +350,18 @@ export interface FaultRule {
   times?: number;
   /**
    * `status` answers with an HTTP error (503 default); `reset` drops the connection before Qdrant sees the request;
-   * `lose-answer` lets Qdrant apply it, then drops the connection before the answer arrives.
+   * `lose-answer` lets Qdrant apply it, then drops the connection before the answer arrives; `stall` passes the
+   * answer's headers and first bytes on, then holds the rest forever (a download in progress, for kill -9 tests).
    */
-  mode?: 'status' | 'reset' | 'lose-answer';
+  mode?: 'status' | 'reset' | 'lose-answer' | 'stall';
   status?: number;
 }
 
 export interface FaultProxy {
   url: string;
   fail(rule: FaultRule): void;
+  /** Resolves when the next fault has been applied (a stall: once the first bytes went out). */
+  nextFault(): Promise<void>;
   clear(): void;
   /** How many requests matched each rule's path and were failed. */
   failed: number;
@@ -370,6 +373,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const rules: (FaultRule & { seen: number; failedCount: number })[] = [];
   const t = new URL(target);
   const state = { failed: 0 };
+  const waiters: (() => void)[] = [];
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://local').pathname;
     for (const r of rules) {
@@ -379,6 +383,19 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       if (r.times !== undefined && r.failedCount >= r.times) continue;
       r.failedCount += 1;
       state.failed += 1;
+      const notify = () => waiters.splice(0).forEach((w) => w());
+      if (r.mode === 'stall') {
+        const upstream = httpRequest({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host } }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.once('data', (chunk: Buffer) => {
+            up.pause();
+            res.write(chunk.subarray(0, Math.max(1, chunk.length >> 1)), () => notify());
+          });
+        });
+        req.pipe(upstream);
+        return;
+      }
+      notify();
       if (r.mode === 'lose-answer') {
         const upstream = httpRequest({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host } }, (up) => {
           up.resume();
@@ -412,6 +429,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   return {
     url: `http://127.0.0.1:${port}`,
     fail: (rule) => void rules.push({ ...rule, seen: 0, failedCount: 0 }),
+    nextFault: () => new Promise<void>((resolve) => waiters.push(resolve)),
     clear: () => void rules.splice(0),
     get failed() {
       return state.failed;

@@ -1,8 +1,17 @@
 /** A real SQLite store with its Qdrant side (test server, or real Qdrant under QDRANT_URL), as a config. */
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import YAML from 'yaml';
 import { validateConfig, type Config } from '../../src/config.js';
 import { makeStore, tempDir, type Row } from './store.js';
 import { qdrantTarget, type QdrantTarget } from './qdrant-server.js';
+
+export interface Overrides {
+  url?: string;
+  qdrant?: Record<string, unknown>;
+  snapshot?: Record<string, unknown>;
+  prune?: Record<string, unknown>;
+}
 
 export interface QdrantFixture {
   q: QdrantTarget;
@@ -10,7 +19,10 @@ export interface QdrantFixture {
   dbPath: string;
   collections: string[];
   /** The store's config; `url` overrides Qdrant's address (a fault proxy). */
-  config(overrides?: { url?: string; qdrant?: Record<string, unknown>; snapshot?: Record<string, unknown>; prune?: Record<string, unknown> }): Config;
+  config(overrides?: Overrides): Config;
+  /** The same, as a YAML file for the CLI. */
+  configFile(overrides?: Overrides): string;
+  raw(overrides?: Overrides): Record<string, unknown>;
   /** A point per row (two for ids listed in `chunks`), payload memory_id + text. */
   seedPoints(rows: Row[], opts?: { chunks?: string[]; collections?: string[] }): Promise<void>;
   /** memory_id of every point in a collection, sorted, one entry per point. */
@@ -28,7 +40,15 @@ export async function qdrantFixture(rows: Row[], opts: { collections?: number } 
   return {
     q, dir, dbPath, collections,
     config(o = {}) {
-      return validateConfig({
+      return validateConfig(this.raw(o));
+    },
+    configFile(o = {}) {
+      const path = join(dir, `config-${seq++}.yaml`);
+      writeFileSync(path, YAML.stringify(this.raw(o)));
+      return path;
+    },
+    raw(o = {}) {
+      return {
         stateDb: join(dir, 'state.db'),
         prune: { pauseMs: 0, ...o.prune },
         snapshot: { root: join(dir, 'backups'), ...o.snapshot },
@@ -38,7 +58,7 @@ export async function qdrantFixture(rows: Row[], opts: { collections?: number } 
             qdrant: { url: o.url ?? q.url, ...(q.apiKey ? { apiKey: q.apiKey } : {}), collections, pointId: 'payload', textKey: 'text', ...o.qdrant },
           },
         },
-      });
+      };
     },
     async seedPoints(list, so = {}) {
       for (const c of so.collections ?? collections) {

@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, renameSync, rmSync, chmodSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config.js';
+import type { StoreConfig } from '../store/config.js';
+import type { Logger } from '../logger.js';
+import type { Clock } from '../time.js';
+import { toFolderStamp } from '../time.js';
+import { coerceError, storeError, usageError } from '../errors.js';
+import { openStore } from '../store/open.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { QdrantStore } from '../store/qdrant.js';
+import { entityCollectionOf } from '../layouts/mem0-config.js';
+import { copySqlite } from './sqlite-copy.js';
+import {
+  DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
+  storeSnapshotDir, writePrivateFile,
+} from './layout.js';
+import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
+
+export interface SnapshotOptions {
+  now: Clock;
+  log: Logger;
+  signal?: AbortSignal;
+  reason?: Manifest['reason'];
+  /** Take the store's maintenance lock (default). Restore, which already holds it, says false. */
+  storeLock?: boolean;
+}
+
+export interface SnapshotResult {
+  store: string;
+  name: string;
+  dir: string;
+  skewMs: number;
+  bytes: number;
+  rows: number | null;
+  points: Record<string, number>;
+  /** Older snapshots deleted by retention. */
+  pruned: string[];
+  /** Leftovers of interrupted runs that were removed. */
+  removedPartials: string[];
+}
+
+/** Every collection of a store: the configured ones, and for mem0 its memory and entity collections. */
+export function snapshotCollections(store: StoreConfig): string[] {
+  const names = [...(store.qdrant?.collections ?? [])];
+  if (store.layout === 'mem0' && store.mem0) names.push(store.mem0.collection, entityCollectionOf(store.mem0));
+  return [...new Set(names)];
+}
+
+/** `2-my collection` → `2-my_collection.snapshot`: a safe file name, unique by index. */
+function collectionFile(i: number, name: string): string {
+  return `qdrant/${i}-${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.snapshot`;
+}
+
+const iso = (t: number) => new Date(t).toISOString();
+
+/**
+ * One coordinated snapshot of a store: the SQLite copy and every collection's Qdrant snapshot, started together,
+ * built in a `.partial-` folder, each part verified (integrity_check `ok`; sha256 equal to Qdrant's checksum),
+ * the manifest written last, then the folder renamed into place. Any failure removes the partial folder and
+ * leaves every earlier snapshot as it was. Writers of the store (prune, repair) are kept out meanwhile, so the
+ * two parts are never split by memory-warden's own delete.
+ */
+export async function takeSnapshot(config: Config, storeName: string, opts: SnapshotOptions): Promise<SnapshotResult> {
+  const storeConfig = config.stores[storeName];
+  if (!storeConfig) throw usageError(`no store named "${storeName}"`);
+  openStore(config, storeName).close(); // the store must exist and be of its layout before anything is written
+  const run = () => snapshotLocked(config, storeName, storeConfig, opts);
+  return opts.storeLock === false ? run() : withMaintenanceLock(storeConfig.db, 'snapshot', run);
+}
+
+async function snapshotLocked(config: Config, storeName: string, storeConfig: StoreConfig, opts: SnapshotOptions): Promise<SnapshotResult> {
+  const root = storeSnapshotDir(config, storeName);
+  const lock = lockSnapshots(root, 'snapshot');
+  try {
+    const removedPartials = removePartials(root);
+    if (removedPartials.length > 0) opts.log.warn({ store: storeName, removed: removedPartials }, 'removed snapshot folders left by an interrupted run');
+    const reason = opts.reason ?? 'scheduled';
+    const startedAt = opts.now();
+    const name = toFolderStamp(startedAt) + (reason === 'pre-restore' ? '-pre-restore' : '');
+    const final = join(root, name);
+    if (existsSync(final)) throw usageError(`snapshot ${final} already exists; one snapshot per store and second`);
+    const tmp = join(root, `${PARTIAL_PREFIX}${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
+    mkdirSync(tmp, { mode: DIR_MODE });
+    chmodSync(tmp, DIR_MODE);
+    try {
+      const manifest = await buildParts(tmp, storeName, storeConfig, config, opts, reason);
+      writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+      fsyncPath(tmp);
+      renameSync(tmp, final);
+      fsyncPath(root);
+      const bytes = Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0);
+      const pruned = reason === 'scheduled' ? applyRetention(root, config.snapshot.keep) : [];
+      const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
+      opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
+      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: manifest.sqlite.rows, points, pruned, removedPartials };
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  } finally {
+    lock.release();
+  }
+}
+
+async function buildParts(tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
+  const collections = snapshotCollections(storeConfig);
+  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
+  const files: Record<string, FileEntry> = {};
+  const started = opts.now();
+
+  const sqlitePart = async (): Promise<SqlitePart> => {
+    const file = 'store.db';
+    const at = opts.now();
+    const copy = await copySqlite(storeConfig.db, join(tmp, file), config.busyTimeoutMs);
+    if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
+    fsyncPath(join(tmp, file));
+    files[file] = await sha256File(join(tmp, file));
+    const rows = storeConfig.layout === 'warden' ? (copy.tables.memory ?? null) : null;
+    return { file, source: storeConfig.db, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
+  };
+
+  const qdrantPart = async (collection: string, i: number): Promise<QdrantPart> => {
+    const file = collectionFile(i, collection);
+    const at = opts.now();
+    const points = await q!.count(collection);
+    const snap = await q!.createSnapshot(collection);
+    let downloaded = false;
+    try {
+      opts.signal?.throwIfAborted();
+      const got = await q!.downloadSnapshot(collection, snap.name, join(tmp, file), opts.signal);
+      if (!snap.checksum) throw storeError(`snapshot ${storeName}: Qdrant gave no checksum for ${collection}'s snapshot ${snap.name}: cannot verify it`);
+      if (got.sha256 !== snap.checksum || got.bytes !== snap.size) {
+        throw storeError(`snapshot ${storeName}: ${collection}'s snapshot ${snap.name} downloaded with sha256 ${got.sha256} (${got.bytes} bytes), Qdrant says ${snap.checksum} (${snap.size} bytes)`);
+      }
+      fsyncPath(join(tmp, file));
+      files[file] = got;
+      downloaded = true;
+    } finally {
+      // Never leave the server-side copy behind, whatever happened to the download; a failed delete fails the
+      // part, unless the part had failed already (then that first failure is the one reported).
+      await q!.deleteSnapshot(collection, snap.name).catch((err: unknown) => {
+        if (downloaded) throw err;
+        opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot');
+      });
+    }
+    return { collection, file, snapshot: snap.name, startedAt: iso(at), finishedAt: iso(opts.now()), qdrantChecksum: snap.checksum, points };
+  };
+
+  // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
+  const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart)]);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
+  const [sqlite, ...qdrant] = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as [SqlitePart, ...QdrantPart[]];
+  for (const rel of Object.keys(files)) {
+    const size = statSync(join(tmp, rel)).size;
+    if (size !== files[rel]!.bytes) throw storeError(`snapshot ${storeName}: ${rel} is ${size} bytes on disk, ${files[rel]!.bytes} written`);
+  }
+  const starts = [sqlite, ...qdrant].map((p) => Date.parse(p.startedAt));
+  const ends = [sqlite, ...qdrant].map((p) => Date.parse(p.finishedAt));
+  return {
+    format: MANIFEST_FORMAT,
+    tool: { name: 'memory-warden', version: toolVersion() },
+    store: storeName,
+    layout: storeConfig.layout,
+    reason,
+    startedAt: iso(started),
+    finishedAt: iso(opts.now()),
+    skewMs: Math.max(...ends) - Math.min(...starts),
+    sqlite,
+    qdrant,
+    files,
+  };
+}
