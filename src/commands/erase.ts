@@ -49,7 +49,9 @@ export function registerEraseCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'only this store')
     .option('--json', 'print as JSON')
-    .action((opts: StoreOptions, c: Command) => {
+    .action((own: StoreOptions, c: Command) => {
+      // Options the parent command also defines are parsed by the parent: read both.
+      const opts: StoreOptions = { ...(c.parent?.opts() as StoreOptions), ...own };
       const ctx = loadForCommand(opts, c);
       const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
       if (opts.json) return printJson(rows);
