@@ -20,12 +20,16 @@ export const INDEXES: Record<string, string> = {
   memory_superseded: 'CREATE INDEX IF NOT EXISTS memory_superseded ON memory(superseded_by)',
 };
 
+/**
+ * The brief's view, with the expiry compared as an instant (julianday reads `T`, `Z` and `+HH:MM` forms) rather
+ * than as text, and an expiry SQLite cannot read kept live, as prune keeps it.
+ */
 export const LIVE_VIEW = `
 CREATE VIEW IF NOT EXISTS live_memory AS
 SELECT id, subject, fact, source, confirmed_at, expires_at
 FROM memory
 WHERE superseded_by IS NULL
-  AND (expires_at IS NULL OR expires_at > datetime('now'));`;
+  AND (expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'));`;
 
 /** Columns without which the store cannot be a memory store at all: a migration cannot invent them. */
 export const CORE_COLUMNS = ['id', 'subject', 'fact'] as const;

@@ -61,3 +61,22 @@ describe('init', () => {
     expect(r.stderr).toMatch(/no id, subject, fact column/);
   });
 });
+
+describe('live_memory', () => {
+  it('hides an expiry written with Z or an offset at the right instant, and keeps superseded rows out', () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const db = join(dir, 'v.db');
+      expect(cli(['init', '--db', db, '--create']).code).toBe(0);
+      const d = new Database(db);
+      const ago = new Date(Date.now() - 3_600_000).toISOString(); // an hour ago, as ISO-8601 with Z
+      const later = new Date(Date.now() + 3_600_000).toISOString().replace('Z', '+00:00');
+      d.prepare(`INSERT INTO memory (id, subject, fact, source, expires_at) VALUES ('gone', 's', 'f', 'm', ?), ('soon', 's', 'f', 'm', ?), ('junk', 's', 'f', 'm', 'someday'), ('new', 's', 'f', 'm', NULL)`).run(ago, later);
+      d.prepare(`INSERT INTO memory (id, subject, fact, source, superseded_by) VALUES ('old', 's', 'f', 'm', 'new')`).run();
+      expect(d.prepare('SELECT id FROM live_memory ORDER BY id').all()).toEqual([{ id: 'junk' }, { id: 'new' }, { id: 'soon' }]);
+      d.close();
+    } finally {
+      cleanup();
+    }
+  });
+});
