@@ -182,7 +182,13 @@ async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boole
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
-  if (points && store.config.qdrant) counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256);
+  if (points && store.config.qdrant) {
+    // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
+    const vectors = store.vectors instanceof QdrantStore ? store.vectors : new QdrantStore(store.config.qdrant);
+    const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
+    const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
+    counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
+  }
   return { ids: deleted.map((r) => r.id), counts, texts };
 }
 
@@ -196,7 +202,10 @@ function pointsOf(store: StoreHandle, opts: EraseOptions): PointStore | undefine
  * Points that still carry erased text after the deletes by id — copies written around the store, orphans — in
  * every collection: any payload whose JSON holds one of the texts (or, for --subject, the subject in any case).
  */
-async function sweepCollections(points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number): Promise<number> {
+async function sweepCollections(
+  points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
+  keep: (p: Mem0Point) => boolean = () => false,
+): Promise<number> {
   const needles = [...new Set(texts)].filter((t) => t.length >= 4).map((t) => JSON.stringify(t).slice(1, -1));
   const folded = subject === undefined ? undefined : asciiLower(JSON.stringify(subject).slice(1, -1));
   const existing = new Set(await points.collections());
@@ -207,7 +216,8 @@ async function sweepCollections(points: PointStore, collections: readonly string
     for await (const page of scrollAll(points, c, pageSize, true)) {
       for (const p of page) {
         const json = JSON.stringify(p.payload);
-        if (ids.has(p.id) || needles.some((t) => json.includes(t)) || (folded !== undefined && asciiLower(json).includes(folded))) doomed.push(p.id);
+        const holds = ids.has(p.id) || needles.some((t) => json.includes(t)) || (folded !== undefined && asciiLower(json).includes(folded));
+        if (holds && !keep(p)) doomed.push(p.id);
       }
     }
     await points.delete(c, doomed);
@@ -263,7 +273,8 @@ async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean
   const links = await unlinkEntities(h, ids, entityOfSelector);
   counts.entityLinksRemoved = links.linksRemoved;
   counts.entitiesDeleted = links.entitiesDeleted;
-  const collections = [h.collection, h.entityCollection, ...(store.config.qdrant?.collections ?? [])];
+  // Other collections the store names (the memory collection holds only memories: each has its own owner).
+  const collections = [h.entityCollection, ...(store.config.qdrant?.collections ?? [])].filter((c) => c !== h.collection);
   counts.strayPoints = await sweepCollections(h.points, collections, ids, texts, 'subject' in sel ? sel.subject : undefined, h.cfg.pageSize);
   const at = pyIsoUtc(opts.now());
   store.db.transaction(() => {

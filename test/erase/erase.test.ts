@@ -104,6 +104,27 @@ describe('erase, warden layout', () => {
     expectNowhere(rawBytes(db), ['Okafor', 'OKAFOR', 'prefers tabs']);
   });
 
+  it('keeps a point of a surviving row even when its payload repeats an erased text', async () => {
+    const db = join(tmp.dir, 'memory.db');
+    makeStore(db, [
+      { id: 'a1', subject: 'alice', fact: 'The build runs on Fridays' },
+      { id: 'b1', subject: 'bob', fact: 'The build runs on Fridays' },
+    ]);
+    const coll = q.name('memories');
+    await q.createCollection(coll);
+    await q.upsert(coll, [
+      { id: 1, payload: { memory_id: 'a1', text: 'The build runs on Fridays' } },
+      { id: 2, payload: { memory_id: 'b1', text: 'The build runs on Fridays' } },
+    ]);
+    const config = validateConfig({
+      stateDb: join(tmp.dir, 'state.db'),
+      stores: { s: { db, qdrant: { url: q.url, ...(q.apiKey ? { apiKey: q.apiKey } : {}), collections: [coll] } } },
+    });
+    const r = await erase(config, 's', { user: 'alice' }, opts);
+    expect(r.counts).toMatchObject({ rows: 1, strayPoints: 0 });
+    expect((await q.points(coll)).map((p) => p.payload.memory_id)).toEqual(['b1']);
+  });
+
   it('refuses a subject too short to mean one person', async () => {
     const db = makeStore(join(tmp.dir, 'memory.db'), []);
     const config = validateConfig({ stateDb: join(tmp.dir, 'state.db'), stores: { s: { db } } });
