@@ -48,12 +48,12 @@ describe('planSchedulers', () => {
   it('skips, with a warning, a scheduled job this build does not have, and leaves disabled jobs out', () => {
     const config = loadTestConfig({
       ...base,
-      worker: { schedules: { prune: { enabled: false }, integrity: { enabled: true, pattern: '0 3 * * *' }, drift: { enabled: true, pattern: '0 9 * * 1' } } },
+      worker: { schedules: { prune: { enabled: false }, integrity: { enabled: true, pattern: '0 3 * * *' }, teleport: { enabled: true, pattern: '0 9 * * 1' } } },
     });
     const { log, lines } = capture();
-    const planned = planSchedulers(config, { prune: JOBS.prune!, integrity: JOBS.integrity! }, log);
+    const planned = planSchedulers(config, JOBS, log);
     expect(planned.map((p) => p.id)).toEqual(['integrity:a', 'integrity:b']);
-    expect(lines).toContainEqual(expect.objectContaining({ level: 40, job: 'drift', msg: expect.stringContaining('does not have') }));
+    expect(lines).toContainEqual(expect.objectContaining({ level: 40, job: 'teleport', msg: expect.stringContaining('does not have') }));
   });
 
   it('uses every (ms) instead of the pattern when set, with no time zone', () => {
@@ -126,27 +126,27 @@ describe('syncSchedulers on Redis', () => {
     const queue = openQueue(before, conn);
     try {
       await syncSchedulers(queue, before, planSchedulers(before, JOBS, log), log);
-      // a newer replica scheduled `drift`, which this build lacks
-      await queue.upsertJobScheduler('drift:s1', { pattern: '0 9 * * 1', tz: 'UTC' }, { name: 'drift', data: { store: 's1' } });
+      // a newer replica scheduled `teleport`, which this build lacks
+      await queue.upsertJobScheduler('teleport:s1', { pattern: '0 9 * * 1', tz: 'UTC' }, { name: 'teleport', data: { store: 's1' } });
 
       const after = loadTestConfig({
         dir,
         redisUrl: redis.url,
         prefix,
         stores: { s1: stores.s1 },
-        worker: { schedules: { prune: schedules.prune, integrity: { enabled: false }, drift: { enabled: true, pattern: '0 9 * * 1' } } },
+        worker: { schedules: { prune: schedules.prune, integrity: { enabled: false }, teleport: { enabled: true, pattern: '0 9 * * 1' } } },
         name: 'after',
       });
       const result = await syncSchedulers(queue, after, planSchedulers(after, JOBS, log), log);
       expect(result.removed.sort()).toEqual(['integrity:s1', 'integrity:s2', 'prune:s2']);
-      expect(result.kept).toEqual(['drift:s1']);
-      expect((await queue.getJobSchedulers(0, -1)).map((s) => s.key).sort()).toEqual(['drift:s1', 'prune:s1']);
+      expect(result.kept).toEqual(['teleport:s1']);
+      expect((await queue.getJobSchedulers(0, -1)).map((s) => s.key).sort()).toEqual(['prune:s1', 'teleport:s1']);
 
       const listing = await listSchedulers(queue, planSchedulers(after, JOBS, log));
       const prune = listing.find((r) => r.id === 'prune:s1')!;
       expect(prune).toMatchObject({ job: 'prune', store: 's1', inConfig: true, inRedis: true, pattern: '30 2 * * *' });
       expect(Date.parse(prune.next!)).toBeGreaterThan(Date.now() - 1000);
-      expect(listing.find((r) => r.id === 'drift:s1')).toMatchObject({ inConfig: false, inRedis: true });
+      expect(listing.find((r) => r.id === 'teleport:s1')).toMatchObject({ inConfig: false, inRedis: true });
     } finally {
       await queue.close();
     }
