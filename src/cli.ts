@@ -7,6 +7,7 @@ import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
 import { registerWorkerCommands } from './commands/worker.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
+import { registerReviewCommands } from './commands/review.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerDigestCommands(program);
   registerWorkerCommands(program);
   registerSnapshotCommands(program);
+  registerReviewCommands(program);
   return program;
 }
 
