@@ -88,9 +88,17 @@ export function lastCoveredEnd(db: Db, key: string): Instant | null {
   return row.e === null ? null : parseInstant(row.e);
 }
 
+/**
+ * Where the next period starts: the end of the last covered one; if none was ever covered but some attempt
+ * was made (failed, or stuck by a crash), that attempt's start, so a first digest that never got out loses
+ * nothing; otherwise `firstPeriodMs` back.
+ */
 export function periodStart(db: Db, key: string, end: Instant, firstPeriodMs: number): Instant {
   const last = lastCoveredEnd(db, key);
-  return Math.min(last ?? end - firstPeriodMs, end);
+  if (last !== null) return Math.min(last, end);
+  const tried = db.prepare(`SELECT min(period_start) AS s FROM digest_deliveries WHERE list_key = ?`).get(key) as { s: string | null };
+  const first = tried.s === null ? null : parseInstant(tried.s);
+  return Math.min(first ?? end - firstPeriodMs, end);
 }
 
 export function claimDelivery(db: Db, opts: ClaimOptions): Claim {

@@ -146,7 +146,8 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
   const group = groups[0]!;
   const state = openStateDb(expandHome(config.stateDb));
   try {
-    const end = periodEnd(config, now);
+    // Nothing is recorded, so no settle margin: a row written a moment ago shows in the preview.
+    const end = now;
     const firstMs = config.digest.firstPeriodHours * 3_600_000;
     const keys = config.digest.perStore ? group.stores : [group.scope];
     const start = Math.min(...keys.map((scope) => periodStart(state, listKey(config.digest.to, scope), end, firstMs)));

@@ -92,9 +92,10 @@ export function renderText(model: DigestModel): string {
     line();
     line(`=== ${s.name} ${'='.repeat(Math.max(3, 66 - s.name.length))}`);
     if (s.error) line(`!! could not read this store: ${plain(clip(s.error, ERROR_CHARS))}`);
+    // What changed and what broke first; the review batch (much the same list all week) last.
     textNewRows(s, line, model.quiet);
-    if (!model.quiet) textReview(s, line);
     textMaintenance(s, line, model.quiet);
+    if (!model.quiet) textReview(s, line);
   }
   if (model.failedGlobalJobs.length > 0) {
     line();
@@ -221,8 +222,8 @@ function htmlStore(s: StoreSection, quiet: boolean): string {
   const p: string[] = [`<div style="${S.card}">`, `<h2 style="${S.h2}">${escapeHtml(s.name)}</h2>`];
   if (s.error) p.push(`<p style="${S.bad}">Could not read this store: ${html(clip(s.error, ERROR_CHARS))}</p>`);
   p.push(htmlNewRows(s, quiet));
-  if (!quiet) p.push(htmlReview(s));
   p.push(htmlMaintenance(s, quiet));
+  if (!quiet) p.push(htmlReview(s));
   p.push('</div>');
   return p.join('\n');
 }
@@ -235,7 +236,7 @@ function htmlNewRows(s: StoreSection, quiet: boolean): string {
     const first = f ? S.flagCell : S.td;
     const reasons = f ? `<div>${r.reasons.map((x) => `<span style="${S.reason}">${escapeHtml(x)}</span>`).join('')}</div>` : '';
     return `<tr style="${f ? S.flagged : ''}">
-<td style="${first}"><code style="${S.code}">${html(clip(r.id, 80))}</code>${f ? `<div style="${S.warn};font-size:12px;font-weight:bold;margin-top:2px">LOOK TWICE</div>` : ''}</td>
+<td style="${first}"><code style="${S.code}">${html(clip(r.id, 80))}</code>${f ? `<div style="${S.warn};font-size:11px;font-weight:bold;margin-top:3px;white-space:nowrap">LOOK TWICE</div>` : ''}</td>
 <td style="${S.td}"><b>${html(clip(r.subject, FIELD_CHARS))}</b><br>${html(clip(r.fact, FACT_CHARS))}${reasons}</td>
 <td style="${S.td}">${r.source.trim() === '' ? `<i style="${S.bad}">none</i>` : html(clip(r.source, FIELD_CHARS))}</td>
 <td style="${S.td};white-space:nowrap">${html(clip(r.createdAt, 40))}${r.expiresAt ? `<br><span style="${S.muted}">expires ${html(clip(r.expiresAt, 40))}</span>` : ''}</td>

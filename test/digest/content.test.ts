@@ -193,6 +193,7 @@ describe('digest content, as received by a real SMTP server', () => {
       run.run('integrity', 'agent', at(NOW - 3 * HOUR), at(NOW - 3 * HOUR), 'failed', null, 'integrity agent: database disk image is malformed <b>');
       run.run('snapshot', 'agent', at(NOW - 30 * HOUR), at(NOW - 30 * HOUR), 'ok', JSON.stringify({ folder: '/backups/agent/2026-11-28T000000Z', finishedAt: '2026-11-28T00:00:00Z' }), null);
       run.run('snapshot', 'agent', at(NOW - 2 * HOUR), at(NOW - 2 * HOUR), 'failed', null, 'qdrant down');
+      run.run('digest', null, at(NOW - DAY + HOUR), at(NOW - DAY + HOUR), 'failed', null, 'digest: send digest via smtp:587: connect ECONNREFUSED');
       const v = db.prepare(`INSERT INTO drift_verdicts (store, memory_id, verdict, verifier, evidence, checked_at, needs_person, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
       v.run('agent', 'r_03', 'contradicted', 'repo', 'package.json says "packageManager": "npm@10"', at(NOW - 10 * HOUR), 1, null);
       v.run('agent', 'r_04', 'manual', null, null, at(NOW - 9 * HOUR), 1, at(NOW - 8 * HOUR));
@@ -200,7 +201,7 @@ describe('digest content, as received by a real SMTP server', () => {
     });
     await runDigestJob(w.config, NOW);
     const m = the(smtp);
-    expect(m.parsed.subject).toBe('memory-warden digest 2026-11-29: 1 new, 2 failed jobs');
+    expect(m.parsed.subject).toBe('memory-warden digest 2026-11-29: 1 new, 3 failed jobs');
     const t = m.text;
     expect(t).toContain('Review queue: 26 live row(s) confirmed more than 90 days ago. This week\'s 20, oldest first:');
     // Oldest first: the hostile id (300 days), then r_00 (200 days) …
@@ -222,6 +223,9 @@ describe('digest content, as received by a real SMTP server', () => {
     expect(t).toContain('integrity (agent): integrity agent: database disk image is malformed <b>');
     expect(t).toContain('snapshot (agent): qdrant down');
     expect(m.html).toContain('malformed &lt;b&gt;');
+    expect(t).toContain('=== jobs of no single store that failed since the last digest');
+    expect(t).toMatch(/2026-11-28 07:00:00 digest: digest: send digest via smtp:587: connect ECONNREFUSED/);
+    expect(m.html).toContain('Jobs of no single store that failed since the last digest');
   });
 
   it('an empty day sends a short "all quiet" email, or nothing when allQuiet is off', async () => {
