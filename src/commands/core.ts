@@ -59,7 +59,7 @@ export function registerCoreCommands(program: Command): void {
     cmd.action(async (opts: StoreOptions & { dryRun?: boolean }, c: Command) => {
       const ctx = storeContext(opts, c);
       const payload = name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false } : { store: ctx.storeName };
-      const result = await runJob(name, payload, ctx);
+      const result = await runJob(name, payload, { ...ctx, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
       else if (name === 'integrity') {
@@ -112,6 +112,15 @@ export function registerCoreCommands(program: Command): void {
       printJson(redactConfig(config));
     });
   void usageError;
+}
+
+/** Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it). */
+function interruptSignal(): AbortSignal {
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return controller.signal;
 }
 
 function redactConfig(config: unknown): unknown {
