@@ -47,6 +47,7 @@ export function registerSnapshotCommands(program: Command): void {
     .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
     .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
     .option('--dry-run', 'verify and say what would be done; change nothing')
+    .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);

@@ -13,7 +13,7 @@ import { QdrantStore } from '../store/qdrant.js';
 import { entityCollectionOf } from '../layouts/mem0-config.js';
 import { copySqlite } from './sqlite-copy.js';
 import {
-  DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
+  DIR_MODE, PARTIAL_PREFIX, PENDING_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
   storeSnapshotDir, writePrivateFile,
 } from './layout.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
@@ -74,7 +74,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
   const root = storeSnapshotDir(config, storeName);
   const lock = lockSnapshots(root, 'snapshot');
   try {
-    const removedPartials = removePartials(root);
+    const removedPartials = await removePartials(root, storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined, opts.log);
     if (removedPartials.length > 0) opts.log.warn({ store: storeName, removed: removedPartials }, 'removed snapshot folders left by an interrupted run');
     const reason = opts.reason ?? 'scheduled';
     const startedAt = opts.now();
@@ -127,6 +127,9 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
     const at = opts.now();
     const points = await q!.count(collection);
     const snap = await q!.createSnapshot(collection);
+    // Noted in the partial folder until deleted, so a run killed now has its server-side copy deleted next time.
+    const pending = join(tmp, `${PENDING_PREFIX}${i}.json`);
+    writePrivateFile(pending, JSON.stringify({ collection, snapshot: snap.name }));
     let downloaded = false;
     try {
       opts.signal?.throwIfAborted();
@@ -141,10 +144,13 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
     } finally {
       // Never leave the server-side copy behind, whatever happened to the download; a failed delete fails the
       // part, unless the part had failed already (then that first failure is the one reported).
-      await q!.deleteSnapshot(collection, snap.name).catch((err: unknown) => {
-        if (downloaded) throw err;
-        opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot');
-      });
+      await q!.deleteSnapshot(collection, snap.name).then(
+        () => rmSync(pending, { force: true }),
+        (err: unknown) => {
+          if (downloaded) throw err;
+          opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot');
+        },
+      );
     }
     return { collection, file, snapshot: snap.name, startedAt: iso(at), finishedAt: iso(opts.now()), qdrantChecksum: snap.checksum, points };
   };

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { createReadStream, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../config.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
+import type { QdrantStore } from '../store/qdrant.js';
+import type { Logger } from '../logger.js';
 
 /**
  * Where snapshots live: `<root>/<store>/<2026-11-29T060000Z>/`, one folder per snapshot, built as
@@ -12,6 +14,8 @@ import { MANIFEST, readManifest, type Manifest } from './manifest.js';
  */
 export const SNAPSHOT_NAME = /^\d{4}-\d{2}-\d{2}T\d{6}Z(-pre-restore)?$/;
 export const PARTIAL_PREFIX = '.partial-';
+/** `pending-N.json` in a partial folder: a server-side snapshot created and not yet deleted. */
+export const PENDING_PREFIX = 'pending-';
 export const DIR_MODE = 0o700;
 export const FILE_MODE = 0o600;
 
@@ -99,8 +103,11 @@ export function applyRetention(dir: string, keep: number): string[] {
   return doomed.map((s) => s.name);
 }
 
-/** Leftovers of runs that died mid-way (kill -9, power loss). Only called while holding the snapshot lock. */
-export function removePartials(dir: string): string[] {
+/**
+ * Leftovers of runs that died mid-way (kill -9, power loss), removed with the server-side Qdrant snapshots they
+ * had noted as not yet deleted. Only called while holding the snapshot lock.
+ */
+export async function removePartials(dir: string, q: QdrantStore | undefined, log: Logger): Promise<string[]> {
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -108,7 +115,18 @@ export function removePartials(dir: string): string[] {
     return [];
   }
   const partial = names.filter((n) => n.startsWith(PARTIAL_PREFIX));
-  for (const n of partial) rmSync(join(dir, n), { recursive: true, force: true });
+  for (const n of partial) {
+    const folder = join(dir, n);
+    for (const f of readdirSync(folder).filter((x) => x.startsWith(PENDING_PREFIX))) {
+      try {
+        const { collection, snapshot } = JSON.parse(readFileSync(join(folder, f), 'utf8')) as { collection: string; snapshot: string };
+        if (q) await q.deleteSnapshot(collection, snapshot);
+      } catch (err) {
+        log.warn({ folder, file: f, err: (err as Error).message }, 'could not delete a server-side snapshot left by an interrupted run');
+      }
+    }
+    rmSync(folder, { recursive: true, force: true });
+  }
   return partial;
 }
 
