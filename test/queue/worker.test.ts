@@ -75,6 +75,24 @@ describe('worker (in process, real Redis, real stores)', () => {
     }
   });
 
+  it('bounds shutdown: past worker.shutdownTimeoutMs the running job is told to stop (prune stops between batches)', async () => {
+    const dir = tempDir('bounded');
+    const store = makeStore(join(dir, 'agent.db'), { expired: 2000, live: 1 });
+    const prefix = uniquePrefix('bounded');
+    prefixes.push(prefix);
+    // 40 batches of 50 rows, 100 ms apart: far longer than the 200 ms the shutdown allows
+    const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker: { shutdownTimeoutMs: 200 }, prune: { batchSize: 50, pauseMs: 100 } });
+    const { log, lines } = capture();
+    const w = await startWorker({ config, log });
+    await w.queue.add('prune', { store: 'agent' }, jobOptions(config));
+    await until('a first batch to be deleted', () => countRows(store, 'expires_at IS NOT NULL') < 2000);
+    expect(await w.shutdown('test')).toEqual({ drained: true });
+    expect(lines.find((l) => l.msg.startsWith('shutdown timeout'))).toBeDefined();
+    expect(lines.find((l) => l.msg.startsWith('prune interrupted'))).toBeDefined();
+    const left = countRows(store, 'expires_at IS NOT NULL');
+    expect(left).toBeGreaterThan(0); // stopped early; the next run deletes the rest
+  });
+
   describe('jobs enqueued by hand', () => {
     const dir = tempDir('worker');
     const stores = {
