@@ -10,6 +10,7 @@ import { verifyAll } from '../src/drift/dispatch.js';
 import { applyDecision, type Applied } from '../src/drift/apply.js';
 import { acceptedReading, pendingMemoryIds } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
+import { applyMem0Decision, mem0Queue } from '../src/drift/mem0.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type DriftPayload = z.infer<typeof payloadSchema>;
@@ -31,13 +32,13 @@ export interface DriftResult {
   reads: number;
   sharedReads: number;
   verdicts: Applied[];
-  skipped?: string;
 }
 
 /**
  * The weekly drift re-verification of one store: take the review queue (oldest first, at most review.batch,
  * rows already waiting for a person left out), re-check each row against its source through the verifier its
- * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run.
+ * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run. A mem0 store is
+ * reviewed the same way (src/drift/mem0.ts), without automatic supersedes.
  */
 export async function drift(payload: DriftPayload, ctx: JobContext): Promise<DriftResult> {
   const now = ctx.now();
@@ -47,21 +48,15 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
   };
   const verification = await prepareVerification(ctx.config);
   const store = openStore(ctx.config, payload.store);
-  if (store.config.layout !== 'warden') {
-    store.close();
-    result.skipped = `layout ${store.config.layout} has no memory table with sources to verify`;
-    ctx.log.info({ skipped: result.skipped }, 'drift skipped');
-    return result;
-  }
+  const mem0 = store.config.layout === 'mem0';
   const state = openStateDb(expandHome(ctx.config.stateDb));
   try {
     await withMaintenanceLock(store.path, 'drift', async () => {
-      const queue = reviewDue(store.db, {
-        now,
-        afterDays: ctx.config.review.afterDays,
-        limit: ctx.config.review.batch,
-        exclude: pendingMemoryIds(state, payload.store),
-      });
+      const { afterDays, batch } = ctx.config.review;
+      const exclude = pendingMemoryIds(state, payload.store);
+      const queue = mem0
+        ? await mem0Queue(store, now, afterDays, batch, exclude)
+        : reviewDue(store.db, { now, afterDays, limit: batch, exclude });
       result.due = queue.length;
       if (queue.length === 0) return;
       const run = await verifyAll(queue, {
@@ -74,7 +69,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
       result.reads = run.reads;
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {
-        const applied = applyDecision(store.db, state, payload.store, decision, now);
+        const applied = mem0 ? await applyMem0Decision(store, state, decision, now) : applyDecision(store.db, state, payload.store, decision, now);
         result[applied.verdict] += 1;
         if (applied.supersededBy) result.superseded += 1;
         if (applied.needsPerson) result.toPerson += 1;

@@ -16,8 +16,8 @@ export function registerReviewCommands(program: Command): void {
     .option('--now <time>', 'as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) =>
-      withReview(opts, cmd, false, (ctx, store, state) => {
-        const list = listReview(store, state, ctx.config, ctx.now());
+      withReview(opts, cmd, false, async (ctx, store, state) => {
+        const list = await listReview(store, state, ctx.config, ctx.now());
         if (opts.json) printJson(list);
         else printList(list);
       }),
@@ -57,7 +57,10 @@ async function withReview(
   const ctx = storeContext(opts, cmd);
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {
-    if (store.config.layout !== 'warden') throw usageError(`review: store ${store.name} has layout ${store.config.layout}; review works on the memory table`);
+    const action = cmd.name();
+    if (store.config.layout === 'mem0' && action !== 'list' && action !== 'confirm') {
+      throw usageError(`review ${action}: store ${store.name} is a mem0 store, which has no supersede chain or expiry column; change it through mem0 (erase --ids deletes)`);
+    }
     const state = openStateDb(expandHome(ctx.config.stateDb));
     try {
       await fn(ctx, store, state);

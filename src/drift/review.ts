@@ -10,6 +10,8 @@ import { reviewDue } from './queue.js';
 import { supersedeRow } from './apply.js';
 import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
+import { mem0Queue } from './mem0.js';
+import { mem0Confirm, mem0ReviewDue } from '../layouts/mem0.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in
@@ -38,15 +40,30 @@ export interface ReviewList {
   pending: PendingItem[];
 }
 
-export function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): ReviewList {
+const isMem0 = (store: StoreHandle) => store.config.layout === 'mem0';
+
+export async function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
   const { afterDays, batch } = config.review;
   const waiting = pendingMemoryIds(state, store.name);
-  const getRow = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`);
+  let dueTotal: number;
+  let next: MemoryUnderReview[];
+  let current: (id: string) => PendingItem['memory'];
+  if (isMem0(store)) {
+    dueTotal = (await mem0ReviewDue(store, now, afterDays, 0)).due;
+    next = await mem0Queue(store, now, afterDays, batch, waiting);
+    // mem0's point payloads are read by the queue only; the evidence carries the text as it was verified.
+    current = () => null;
+  } else {
+    const getRow = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`);
+    dueTotal = reviewDue(store.db, { now, afterDays }).length;
+    next = reviewDue(store.db, { now, afterDays, limit: batch, exclude: waiting });
+    current = (id) => (getRow.get(id) as PendingItem['memory'] | undefined) ?? null;
+  }
   return {
     store: store.name,
     now: toCanonical(now),
-    dueTotal: reviewDue(store.db, { now, afterDays }).length,
-    next: reviewDue(store.db, { now, afterDays, limit: batch, exclude: waiting }),
+    dueTotal,
+    next,
     pending: pendingItems(state, store.name).map((p) => ({
       id: p.id,
       memoryId: p.memory_id,
@@ -54,7 +71,7 @@ export function listReview(store: StoreHandle, state: Db, config: Config, now: I
       verifier: p.verifier,
       checkedAt: p.checked_at,
       evidence: p.evidence ? JSON.parse(p.evidence) : null,
-      memory: (getRow.get(p.memory_id) as PendingItem['memory'] | undefined) ?? null,
+      memory: current(p.memory_id),
     })),
   };
 }
@@ -102,6 +119,13 @@ function recordManual(state: Db, store: string, id: string, now: Instant, resolu
 }
 
 export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
+  if (isMem0(store)) {
+    return withMaintenanceLock(store.path, 'review confirm', async () => {
+      if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+      const resolved = state.transaction(() => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' })).immediate();
+      return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
+    });
+  }
   return withMaintenanceLock(store.path, 'review confirm', async () =>
     inBothTransactions(state, store.db, () => {
       liveRow(store.db, store.name, id);
