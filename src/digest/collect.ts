@@ -7,6 +7,7 @@ import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from 
 import { reviewCutoff } from '../store/rules.js';
 import { integrity } from '../../jobs/integrity.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
+import { clip } from './untrusted.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -127,12 +128,16 @@ export function newRows(db: Db, period: Period, maxRows: number, rules: LookTwic
   return { total, flagged: flaggedCount, shown, more: total - shown.length };
 }
 
+// Up to 2 × maxRows rows are held at once and a fact can be a whole fetched page: keep what render can show.
+const KEEP_CHARS = 2000;
+const keep = (v: unknown) => clip(v, KEEP_CHARS);
+
 function memoryRow(r: Record<string, unknown>) {
   return {
     id: String(r.id),
-    subject: String(r.subject ?? ''),
-    fact: String(r.fact ?? ''),
-    source: r.source === null || r.source === undefined ? '' : String(r.source),
+    subject: keep(r.subject),
+    fact: keep(r.fact),
+    source: r.source === null || r.source === undefined ? '' : keep(r.source),
     createdAt: String(r.created_at ?? ''),
     expiresAt: r.expires_at === null || r.expires_at === undefined ? null : String(r.expires_at),
   };
