@@ -12,6 +12,7 @@ import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { addStateMigration, openStateDb } from './state.js';
+import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
 import { storeError, usageError } from './errors.js';
 import { toCanonical, type Instant } from './time.js';
 import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
@@ -105,11 +106,27 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
+  let found: string[] = [];
+  const deleted: string[] = [];
+  const snapshotRoot = storeSnapshotDir(config, storeName);
   try {
+    // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
       if (!dryRun) store.db.pragma('secure_delete = ON');
       erased = store.config.layout === 'mem0' ? await eraseMem0(store, sel, dryRun, opts) : await eraseWarden(store, sel, dryRun, opts);
       if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
+      found = await snapshotsContaining(snapshotRoot, erased.texts, 'subject' in sel ? sel.subject : undefined);
+      if (!dryRun && opts.snapshots && found.length > 0) {
+        const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
+        try {
+          for (const dir of found) {
+            rmSync(dir, { recursive: true, force: true });
+            deleted.push(dir);
+          }
+        } finally {
+          lock.release();
+        }
+      }
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
@@ -118,15 +135,6 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   }
 
   const selector = describeSelector(sel);
-  const subject = 'subject' in sel ? sel.subject : undefined;
-  const found = await snapshotsContaining(join(expandHome(config.snapshot.root), storeName), erased.texts, subject);
-  const deleted: string[] = [];
-  if (!dryRun && opts.snapshots) {
-    for (const dir of found) {
-      rmSync(dir, { recursive: true, force: true });
-      deleted.push(dir);
-    }
-  }
   const receipt: EraseReceipt = {
     id: null,
     store: storeName,

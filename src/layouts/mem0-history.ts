@@ -56,12 +56,38 @@ export function lastEvents(db: Db, d: HistoryDialect, memoryIds: readonly string
   return new Map(rows.map((r) => [String(r.memory_id), String(r.event)]));
 }
 
-/** Every memory whose history says it exists (last event not DELETE), streamed in memory_id order. */
-export function* aliveInHistory(db: Db, d: HistoryDialect): Generator<string> {
-  const stmt = db.prepare(`SELECT memory_id, ${d.event} AS event, max(rowid) FROM ${d.table} WHERE memory_id IS NOT NULL GROUP BY memory_id`);
-  for (const r of stmt.iterate() as IterableIterator<LastEvent>) {
-    if (r.event !== 'DELETE') yield String(r.memory_id);
-  }
+/**
+ * Each memory's last event, in a TEMP table of this connection (never in mem0's file, which has no index on
+ * memory_id): built in one pass over history, then looked up by page through its primary key. Without it, every
+ * page of points would scan the whole history.
+ */
+export interface LastEventIndex {
+  get(memoryIds: readonly string[]): Map<string, string>;
+  /** Every memory whose history says it exists (last event not DELETE), streamed in memory_id order. */
+  alive(): Generator<string>;
+  drop(): void;
+}
+
+export function lastEventIndex(db: Db, d: HistoryDialect): LastEventIndex {
+  const name = `temp.warden_mem0_last_${Math.random().toString(36).slice(2, 10)}`;
+  db.exec(`CREATE TABLE ${name} (memory_id TEXT PRIMARY KEY, event TEXT) WITHOUT ROWID`);
+  db.exec(`INSERT INTO ${name} (memory_id, event)
+           SELECT memory_id, event FROM (SELECT memory_id, ${d.event} AS event, max(rowid) FROM ${d.table} WHERE memory_id IS NOT NULL GROUP BY memory_id)`);
+  const lookup = db.prepare(`SELECT memory_id, event FROM ${name} WHERE memory_id IN (SELECT value FROM json_each(?))`);
+  return {
+    get(memoryIds) {
+      if (memoryIds.length === 0) return new Map();
+      return new Map((lookup.all(JSON.stringify(memoryIds)) as LastEvent[]).map((r) => [String(r.memory_id), String(r.event)]));
+    },
+    *alive() {
+      for (const r of db.prepare(`SELECT memory_id FROM ${name} WHERE event IS NOT 'DELETE' ORDER BY memory_id`).iterate() as IterableIterator<{ memory_id: string }>) {
+        yield String(r.memory_id);
+      }
+    },
+    drop() {
+      db.exec(`DROP TABLE IF EXISTS ${name}`);
+    },
+  };
 }
 
 export interface HistoryAdd {

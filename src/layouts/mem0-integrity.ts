@@ -6,7 +6,7 @@ import { journalMode } from '../store/sqlite.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
 import { toCanonical, type Instant } from '../time.js';
 import type { CheckReport } from '../check.js';
-import { aliveInHistory, lastEvents } from './mem0-history.js';
+import { lastEventIndex, type LastEventIndex } from './mem0-history.js';
 import { scrollAll } from './mem0-points.js';
 import { hasBadExpiration, isMem0Expired, mem0Handle, textOf, type Mem0Options } from './mem0.js';
 
@@ -44,11 +44,21 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
     return out;
   }
 
+  const index = lastEventIndex(store.db, h.dialect);
+  try {
+    return [...out, ...(await crossCheck(h, index, opts.now))];
+  } finally {
+    index.drop();
+  }
+}
+
+async function crossCheck(h: ReturnType<typeof mem0Handle>, index: LastEventIndex, now: Instant): Promise<Finding[]> {
+  const out: Finding[] = [];
   const resurrected = new Tally(), noHistory = new Tally(), hashMismatch = new Tally(), expired = new Tally(), badExpiry = new Tally();
   let points = 0;
   for await (const page of scrollAll(h.points, h.collection, h.cfg.pageSize, true)) {
     points += page.length;
-    const last = lastEvents(store.db, h.dialect, page.map((p) => p.id));
+    const last = index.get(page.map((p) => p.id));
     for (const p of page) {
       const event = last.get(p.id);
       if (event === undefined) noHistory.add(p.id);
@@ -56,7 +66,7 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
       const text = textOf(p);
       const hash = p.payload.hash;
       if (text !== null && typeof hash === 'string' && createHash('md5').update(text, 'utf8').digest('hex') !== hash) hashMismatch.add(p.id);
-      if (isMem0Expired(p, opts.now)) expired.add(p.id);
+      if (isMem0Expired(p, now)) expired.add(p.id);
       if (hasBadExpiration(p)) badExpiry.add(p.id);
     }
   }
@@ -69,7 +79,7 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
     chunk = [];
   };
   // The history iterator holds the connection while Qdrant is asked; nothing else uses it meanwhile.
-  for (const id of aliveInHistory(store.db, h.dialect)) {
+  for (const id of index.alive()) {
     chunk.push(id);
     if (chunk.length >= h.cfg.pageSize) await flush();
   }
