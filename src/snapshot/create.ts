@@ -126,7 +126,7 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
     const file = collectionFile(i, collection);
     const at = opts.now();
     const points = await q!.count(collection);
-    const snap = await q!.createSnapshot(collection);
+    const snap = await q!.createSnapshot(collection, opts.signal);
     // Noted in the partial folder until deleted, so a run killed now has its server-side copy deleted next time.
     const pending = join(tmp, `${PENDING_PREFIX}${i}.json`);
     writePrivateFile(pending, JSON.stringify({ collection, snapshot: snap.name }));

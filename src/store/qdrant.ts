@@ -198,9 +198,9 @@ export class QdrantStore implements VectorSink {
    * Plain JSON request, for the endpoints where the client library sends what Qdrant's OpenAPI description does
    * not allow (it posts `{}` to the body-less snapshot endpoints).
    */
-  private async request<T>(doing: string, method: string, path: string, query: Record<string, string> = {}): Promise<T> {
+  private async request<T>(doing: string, method: string, path: string, query: Record<string, string> = {}, signal?: AbortSignal): Promise<T> {
     try {
-      const res = await fetch(this.url(path, query), { method, headers: this.headers, signal: AbortSignal.timeout(this.config.timeoutMs) });
+      const res = await fetch(this.url(path, query), { method, headers: this.headers, signal: signal ?? AbortSignal.timeout(this.config.timeoutMs) });
       const body = (await res.json().catch(() => null)) as { result?: T; status?: { error?: string } } | null;
       if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status} ${body?.status?.error ?? ''}`.trim()), { status: res.status });
       return body?.result as T;
@@ -213,9 +213,10 @@ export class QdrantStore implements VectorSink {
     return `/collections/${encodeURIComponent(collection)}/snapshots${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
   }
 
-  async createSnapshot(collection: string): Promise<SnapshotInfo> {
+  /** Creating a large collection's snapshot can take longer than `timeoutMs`: only the job's signal stops it. */
+  async createSnapshot(collection: string, signal?: AbortSignal): Promise<SnapshotInfo> {
     const doing = `create snapshot of ${collection}`;
-    const r = await this.request<SnapshotInfo | undefined>(doing, 'POST', this.snapshotsPath(collection), { wait: 'true' });
+    const r = await this.request<SnapshotInfo | undefined>(doing, 'POST', this.snapshotsPath(collection), { wait: 'true' }, signal ?? new AbortController().signal);
     if (!r || typeof r.name !== 'string') throw transientError(`qdrant ${doing}: no snapshot description in the answer`);
     return r;
   }
