@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../store/sqlite.js';
+import type { Config } from '../config.js';
 import { parseInstant, toCanonical, type Instant } from '../time.js';
 
 /**
@@ -72,6 +73,8 @@ export interface ClaimOptions {
   firstPeriodMs: number;
   /** A `sending` claim older than this may be taken over (its sender crashed). */
   claimMs: number;
+  /** IANA time zone of the digest's schedule: which day a digest is for. Default UTC. */
+  timeZone?: string;
 }
 
 export type Claim =
@@ -79,8 +82,27 @@ export type Claim =
   | { kind: 'already-sent'; delivery: Delivery }
   | { kind: 'in-progress'; delivery: Delivery };
 
-/** UTC date of the period end: the day this digest is for. */
-export const dayOf = (end: Instant) => toCanonical(end).slice(0, 10);
+/** The zone the digest is scheduled in (its schedule's tz, else the worker's): it decides which day a digest is for. */
+export function digestTimeZone(config: Config): string {
+  return config.worker.schedules.digest?.tz ?? config.worker.timezone;
+}
+
+/**
+ * The day a digest is for: the date of its period end in the time zone the digest is scheduled in, so that a
+ * retry running past midnight UTC of a digest scheduled for 18:30 in New York is still that evening's digest.
+ */
+export function dayOf(end: Instant, timeZone = 'UTC'): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(end);
+}
+
+export function isTimeZone(timeZone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-CA', { timeZone });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Where the next digest of this list starts: the end of the last one sent (or skipped as quiet). */
 export function lastCoveredEnd(db: Db, key: string): Instant | null {
@@ -102,7 +124,7 @@ export function periodStart(db: Db, key: string, end: Instant, firstPeriodMs: nu
 }
 
 export function claimDelivery(db: Db, opts: ClaimOptions): Claim {
-  const day = dayOf(opts.end);
+  const day = dayOf(opts.end, opts.timeZone);
   const token = randomBytes(12).toString('hex');
   const nowText = toCanonical(opts.now);
   return db.transaction((): Claim => {

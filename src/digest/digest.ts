@@ -10,7 +10,7 @@ import { collectDigest } from './collect.js';
 import { renderDigest, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
 import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
-import { claimDelivery, listKey, markFailed, markQuiet, markSent, periodStart } from './deliveries.js';
+import { claimDelivery, digestTimeZone, listKey, markFailed, markQuiet, markSent, periodStart } from './deliveries.js';
 
 export const ALL_STORES = 'all stores';
 
@@ -75,6 +75,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
         end: periodEnd(config, now),
         firstPeriodMs: config.digest.firstPeriodHours * 3_600_000,
         claimMs: config.digest.claimMinutes * 60_000,
+        timeZone: digestTimeZone(config),
       });
       const d = claim.delivery;
       const base = { scope: group.scope, day: d.day, periodStart: d.period_start, periodEnd: d.period_end, messageId: d.message_id };

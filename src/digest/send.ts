@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { SmtpConfig } from './config.js';
 import { configError, transientError, WardenError } from '../errors.js';
 import { headerText } from './untrusted.js';
+import { digestTimeZone, isTimeZone } from './deliveries.js';
 
 /** What sending needs, checked once at start: a bad field is one error naming it, before anything is claimed. */
 export interface SendConfig {
@@ -20,6 +21,10 @@ export function checkSendConfig(config: Config): SendConfig {
   }
   if (smtp.password !== undefined && (smtp.user === undefined || smtp.user === '')) throw configError('smtp.user: required when smtp.password is set');
   if (smtp.port === 465 && !smtp.secure) throw configError('smtp.secure: port 465 speaks TLS from the start; set secure: true (or use port 587 with STARTTLS)');
+  const tz = digestTimeZone(config);
+  if (!isTimeZone(tz)) {
+    throw configError(`${config.worker.schedules.digest?.tz ? 'worker.schedules.digest.tz' : 'worker.timezone'}: "${headerText(tz, 80)}" is not an IANA time zone (e.g. UTC, Europe/Rome)`);
+  }
   if (digest.to.length === 0) throw configError('digest.to: no recipients; list the addresses the digest goes to');
   if (!/@/.test(digest.from) || /[\r\n]/.test(digest.from)) throw configError(`digest.from: "${headerText(digest.from, 80)}" is not an email address`);
   return { smtp, from: digest.from, to: digest.to };

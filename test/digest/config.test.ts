@@ -46,6 +46,13 @@ describe('bad SMTP config: one clear error at start, naming the field', () => {
     expect(smtp.attempts).toBe(0);
   });
 
+  it('a time zone that does not exist names its field', async () => {
+    const w = world(tmp.dir, { agent: [] }, smtp, {}, { worker: { timezone: 'Mars/Olympus' } });
+    const err = await failure(runDigestJob(w.config, NOW));
+    expect(err.message).toBe('digest: worker.timezone: "Mars/Olympus" is not an IANA time zone (e.g. UTC, Europe/Rome)');
+    expect(smtp.attempts).toBe(0);
+  });
+
   it.each([
     ['a port that is not a number', { smtp: { host: 'h', port: 'abc' } }, /^config: smtp\.port: /],
     ['a missing host', { smtp: { port: 25 } }, /^config: smtp\.host: /],

@@ -74,6 +74,15 @@ describe('exactly once per day per recipient list', () => {
     expect(textOf(0)).not.toContain(smtp.received[0]!.parsed.subject!.includes('[a]') ? 'b_1' : 'a_1');
   });
 
+  it('the day is the day in the digest\'s time zone: a retry past midnight UTC of an 18:30 New York digest sends nothing', async () => {
+    const evening = Date.parse('2026-11-29T23:30:00Z'); // 18:30 in New York
+    const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(evening - HOUR) }] }, smtp, {}, { worker: { timezone: 'America/New_York' } });
+    expect((await runDigestJob(w.config, evening)).deliveries[0]).toMatchObject({ status: 'sent', day: '2026-11-29' });
+    expect((await runDigestJob(w.config, evening + 40 * 60_000)).deliveries[0]).toMatchObject({ status: 'already-sent', day: '2026-11-29' });
+    expect((await runDigestJob(w.config, evening + DAY)).deliveries[0]).toMatchObject({ status: 'sent', day: '2026-11-30' });
+    expect(smtp.received).toHaveLength(2);
+  });
+
   it('another recipient list is another digest', async () => {
     const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp);
     await runDigestJob(w.config, NOW);
