@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
@@ -11,9 +10,10 @@ import { memoryColumns } from './store/schema.js';
 import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
-import { addStateMigration, openStateDb } from './state.js';
+import { recordReceipt } from './erase-receipts.js';
+import { snapshotsContaining } from './erase-snapshots.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
-import { storeError, usageError } from './errors.js';
+import { usageError } from './errors.js';
 import { toCanonical, type Instant } from './time.js';
 import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
@@ -59,22 +59,6 @@ export interface EraseReceipt {
   walTruncated: boolean;
   snapshots: { found: string[]; deleted: string[] };
 }
-
-addStateMigration(`CREATE TABLE IF NOT EXISTS erase_receipts (
-     id               INTEGER PRIMARY KEY,
-     store            TEXT NOT NULL,
-     layout           TEXT NOT NULL,
-     selector         TEXT NOT NULL CHECK (selector IN ('user', 'subject', 'ids')),
-     selector_sha256  TEXT NOT NULL,
-     erased_at        TEXT NOT NULL,
-     memories         INTEGER NOT NULL,
-     ids_sha256       TEXT NOT NULL,
-     counts           TEXT NOT NULL,
-     vacuumed         INTEGER NOT NULL,
-     wal_truncated    INTEGER NOT NULL,
-     snapshots_found  TEXT NOT NULL,
-     snapshots_deleted TEXT NOT NULL
-   )`);
 
 const MIN_SUBJECT = 3;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -292,120 +276,4 @@ async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean
     counts.messagesDeleted = deleteMessages(store.db, h.dialect, by);
   }).immediate();
   return { ids: idList, counts, texts };
-}
-
-// ---- snapshots ----
-
-/**
- * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
- * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
- * pages is still found. Symlinks are not followed.
- */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
-  const needles = needleBytes(texts);
-  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return [];
-  let entries: string[];
-  try {
-    entries = readdirSync(storeRoot).sort();
-  } catch {
-    return [];
-  }
-  const out: string[] = [];
-  for (const name of entries) {
-    const dir = join(storeRoot, name);
-    if (!lstatSync(dir).isDirectory()) continue;
-    for (const file of filesUnder(dir)) {
-      if (await fileContains(file, needles, folded)) {
-        out.push(dir);
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-function needleBytes(texts: string[]): Buffer[] {
-  const out = new Map<string, Buffer>();
-  for (const t of new Set(texts)) {
-    for (const form of [t, JSON.stringify(t).slice(1, -1)]) {
-      const b = Buffer.from(form, 'utf8').subarray(0, 64);
-      if (b.length >= 4) out.set(b.toString('hex'), b);
-    }
-  }
-  return [...out.values()];
-}
-
-/** ASCII lower case of raw bytes (UTF-8 multi-byte sequences never contain bytes below 0x80). */
-function foldBytes(b: Buffer): Buffer {
-  const out = Buffer.from(b);
-  for (let i = 0; i < out.length; i++) if (out[i]! >= 0x41 && out[i]! <= 0x5a) out[i] = out[i]! + 0x20;
-  return out;
-}
-
-function* filesUnder(dir: string): Generator<string> {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) yield* filesUnder(p);
-    else if (e.isFile()) yield p;
-  }
-}
-
-/** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
-async function fileContains(file: string, exact: Buffer[], folded: Buffer[]): Promise<boolean> {
-  const overlap = Math.max(...[...exact, ...folded].map((n) => n.length)) - 1;
-  let tail = Buffer.alloc(0);
-  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
-    const buf = Buffer.concat([tail, chunk as Buffer]);
-    if (exact.some((n) => buf.includes(n))) return true;
-    if (folded.length > 0) {
-      const low = foldBytes(buf);
-      if (folded.some((n) => low.includes(n))) return true;
-    }
-    tail = buf.subarray(Math.max(0, buf.length - overlap));
-  }
-  return false;
-}
-
-// ---- receipts ----
-
-function recordReceipt(stateDb: string, r: EraseReceipt): number {
-  const db = openStateDb(stateDb);
-  try {
-    return Number(
-      db.prepare(`INSERT INTO erase_receipts (store, layout, selector, selector_sha256, erased_at, memories, ids_sha256, counts, vacuumed, wal_truncated, snapshots_found, snapshots_deleted)
-                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-        .run(r.store, r.layout, r.selector, r.selectorSha256, r.erasedAt, r.memories, r.idsSha256, JSON.stringify(r.counts), r.vacuumed ? 1 : 0, r.walTruncated ? 1 : 0, JSON.stringify(r.snapshots.found), JSON.stringify(r.snapshots.deleted))
-        .lastInsertRowid,
-    );
-  } catch (err) {
-    throw storeError(`erase: the data is erased but the receipt could not be stored in ${stateDb}: ${(err as Error).message}`, err);
-  } finally {
-    db.close();
-  }
-}
-
-export interface StoredReceipt {
-  id: number;
-  store: string;
-  layout: string;
-  selector: string;
-  selector_sha256: string;
-  erased_at: string;
-  memories: number;
-  ids_sha256: string;
-  counts: string;
-  vacuumed: number;
-  wal_truncated: number;
-  snapshots_found: string;
-  snapshots_deleted: string;
-}
-
-export function listReceipts(stateDb: string, store?: string): StoredReceipt[] {
-  const db = openStateDb(stateDb);
-  try {
-    return db.prepare(`SELECT * FROM erase_receipts ${store ? 'WHERE store = ?' : ''} ORDER BY id`).all(...(store ? [store] : [])) as StoredReceipt[];
-  } finally {
-    db.close();
-  }
 }

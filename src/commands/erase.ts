@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
-import { erase, listReceipts, type EraseReceipt, type EraseSelector } from '../erase.js';
+import { erase, type EraseReceipt, type EraseSelector } from '../erase.js';
+import { listReceipts } from '../erase-receipts.js';
 import { expandHome } from '../config.js';
 import { usageError } from '../errors.js';
 
