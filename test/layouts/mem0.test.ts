@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
+import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { tempDir } from '../helpers/store.js';
 import { Mem0Fixture, md5, pyIso } from './mem0-fixture.js';
 import { openStore, type StoreHandle } from '../../src/store/open.js';
@@ -105,6 +105,33 @@ describe.each(['python', 'typescript'] as const)('prune (%s mem0)', (flavour) =>
     expect(byCode(findings, 'mem0_lost_vector')).toBeUndefined();
     expect(byCode(findings, 'mem0_bad_expiration')?.ids).toEqual([bad]);
   });
+});
+
+it('prune with Qdrant failing: a transient error, and history is only written for points that are gone', async () => {
+  fx = await Mem0Fixture.create(q, tmp.dir);
+  const proxy = await startFaultProxy(q.url);
+  try {
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push(await fx.add(`trip ${i}`, { user_id: 'bob', at: NOW - 3 * DAY, metadata: { expiration_date: '2026-11-01' } }));
+    const cfg = fx.config();
+    cfg.stores.m!.qdrant!.url = proxy.url;
+    store = openStore(cfg, 'm');
+    // pageSize 3: the first batch goes through, the second batch's point delete fails.
+    proxy.fail({ method: 'POST', path: /\/points\/delete$/, after: 1 });
+    const err = await mem0Prune(store, ctx).catch((e: unknown) => e as { transient?: boolean });
+    expect(err).toMatchObject({ transient: true });
+    const left = new Set((await fx.points()).map((p) => p.id));
+    expect(left.size).toBe(2);
+    const deletes = fx.historyRows().filter((r) => r.event === 'DELETE').map((r) => String(r.memory_id));
+    expect(deletes.length).toBe(3);
+    for (const id of deletes) expect(left.has(id)).toBe(false);
+    proxy.clear();
+    expect((await mem0Prune(store, ctx)).deleted).toBe(2);
+    expect(await fx.points()).toEqual([]);
+    expect(fx.historyRows().filter((r) => r.event === 'DELETE').length).toBe(5);
+  } finally {
+    await proxy.close();
+  }
 });
 
 it('prune keeps a memory whose expiry was cleared between the scan and the delete', async () => {
