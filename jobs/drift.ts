@@ -66,6 +66,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
         signal: ctx.signal,
         accepted: (id, verifier) => acceptedReading(state, payload.store, id, verifier),
       });
+      if (ctx.signal.aborted) ctx.log.warn({ verified: run.decisions.length, due: queue.length }, 'drift interrupted; the rest stays due for the next run');
       result.reads = run.reads;
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {

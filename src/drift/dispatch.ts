@@ -65,22 +65,27 @@ export async function runWithTimeout(
   const own = new AbortController();
   const signal = AbortSignal.any([own.signal, outer]);
   let timer: NodeJS.Timeout | undefined;
+  let onStop: (() => void) | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       own.abort(new Timeout());
       reject(new Timeout());
     }, timeoutMs);
+    onStop = () => reject(new Error('stopped'));
+    if (outer.aborted) onStop();
+    else outer.addEventListener('abort', onStop, { once: true });
   });
   try {
     return await Promise.race([Promise.resolve().then(() => verifier.verify(task, ctxFor(signal))), deadline]);
   } catch (err) {
+    if (outer.aborted) return { verdict: 'unverifiable', reason: 'the run was stopped' };
     if (err instanceof Timeout || own.signal.aborted) return { verdict: 'unverifiable', reason: `${verifier.name}: timed out after ${timeoutMs} ms` };
     if (err instanceof Refusal) return { verdict: 'refused', reason: err.reason };
-    if (outer.aborted) return { verdict: 'unverifiable', reason: 'the run was stopped' };
     const message = err instanceof Error ? err.message : String(err);
     return { verdict: 'unverifiable', reason: `${verifier.name}: ${message.split('\n')[0]}` };
   } finally {
     clearTimeout(timer);
+    if (onStop) outer.removeEventListener('abort', onStop);
   }
 }
 
@@ -150,16 +155,19 @@ async function verifyOne(memory: MemoryUnderReview, opts: DispatchOptions, cache
 export async function verifyAll(memories: readonly MemoryUnderReview[], opts: DispatchOptions): Promise<DispatchResult> {
   const cache = new ReadCache();
   const allow: Allowlists = { ...opts.allow, fileRoots: realRoots(opts.allow.fileRoots) };
-  const decisions: Decision[] = new Array(memories.length);
+  const decisions: (Decision | undefined)[] = new Array(memories.length);
   let next = 0;
   const worker = async () => {
-    while (next < memories.length) {
+    // A stopped run starts nothing new; what was not verified stays due for the next run.
+    while (next < memories.length && !opts.signal.aborted) {
       const i = next++;
       decisions[i] = await verifyOne(memories[i]!, opts, cache, allow);
     }
   };
   await Promise.all(Array.from({ length: Math.min(opts.concurrency, memories.length) }, worker));
-  return { decisions, reads: cache.reads, sharedReads: cache.shared };
+  // A verification cut short by the stop is not a verdict about the source: it is not recorded either.
+  const done = opts.signal.aborted ? decisions.filter((d) => d && !(d.verdict === 'unverifiable' && d.evidence.reason === 'the run was stopped')) : decisions;
+  return { decisions: done.filter((d): d is Decision => d !== undefined), reads: cache.reads, sharedReads: cache.shared };
 }
 
 /**
