@@ -7,7 +7,7 @@ import { initSchema } from '../store/schema.js';
 import { openStore } from '../store/open.js';
 import { repairDangling, repairTimestamps } from '../repair.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { usageError } from '../errors.js';
+import { scrubUrlCredentials } from '../logger.js';
 import type { CheckReport } from '../check.js';
 import type { PruneResult } from '../../jobs/prune.js';
 import type { Finding } from '../findings.js';
@@ -111,7 +111,6 @@ export function registerCoreCommands(program: Command): void {
       const { config } = loadForCommand(opts, cmd);
       printJson(redactConfig(config));
     });
-  void usageError;
 }
 
 /** Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it). */
@@ -124,7 +123,8 @@ function interruptSignal(): AbortSignal {
 }
 
 function redactConfig(config: unknown): unknown {
-  return JSON.parse(JSON.stringify(config, (k, v) => (/password|apiKey|token/i.test(k) && v ? '[redacted]' : v)));
+  const blanked = JSON.parse(JSON.stringify(config, (k, v) => (/password|apiKey|token/i.test(k) && v ? '[redacted]' : v)));
+  return scrubUrlCredentials(blanked);
 }
 
 export function printFindings(findings: Finding[], indent = '  '): void {
