@@ -144,7 +144,7 @@ async function verifyOne(memory: MemoryUnderReview, opts: DispatchOptions, cache
   const result = await runWithTimeout(
     verifier,
     { memory, params: params.data as Record<string, unknown>, captures: vars },
-    (signal) => createVerifierContext({ signal, log, now: opts.now, allow, cacheDir: opts.cacheDir, cache }),
+    (signal) => createVerifierContext({ signal, log, now: opts.now, allow, cacheDir: opts.cacheDir, cache, configuredRoots: opts.allow.fileRoots }),
     rule.timeoutMs ?? opts.timeoutMs,
     opts.signal,
   );

@@ -45,13 +45,15 @@ export function realRoots(roots: readonly string[]): string[] {
  * lexically under a root, and its real path (symlinks resolved) under a root's real path. A relative path is
  * relative to the first root.
  */
-export async function resolveUnderRoots(path: string, roots: readonly string[]): Promise<string> {
+export async function resolveUnderRoots(path: string, roots: readonly string[], asConfigured: readonly string[] = roots): Promise<string> {
   if (typeof path !== 'string' || path.length === 0) throw new Refusal('no path given');
   if (path.includes('\0')) throw new Refusal('path contains a NUL byte');
   if (path.split(/[\\/]+/).includes('..')) throw new Refusal(`path ${JSON.stringify(path)} has a ".." segment`);
   if (roots.length === 0) throw new Refusal('no file roots allowed (verify.allow.fileRoots)');
   const wanted = isAbsolute(path) ? resolve(path) : resolve(roots[0]!, path);
-  if (!roots.some((r) => within(r, wanted))) throw new Refusal(`path ${JSON.stringify(path)} is outside the allowed roots`);
+  // Lexically under a root as configured or as its real path (a root may itself sit behind a symlink); the real
+  // path check below is the one that guards.
+  if (![...roots, ...asConfigured.map((r) => resolve(r))].some((r) => within(r, wanted))) throw new Refusal(`path ${JSON.stringify(path)} is outside the allowed roots`);
   const real = await realpath(wanted); // ENOENT and friends: unverifiable, not refused
   if (!roots.some((r) => within(r, real))) throw new Refusal(`path ${JSON.stringify(path)} leads outside the allowed roots through a symlink`);
   return real;
@@ -64,6 +66,8 @@ export interface ContextOptions {
   allow: Allowlists;
   cacheDir: string;
   cache: ReadCache;
+  /** verify.allow.fileRoots as written (allow.fileRoots holds their real paths). */
+  configuredRoots?: readonly string[];
 }
 
 export function createVerifierContext(opts: ContextOptions): VerifierContext {
@@ -75,6 +79,6 @@ export function createVerifierContext(opts: ContextOptions): VerifierContext {
     allow: opts.allow,
     cacheDir: opts.cacheDir,
     once: (key, read) => opts.cache.once(key, read),
-    resolveFile: (path) => resolveUnderRoots(path, roots),
+    resolveFile: (path) => resolveUnderRoots(path, roots, opts.configuredRoots ?? roots),
   };
 }

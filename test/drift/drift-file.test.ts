@@ -172,3 +172,27 @@ describe('drift job with the file verifier', () => {
     expect(r.sharedReads).toBe(4);
   });
 });
+
+describe('file roots behind a symlink', () => {
+  let box: Sandbox;
+  beforeEach(() => {
+    box = sandbox();
+  });
+  afterEach(() => box.cleanup());
+
+  it('reads an absolute path written under the configured (symlinked) root, and nothing outside its real path', async () => {
+    mkdirSync(join(box.dir, 'real-configs'));
+    writeFileSync(join(box.dir, 'real-configs', 'app.yaml'), 'version: "15"\n');
+    symlinkSync(join(box.dir, 'real-configs'), join(box.dir, 'configs'));
+    insertRows(box.dbPath, [
+      { id: 'm_abs', fact: 'Postgres 15', source: `cfg:${join(box.dir, 'configs', 'app.yaml')}`, confirmed_at: daysAgo(100) },
+      { id: 'm_rel', fact: 'Postgres 15', source: 'cfg:app.yaml', confirmed_at: daysAgo(101) },
+    ]);
+    const config = configFor(box, {
+      allow: { fileRoots: [join(box.dir, 'configs')] },
+      rules: [{ match: { source: '^cfg:(?<p>.+)$' }, use: 'file', with: { path: '${p}', select: 'version', expect: '^15' } }],
+    });
+    const r = await drift({ store: 'agent' }, jobContext(config));
+    expect(r.verdicts.map((v) => v.verdict)).toEqual(['confirmed', 'confirmed']);
+  });
+});
