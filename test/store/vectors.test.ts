@@ -6,7 +6,7 @@ import { checkConsistency } from '../../src/store/consistency.js';
 import { QdrantStore } from '../../src/store/qdrant.js';
 import { repairDangling } from '../../src/repair.js';
 import { ids, type Row } from '../helpers/store.js';
-import { startFaultProxy, type FaultProxy } from '../helpers/qdrant-server.js';
+import { startFaultProxy, vectorFor, type FaultProxy } from '../helpers/qdrant-server.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import type { Config } from '../../src/config.js';
 
@@ -51,6 +51,25 @@ describe('deletes go through both stores', () => {
     expect(result.cascaded).toBe(1);
     expect(ids(fx.dbPath)).toEqual(LIVE);
     for (const c of fx.collections) expect(await fx.pointRows(c)).toEqual(['live_1', 'live_1', 'live_2', 'live_3']);
+  });
+
+  it('after prune, retrieval (POST /points/query) returns live memories only', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const config = fx.config();
+    const store = openStore(config, 'agent');
+    const q = store.vectors as QdrantStore;
+    const retrieve = async () => {
+      const r = await q.client.query(fx.collections[0]!, { query: vectorFor('exp_0'), limit: 100, with_payload: true });
+      return r.points.map((p) => String(p.payload?.memory_id)).sort();
+    };
+    try {
+      expect(await retrieve()).toHaveLength(ROWS.length);
+      await runJob('prune', { store: 'agent' }, opts(config));
+      expect(await retrieve()).toEqual(LIVE);
+    } finally {
+      store.close();
+    }
   });
 
   it('repair dangling deletes the points of the rows it deletes', async () => {
