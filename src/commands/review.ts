@@ -84,7 +84,7 @@ function report(d: ReviewDecision, opts: StoreOptions): void {
 }
 
 /** Memory text is hostile: control characters are shown escaped so they cannot drive the terminal. */
-const show = (text: unknown) => JSON.stringify(String(text ?? '')).slice(1, -1);
+const show = (text: unknown) => String(text ?? '').replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 function printList(l: ReviewList): void {
   print(`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`);

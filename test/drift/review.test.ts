@@ -146,8 +146,11 @@ describe('review: a person settles what drift could not', () => {
       const parsed = JSON.parse(list.stdout);
       expect(parsed.store).toBe('agent');
       expect(parsed.pending.map((p: { memoryId: string }) => p.memoryId).sort()).toEqual(['m_chat', 'm_db', 'm_old', 'm_watch']);
+      withDb(box.dbPath, (db) => db.prepare(`UPDATE memory SET fact = ? WHERE id = 'm_chat'`).run('prefers \u001b[2Jpnpm'));
       const text = cli('review', 'list', '--config', file, '--store', 'agent');
       expect(text.stdout).toMatch(/waiting for a person/);
+      expect(text.stdout).toContain('prefers \\u001b[2Jpnpm'); // memory text cannot drive the terminal
+      expect(text.stdout).not.toContain('\u001b');
       const ok = cli('review', 'confirm', 'm_chat', '--config', file, '--store', 'agent', '--json', '--now', '2026-12-01T00:00:00Z');
       expect(ok.status, ok.stderr).toBe(0);
       expect(JSON.parse(ok.stdout)).toMatchObject({ id: 'm_chat', resolution: 'confirmed', resolved: 1 });
