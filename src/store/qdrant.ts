@@ -242,10 +242,17 @@ export class QdrantStore implements VectorSink {
     const doing = `download snapshot ${name} of ${collection}`;
     const hash = createHash('sha256');
     let bytes = 0;
+    // No limit on the whole download (snapshots can be large), but `timeoutMs` without a byte arriving aborts it.
+    const idle = new AbortController();
+    let timer = setTimeout(() => idle.abort(new Error(`no data for ${this.config.timeoutMs} ms`)), this.config.timeoutMs);
+    const stillAlive = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => idle.abort(new Error(`no data for ${this.config.timeoutMs} ms`)), this.config.timeoutMs);
+    };
     try {
       const res = await fetch(this.url(this.snapshotsPath(collection, name)), {
         headers: this.headers,
-        ...(signal ? { signal } : {}),
+        signal: signal ? AbortSignal.any([idle.signal, signal]) : idle.signal,
       });
       if (!res.ok || !res.body) {
         const text = await res.text().catch(() => '');
@@ -253,6 +260,7 @@ export class QdrantStore implements VectorSink {
       }
       const tap = new Transform({
         transform(chunk: Buffer, _enc, done) {
+          stillAlive();
           hash.update(chunk);
           bytes += chunk.length;
           done(null, chunk);
@@ -260,7 +268,9 @@ export class QdrantStore implements VectorSink {
       });
       await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), tap, createWriteStream(dest, { flags: 'wx', mode: 0o600 }));
     } catch (err) {
-      throw qdrantError(doing, err);
+      throw qdrantError(doing, idle.signal.aborted ? idle.signal.reason : err);
+    } finally {
+      clearTimeout(timer);
     }
     return { bytes, sha256: hash.digest('hex') };
   }

@@ -108,6 +108,18 @@ describe('snapshot', () => {
     for (const c of fx.collections) expect(await fx.q.snapshotNames(c)).toEqual([]);
   });
 
+  it('a download that stops sending is abandoned after qdrant.timeoutMs without data, publishing nothing', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    proxy = await startFaultProxy(fx.q.url);
+    proxy.fail({ method: 'GET', path: /\/snapshots\/[^/]+$/, mode: 'stall' });
+    const config = fx.config({ url: proxy.url, qdrant: { timeoutMs: 200 } });
+    await expect(snap(config)).rejects.toMatchObject({ kind: 'transient', message: expect.stringMatching(/no data for 200 ms/) });
+    expect(readdirSync(storeDir()).filter((n) => !n.startsWith('.snapshots'))).toEqual([]);
+    proxy.clear();
+    expect(await fx.q.snapshotNames(fx.collections[0]!)).toEqual([]);
+  });
+
   it('a store that is not SQLite fails before anything is written', async () => {
     fx = await qdrantFixture(ROWS);
     const config = fx.config();
