@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import Database from 'better-sqlite3';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { CLI, cli } from '../helpers/cli.js';
@@ -81,6 +82,32 @@ describe('memory-warden digest', () => {
     expect(again.json().deliveries[0].status).toBe('already-sent');
     expect(smtp.received).toHaveLength(1);
     expect(smtp.attempts).toBe(1);
+  });
+
+  it('the review commands it prints run as printed, for hostile ids too, and do nothing else', () => {
+    const hostile = ['--help', "r_x'; touch PWNED1 #", 'r_$(touch PWNED2)', 'evil.com', 'r_`touch PWNED3`', 'line\nbreak'];
+    const old = at(NOW - 300 * 24 * HOUR);
+    makeStore(join(tmp.dir, 'review.db'), [
+      { id: 'r_plain', confirmed_at: old, created_at: old },
+      { id: 'n_new', created_at: at(NOW - HOUR) }, // not an all-quiet day: the review batch is listed
+      ...hostile.map((id) => ({ id, confirmed_at: old, created_at: old })),
+    ]);
+    writeFileSync(configFile, YAML.stringify({ stateDb: 'state.db', stores: { review: { db: 'review.db' } } }));
+    const preview = cli(['digest', '--preview', '--config', configFile, '--now', NOW_ISO]);
+    expect(preview.code).toBe(0);
+    const commands = [...preview.stdout.matchAll(/^ {5}\$ (memory-warden review confirm .+)$/gm)].map((m) => m[1]!);
+    expect(commands).toHaveLength(hostile.length + 1);
+    for (const command of commands) {
+      const r = spawnSync('bash', ['--norc', '--noprofile', '-c', `memory-warden() { "${process.execPath}" "${CLI}" "$@"; }\n${command}`], {
+        cwd: tmp.dir, encoding: 'utf8', env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: configFile },
+      });
+      expect(r.status, `${command}\n${r.stderr}`).toBe(0);
+    }
+    const db = new Database(join(tmp.dir, 'review.db'), { readonly: true });
+    const stale = db.prepare(`SELECT id FROM memory WHERE confirmed_at = ?`).all(old);
+    db.close();
+    expect(stale).toEqual([]);
+    expect(readdirSync(tmp.dir).filter((f) => f.startsWith('PWNED'))).toEqual([]);
   });
 
   it('bad SMTP config: exit 2 and one line naming the field', () => {
