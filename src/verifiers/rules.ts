@@ -41,7 +41,7 @@ const REPLACEMENT_VARS = ['value', 'verifier'];
 export const DRIFT_SOURCE_PREFIX = /^(?:drift:[a-z][a-z0-9-]*:)+/;
 
 function groupNames(re: RegExp): string[] {
-  // A regex that matches the empty string gives the names of all its groups.
+  // Read from the pattern text: exec() only reports the groups of a match, and a rule must know them all up front.
   const names = new Set<string>();
   for (const m of re.source.matchAll(/\(\?<([A-Za-z_][A-Za-z0-9_]*)>/g)) names.add(m[1]!);
   return [...names];
