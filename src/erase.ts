@@ -198,8 +198,8 @@ async function sweepCollections(
   points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
   keep: (p: Mem0Point) => boolean = () => false,
 ): Promise<number> {
-  const needles = [...new Set(texts)].filter((t) => t.length >= 4).map((t) => JSON.stringify(t).slice(1, -1));
-  const folded = subject === undefined ? undefined : asciiLower(JSON.stringify(subject).slice(1, -1));
+  const needles = [...new Set(texts)].filter((t) => t.length >= 4);
+  const folded = subject === undefined ? undefined : asciiLower(subject);
   const existing = new Set(await points.collections());
   let n = 0;
   for (const c of new Set(collections)) {
@@ -207,8 +207,8 @@ async function sweepCollections(
     const doomed: string[] = [];
     for await (const page of scrollAll(points, c, pageSize, true)) {
       for (const p of page) {
-        const json = JSON.stringify(p.payload);
-        const holds = ids.has(p.id) || needles.some((t) => json.includes(t)) || (folded !== undefined && asciiLower(json).includes(folded));
+        const values = payloadStrings(p.payload);
+        const holds = ids.has(p.id) || values.some((v) => needles.some((t) => v.includes(t)) || (folded !== undefined && asciiLower(v).includes(folded)));
         if (holds && !keep(p)) doomed.push(p.id);
       }
     }
@@ -220,37 +220,78 @@ async function sweepCollections(
 
 // ---- the mem0 layout ----
 
-function containsFolded(p: Mem0Point, text: string): boolean {
-  return asciiLower(JSON.stringify(p.payload)).includes(asciiLower(JSON.stringify(text).slice(1, -1)));
+/** Every string value in a payload, nested ones included; never the keys (`--subject user` must not match `user_id`). */
+export function payloadStrings(v: unknown, out: string[] = []): string[] {
+  if (typeof v === 'string') out.push(v);
+  else if (Array.isArray(v)) v.forEach((x) => payloadStrings(x, out));
+  else if (v && typeof v === 'object') Object.values(v).forEach((x) => payloadStrings(x, out));
+  return out;
 }
 
-async function selectMem0(h: Mem0Handle, sel: EraseSelector): Promise<{ ids: Set<string>; texts: string[] }> {
+function containsFolded(p: Mem0Point, text: string): boolean {
+  const t = asciiLower(text);
+  return payloadStrings(p.payload).some((v) => asciiLower(v).includes(t));
+}
+
+async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boolean): Promise<{ ids: Set<string>; texts: string[] }> {
   const ids = new Set<string>();
   const texts: string[] = [];
-  for await (const page of scrollAll(h.points, h.collection, h.cfg.pageSize, true)) {
-    for (const p of page) {
-      const hit = 'ids' in sel ? sel.ids.includes(p.id) : 'user' in sel ? userIdOf(p) === sel.user : containsFolded(p, sel.subject);
-      if (!hit) continue;
-      ids.add(p.id);
-      const t = textOf(p);
-      if (t) texts.push(t);
-    }
+  const take = (p: Mem0Point) => {
+    ids.add(p.id);
+    const t = textOf(p);
+    if (t) texts.push(t);
+  };
+  if (haveCollection && 'ids' in sel) {
+    for (let i = 0; i < sel.ids.length; i += h.cfg.pageSize) (await h.points.retrieve(h.collection, sel.ids.slice(i, i + h.cfg.pageSize))).forEach(take);
+  } else if (haveCollection && !('ids' in sel)) {
+    const mine = (p: Mem0Point) => ('user' in sel ? userIdOf(p) === sel.user : containsFolded(p, sel.subject));
+    for await (const page of scrollAll(h.points, h.collection, h.cfg.pageSize, true)) page.filter(mine).forEach(take);
   }
-  // History remembers memories whose points are gone; it has no user column, so only text and ids reach them.
+  // History remembers memories whose points are gone, but has no user column: text and ids reach them, and for a
+  // user the links of the user's own entities (mem0 often leaves links to deleted memories behind).
   if ('subject' in sel) for (const id of memoryIdsMentioning(h.store.db, h.dialect, sel.subject)) ids.add(id);
   if ('ids' in sel) {
     const known = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(sel.ids)) as { memory_id: string }[];
     for (const r of known) ids.add(String(r.memory_id));
   }
+  if ('user' in sel) for (const id of await deletedLinkedFrom(h, sel.user, haveCollection)) ids.add(id);
   texts.push(...historyTexts(h.store.db, h.dialect, [...ids]));
   return { ids, texts };
 }
 
+/**
+ * Memories the user's own entities still link to whose points are gone: mem0 scopes entities by user, so these are
+ * the user's deleted memories, whose text history keeps. A link to a live point of someone else is left alone.
+ */
+async function deletedLinkedFrom(h: Mem0Handle, user: string, haveCollection: boolean): Promise<string[]> {
+  if (!(await h.points.collections()).includes(h.entityCollection)) return [];
+  const linked = new Set<string>();
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true)) {
+    for (const e of page) {
+      if ((e.payload.user_id ?? e.payload.userId) === user && Array.isArray(e.payload.linked_memory_ids)) e.payload.linked_memory_ids.forEach((id) => linked.add(String(id)));
+    }
+  }
+  const out: string[] = [];
+  const all = [...linked];
+  for (let i = 0; i < all.length; i += h.cfg.pageSize) {
+    const chunk = all.slice(i, i + h.cfg.pageSize);
+    const live = new Set(haveCollection ? (await h.points.retrieve(h.collection, chunk, false)).map((p) => p.id) : []);
+    const inHistory = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(chunk.filter((id) => !live.has(id)))) as { memory_id: string }[];
+    out.push(...inHistory.map((r) => String(r.memory_id)));
+  }
+  return out;
+}
+
 async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
   const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
-  const { ids, texts } = await selectMem0(h, sel);
+  // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds.
+  const haveCollection = (await h.points.collections()).includes(h.collection);
+  const { ids, texts } = await selectMem0(h, sel, haveCollection);
   const idList = [...ids];
-  const withPoints = (await h.points.retrieve(h.collection, idList, false)).map((p) => p.id);
+  const withPoints: string[] = [];
+  for (let i = 0; haveCollection && i < idList.length; i += h.cfg.pageSize) {
+    withPoints.push(...(await h.points.retrieve(h.collection, idList.slice(i, i + h.cfg.pageSize), false)).map((p) => p.id));
+  }
   const by = 'user' in sel ? { userId: sel.user } : 'subject' in sel ? { text: sel.subject } : {};
   const counts: Record<string, number> = {
     points: withPoints.length, historyRowsScrubbed: 0, deleteRowsAdded: 0, entityLinksRemoved: 0, entitiesDeleted: 0, strayPoints: 0,

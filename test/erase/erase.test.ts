@@ -147,6 +147,8 @@ describe('erase, mem0 layout', () => {
     const e1 = await f.entity('Mira Zarkova', [home, meet], { user_id: 'mira' });
     const e2 = await f.entity('Chess club', [chess, meet], { user_id: 'bob' });
     const e3 = await f.entity('Biscuit', [pet], { user_id: 'mira' });
+    // mem0 left this link behind when it deleted the memory (its entity store was not open in that process)
+    await f.entity('Penicillin', [health], { user_id: 'mira' });
     f.saveMessages('user_id=mira', [{ role: 'user', content: 'I am Mira Zarkova and I live at 40 Oak Road', name: 'mira' }], NOW - 5 * DAY);
     f.saveMessages('agent_id=helper&user_id=bob', [{ role: 'user', content: 'Bob here, I like chess' }], NOW - 4 * DAY);
     return { home, health, pet, chess, meet, e1, e2, e3 };
@@ -175,7 +177,7 @@ describe('erase, mem0 layout', () => {
 
     const r = await erase(config, 'm', { subject: 'zarkova' }, opts);
     expect(r.memories).toBe(3); // home, meet (points) and health (history only)
-    expect(r.counts).toMatchObject({ points: 2, deleteRowsAdded: 2, messagesDeleted: 1, entitiesDeleted: 1 });
+    expect(r.counts).toMatchObject({ points: 2, deleteRowsAdded: 2, messagesDeleted: 1, entitiesDeleted: 2 });
     expect(r.snapshots.found).toEqual([join(snapRoot, '2026-11-28T060000Z')]);
     expect(r.snapshots.deleted).toEqual([]);
 
@@ -221,14 +223,37 @@ describe('erase, mem0 layout', () => {
     const f = fx!;
     f.close();
     const r = await erase(f.config(), 'm', { user: 'mira' }, opts);
-    // The memory deleted earlier cannot be attributed to mira (history has no user column): not counted.
-    expect(r.memories).toBe(2);
+    // home and pet by their points; health, deleted earlier, through the link mira's entity kept to it. Bob's
+    // memory that mira's entity also links to stays: its point says it is bob's.
+    expect(r.memories).toBe(3);
     expect(new Set((await f.points()).map((p) => p.id))).toEqual(new Set([w.chess, w.meet]));
     // mira's entities go whole (their text names her); bob's entity keeps its links to bob's memories.
     expect((await f.entityPoints()).map((e) => [e.id, e.payload.linked_memory_ids])).toEqual([[w.e2, [w.chess, w.meet]]]);
-    expectNowhere(rawBytes(f.historyPath), ['12 Elm Street', '40 Oak Road', 'Biscuit', 'I am Mira']);
+    expectNowhere(rawBytes(f.historyPath), ['12 Elm Street', '40 Oak Road', 'Biscuit', 'I am Mira', 'penicillin']);
     const h = new Database(f.historyPath, { readonly: true });
     expect((h.prepare('SELECT session_scope FROM messages').all() as { session_scope: string }[]).map((m) => m.session_scope)).toEqual(['agent_id=helper&user_id=bob']);
+    h.close();
+  });
+
+  it('--subject matches payload values, never payload keys', async () => {
+    fx = await Mem0Fixture.create(q, tmp.dir);
+    await fx.add('Likes hiking', { user_id: 'ursula', at: NOW - DAY, metadata: { category: 'hobby' } });
+    fx.close();
+    const r = await erase(fx.config(), 'm', { subject: 'user' }, { ...opts, dryRun: true });
+    expect(r.memories).toBe(0);
+    expect((await erase(fx.config(), 'm', { subject: 'hobby' }, { ...opts, dryRun: true })).memories).toBe(1);
+  });
+
+  it('scrubs history even when the vectors are gone (collection lost with a tmpfs reboot)', async () => {
+    fx = await Mem0Fixture.create(q, tmp.dir);
+    const a = await fx.add('Yusuf Demir was in hospital', { user_id: 'yusuf', at: NOW - DAY });
+    fx.close();
+    await fetch(`${q.url}/collections/${fx.collection}`, { method: 'DELETE', headers: q.apiKey ? { 'api-key': q.apiKey } : {} });
+    const r = await erase(fx.config(), 'm', { subject: 'Demir' }, opts);
+    expect(r).toMatchObject({ memories: 1, counts: { points: 0, deleteRowsAdded: 1 } });
+    expectNowhere(rawBytes(fx.historyPath), ['Demir', 'hospital']);
+    const h = new Database(fx.historyPath, { readonly: true });
+    expect(h.prepare('SELECT memory_id, event FROM history ORDER BY rowid').raw().all()).toEqual([[a, 'ADD'], [a, 'DELETE']]);
     h.close();
   });
 
