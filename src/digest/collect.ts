@@ -8,6 +8,9 @@ import { reviewCutoff } from '../store/rules.js';
 import { integrity } from '../../jobs/integrity.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
+import { mem0CheckReport } from '../layouts/mem0-integrity.js';
+import { mem0NewRows } from '../layouts/mem0-digest.js';
+import { mem0ReviewDue } from '../layouts/mem0.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -76,10 +79,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     section.error = 'not in config';
     return section;
   }
-  if (storeConfig.layout !== 'warden') {
-    section.error = `layout ${storeConfig.layout}: the digest lists new rows of warden stores only`;
-    return section;
-  }
+  if (storeConfig.layout === 'mem0') return collectMem0(section, name, rules, opts);
   try {
     const report = await integrity({ store: name }, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
     section.maintenance.rows = report.rows;
@@ -91,6 +91,31 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     try {
       section.newRows = newRows(store.db, period, config.digest.maxRows, rules);
       section.review.batch = reviewBatch(store.db, now, config.review.afterDays, config.review.batch);
+    } finally {
+      store.close();
+    }
+  } catch (err) {
+    section.error = (err as Error).message.split('\n')[0] ?? String(err);
+    opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
+  }
+  return section;
+}
+
+/** A mem0 deployment: memories are Qdrant points, their history in history.db (src/layouts/mem0*.ts). */
+async function collectMem0(section: StoreSection, name: string, rules: LookTwiceRules, opts: CollectOptions): Promise<StoreSection> {
+  const { config, period, now } = opts;
+  try {
+    const store = openStore(config, name, { readonly: true });
+    try {
+      const report = await mem0CheckReport(store, { now });
+      section.maintenance.rows = report.rows;
+      section.maintenance.live = report.live;
+      section.maintenance.problems = report.problems;
+      section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
+      section.newRows = await mem0NewRows(store, period, config.digest.maxRows, rules);
+      const review = await mem0ReviewDue(store, now, config.review.afterDays, config.review.batch);
+      section.review.due = review.due;
+      section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
       store.close();
     }
