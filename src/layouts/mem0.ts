@@ -169,17 +169,23 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
   else if (candidates.length > 0) {
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
-      for (let i = 0; i < candidates.length; i += h.cfg.pageSize) {
-        if (ctx.signal?.aborted) {
-          log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
-          break;
+      try {
+        for (let i = 0; i < candidates.length; i += h.cfg.pageSize) {
+          if (ctx.signal?.aborted) {
+            log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+            break;
+          }
+          const batch = (await h.points.retrieve(h.collection, candidates.slice(i, i + h.cfg.pageSize))).filter((p) => isMem0Expired(p, now));
+          const ids = await deleteLikeMem0(h, batch, now);
+          gone.push(...ids);
+          result.historyRows += ids.length;
+          result.batches += 1;
+          tally(ids);
         }
-        const batch = (await h.points.retrieve(h.collection, candidates.slice(i, i + h.cfg.pageSize))).filter((p) => isMem0Expired(p, now));
-        const ids = await deleteLikeMem0(h, batch, now);
-        gone.push(...ids);
-        result.historyRows += ids.length;
-        result.batches += 1;
-        tally(ids);
+      } catch (err) {
+        // The memories already gone still lose their entity links if Qdrant lets us; the failure is what counts.
+        await unlinkEntities(h, new Set(gone)).catch(() => undefined);
+        throw err;
       }
       const links = await unlinkEntities(h, new Set(gone));
       result.entityLinksRemoved = links.linksRemoved;
