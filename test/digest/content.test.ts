@@ -46,7 +46,9 @@ describe('digest content, as received by a real SMTP server', () => {
     expect(m.parsed.subject).toBe('memory-warden digest 2026-11-29: 3 new, 1 integrity problem');
     expect(m.text).toContain('[warning] noncanonical_time');
     expect(m.parsed.headers.get('x-memory-warden-period')).toBe('2026-11-28T05:59:00Z/2026-11-29T05:59:00Z');
-    // multipart/alternative: the same content in both parts.
+    // multipart/alternative: a text and an HTML part with the same content; the HTML loads nothing from anywhere.
+    expect(m.raw).toMatch(/Content-Type: multipart\/alternative/i);
+    expect(m.html).not.toMatch(/<(img|script|link|iframe|object|embed|form|style)\b|\ssrc=|\shref=|url\(/i);
     for (const part of [m.text, m.html]) {
       expect(part).toContain('m_a');
       expect(part).toContain('m_b');
