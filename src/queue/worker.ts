@@ -1,3 +1,4 @@
+import { prepareVerification } from '../drift/setup.js';
 import { hostname } from 'node:os';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -126,6 +127,8 @@ async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> 
 export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const { config, log } = opts;
   const metrics = opts.metrics ?? new WorkerMetrics();
+  // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
+  if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
   const redis = await connectRedis(config.redis.url, log);
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const queue = openQueue(config, redis);
