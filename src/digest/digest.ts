@@ -4,7 +4,7 @@ import { expandHome } from '../config.js';
 import type { JobContext } from '../job.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { openStateDb } from '../state.js';
-import { coerceError, usageError, type WardenError } from '../errors.js';
+import { coerceError, configError, usageError, type WardenError } from '../errors.js';
 import { parseInstant, type Instant } from '../time.js';
 import { collectDigest } from './collect.js';
 import { renderDigest, type RenderedDigest } from './render.js';
@@ -23,9 +23,10 @@ export interface DigestGroup {
 /** Which emails this run sends: one covering the chosen stores, or one per store. Unknown names are refused. */
 export function digestGroups(config: Config, chosen?: string[]): DigestGroup[] {
   const all = Object.keys(config.stores);
+  if (all.length === 0) throw configError('stores: none configured; the digest has nothing to report (or use digest --preview --db PATH)');
   const names = chosen && chosen.length > 0 ? [...new Set(chosen)] : all;
   const unknown = names.filter((n) => !config.stores[n]);
-  if (unknown.length > 0) throw usageError(`digest: no store named ${unknown.map((n) => `"${n}"`).join(', ')} in config (stores: ${all.join(', ') || 'none'})`);
+  if (unknown.length > 0) throw usageError(`no store named ${unknown.map((n) => `"${n}"`).join(', ')} in config (stores: ${all.join(', ') || 'none'})`);
   if (config.digest.perStore) return names.map((n) => ({ scope: n, stores: [n] }));
   const everything = names.length === all.length;
   return [{ scope: everything ? ALL_STORES : [...names].sort().join(','), stores: everything ? all : names }];

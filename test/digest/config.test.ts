@@ -46,6 +46,14 @@ describe('bad SMTP config: one clear error at start, naming the field', () => {
     expect(smtp.attempts).toBe(0);
   });
 
+  it('no store configured, or an unknown one asked for, is refused before anything is claimed', async () => {
+    const w = world(tmp.dir, {}, smtp);
+    expect((await failure(runDigestJob(w.config, NOW))).message).toMatch(/^digest: stores: none configured/);
+    const w2 = world(tmp.dir, { agent: [] }, smtp);
+    expect((await failure(runDigestJob(w2.config, NOW, { stores: ['nope'] }))).message).toBe('digest: no store named "nope" in config (stores: agent)');
+    expect(stateRows(w2.config)).toEqual([]);
+  });
+
   it('a time zone that does not exist names its field', async () => {
     const w = world(tmp.dir, { agent: [] }, smtp, {}, { worker: { timezone: 'Mars/Olympus' } });
     const err = await failure(runDigestJob(w.config, NOW));
