@@ -113,7 +113,16 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
     return c;
   };
   const updated = () => ({ operation_id: ++opId, status: 'completed' });
-  const ordered = (c: Collection) => [...c.points.values()].sort((a, b) => compareIds(a.id, b.id));
+  // Sorted once per change, not once per scroll page: big stores stay cheap to page through.
+  const sorted = new WeakMap<Collection, { version: number; points: Point[] }>();
+  let version = 0;
+  const ordered = (c: Collection): Point[] => {
+    const hit = sorted.get(c);
+    if (hit && hit.version === version) return hit.points;
+    const points = [...c.points.values()].sort((a, b) => compareIds(a.id, b.id));
+    sorted.set(c, { version, points });
+    return points;
+  };
 
   function snapshotBytes(name: string, c: Collection): Buffer {
     const body = JSON.stringify({ format: 'qdrant-test-server/1', collection: name, size: c.size, distance: c.distance, points: ordered(c) });
@@ -180,13 +189,27 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
     ['POST', /^\/collections\/([^/]+)\/points\/scroll$/, (m, _q, body) => {
       const c = coll(dec(m[1]));
       const limit = body.limit ?? 10;
-      let all = ordered(c).filter((p) => matches(p, body.filter));
+      const points = ordered(c);
+      let start = 0;
       if (body.offset !== undefined && body.offset !== null) {
         const from = normaliseId(body.offset);
-        all = all.filter((p) => compareIds(p.id, from) >= 0);
+        let hi = points.length;
+        while (start < hi) {
+          const mid = (start + hi) >> 1;
+          if (compareIds(points[mid]!.id, from) < 0) start = mid + 1;
+          else hi = mid;
+        }
       }
-      const page = all.slice(0, limit);
-      const next = all[limit]?.id ?? null;
+      const page: Point[] = [];
+      let next: PointId | null = null;
+      for (let i = start; i < points.length; i++) {
+        if (!matches(points[i]!, body.filter)) continue;
+        if (page.length === limit) {
+          next = points[i]!.id;
+          break;
+        }
+        page.push(points[i]!);
+      }
       return { json: { points: page.map((p) => record(p, body.with_payload, body.with_vector)), next_page_offset: next } };
     }],
     ['POST', /^\/collections\/([^/]+)\/points\/count$/, (m, _q, body) => {
@@ -288,6 +311,8 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
       if (reqErrors.length > 0) throw new HttpError(400, `Format error: request does not conform to the OpenAPI description: ${reqErrors[0]}`);
       if (!route) throw new HttpError(501, `test server: ${method} ${url.pathname} is not implemented`);
       const out = await route[2](route[1].exec(url.pathname)!, url.searchParams, body, raw, req);
+      const readOnly = method === 'GET' || (method === 'POST' && /\/points(\/(scroll|count|query))?$/.test(url.pathname));
+      if (!readOnly) version += 1;
       status = out.status ?? 200;
       binary = out.binary;
       json = out.json;
