@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { openStore } from '../src/store/open.js';
-import { checkStore, type CheckReport } from '../src/check.js';
-import { withConsistency } from '../src/store/consistency.js';
+import type { CheckReport } from '../src/check.js';
+import { layoutOf } from '../src/layouts/index.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type IntegrityPayload = z.infer<typeof payloadSchema>;
@@ -11,14 +11,7 @@ export type IntegrityPayload = z.infer<typeof payloadSchema>;
 export async function integrity(payload: IntegrityPayload, ctx: JobContext): Promise<CheckReport> {
   const store = openStore(ctx.config, payload.store);
   try {
-    const now = ctx.now();
-    const sqlite = checkStore(store, {
-      now,
-      reviewAfterDays: ctx.config.review.afterDays,
-      supersededAfterDays: ctx.config.prune.supersededAfterDays,
-    });
-    // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
-    const report = await withConsistency(sqlite, store, { now, signal: ctx.signal });
+    const report = await layoutOf(store).check(store, ctx);
     ctx.log.info({ ok: report.ok, rows: report.rows, live: report.live, problems: report.problems.length }, 'integrity done');
     return report;
   } finally {

@@ -9,7 +9,7 @@ import { repairDangling, repairTimestamps } from '../repair.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { scrubUrlCredentials } from '../logger.js';
 import type { CheckReport } from '../check.js';
-import type { PruneResult } from '../../jobs/prune.js';
+import type { PruneResult } from '../prune.js';
 import type { Finding } from '../findings.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */

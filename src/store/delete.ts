@@ -39,21 +39,16 @@ CREATE TEMP TRIGGER IF NOT EXISTS warden_capture AFTER DELETE ON main.memory BEG
 END;`;
 
 type Keep = (row: DoomedRow) => boolean;
-const keepers = new WeakMap<Db, Keep>();
 const prepared = new WeakSet<Db>();
 
 function prepareConnection(db: Db): void {
   if (prepared.has(db)) return;
   db.exec(CAPTURE_DDL);
-  // The re-check of a root inside the write transaction, as a SQL function so the DELETE itself applies it.
-  db.function('warden_keep', (id, expires_at, superseded_by, created_at) => {
-    const keep = keepers.get(db);
-    return !keep || keep({ id: id as string, expires_at, superseded_by, created_at }) ? 1 : 0;
-  });
   prepared.add(db);
 }
 
-const DELETE_ROOTS = `DELETE FROM memory WHERE id IN (SELECT value FROM json_each(?)) AND warden_keep(id, expires_at, superseded_by, created_at)`;
+const SELECT_ROOTS = `SELECT id, expires_at, superseded_by, created_at FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
+const DELETE_ROOTS = `DELETE FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
 
 export interface DeleteOptions {
   vectors?: VectorSink | undefined;
@@ -78,6 +73,7 @@ export async function deleteWithCascade(db: Db, roots: readonly string[], opts: 
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
   const rootsJson = JSON.stringify(roots);
+  const current = db.prepare(SELECT_ROOTS);
   const remove = db.prepare(DELETE_ROOTS);
   const captured = db.prepare(`SELECT id, expires_at, superseded_by, created_at FROM temp.warden_deleted`);
   const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
@@ -90,10 +86,12 @@ export async function deleteWithCascade(db: Db, roots: readonly string[], opts: 
       }
     }
     try {
-      keepers.set(db, opts.stillQualifies ?? (() => true));
       return db.transaction((): DoomedRow[] => {
         clear.run();
-        remove.run(rootsJson);
+        const rows = current.all(rootsJson) as DoomedRow[];
+        const keep = opts.stillQualifies ? rows.filter(opts.stillQualifies) : rows;
+        if (keep.length === 0) return [];
+        remove.run(keep.length === rows.length ? rootsJson : JSON.stringify(keep.map((r) => r.id)));
         const deleted = captured.all() as DoomedRow[];
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
@@ -102,8 +100,6 @@ export async function deleteWithCascade(db: Db, roots: readonly string[], opts: 
       }).immediate();
     } catch (err) {
       if (!(err instanceof ChainGrew)) throw err;
-    } finally {
-      keepers.delete(db);
     }
   }
   throw transientError(`delete: supersede chains kept changing during ${attempts} attempts; try again`);
