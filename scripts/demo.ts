@@ -32,4 +32,5 @@ step('prune: expired rows and long-superseded ones, with their cascade, in short
 step('repair dangling: a row whose correction was deleted with foreign keys off (never reset to NULL)', ['repair', 'dangling', '--db', db]);
 step('repair timestamps: one fact was written with an ISO-8601 offset timestamp', ['repair', 'timestamps', '--db', db]);
 const code = step('check again', ['check', '--db', db]);
-process.stdout.write(`\nDone (last check exit ${code}). The store is ${relative(process.cwd(), db)}; run the CLI on it yourself: node dist/src/cli.js --help\n`);
+step('digest preview: what the daily email says (text here, HTML in demo-out/digest.html)', ['digest', '--preview', '--db', db, '--out', join(out, 'digest.html')]);
+process.stdout.write(`\nDone (the second check exits ${code}: the row without a source is for a person to trace or delete). The store is ${relative(process.cwd(), db)}; run the CLI on it yourself: node dist/src/cli.js --help\n`);

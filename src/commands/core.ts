@@ -51,14 +51,19 @@ export function registerCoreCommands(program: Command): void {
     });
 
   const run = program.command('run').description('run one job now, inline, without a queue');
-  for (const name of Object.keys(JOBS)) {
-    const cmd = addStoreOptions(run.command(name).description(`run the ${name} job`))
+  for (const [name, job] of Object.entries(JOBS)) {
+    const global = job.scope === 'global';
+    const cmd = addStoreOptions(run.command(name).description(`run the ${name} job${global ? ' (all stores, or --store NAME)' : ''}`))
       .option('--now <time>', 'run as if it were this ISO-8601 time')
       .option('--json', 'print the result as JSON');
     if (name === 'prune') cmd.option('--dry-run', 'report what would be deleted; delete nothing');
     cmd.action(async (opts: StoreOptions & { dryRun?: boolean }, c: Command) => {
-      const ctx = storeContext(opts, c);
-      const payload = name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false } : { store: ctx.storeName };
+      // A global job (the digest) covers every configured store unless one is named.
+      const ctx = global && !opts.store && !opts.db ? { ...loadForCommand(opts, c), storeName: undefined } : storeContext(opts, c);
+      const payload =
+        name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false }
+        : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
+        : { store: ctx.storeName };
       const result = await runJob(name, payload, { ...ctx, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
