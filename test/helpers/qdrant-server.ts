@@ -99,7 +99,16 @@ export interface QdrantTestServer {
   close(): Promise<void>;
 }
 
-export async function startQdrantTestServer(): Promise<QdrantTestServer> {
+export interface QdrantTestServerOptions {
+  /**
+   * Validate every request and response against the OpenAPI description (default true, always in tests). Only a
+   * benchmark turns it off, to time the client rather than ajv; the tests keep the project honest.
+   */
+  validate?: boolean;
+}
+
+export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}): Promise<QdrantTestServer> {
+  const validate = opts.validate ?? true;
   const collections = new Map<string, Collection>();
   const snapshots = new Map<string, Map<string, Snap>>();
   const violations: string[] = [];
@@ -122,6 +131,40 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
     const points = [...c.points.values()].sort((a, b) => compareIds(a.id, b.id));
     sorted.set(c, { version, points });
     return points;
+  };
+  // Payload value → points, per key, also rebuilt only after a change: a `match` filter on one key (how
+  // memory-warden looks rows' points up in payload mode) costs its matches, not a scan of the collection.
+  const indexes = new WeakMap<Collection, { version: number; byKey: Map<string, Map<unknown, Point[]>> }>();
+  const indexed = (c: Collection, k: string): Map<unknown, Point[]> => {
+    let hit = indexes.get(c);
+    if (!hit || hit.version !== version) indexes.set(c, (hit = { version, byKey: new Map() }));
+    let index = hit.byKey.get(k);
+    if (!index) {
+      index = new Map();
+      for (const p of c.points.values()) {
+        const v = p.payload[k];
+        for (const x of new Set(Array.isArray(v) ? v : [v])) {
+          if (x === null || typeof x === 'object') continue; // matches() compares with ===: never equal to JSON
+          const list = index.get(x);
+          if (list) list.push(p);
+          else index.set(x, [p]);
+        }
+      }
+      hit.byKey.set(k, index);
+    }
+    return index;
+  };
+  /** The points a filter of exactly one `must` key match (value or any) selects, in id order; else undefined. */
+  const byIndex = (c: Collection, filter: any): Point[] | undefined => {
+    if (!filter || filter.should || filter.must_not || asArray(filter.must).length !== 1) return undefined;
+    const cond = asArray(filter.must)[0];
+    if (typeof cond?.key !== 'string' || !cond.match || Object.keys(cond).length !== 2) return undefined;
+    const wanted: unknown[] | undefined = 'value' in cond.match ? [cond.match.value] : Array.isArray(cond.match.any) ? cond.match.any : undefined;
+    if (!wanted) return undefined;
+    const index = indexed(c, cond.key);
+    const found = new Set<Point>();
+    for (const w of wanted) for (const p of index.get(w) ?? []) found.add(p);
+    return [...found].sort((a, b) => compareIds(a.id, b.id));
   };
 
   function snapshotBytes(name: string, c: Collection): Buffer {
@@ -189,7 +232,7 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
     ['POST', /^\/collections\/([^/]+)\/points\/scroll$/, (m, _q, body) => {
       const c = coll(dec(m[1]));
       const limit = body.limit ?? 10;
-      const points = ordered(c);
+      const points = byIndex(c, body.filter) ?? ordered(c);
       let start = 0;
       if (body.offset !== undefined && body.offset !== null) {
         const from = normaliseId(body.offset);
@@ -300,7 +343,7 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
     } catch (err) {
       violations.push(`${method} ${url.pathname}: unreadable body (${(err as Error).message})`);
     }
-    const reqErrors = validator().validateRequest({ method, path: url.pathname, query: url.searchParams, contentType, body, multipartFields });
+    const reqErrors = validate ? validator().validateRequest({ method, path: url.pathname, query: url.searchParams, contentType, body, multipartFields }) : [];
     violations.push(...reqErrors);
 
     let status = 200;
@@ -326,7 +369,7 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
       return send(res, method, url.pathname, status, { status: { error: err.message }, time: seconds });
     }
     if (binary) {
-      violations.push(...validator().validateResponse({ method, path: url.pathname, status, contentType: 'application/octet-stream' }));
+      if (validate) violations.push(...validator().validateResponse({ method, path: url.pathname, status, contentType: 'application/octet-stream' }));
       res.writeHead(status, { 'content-type': 'application/octet-stream', 'content-length': binary.length });
       res.end(binary);
       return;
@@ -338,7 +381,7 @@ export async function startQdrantTestServer(): Promise<QdrantTestServer> {
   function send(res: ServerResponse, method: string, path: string, status: number, payload: unknown): void {
     // The root endpoint answers with VersionInfo itself, not wrapped in {result}.
     const body = path === '/' && status === 200 ? (payload as { result: unknown }).result : payload;
-    violations.push(...validator().validateResponse({ method, path, status, contentType: 'application/json', body }));
+    if (validate) violations.push(...validator().validateResponse({ method, path, status, contentType: 'application/json', body }));
     const text = JSON.stringify(body);
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.end(text);
