@@ -10,6 +10,7 @@ import { verifyAll } from '../src/drift/dispatch.js';
 import { applyDecision, type Applied } from '../src/drift/apply.js';
 import { acceptedReading, pendingMemoryIds } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
+import { verifyThroughTasks } from '../src/drift/task.js';
 import { applyMem0Decision, mem0Queue } from '../src/drift/mem0.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
@@ -37,8 +38,10 @@ export interface DriftResult {
 /**
  * The weekly drift re-verification of one store: take the review queue (oldest first, at most review.batch,
  * rows already waiting for a person left out), re-check each row against its source through the verifier its
- * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run. A mem0 store is
- * reviewed the same way (src/drift/mem0.ts), without automatic supersedes.
+ * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run. Under the worker the
+ * reads go out as `verify` tasks (src/drift/task.ts), which take no lock; picking the rows and writing the verdicts
+ * stay here, so each verdict is applied once, by this job. A mem0 store is reviewed the same way
+ * (src/drift/mem0.ts), without automatic supersedes.
  */
 export async function drift(payload: DriftPayload, ctx: JobContext): Promise<DriftResult> {
   const now = ctx.now();
@@ -59,13 +62,15 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
         : reviewDue(store.db, { now, afterDays, limit: batch, exclude });
       result.due = queue.length;
       if (queue.length === 0) return;
-      const run = await verifyAll(queue, {
+      const options = {
         ...verification,
         log: ctx.log,
         now,
         signal: ctx.signal,
-        accepted: (id, verifier) => acceptedReading(state, payload.store, id, verifier),
-      });
+        accepted: (id: string, verifier: string) => acceptedReading(state, payload.store, id, verifier),
+      };
+      // Under the worker each source read is its own task (a BullMQ job); under `run drift` they run here.
+      const run = ctx.dispatch ? await verifyThroughTasks(queue, options, ctx.dispatch, payload.store) : await verifyAll(queue, options);
       if (ctx.signal.aborted) ctx.log.warn({ verified: run.decisions.length, due: queue.length }, 'drift interrupted; the rest stays due for the next run');
       result.reads = run.reads;
       result.sharedReads = run.sharedReads;

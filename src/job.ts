@@ -14,6 +14,22 @@ export interface JobContext {
   /** The job's notion of "now": injected so tests never sleep and `--now` works. */
   now: Clock;
   signal: AbortSignal;
+  /**
+   * Set by the worker only: hand work out as tasks on its queues and wait for the results (drift's source reads,
+   * one BullMQ job per memory). Without it a job does that work inline, as under `memory-warden run`.
+   */
+  dispatch?: TaskDispatch;
+}
+
+/** What one task came to: its return value, or why it failed after its retries (or never ran: the job was stopped). */
+export type TaskOutcome = { ok: true; value: unknown } | { ok: false; error: string; stopped?: boolean };
+
+export interface TaskDispatch {
+  /**
+   * Run one task of `kind` per payload and wait for them all; outcomes in the payloads' order. How many run at once
+   * is the task queue's business. When `signal` aborts, tasks not yet finished come back `stopped`.
+   */
+  runTasks(kind: string, payloads: readonly unknown[], opts: { signal: AbortSignal }): Promise<TaskOutcome[]>;
 }
 
 /** A job: a plain async function of a payload checked on entry by its schema (old jobs outlive code changes). */

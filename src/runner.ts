@@ -3,7 +3,7 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
-import { parsePayload, type JobContext } from './job.js';
+import { parsePayload, type JobContext, type TaskDispatch } from './job.js';
 import { JOBS } from '../jobs/index.js';
 import { coerceError, usageError } from './errors.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
@@ -15,6 +15,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Record the run in the state db (the digest reports runs and failures from there). Default true. */
   record?: boolean;
+  /** The worker's task queues (JobContext.dispatch); absent under the CLI, where jobs do that work inline. */
+  dispatch?: TaskDispatch;
 }
 
 /**
@@ -32,6 +34,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     log: opts.log.child({ job: name, ...(store ? { store } : {}) }),
     now,
     signal: opts.signal ?? new AbortController().signal,
+    ...(opts.dispatch ? { dispatch: opts.dispatch } : {}),
   };
   const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
   const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;

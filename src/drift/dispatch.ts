@@ -54,6 +54,15 @@ function stableJson(v: unknown): string {
 
 class Timeout extends Error {}
 
+/** The reason a verification cut short by the job's stop carries: not a verdict about the source, never recorded. */
+export const STOPPED = 'the run was stopped';
+
+/** A verifier's result, and the error behind it when it threw (a task retries the transient ones). */
+export interface Reading {
+  result: VerifierResult;
+  thrown?: unknown;
+}
+
 /** Run one verifier with its own deadline. A verifier that ignores its signal still loses the race. */
 export async function runWithTimeout(
   verifier: Verifier<any>,
@@ -62,6 +71,16 @@ export async function runWithTimeout(
   timeoutMs: number,
   outer: AbortSignal,
 ): Promise<VerifierResult> {
+  return (await readWithTimeout(verifier, task, ctxFor, timeoutMs, outer)).result;
+}
+
+async function readWithTimeout(
+  verifier: Verifier<any>,
+  task: Parameters<Verifier<any>['verify']>[0],
+  ctxFor: (signal: AbortSignal) => Parameters<Verifier<any>['verify']>[1],
+  timeoutMs: number,
+  outer: AbortSignal,
+): Promise<Reading> {
   const own = new AbortController();
   const signal = AbortSignal.any([own.signal, outer]);
   let timer: NodeJS.Timeout | undefined;
@@ -76,13 +95,13 @@ export async function runWithTimeout(
     else outer.addEventListener('abort', onStop, { once: true });
   });
   try {
-    return await Promise.race([Promise.resolve().then(() => verifier.verify(task, ctxFor(signal))), deadline]);
+    return { result: await Promise.race([Promise.resolve().then(() => verifier.verify(task, ctxFor(signal))), deadline]) };
   } catch (err) {
-    if (outer.aborted) return { verdict: 'unverifiable', reason: 'the run was stopped' };
-    if (err instanceof Timeout || own.signal.aborted) return { verdict: 'unverifiable', reason: `${verifier.name}: timed out after ${timeoutMs} ms` };
-    if (err instanceof Refusal) return { verdict: 'refused', reason: err.reason };
+    if (outer.aborted) return { result: { verdict: 'unverifiable', reason: STOPPED } };
+    if (err instanceof Timeout || own.signal.aborted) return { result: { verdict: 'unverifiable', reason: `${verifier.name}: timed out after ${timeoutMs} ms` } };
+    if (err instanceof Refusal) return { result: { verdict: 'refused', reason: err.reason } };
     const message = err instanceof Error ? err.message : String(err);
-    return { verdict: 'unverifiable', reason: `${verifier.name}: ${message.split('\n')[0]}` };
+    return { result: { verdict: 'unverifiable', reason: `${verifier.name}: ${message.split('\n')[0]}` }, thrown: err };
   } finally {
     clearTimeout(timer);
     if (onStop) outer.removeEventListener('abort', onStop);
@@ -97,8 +116,10 @@ function validParams(verifier: Verifier<any>, params: unknown): { ok: true; data
   return { ok: false, reason: `with.${issue?.path.map(String).join('.') || '(root)'}: ${issue?.message ?? 'invalid'}` };
 }
 
+type Accepted = DispatchOptions['accepted'];
+
 /** From a verifier's result to a verdict: its own judgement, else the rule's expect, else the fingerprint. */
-function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, opts: DispatchOptions): Decision {
+export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, accepted: Accepted): Decision {
   const base = { memory, verifier: rule.use, rule: rule.name };
   if (isNoReading(result)) {
     const evidence = { reason: result.reason, ...result.evidence };
@@ -109,7 +130,7 @@ function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<stri
   let judged: 'confirmed' | 'contradicted' | undefined = result.verdict;
   if (!judged && rule.expect) judged = judge(rule.expect, result.value, vars) ? 'confirmed' : 'contradicted';
   if (!judged) {
-    const before = opts.accepted(memory.id, rule.use);
+    const before = accepted(memory.id, rule.use);
     if (!before) {
       const evidence = { baseline: 1, reason: 'first reading recorded; the rule has no expect, later readings are compared with it', current: reading };
       return { ...base, verdict: 'unverifiable', evidence, fingerprint, needsPerson: false };
@@ -128,45 +149,94 @@ function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<stri
   return { ...base, verdict: 'contradicted', evidence, fingerprint, needsPerson: false, supersede: replacement };
 }
 
-async function verifyOne(memory: MemoryUnderReview, opts: DispatchOptions, cache: ReadCache, allow: Allowlists): Promise<Decision> {
-  const match = matchRule(opts.rules, memory);
+/** A memory a verifier can check: the rule it matched, its variables, the verifier and its filled-in parameters. */
+export interface Planned {
+  memory: MemoryUnderReview;
+  rule: CompiledRule;
+  vars: Record<string, string>;
+  verifier: Verifier<any>;
+  params: Record<string, unknown>;
+}
+
+/**
+ * The collect step for one memory, before any source is read: the rule it matches, refusals, the verifier's
+ * parameters. A memory that reads nothing (no rule, refused, parameters the verifier rejects) gets its decision here.
+ */
+export function planVerification(memory: MemoryUnderReview, rules: readonly CompiledRule[], registry: VerifierRegistry): { plan: Planned } | { decision: Decision } {
+  const match = matchRule(rules, memory);
   if (!match) {
-    return { memory, verdict: 'unverifiable', verifier: null, rule: null, evidence: { reason: 'no rule matches this source: a person has to check it' }, fingerprint: null, needsPerson: true };
+    return { decision: { memory, verdict: 'unverifiable', verifier: null, rule: null, evidence: { reason: 'no rule matches this source: a person has to check it' }, fingerprint: null, needsPerson: true } };
   }
   const { rule, vars } = match;
   const base = { memory, verifier: rule.use, rule: rule.name, fingerprint: null };
-  if (match.refused) return { ...base, verdict: 'refused', evidence: { reason: match.refused }, needsPerson: true };
-  const verifier = opts.registry.get(rule.use);
-  if (!verifier) return { ...base, verdict: 'unverifiable', evidence: { reason: `no verifier named "${rule.use}"` }, needsPerson: false };
+  if (match.refused) return { decision: { ...base, verdict: 'refused', evidence: { reason: match.refused }, needsPerson: true } };
+  const verifier = registry.get(rule.use);
+  if (!verifier) return { decision: { ...base, verdict: 'unverifiable', evidence: { reason: `no verifier named "${rule.use}"` }, needsPerson: false } };
   const params = validParams(verifier, fillTree(rule.params, vars));
-  if (!params.ok) return { ...base, verdict: 'unverifiable', evidence: { reason: `${rule.name}: ${params.reason}` }, needsPerson: false };
-  const log = opts.log.child({ memory: memory.id, verifier: verifier.name });
-  const result = await runWithTimeout(
-    verifier,
-    { memory, params: params.data as Record<string, unknown>, captures: vars },
-    (signal) => createVerifierContext({ signal, log, now: opts.now, allow, cacheDir: opts.cacheDir, cache, configuredRoots: opts.allow.fileRoots }),
-    rule.timeoutMs ?? opts.timeoutMs,
-    opts.signal,
-  );
-  return decide(memory, rule, vars, result, opts);
+  if (!params.ok) return { decision: { ...base, verdict: 'unverifiable', evidence: { reason: `${rule.name}: ${params.reason}` }, needsPerson: false } };
+  return { plan: { memory, rule, vars, verifier, params: params.data as Record<string, unknown> } };
 }
 
-/** Verify every memory, `concurrency` at a time; one verifier's failure or hang never affects the others. */
+/** What reading a source needs besides the plan: the run's shared reads, allowlists, clock, stop signal. */
+export interface ReadEnv {
+  cache: ReadCache;
+  /** verify.allow with fileRoots as real paths (realRoots). */
+  allow: Allowlists;
+  /** verify.allow.fileRoots as configured. */
+  configuredRoots: readonly string[];
+  cacheDir: string;
+  timeoutMs: number;
+  log: Logger;
+  now: Instant;
+  signal: AbortSignal;
+}
+
+/**
+ * Read the source a plan names, within the rule's timeout: the one step that runs as a task under the worker.
+ * The fingerprint is taken here, from the value as read, so it is the same whether the result then crosses Redis.
+ */
+export async function readSource(plan: Planned, env: ReadEnv): Promise<Reading> {
+  const { memory, rule, vars, verifier, params } = plan;
+  const log = env.log.child({ memory: memory.id, verifier: verifier.name });
+  const reading = await readWithTimeout(
+    verifier,
+    { memory, params, captures: vars },
+    (signal) => createVerifierContext({ signal, log, now: env.now, allow: env.allow, cacheDir: env.cacheDir, cache: env.cache, configuredRoots: env.configuredRoots }),
+    rule.timeoutMs ?? env.timeoutMs,
+    env.signal,
+  );
+  const r = reading.result;
+  if (isNoReading(r) || r.fingerprint !== undefined) return reading;
+  return { ...reading, result: { ...r, fingerprint: fingerprintOf(r.value) } };
+}
+
+async function verifyOne(memory: MemoryUnderReview, opts: DispatchOptions, env: Omit<ReadEnv, 'timeoutMs'>): Promise<Decision> {
+  const planned = planVerification(memory, opts.rules, opts.registry);
+  if ('decision' in planned) return planned.decision;
+  const { result } = await readSource(planned.plan, { ...env, timeoutMs: opts.timeoutMs });
+  return decide(memory, planned.plan.rule, planned.plan.vars, result, opts.accepted);
+}
+
+/**
+ * Verify every memory inline, `concurrency` at a time (`memory-warden run drift`); one verifier's failure or hang
+ * never affects the others. The worker sends the reads out as tasks instead (verifyThroughTasks, src/drift/task.ts).
+ */
 export async function verifyAll(memories: readonly MemoryUnderReview[], opts: DispatchOptions): Promise<DispatchResult> {
   const cache = new ReadCache();
   const allow: Allowlists = { ...opts.allow, fileRoots: realRoots(opts.allow.fileRoots) };
+  const env = { cache, allow, configuredRoots: opts.allow.fileRoots, cacheDir: opts.cacheDir, log: opts.log, now: opts.now, signal: opts.signal };
   const decisions: (Decision | undefined)[] = new Array(memories.length);
   let next = 0;
   const worker = async () => {
     // A stopped run starts nothing new; what was not verified stays due for the next run.
     while (next < memories.length && !opts.signal.aborted) {
       const i = next++;
-      decisions[i] = await verifyOne(memories[i]!, opts, cache, allow);
+      decisions[i] = await verifyOne(memories[i]!, opts, env);
     }
   };
   await Promise.all(Array.from({ length: Math.min(opts.concurrency, memories.length) }, worker));
   // A verification cut short by the stop is not a verdict about the source: it is not recorded either.
-  const done = opts.signal.aborted ? decisions.filter((d) => d && !(d.verdict === 'unverifiable' && d.evidence.reason === 'the run was stopped')) : decisions;
+  const done = opts.signal.aborted ? decisions.filter((d) => d && !(d.verdict === 'unverifiable' && d.evidence.reason === STOPPED)) : decisions;
   return { decisions: done.filter((d): d is Decision => d !== undefined), reads: cache.reads, sharedReads: cache.shared };
 }
 

@@ -15,6 +15,9 @@ import { startHttpServer, type Health, type HttpHandle } from '../http.js';
 import { connectRedis, redactRedisUrl } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
+import { startTaskQueues, type TaskQueues } from './tasks.js';
+import { createVerifyTask } from '../drift/task.js';
+import type { TaskDispatch } from '../job.js';
 
 export interface StartOptions {
   config: Config;
@@ -54,7 +57,7 @@ interface WorkerState {
  * `memory-warden run` calls; this adds the cross-machine store lock for writers, the log lines, the metrics and
  * the retry decision (transient → thrown as is, BullMQ retries with backoff; anything else → UnrecoverableError).
  */
-function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics, state: WorkerState) {
+function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics, state: WorkerState, dispatch: TaskDispatch) {
   const { config, log } = opts;
   const holder = `${hostname()}:${process.pid}`;
   return async (job: Job, _token?: string, bullSignal?: AbortSignal): Promise<unknown> => {
@@ -70,7 +73,7 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
     jobLog.info({ writes: def.writes }, 'job start');
     const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
     const run = (lost?: AbortSignal) =>
-      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals) });
+      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch });
     try {
       // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
       // (every writer takes withMaintenanceLock around its writes), both held while it writes.
@@ -134,10 +137,14 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const queue = openQueue(config, redis);
   let worker: Worker | undefined;
   let http: HttpHandle | undefined;
+  let tasks: TaskQueues | undefined;
   try {
+    // Drift's source reads run as tasks on their own queue (src/drift/task.ts), verify.concurrency at a time.
+    tasks = await startTaskQueues(config, redis, [createVerifyTask(config)], log, state.stop.signal);
+    const taskQueues = tasks;
     const schedulers = await syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log);
     const w = config.worker;
-    worker = new Worker(config.worker.queue, makeProcessor(opts, redis, metrics, state), {
+    worker = new Worker(config.worker.queue, makeProcessor(opts, redis, metrics, state, taskQueues.dispatch), {
       connection: redis,
       prefix: config.redis.prefix,
       name: `${hostname()}:${process.pid}`,
@@ -195,9 +202,12 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
           log.warn({ timeoutMs: w.shutdownTimeoutMs }, 'shutdown timeout: telling running jobs to stop');
           state.stop.abort();
           running.cancelAllJobs('worker shutting down');
+          taskQueues.cancelAll('worker shutting down');
           // Jobs that ignore the signal are left to stalled-job recovery: their lock lapses, another worker reruns them.
           drained = await settlesWithin(closed, Math.min(10_000, Math.max(1000, w.shutdownTimeoutMs)));
         }
+        // Only now: the jobs that were draining may have been waiting for their tasks.
+        await taskQueues.close();
         await http?.close();
         await queue.close().catch(() => {});
         if (drained) await redis.quit().catch(() => redis.disconnect());
@@ -210,6 +220,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   } catch (err) {
     await http?.close();
     await worker?.close(true).catch(() => {});
+    await tasks?.close();
     await queue.close().catch(() => {});
     redis.disconnect();
     throw err;
