@@ -3,7 +3,7 @@ import { journalMode } from './store/sqlite.js';
 import { objectExists, memoryColumns } from './store/schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
 import { classifyTime, CANONICAL_GLOB, toCanonical, textUpperBound, type Instant } from './time.js';
-import { reviewCutoff, supersededCutoff } from './store/rules.js';
+import { PRUNABLE_SQL, pruneParams, reviewCutoff } from './store/rules.js';
 
 export interface CheckReport {
   ok: boolean;
@@ -82,11 +82,8 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
     findings.push(finding('review_due', 'info', `${reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, reviewDue));
   }
 
-  const pending = count(
-    `SELECT count(*) AS n FROM memory WHERE coalesce(warden_epoch(expires_at) <= @now, 0)
-       OR (superseded_by IS NOT NULL AND coalesce(warden_epoch(created_at) < @cut, 0))`,
-    { now: opts.now, cut: supersededCutoff({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }) },
-  );
+  const pending = count(`SELECT count(*) AS n FROM memory WHERE ${PRUNABLE_SQL}`,
+    pruneParams({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }));
   if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, pending));
 
   const problems = findings.filter(isProblem);

@@ -1,8 +1,10 @@
 import type { JobContext } from './job.js';
 import type { StoreHandle } from './store/open.js';
-import { cascadeClosure, deleteWithCascade, type DoomedRow } from './store/delete.js';
-import { pruneReason, qualifiesForPrune, supersededCutoff, type PruneRules, type PruneReason } from './store/rules.js';
-import { CANONICAL_GLOB, textUpperBound, toCanonical } from './time.js';
+import { cascadeClosure, deleteWithCascade, type DeletedRow } from './store/delete.js';
+import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, PRUNE_REASON_SQL, pruneParams, type PruneRules } from './store/rules.js';
+import { toCanonical } from './time.js';
+
+type PruneReason = 'expired' | 'superseded' | 'cascaded';
 import { withMaintenanceLock } from './store/lock.js';
 
 export interface PruneResult {
@@ -22,46 +24,29 @@ export interface PruneResult {
 
 const ID_CAP = 1000;
 
-/**
- * Candidates of both rules in one read. Canonical timestamps are compared as text on the index; any other
- * form goes through warden_epoch (an instant), and the text bound keeps that to rows near the boundary.
- * The final word is the exact check in JS (qualifiesForPrune) inside each write transaction.
- */
-const EXPIRED_SQL = `
-SELECT rowid, id, expires_at, superseded_by, created_at FROM memory
-WHERE expires_at < @upper
-  AND ((expires_at GLOB @glob AND datetime(expires_at) = expires_at AND expires_at <= @nowText)
-    OR (NOT expires_at GLOB @glob AND warden_epoch(expires_at) <= @nowMs))`;
-
-const SUPERSEDED_SQL = `
-SELECT rowid, id, expires_at, superseded_by, created_at FROM memory
-WHERE superseded_by IS NOT NULL AND created_at < @upper
-  AND ((created_at GLOB @glob AND datetime(created_at) = created_at AND created_at < @cutText)
-    OR (NOT created_at GLOB @glob AND warden_epoch(created_at) < @cutMs))`;
-
-type Candidate = DoomedRow & { rowid: number };
+interface Candidate {
+  rowid: number;
+  id: string;
+}
 
 /**
- * Candidates in rowid order: consecutive batches then touch neighbouring table pages, so each page is written
- * to the WAL about once instead of once per batch (4x faster on a large store than index order).
+ * Both rules' candidates, read from the indexes. In rowid order: consecutive batches then touch neighbouring
+ * table pages, so each page is written to the WAL about once instead of once per batch.
  */
 export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidate[] {
+  const params = pruneParams(rules);
   const found = new Map<string, Candidate>();
-  const glob = CANONICAL_GLOB;
-  if (rules.expired) {
-    const rows = store.db.prepare(EXPIRED_SQL).all({ upper: textUpperBound(rules.now), glob, nowText: toCanonical(rules.now), nowMs: rules.now });
-    for (const r of rows as Candidate[]) found.set(r.id, r);
-  }
-  const cut = supersededCutoff(rules);
-  const rows = store.db.prepare(SUPERSEDED_SQL).all({ upper: textUpperBound(cut), glob, cutText: toCanonical(cut), cutMs: cut });
-  for (const r of rows as Candidate[]) found.set(r.id, r);
+  const add = (sql: string) => {
+    for (const r of store.db.prepare(sql).all(params) as Candidate[]) found.set(r.id, r);
+  };
+  if (rules.expired) add(`SELECT rowid, id FROM memory WHERE ${EXPIRED_SQL}`);
+  add(`SELECT rowid, id FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
   return [...found.values()].sort((a, b) => a.rowid - b.rowid);
 }
 
-function tally(result: PruneResult, rows: DoomedRow[], rules: PruneRules): void {
+function tally(result: PruneResult, rows: DeletedRow[]): void {
   for (const row of rows) {
-    const reason: PruneReason = pruneReason(row, rules);
-    result[reason] += 1;
+    result[row.reason as PruneReason] += 1;
     result.deleted += 1;
     if (result.ids.length < ID_CAP) result.ids.push(row.id);
     else result.idsTruncated = true;
@@ -79,7 +64,8 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   };
   const candidates = pruneCandidates(store, rules);
   if (dryRun) {
-    tally(result, cascadeClosure(store.db, candidates.map((r) => r.id)), rules);
+    const reason = { sql: PRUNE_REASON_SQL, params: pruneParams(rules) };
+    tally(result, cascadeClosure(store.db, candidates.map((r) => r.id), reason));
   } else if (candidates.length > 0) {
     await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
   }
@@ -90,6 +76,8 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
 /** Batches are sized to take about `batchMs` each, with a pause after each, so the agent never waits long. */
 async function deleteInBatches(store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult): Promise<void> {
   const opts = ctx.config.prune;
+  const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
+  const reason = { sql: PRUNE_REASON_SQL, params: pruneParams(rules) };
   let size = opts.batchSize;
   for (let i = 0; i < candidates.length; ) {
     if (ctx.signal.aborted) {
@@ -99,11 +87,8 @@ async function deleteInBatches(store: StoreHandle, ctx: JobContext, candidates: 
     const roots = candidates.slice(i, i + size).map((r) => r.id);
     i += roots.length;
     const t0 = performance.now();
-    const deleted = await deleteWithCascade(store.db, roots, {
-      vectors: store.vectors,
-      stillQualifies: (row) => qualifiesForPrune(row, rules),
-    });
-    tally(result, deleted, rules);
+    const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors, recheck: rule, classify: reason });
+    tally(result, deleted);
     result.batches += 1;
     const took = Math.max(1, performance.now() - t0);
     size = Math.max(50, Math.min(opts.batchSize, Math.round((size * opts.batchMs) / took)));

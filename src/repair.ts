@@ -1,9 +1,11 @@
 import type { StoreHandle } from './store/open.js';
-import { deleteWithCascade, type DoomedRow } from './store/delete.js';
+import { deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { memoryColumns } from './store/schema.js';
 import { CANONICAL_GLOB, classifyTime, parseInstant, toCanonical } from './time.js';
 
+/** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
+const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;
 const DANGLING_SQL = `SELECT m.id FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`;
 
 export interface DanglingRepair {
@@ -21,18 +23,17 @@ export interface DanglingRepair {
  */
 export async function repairDangling(store: StoreHandle): Promise<DanglingRepair> {
   const out: DanglingRepair = { store: store.name, deleted: 0, dangling: [], cascaded: [] };
-  const stillDangling = store.db.prepare(`SELECT 1 FROM memory WHERE id = ? AND superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM memory)`);
   await withMaintenanceLock(store.path, 'repair dangling', async () => {
     for (;;) {
       const roots = (store.db.prepare(DANGLING_SQL).all() as { id: string }[]).map((r) => r.id);
       if (roots.length === 0) break;
-      const rootSet = new Set(roots);
-      const deleted: DoomedRow[] = await deleteWithCascade(store.db, roots, {
+      const deleted = await deleteWithCascade(store.db, roots, {
         vectors: store.vectors,
-        stillQualifies: (row) => stillDangling.get(row.id) !== undefined,
+        recheck: { sql: STILL_DANGLING },
+        classify: { sql: `CASE WHEN id IN (SELECT value FROM json_each(@roots)) THEN 'dangling' ELSE 'cascaded' END` },
       });
       if (deleted.length === 0) break;
-      for (const row of deleted) (rootSet.has(row.id) ? out.dangling : out.cascaded).push(row.id);
+      for (const row of deleted) (row.reason === 'dangling' ? out.dangling : out.cascaded).push(row.id);
       out.deleted += deleted.length;
     }
   });

@@ -2,29 +2,36 @@ import type { Db } from './sqlite.js';
 import type { VectorSink } from './vectors.js';
 import { transientError } from '../errors.js';
 
-/** What a deleted row looked like, enough to say why it went. */
-export interface DoomedRow {
+/** A row a delete removed, and (when the caller asked) why. */
+export interface DeletedRow {
   id: string;
-  expires_at: unknown;
-  superseded_by: unknown;
-  created_at: unknown;
+  reason: string | null;
+}
+
+/** A SQL fragment with its named parameters. */
+export interface Sql {
+  sql: string;
+  params?: Record<string, unknown>;
 }
 
 const CLOSURE_SQL = `
 WITH RECURSIVE doomed(id) AS (
-  SELECT value FROM json_each(?)
+  SELECT value FROM json_each(@roots)
   UNION
   SELECT m.id FROM memory m JOIN doomed d ON m.superseded_by = d.id
 )
-SELECT m.id, m.expires_at, m.superseded_by, m.created_at FROM doomed d JOIN memory m ON m.id = d.id`;
+SELECT m.id FROM doomed d JOIN memory m ON m.id = d.id`;
 
 /**
  * The rows that deleting `roots` removes: the roots and, through ON DELETE CASCADE, every older version whose
- * supersede chain leads to one of them.
+ * supersede chain leads to one of them. With `classify`, each with its reason, as the real delete would say it.
  */
-export function cascadeClosure(db: Db, roots: readonly string[]): DoomedRow[] {
+export function cascadeClosure(db: Db, roots: readonly string[], classify?: Sql): DeletedRow[] {
   if (roots.length === 0) return [];
-  return db.prepare(CLOSURE_SQL).all(JSON.stringify(roots)) as DoomedRow[];
+  const sql = classify
+    ? `SELECT m.id, ${classify.sql} AS reason FROM memory m WHERE m.id IN (${CLOSURE_SQL})`
+    : `SELECT id, NULL AS reason FROM memory WHERE id IN (${CLOSURE_SQL})`;
+  return db.prepare(sql).all({ ...classify?.params, roots: JSON.stringify(roots) }) as DeletedRow[];
 }
 
 /**
@@ -38,7 +45,6 @@ CREATE TEMP TRIGGER IF NOT EXISTS warden_capture AFTER DELETE ON main.memory BEG
   INSERT INTO warden_deleted VALUES (OLD.id, OLD.expires_at, OLD.superseded_by, OLD.created_at);
 END;`;
 
-type Keep = (row: DoomedRow) => boolean;
 const prepared = new WeakSet<Db>();
 
 function prepareConnection(db: Db): void {
@@ -47,15 +53,14 @@ function prepareConnection(db: Db): void {
   prepared.add(db);
 }
 
-const SELECT_ROOTS = `SELECT id, expires_at, superseded_by, created_at FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
-const DELETE_ROOTS = `DELETE FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
-
 export interface DeleteOptions {
   vectors?: VectorSink | undefined;
-  /** Re-checked inside the write transaction: a root the agent changed meanwhile (no longer qualifies) stays. */
-  stillQualifies?: Keep;
-  /** Called inside the write transaction, after the delete, with every row removed (e.g. a receipt). */
-  beforeCommit?: (deleted: DoomedRow[]) => void;
+  /** Re-checked by the DELETE itself, inside the write transaction: a root the agent changed meanwhile stays. */
+  recheck?: Sql;
+  /** A SQL expression over (id, expires_at, superseded_by, created_at) saying why each deleted row went. */
+  classify?: Sql;
+  /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
+  beforeCommit?: (deleted: DeletedRow[]) => void;
   maxAttempts?: number;
 }
 
@@ -67,16 +72,15 @@ class ChainGrew extends Error {}
  * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
  */
-export async function deleteWithCascade(db: Db, roots: readonly string[], opts: DeleteOptions = {}): Promise<DoomedRow[]> {
+export async function deleteWithCascade(db: Db, roots: readonly string[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   if (roots.length === 0) return [];
   prepareConnection(db);
+  const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
+  const remove = db.prepare(`DELETE FROM memory WHERE id IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
+  const captured = db.prepare(`SELECT id, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted`);
+  const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
-  const rootsJson = JSON.stringify(roots);
-  const current = db.prepare(SELECT_ROOTS);
-  const remove = db.prepare(DELETE_ROOTS);
-  const captured = db.prepare(`SELECT id, expires_at, superseded_by, created_at FROM temp.warden_deleted`);
-  const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (opts.vectors) {
       const planned = cascadeClosure(db, roots).map((r) => r.id).filter((id) => !vectorsGone.has(id));
@@ -86,13 +90,10 @@ export async function deleteWithCascade(db: Db, roots: readonly string[], opts: 
       }
     }
     try {
-      return db.transaction((): DoomedRow[] => {
+      return db.transaction((): DeletedRow[] => {
         clear.run();
-        const rows = current.all(rootsJson) as DoomedRow[];
-        const keep = opts.stillQualifies ? rows.filter(opts.stillQualifies) : rows;
-        if (keep.length === 0) return [];
-        remove.run(keep.length === rows.length ? rootsJson : JSON.stringify(keep.map((r) => r.id)));
-        const deleted = captured.all() as DoomedRow[];
+        remove.run(params);
+        const deleted = captured.all(params) as DeletedRow[];
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
         opts.beforeCommit?.(deleted);

@@ -1,47 +1,45 @@
-import { parseInstant, DAY_MS, type Instant } from '../time.js';
+import { CANONICAL_GLOB, DAY_MS, textUpperBound, toCanonical, type Instant } from '../time.js';
 
-/** The two prune rules of the brief, evaluated exactly (as instants) in one place. */
+/**
+ * The two prune rules of the brief, written once, in SQL, and used for everything: finding candidates, the
+ * re-check inside each write transaction, and saying why each deleted row went. Timestamps compare as instants:
+ * canonical text (`YYYY-MM-DD HH:MM:SS`, checked with datetime()) as text on the index, any other ISO-8601 form
+ * through warden_epoch(); an unparseable value never matches.
+ */
 export interface PruneRules {
   now: Instant;
   expired: boolean;
   supersededAfterDays: number;
 }
 
-export interface RowTimes {
-  expires_at: unknown;
-  superseded_by: unknown;
-  created_at: unknown;
-}
-
-export function isExpired(row: RowTimes, now: Instant): boolean {
-  const t = parseInstant(row.expires_at);
-  return t !== null && t <= now;
-}
-
 export function supersededCutoff(rules: PruneRules): Instant {
   return rules.now - rules.supersededAfterDays * DAY_MS;
-}
-
-/** Superseded and created before the cutoff. An unparseable created_at is never old enough. */
-export function isLongSuperseded(row: RowTimes, cutoff: Instant): boolean {
-  if (row.superseded_by === null || row.superseded_by === undefined) return false;
-  const t = parseInstant(row.created_at);
-  return t !== null && t < cutoff;
-}
-
-export type PruneReason = 'expired' | 'superseded' | 'cascaded';
-
-export function pruneReason(row: RowTimes, rules: PruneRules): PruneReason {
-  if (rules.expired && isExpired(row, rules.now)) return 'expired';
-  if (isLongSuperseded(row, supersededCutoff(rules))) return 'superseded';
-  return 'cascaded';
-}
-
-export function qualifiesForPrune(row: RowTimes, rules: PruneRules): boolean {
-  return pruneReason(row, rules) !== 'cascaded';
 }
 
 /** Live rows confirmed more than `afterDays` ago are due for review (drift: re-check, never expire). */
 export function reviewCutoff(now: Instant, afterDays: number): Instant {
   return now - afterDays * DAY_MS;
+}
+
+/** `col op instant` where the instant is given as @<name>Text, @<name>Ms and @<name>Upper (see instantParams). */
+export function instantCompare(col: string, op: '<' | '<=', name: string): string {
+  return `(${col} < @${name}Upper AND ((${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col} AND ${col} ${op} @${name}Text)
+    OR (NOT ${col} GLOB '${CANONICAL_GLOB}' AND warden_epoch(${col}) ${op} @${name}Ms)))`;
+}
+
+export function instantParams(name: string, at: Instant): Record<string, string | number> {
+  return { [`${name}Text`]: toCanonical(at), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
+}
+
+/** Expired at now. */
+export const EXPIRED_SQL = instantCompare('expires_at', '<=', 'now');
+/** Superseded, and created before the cutoff. */
+export const LONG_SUPERSEDED_SQL = `(superseded_by IS NOT NULL AND ${instantCompare('created_at', '<', 'cut')})`;
+/** Either rule, honouring `prune.expired: false`. */
+export const PRUNABLE_SQL = `((@expiredOn AND ${EXPIRED_SQL}) OR ${LONG_SUPERSEDED_SQL})`;
+/** Why a deleted row went: a row that matches neither rule was taken by the cascade. */
+export const PRUNE_REASON_SQL = `CASE WHEN @expiredOn AND ${EXPIRED_SQL} THEN 'expired' WHEN ${LONG_SUPERSEDED_SQL} THEN 'superseded' ELSE 'cascaded' END`;
+
+export function pruneParams(rules: PruneRules): Record<string, string | number> {
+  return { expiredOn: rules.expired ? 1 : 0, ...instantParams('now', rules.now), ...instantParams('cut', supersededCutoff(rules)) };
 }
