@@ -255,4 +255,27 @@ describe('drift through the worker: one BullMQ task per source read', () => {
     expect(r.verdicts.find((v) => v.id === 'm_1')).toMatchObject({ verdict: 'confirmed' });
     expect(row(box.dbPath, 'm_0')).toMatchObject({ fact: 'f, corrected by the agent', confirmed_at: daysAgo(110) });
   });
+
+  it('a worker told to stop mid-run: the drift job stops waiting and records nothing for the reads it cut short', async () => {
+    insertRows(box.dbPath, [
+      { id: 'm_0', fact: 'f', source: 'probe:0', confirmed_at: daysAgo(110) },
+      { id: 'm_1', fact: 'f', source: 'probe:1', confirmed_at: daysAgo(100) },
+    ]);
+    const cfg = config({ rules: [rule('probe')] });
+    cfg.worker.shutdownTimeoutMs = 100;
+    const w = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    workers.push(w);
+    await w.queue.add('drift', { store: 'agent' }, jobOptions(cfg));
+    await until('both rows being read', () => probe().started.length === 2);
+    // The probe never answers: past the shutdown timeout the worker tells the drift job and its tasks to stop.
+    expect(await w.shutdown('test')).toEqual({ drained: true });
+    withState(box.statePath, (state) => {
+      expect(verdictsFor(state, 'agent', 'm_0')).toHaveLength(0);
+      expect(verdictsFor(state, 'agent', 'm_1')).toHaveLength(0);
+      const run = state.prepare(`SELECT outcome, result FROM job_runs WHERE job = 'drift' ORDER BY id DESC LIMIT 1`).get() as { outcome: string; result: string };
+      expect(run.outcome).toBe('ok');
+      expect(JSON.parse(run.result)).toMatchObject({ due: 2, verdicts: [] });
+    });
+    expect(row(box.dbPath, 'm_0')!.confirmed_at).toBe(daysAgo(110));
+  });
 });
