@@ -65,7 +65,10 @@ export async function verifyThroughTasks(memories: readonly MemoryUnderReview[],
   const planned = memories.map((m) => planVerification(m, opts.rules, opts.registry));
   const plans = planned.flatMap((p) => ('plan' in p ? [p.plan] : []));
   const run = randomUUID();
-  const payloads: VerifyTaskPayload[] = plans.map((p) => ({ v: 1, run, store, rule: p.rule.index, verifier: p.rule.use, now: opts.now, memory: { ...p.memory } }));
+  const payloads: VerifyTaskPayload[] = plans.map(({ memory: m, rule }) => ({
+    v: 1, run, store, rule: rule.index, verifier: rule.use, now: opts.now,
+    memory: { id: m.id, subject: m.subject, fact: m.fact, source: m.source, confirmed_at: m.confirmed_at },
+  }));
   const outcomes = plans.length > 0 ? await dispatch.runTasks(VERIFY_TASK, payloads, { signal: opts.signal }) : [];
   const judged = new Map<Planned, Decision | undefined>();
   let reads = 0;
@@ -166,7 +169,7 @@ export function createVerifyTask(config: Config): TaskKind {
       const run = readsFor(`${task.run}#${ctx.attempt}`, v);
       const cache = new TaskReads(run.cache);
       const reading = await readSource(planned.plan, {
-        cache, allow: run.allow, configuredRoots: v.allow.fileRoots, cacheDir: v.cacheDir, timeoutMs: v.timeoutMs, log: ctx.log, now: task.now, signal: ctx.signal,
+        cache, allow: run.allow, configuredRoots: v.allow.fileRoots, cacheDir: v.cacheDir, timeoutMs: v.timeoutMs, log: ctx.log.child({ store: task.store }), now: task.now, signal: ctx.signal,
       });
       const what = `verify ${task.memory.id} (${rule.name})`;
       if (ctx.signal.aborted) throw transientError(`${what}: the worker is stopping; tried again`);

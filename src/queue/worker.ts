@@ -195,6 +195,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
     const shutdown = (reason = 'shutdown') =>
       (closing ??= (async () => {
         state.shuttingDown = true;
+        const began = Date.now();
         log.info({ reason, timeoutMs: w.shutdownTimeoutMs }, 'shutting down: taking no new jobs, letting running ones finish');
         const closed = running.close();
         let drained = await settlesWithin(closed, w.shutdownTimeoutMs);
@@ -206,8 +207,14 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
           // Jobs that ignore the signal are left to stalled-job recovery: their lock lapses, another worker reruns them.
           drained = await settlesWithin(closed, Math.min(10_000, Math.max(1000, w.shutdownTimeoutMs)));
         }
-        // Only now: the jobs that were draining may have been waiting for their tasks.
-        await taskQueues.close();
+        // Only now: the jobs that were draining may have been waiting for their tasks. Tasks still running (for
+        // another worker's job) get what is left of the timeout, then are told to stop; they are retried elsewhere.
+        const tasksClosed = taskQueues.close();
+        if (!(await settlesWithin(tasksClosed, Math.max(1000, w.shutdownTimeoutMs - (Date.now() - began))))) {
+          state.stop.abort();
+          taskQueues.cancelAll('worker shutting down');
+          drained = (await settlesWithin(tasksClosed, 10_000)) && drained;
+        }
         await http?.close();
         await queue.close().catch(() => {});
         if (drained) await redis.quit().catch(() => redis.disconnect());
