@@ -14,6 +14,7 @@ import { recordReceipt } from './erase-receipts.js';
 import { snapshotsContaining } from './erase-snapshots.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
+import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
 import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
@@ -76,7 +77,7 @@ export function validateSelector(sel: EraseSelector): void {
 }
 
 /** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */
-interface Erased {
+export interface Erased {
   ids: string[];
   counts: Record<string, number>;
   texts: string[];
@@ -97,7 +98,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
       if (!dryRun) store.db.pragma('secure_delete = ON');
-      erased = store.config.layout === 'mem0' ? await eraseMem0(store, sel, dryRun, opts) : await eraseWarden(store, sel, dryRun, opts);
+      erased = await layoutOf(store).erase(store, sel, dryRun, opts);
       if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
       found = await snapshotsContaining(snapshotRoot, erased.texts, 'subject' in sel ? sel.subject : undefined);
       if (!dryRun && opts.snapshots && found.length > 0) {
@@ -163,7 +164,7 @@ function wardenRoots(db: Db, sel: EraseSelector): string[] {
   return ids(`SELECT id FROM memory WHERE instr(lower(subject), lower(?)) > 0 OR instr(lower(fact), lower(?)) > 0`, sel.subject, sel.subject);
 }
 
-async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
+export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
   const roots = wardenRoots(store.db, sel);
   const closure = cascadeClosure(store.db, roots);
   const ids = closure.map((r) => r.id);
@@ -282,7 +283,7 @@ async function deletedLinkedFrom(h: Mem0Handle, user: string, haveCollection: bo
   return out;
 }
 
-async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
+export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
   const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
   // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds.
   const haveCollection = (await h.points.collections()).includes(h.collection);

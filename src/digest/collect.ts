@@ -5,12 +5,9 @@ import { openStore } from '../store/open.js';
 import { lastRun } from '../state.js';
 import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
 import { reviewCutoff } from '../store/rules.js';
-import { integrity } from '../../jobs/integrity.js';
+import { layoutOf } from '../layouts/index.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
-import { mem0CheckReport } from '../layouts/mem0-integrity.js';
-import { mem0NewRows } from '../layouts/mem0-digest.js';
-import { mem0ReviewDue } from '../layouts/mem0.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -74,48 +71,21 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   section.maintenance.awaitingPerson = awaitingPerson(state, name);
   section.maintenance.failedJobs = failedJobs(state, period, name);
 
-  const storeConfig = config.stores[name];
-  if (!storeConfig) {
+  if (!config.stores[name]) {
     section.error = 'not in config';
     return section;
   }
-  if (storeConfig.layout === 'mem0') return collectMem0(section, name, rules, opts);
-  try {
-    const report = await integrity({ store: name }, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
-    section.maintenance.rows = report.rows;
-    section.maintenance.live = report.live;
-    section.maintenance.problems = report.problems;
-    section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
-    section.review.due = report.reviewDue;
-    const store = openStore(config, name, { readonly: true });
-    try {
-      section.newRows = newRows(store.db, period, config.digest.maxRows, rules);
-      section.review.batch = reviewBatch(store.db, now, config.review.afterDays, config.review.batch);
-    } finally {
-      store.close();
-    }
-  } catch (err) {
-    section.error = (err as Error).message.split('\n')[0] ?? String(err);
-    opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
-  }
-  return section;
-}
-
-/** A mem0 deployment: memories are Qdrant points, their history in history.db (src/layouts/mem0*.ts). */
-async function collectMem0(section: StoreSection, name: string, rules: LookTwiceRules, opts: CollectOptions): Promise<StoreSection> {
-  const { config, period, now } = opts;
   try {
     const store = openStore(config, name, { readonly: true });
     try {
-      const report = await mem0CheckReport(store, { now });
+      const layout = layoutOf(store);
+      const report = await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;
       section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
-      section.newRows = await mem0NewRows(store, period, config.digest.maxRows, rules);
-      const review = await mem0ReviewDue(store, now, config.review.afterDays, config.review.batch);
-      section.review.due = review.due;
-      section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
+      section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
+      section.review = { ...section.review, ...(await layout.reviewDue(store, now, config.review.afterDays, config.review.batch)) };
     } finally {
       store.close();
     }
@@ -169,17 +139,19 @@ function memoryRow(r: Record<string, unknown>) {
 }
 
 /** This week's review batch: live rows confirmed more than afterDays ago, oldest first. */
-export function reviewBatch(db: Db, now: Instant, afterDays: number, batch: number): ReviewRow[] {
+export function reviewBatch(db: Db, now: Instant, afterDays: number, limit: number): { due: number; batch: ReviewRow[] } {
   const cutoff = reviewCutoff(now, afterDays);
-  const rows = db.prepare(`
-    SELECT id, subject, fact, source, confirmed_at FROM memory
-    WHERE superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
-      AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff
-    ORDER BY warden_epoch(confirmed_at), id LIMIT @batch`).all({ now, cutoff, upper: textUpperBound(cutoff), batch }) as Record<string, unknown>[];
-  return rows.map((r) => ({
+  const where = `superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+      AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff`;
+  const params = { now, cutoff, upper: textUpperBound(cutoff), limit };
+  const due = (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${where}`).get(params) as { n: number }).n;
+  const rows = db.prepare(`SELECT id, subject, fact, source, confirmed_at FROM memory WHERE ${where}
+    ORDER BY warden_epoch(confirmed_at), id LIMIT @limit`).all(params) as Record<string, unknown>[];
+  const batch = rows.map((r) => ({
     id: String(r.id), subject: String(r.subject ?? ''), fact: String(r.fact ?? ''),
     source: String(r.source ?? ''), confirmedAt: String(r.confirmed_at ?? ''),
   }));
+  return { due, batch };
 }
 
 /** job_runs times are written canonical by the runner, so text comparison is exact here. */

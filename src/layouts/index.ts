@@ -1,25 +1,47 @@
 import type { StoreHandle } from '../store/open.js';
+import type { StoreConfig } from '../store/config.js';
+import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
 import type { CheckReport } from '../check.js';
 import type { PruneResult } from '../prune.js';
+import type { Instant } from '../time.js';
+import type { NewRows, ReviewRow } from '../digest/model.js';
+import type { LookTwiceRules } from '../digest/flags.js';
+import type { Period } from '../digest/collect.js';
+import type { Erased, EraseOptions, EraseSelector } from '../erase.js';
 import { wardenLayout } from './warden.js';
 import { mem0Layout } from './mem0-layout.js';
 
 /**
  * A store layout: how each job does the right thing for one kind of store. `warden` is the memory table of the
- * brief; `mem0` is a mem0 deployment (history.db + Qdrant). Jobs ask the layout; they never branch on its name.
+ * brief; `mem0` is a mem0 deployment (history.db + Qdrant, docs/mem0-layout.md). Jobs ask the layout; they never
+ * branch on its name.
  */
 export interface Layout {
   name: string;
+  /** Throws a store error naming the file and what is missing; writes nothing. */
+  assertSchema(db: Db, store: StoreConfig): void;
+  /** The Qdrant collections that belong to the store (snapshots take them all together). */
+  collections(store: StoreConfig): string[];
   prune(store: StoreHandle, ctx: JobContext, opts: { dryRun: boolean }): Promise<PruneResult>;
   check(store: StoreHandle, ctx: JobContext): Promise<CheckReport>;
+  /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */
+  newRows(store: StoreHandle, period: Period, maxRows: number, rules: LookTwiceRules): Promise<NewRows>;
+  /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them. */
+  reviewDue(store: StoreHandle, now: Instant, afterDays: number, limit: number): Promise<{ due: number; batch: ReviewRow[] }>;
+  /** Remove every memory the selector names from every part of the store (see src/erase.ts). */
+  erase(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased>;
 }
 
-export const LAYOUTS: Record<StoreHandle['config']['layout'], Layout> = {
+export const LAYOUTS: Record<StoreConfig['layout'], Layout> = {
   warden: wardenLayout,
   mem0: mem0Layout,
 };
 
+export function layoutFor(store: StoreConfig): Layout {
+  return LAYOUTS[store.layout];
+}
+
 export function layoutOf(store: StoreHandle): Layout {
-  return LAYOUTS[store.config.layout];
+  return layoutFor(store.config);
 }

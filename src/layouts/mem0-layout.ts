@@ -1,10 +1,25 @@
 import type { Layout } from './index.js';
-import { mem0Prune } from './mem0.js';
+import { mem0Prune, mem0ReviewDue } from './mem0.js';
 import { mem0CheckReport } from './mem0-integrity.js';
+import { mem0NewRows } from './mem0-digest.js';
+import { detectDialect } from './mem0-history.js';
+import { entityCollectionOf, mem0Schema } from './mem0-config.js';
+import { eraseMem0 } from '../erase.js';
 
-/** mem0: prune the way mem0's own delete() does, integrity from history and points (docs/mem0-layout.md). */
+/** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
 export const mem0Layout: Layout = {
   name: 'mem0',
+  assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
+  collections(store) {
+    const mem0 = mem0Schema.parse(store.mem0 ?? {});
+    return [...new Set([...(store.qdrant?.collections ?? []), mem0.collection, entityCollectionOf(mem0)])];
+  },
   prune: (store, ctx, opts) => mem0Prune(store, ctx, opts),
   check: (store, ctx) => mem0CheckReport(store, { now: ctx.now() }),
+  newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),
+  async reviewDue(store, now, afterDays, limit) {
+    const { due, batch } = await mem0ReviewDue(store, now, afterDays, limit);
+    return { due, batch: batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' })) };
+  },
+  erase: (store, sel, dryRun, opts) => eraseMem0(store, sel, dryRun, opts),
 };

@@ -1,11 +1,17 @@
 import type { Layout } from './index.js';
 import { checkStore } from '../check.js';
 import { withConsistency } from '../store/consistency.js';
+import { assertWardenSchema } from '../store/schema.js';
 import { pruneWarden } from '../prune.js';
+import { newRows, reviewBatch } from '../digest/collect.js';
+import { eraseWarden } from '../erase.js';
 
+// Wrappers, not references: the modules they call import this one's registry back (resolved at call time).
 /** The memory table of the brief, with an optional Qdrant side. */
 export const wardenLayout: Layout = {
   name: 'warden',
+  assertSchema: (db, store) => assertWardenSchema(db, store.db),
+  collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   prune: (store, ctx, opts) => pruneWarden(store, ctx, opts),
   async check(store, ctx) {
     const now = ctx.now();
@@ -17,4 +23,7 @@ export const wardenLayout: Layout = {
     // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
     return withConsistency(sqlite, store, { now, signal: ctx.signal });
   },
+  newRows: async (store, period, maxRows, rules) => newRows(store.db, period, maxRows, rules),
+  reviewDue: async (store, now, afterDays, limit) => reviewBatch(store.db, now, afterDays, limit),
+  erase: (store, sel, dryRun, opts) => eraseWarden(store, sel, dryRun, opts),
 };

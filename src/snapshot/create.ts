@@ -10,7 +10,7 @@ import { coerceError, storeError, usageError } from '../errors.js';
 import { openStore } from '../store/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { QdrantStore } from '../store/qdrant.js';
-import { entityCollectionOf } from '../layouts/mem0-config.js';
+import { layoutFor } from '../layouts/index.js';
 import { copySqlite } from './sqlite-copy.js';
 import {
   DIR_MODE, PARTIAL_PREFIX, PENDING_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
@@ -43,9 +43,7 @@ export interface SnapshotResult {
 
 /** Every collection of a store: the configured ones, and for mem0 its memory and entity collections. */
 export function snapshotCollections(store: StoreConfig): string[] {
-  const names = [...(store.qdrant?.collections ?? [])];
-  if (store.layout === 'mem0' && store.mem0) names.push(store.mem0.collection, entityCollectionOf(store.mem0));
-  return [...new Set(names)];
+  return layoutFor(store).collections(store);
 }
 
 /** `2-my collection` → `2-my_collection.snapshot`: a safe file name, unique by index. */
@@ -118,7 +116,7 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
     if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
     fsyncPath(join(tmp, file));
     files[file] = await sha256File(join(tmp, file));
-    const rows = storeConfig.layout === 'warden' ? (copy.tables.memory ?? null) : null;
+    const rows = copy.tables.memory ?? null;
     return { file, source: storeConfig.db, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
   };
 

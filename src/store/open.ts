@@ -1,9 +1,8 @@
 import { basename } from 'node:path';
 import type { Config } from '../config.js';
 import type { StoreConfig } from './config.js';
+import { layoutFor } from '../layouts/index.js';
 import { openDatabase, type Db } from './sqlite.js';
-import { assertWardenSchema } from './schema.js';
-import { detectDialect } from '../layouts/mem0-history.js';
 import type { VectorSink } from './vectors.js';
 import { qdrantStoreFor } from './qdrant.js';
 
@@ -22,8 +21,7 @@ export function openStore(config: Config, name: string, opts: { readonly?: boole
   if (!storeConfig) throw new Error(`no store named ${name}`);
   const db = openDatabase(storeConfig.db, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false });
   try {
-    if (storeConfig.layout === 'warden') assertWardenSchema(db, storeConfig.db);
-    else if (storeConfig.layout === 'mem0') detectDialect(db, storeConfig.db, storeConfig.mem0?.historyTable ?? 'auto');
+    layoutFor(storeConfig).assertSchema(db, storeConfig);
   } catch (err) {
     db.close();
     throw err;
