@@ -1,6 +1,6 @@
 import type { Finding } from '../findings.js';
 import type { DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
-import { clip, escapeHtml, headerText, html, plain, reviewCommands } from './untrusted.js';
+import { clip, escapeHtml, headerText, html, maskSecrets, plain, reviewCommands } from './untrusted.js';
 
 /**
  * Pure functions from a DigestModel to the subject, the plain-text part and the HTML part. Same content in both
@@ -113,7 +113,7 @@ function textRow(r: FlaggedRow, line: Line): void {
   const flag = r.reasons.length > 0 ? '!! ' : '   ';
   line(`${flag}${plain(clip(r.id, 80))}  created ${plain(clip(r.createdAt, 40))}${r.expiresAt ? `  expires ${plain(clip(r.expiresAt, 40))}` : ''}`);
   line(`     subject: ${plain(clip(r.subject, FIELD_CHARS))}`);
-  line(`     fact:    ${plain(clip(r.fact, FACT_CHARS))}`);
+  line(`     fact:    ${plain(clip(maskSecrets(r.fact), FACT_CHARS))}`);
   line(`     source:  ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
   if (r.reasons.length > 0) line(`     LOOK TWICE: ${r.reasons.join('; ')}`);
 }
@@ -138,7 +138,7 @@ function textReview(s: StoreSection, line: Line): void {
   line(`Review queue: ${s.review.due} live row(s) confirmed more than ${s.review.afterDays} days ago. This week's ${s.review.batch.length}, oldest first:`);
   for (const r of s.review.batch) {
     const cmd = reviewCommands(r.id, s.name);
-    line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(r.fact, 300))}`);
+    line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(maskSecrets(r.fact), 300))}`);
     line(`     source: ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
     line(`     $ ${cmd.confirm}`);
     line(`     $ ${cmd.supersede}`);
@@ -237,7 +237,7 @@ function htmlNewRows(s: StoreSection, quiet: boolean): string {
     const reasons = f ? `<div>${r.reasons.map((x) => `<span style="${S.reason}">${escapeHtml(x)}</span>`).join('')}</div>` : '';
     return `<tr style="${f ? S.flagged : ''}">
 <td style="${first}"><code style="${S.code}">${html(clip(r.id, 80))}</code>${f ? `<div style="${S.warn};font-size:11px;font-weight:bold;margin-top:3px;white-space:nowrap">LOOK TWICE</div>` : ''}</td>
-<td style="${S.td}"><b>${html(clip(r.subject, FIELD_CHARS))}</b><br>${html(clip(r.fact, FACT_CHARS))}${reasons}</td>
+<td style="${S.td}"><b>${html(clip(r.subject, FIELD_CHARS))}</b><br>${html(clip(maskSecrets(r.fact), FACT_CHARS))}${reasons}</td>
 <td style="${S.td}">${r.source.trim() === '' ? `<i style="${S.bad}">none</i>` : html(clip(r.source, FIELD_CHARS))}</td>
 <td style="${S.td};white-space:nowrap">${html(clip(r.createdAt, 40))}${r.expiresAt ? `<br><span style="${S.muted}">expires ${html(clip(r.expiresAt, 40))}</span>` : ''}</td>
 </tr>`;
@@ -256,7 +256,7 @@ function htmlReview(s: StoreSection): string {
     const cmd = reviewCommands(r.id, s.name);
     return `<tr>
 <td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
-<td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(r.fact, 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
+<td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
 <code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code><code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code></td>
 </tr>`;
   });

@@ -58,6 +58,23 @@ export function html(text: unknown): string {
   return escapeHtml(plain(text));
 }
 
+/**
+ * Credentials do not belong in a memory store, and never in an email: a value that looks like one (`sk-…`,
+ * `ghp_…`, `AKIA…`, `password: …`, a private key) keeps its first four characters and is masked.
+ */
+const SECRET_VALUES = [
+  /\b((?:sk|pk|rk|ghp|gho|ghs|xox[bpas])[-_][A-Za-z0-9_-]{12,})/g,
+  /\b(AKIA[0-9A-Z]{16})\b/g,
+  /\b(?:password|passwd|api[_ -]?key|secret|token|bearer)\b\s*[:=]\s*["']?([^\s"',;]{4,})/gi,
+  /(-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))/g,
+];
+
+export function maskSecrets(text: unknown): string {
+  let out = String(text ?? '');
+  for (const re of SECRET_VALUES) out = out.replace(re, (whole, value: string) => whole.replace(value, `${value.slice(0, 4)}…[masked]`));
+  return out;
+}
+
 /** Shorten long untrusted text (a fact can be a whole page) without cutting a surrogate pair. */
 export function clip(text: unknown, max: number): string {
   const chars = Array.from(String(text ?? ''));

@@ -95,3 +95,14 @@ describe('review commands', () => {
     }
   });
 });
+
+describe('maskSecrets', () => {
+  it('keeps four characters of anything that looks like a credential', async () => {
+    const { maskSecrets } = await import('../../src/digest/untrusted.js');
+    expect(maskSecrets('staging api_key: sk-live-abcdefghijklmnop')).toBe('staging api_key: sk-l…[masked]');
+    expect(maskSecrets('deploy token ghp_ABCDEFGHIJKLMNOPQRST1234 works')).toBe('deploy token ghp_…[masked] works');
+    expect(maskSecrets('aws AKIAABCDEFGHIJKLMNOP here')).toBe('aws AKIA…[masked] here');
+    expect(maskSecrets('db password = "hunter2hunter2"')).toBe('db password = "hunt…[masked]"');
+    expect(maskSecrets('prefers pnpm over npm')).toBe('prefers pnpm over npm');
+  });
+});
