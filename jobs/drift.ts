@@ -5,13 +5,12 @@ import { openStore } from '../src/store/open.js';
 import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
-import { reviewDue } from '../src/drift/queue.js';
 import { verifyAll } from '../src/drift/dispatch.js';
-import { applyDecision, type Applied } from '../src/drift/apply.js';
+import type { Applied } from '../src/drift/apply.js';
 import { acceptedReading, pendingMemoryIds } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { verifyThroughTasks } from '../src/drift/task.js';
-import { applyMem0Decision, mem0Queue } from '../src/drift/mem0.js';
+import { layoutOf } from '../src/layouts/index.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type DriftPayload = z.infer<typeof payloadSchema>;
@@ -51,15 +50,13 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
   };
   const verification = await prepareVerification(ctx.config);
   const store = openStore(ctx.config, payload.store);
-  const mem0 = store.config.layout === 'mem0';
+  const layout = layoutOf(store);
   const state = openStateDb(expandHome(ctx.config.stateDb));
   try {
     await withMaintenanceLock(store.path, 'drift', async () => {
       const { afterDays, batch } = ctx.config.review;
       const exclude = pendingMemoryIds(state, payload.store);
-      const queue = mem0
-        ? await mem0Queue(store, now, afterDays, batch, exclude)
-        : reviewDue(store.db, { now, afterDays, limit: batch, exclude });
+      const { batch: queue } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude });
       result.due = queue.length;
       if (queue.length === 0) return;
       const options = {
@@ -75,7 +72,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
       result.reads = run.reads;
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {
-        const applied = mem0 ? await applyMem0Decision(store, state, decision, now) : applyDecision(store.db, state, payload.store, decision, now);
+        const applied = await layout.applyDrift(store, state, decision, now);
         result[applied.verdict] += 1;
         if (applied.supersededBy) result.superseded += 1;
         if (applied.needsPerson) result.toPerson += 1;

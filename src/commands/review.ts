@@ -1,3 +1,4 @@
+import { layoutOf } from '../layouts/index.js';
 import type { Command } from 'commander';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
@@ -58,7 +59,7 @@ async function withReview(
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {
     const action = cmd.name();
-    if (store.config.layout === 'mem0' && action !== 'list' && action !== 'confirm') {
+    if (!layoutOf(store).corrections && action !== 'list' && action !== 'confirm') {
       throw usageError(`review ${action}: store ${store.name} is a mem0 store, which has no supersede chain or expiry column; change it through mem0 (erase --ids deletes)`);
     }
     const state = openStateDb(expandHome(ctx.config.stateDb));

@@ -85,7 +85,9 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.maintenance.problems = report.problems;
       section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
       section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
-      section.review = { ...section.review, ...(await layout.reviewDue(store, now, config.review.afterDays, config.review.batch)) };
+      const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
+      section.review.due = review.due;
+      section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
       store.close();
     }
@@ -136,22 +138,6 @@ function memoryRow(r: Record<string, unknown>) {
     createdAt: String(r.created_at ?? ''),
     expiresAt: r.expires_at === null || r.expires_at === undefined ? null : String(r.expires_at),
   };
-}
-
-/** This week's review batch: live rows confirmed more than afterDays ago, oldest first. */
-export function reviewBatch(db: Db, now: Instant, afterDays: number, limit: number): { due: number; batch: ReviewRow[] } {
-  const cutoff = reviewCutoff(now, afterDays);
-  const where = `superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
-      AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff`;
-  const params = { now, cutoff, upper: textUpperBound(cutoff), limit };
-  const due = (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${where}`).get(params) as { n: number }).n;
-  const rows = db.prepare(`SELECT id, subject, fact, source, confirmed_at FROM memory WHERE ${where}
-    ORDER BY warden_epoch(confirmed_at), id LIMIT @limit`).all(params) as Record<string, unknown>[];
-  const batch = rows.map((r) => ({
-    id: String(r.id), subject: String(r.subject ?? ''), fact: String(r.fact ?? ''),
-    source: String(r.source ?? ''), confirmedAt: String(r.confirmed_at ?? ''),
-  }));
-  return { due, batch };
 }
 
 /** job_runs times are written canonical by the runner, so text comparison is exact here. */

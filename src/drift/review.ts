@@ -1,3 +1,4 @@
+import { layoutOf } from '../layouts/index.js';
 import { userInfo } from 'node:os';
 import type { Config } from '../config.js';
 import type { StoreHandle } from '../store/open.js';
@@ -6,12 +7,10 @@ import { deleteWithCascade } from '../store/delete.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../errors.js';
 import { parseDuration, toCanonical, type Instant } from '../time.js';
-import { reviewDue } from './queue.js';
 import { supersedeRow } from './apply.js';
 import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import { mem0Queue } from './mem0.js';
-import { mem0Confirm, mem0ReviewDue } from '../layouts/mem0.js';
+import { mem0Confirm } from '../layouts/mem0.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in
@@ -45,20 +44,10 @@ const isMem0 = (store: StoreHandle) => store.config.layout === 'mem0';
 export async function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
   const { afterDays, batch } = config.review;
   const waiting = pendingMemoryIds(state, store.name);
-  let dueTotal: number;
-  let next: MemoryUnderReview[];
-  let current: (id: string) => PendingItem['memory'];
-  if (isMem0(store)) {
-    dueTotal = (await mem0ReviewDue(store, now, afterDays, 0)).due;
-    next = await mem0Queue(store, now, afterDays, batch, waiting);
-    // mem0's point payloads are read by the queue only; the evidence carries the text as it was verified.
-    current = () => null;
-  } else {
-    const getRow = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`);
-    dueTotal = reviewDue(store.db, { now, afterDays }).length;
-    next = reviewDue(store.db, { now, afterDays, limit: batch, exclude: waiting });
-    current = (id) => (getRow.get(id) as PendingItem['memory'] | undefined) ?? null;
-  }
+  const { due: dueTotal, batch: next } = await layoutOf(store).reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
+  // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
+  const getRow = isMem0(store) ? undefined : store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`);
+  const current = (id: string) => (getRow?.get(id) as PendingItem['memory'] | undefined) ?? null;
   return {
     store: store.name,
     now: toCanonical(now),

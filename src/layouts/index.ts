@@ -5,7 +5,11 @@ import type { JobContext } from '../job.js';
 import type { CheckReport } from '../check.js';
 import type { PruneResult } from '../prune.js';
 import type { Instant } from '../time.js';
-import type { NewRows, ReviewRow } from '../digest/model.js';
+import type { NewRows } from '../digest/model.js';
+import type { MemoryUnderReview } from '../verifiers/types.js';
+import type { QueueOptions } from '../drift/queue.js';
+import type { Decision } from '../drift/dispatch.js';
+import type { Applied } from '../drift/apply.js';
 import type { LookTwiceRules } from '../digest/flags.js';
 import type { Period } from '../digest/collect.js';
 import type { Erased, EraseOptions, EraseSelector } from '../erase.js';
@@ -27,8 +31,12 @@ export interface Layout {
   check(store: StoreHandle, ctx: JobContext): Promise<CheckReport>;
   /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */
   newRows(store: StoreHandle, period: Period, maxRows: number, rules: LookTwiceRules): Promise<NewRows>;
-  /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them. */
-  reviewDue(store: StoreHandle, now: Instant, afterDays: number, limit: number): Promise<{ due: number; batch: ReviewRow[] }>;
+  /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them not in `exclude`. */
+  reviewDue(store: StoreHandle, opts: QueueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
+  /** Apply a drift verdict to the store and record it (confirm, supersede, or hand to a person). */
+  applyDrift(store: StoreHandle, state: Db, decision: Decision, now: Instant): Promise<Applied>;
+  /** Whether a person can supersede or expire a memory here (mem0 has no supersede chain or expiry column). */
+  corrections: boolean;
   /** Remove every memory the selector names from every part of the store (see src/erase.ts). */
   erase(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased>;
 }

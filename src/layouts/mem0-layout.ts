@@ -1,5 +1,6 @@
 import type { Layout } from './index.js';
 import { mem0Prune, mem0ReviewDue } from './mem0.js';
+import { applyMem0Decision, mem0Queue } from '../drift/mem0.js';
 import { mem0CheckReport } from './mem0-integrity.js';
 import { mem0NewRows } from './mem0-digest.js';
 import { detectDialect } from './mem0-history.js';
@@ -17,9 +18,11 @@ export const mem0Layout: Layout = {
   prune: (store, ctx, opts) => mem0Prune(store, ctx, opts),
   check: (store, ctx) => mem0CheckReport(store, { now: ctx.now() }),
   newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),
-  async reviewDue(store, now, afterDays, limit) {
-    const { due, batch } = await mem0ReviewDue(store, now, afterDays, limit);
-    return { due, batch: batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' })) };
+  async reviewDue(store, opts) {
+    const { due } = await mem0ReviewDue(store, opts.now, opts.afterDays, 0);
+    return { due, batch: await mem0Queue(store, opts.now, opts.afterDays, opts.limit ?? Number.MAX_SAFE_INTEGER, opts.exclude ?? []) };
   },
+  applyDrift: (store, state, decision, now) => applyMem0Decision(store, state, decision, now),
+  corrections: false,
   erase: (store, sel, dryRun, opts) => eraseMem0(store, sel, dryRun, opts),
 };

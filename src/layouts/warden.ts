@@ -3,7 +3,9 @@ import { checkStore } from '../check.js';
 import { withConsistency } from '../store/consistency.js';
 import { assertWardenSchema } from '../store/schema.js';
 import { pruneWarden } from '../prune.js';
-import { newRows, reviewBatch } from '../digest/collect.js';
+import { newRows } from '../digest/collect.js';
+import { reviewDue, reviewDueCount } from '../drift/queue.js';
+import { applyDecision } from '../drift/apply.js';
 import { eraseWarden } from '../erase.js';
 
 // Wrappers, not references: the modules they call import this one's registry back (resolved at call time).
@@ -24,6 +26,11 @@ export const wardenLayout: Layout = {
     return withConsistency(sqlite, store, { now, signal: ctx.signal });
   },
   newRows: async (store, period, maxRows, rules) => newRows(store.db, period, maxRows, rules),
-  reviewDue: async (store, now, afterDays, limit) => reviewBatch(store.db, now, afterDays, limit),
+  reviewDue: async (store, opts) => ({
+    due: reviewDueCount(store.db, { ...opts, exclude: [] }),
+    batch: reviewDue(store.db, opts),
+  }),
+  applyDrift: async (store, state, decision, now) => applyDecision(store.db, state, store.name, decision, now),
+  corrections: true,
   erase: (store, sel, dryRun, opts) => eraseWarden(store, sel, dryRun, opts),
 };
