@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     for (const c of q.collections) for await (const page of scrollPoints(q, c, pageSize)) points += page.length;
     const scrollMs = performance.now() - t0;
     const page = store.db.prepare(`SELECT id FROM memory
-      WHERE id > @after AND superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+      WHERE id > @after AND +superseded_by IS NULL AND (+expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
       ORDER BY id LIMIT @limit`).pluck();
     let rows = 0;
     let after = '';

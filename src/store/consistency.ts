@@ -37,9 +37,11 @@ export interface ConsistencyReport {
   findings: Finding[];
 }
 
+// The unary `+` keeps SQLite off the superseded_by/expires_at indexes: with them (every live row has
+// superseded_by NULL) each page sorted every live row after `after`, and 1,000,000 rows took minutes, not seconds.
 const LIVE_PAGE = `
 SELECT id FROM memory
-WHERE id > @after AND superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+WHERE id > @after AND +superseded_by IS NULL AND (+expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
 ORDER BY id LIMIT @limit`;
 
 const ROWS_BY_ID = `SELECT id, fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
