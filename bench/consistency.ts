@@ -126,7 +126,8 @@ interface Measured { ms: number; stdout: string; exitCode: number | null; maxRss
 async function measure(dir: string, label: string, script: string, scriptArgs: string[]): Promise<Measured> {
   const probeOut = join(dir, `probe-${label}.json`);
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', pathToFileURL(PROBE).href, script, ...scriptArgs], {
+  const nodeFlags = (process.env.MW_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean); // e.g. --cpu-prof
+  const child = spawn(process.execPath, [...nodeFlags, '--import', pathToFileURL(PROBE).href, script, ...scriptArgs], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, MW_BENCH_PROBE: probeOut, LOG_LEVEL: 'warn' },
   });

@@ -7,10 +7,14 @@ import { usageError } from '../errors.js';
 import { withMaintenanceLock } from './lock.js';
 
 /**
- * The two stores compared in one streaming pass, page by page, so memory stays flat however large the store:
- * - points → rows: scroll each collection a page at a time and look the page's row ids up in SQLite;
- * - rows → points: walk the live rows a page at a time (keyset on id) and ask Qdrant which of them have points.
- * Neither side's id set is ever held whole; only counts and capped id samples are kept.
+ * The two stores compared in one streaming pass over Qdrant, page by page, so memory stays flat however large the
+ * store:
+ * - points → rows: scroll each collection a page at a time and look the page's row ids up in SQLite; every row
+ *   found to have its point gets a bit set (one bit per rowid and collection: 125 KB for 1,000,000 rows);
+ * - rows → points: walk the live rows a page at a time (keyset on id); only the rows whose bit is not set (the
+ *   missing ones, and rows written since the scroll) are asked about in Qdrant, with the same lookup as always.
+ * Neither side's id set is ever held whole; only counts, the bits and capped id samples are kept. Without the
+ * bits (a WITHOUT ROWID table, rowids too sparse) every live row is asked about, page by page.
  */
 export interface ConsistencyOptions {
   now: Instant;
@@ -39,12 +43,46 @@ export interface ConsistencyReport {
 
 // The unary `+` keeps SQLite off the superseded_by/expires_at indexes: with them (every live row has
 // superseded_by NULL) each page sorted every live row after `after`, and 1,000,000 rows took minutes, not seconds.
-const LIVE_PAGE = `
-SELECT id FROM memory
+const LIVE_PAGE = (withRowid: boolean) => `
+SELECT ${withRowid ? 'rowid AS rid, ' : ''}id FROM memory
 WHERE id > @after AND +superseded_by IS NULL AND (+expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
 ORDER BY id LIMIT @limit`;
 
-const ROWS_BY_ID = `SELECT id, fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
+const ROWS_BY_ID = (withRowid: boolean) => `SELECT ${withRowid ? 'rowid AS rid, ' : ''}id, fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
+
+/** Most bits the row marks may take per collection (32 MB); a wider rowid range goes without them. */
+const MAX_MARKS = 2 ** 28;
+
+/**
+ * One bit per rowid of the memory table and collection: set when the scroll saw a point that this row's own
+ * lookup would find. A set bit is proof enough; an unset one is only a reason to ask Qdrant.
+ */
+class RowMarks {
+  private constructor(private readonly lowest: number, private readonly size: number, private readonly bits: Uint8Array[]) {}
+
+  static for(db: Db, collections: number): RowMarks | undefined {
+    let range: { lo: number | null; hi: number | null };
+    try {
+      range = db.prepare(`SELECT min(rowid) AS lo, max(rowid) AS hi FROM memory`).get() as typeof range;
+    } catch {
+      return undefined; // WITHOUT ROWID
+    }
+    const { lo, hi } = range;
+    if (lo === null || hi === null || !Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || hi - lo + 1 > MAX_MARKS) return undefined;
+    const size = hi - lo + 1;
+    return new RowMarks(lo, size, Array.from({ length: collections }, () => new Uint8Array(Math.ceil(size / 8))));
+  }
+
+  mark(collection: number, rowid: number): void {
+    const i = rowid - this.lowest;
+    if (i >= 0 && i < this.size) this.bits[collection]![i >> 3]! |= 1 << (i & 7);
+  }
+
+  has(collection: number, rowid: number): boolean {
+    const i = rowid - this.lowest;
+    return i >= 0 && i < this.size && (this.bits[collection]![i >> 3]! & (1 << (i & 7))) !== 0;
+  }
+}
 
 /** A capped sample of ids next to an exact count. */
 class Sample {
@@ -56,13 +94,20 @@ class Sample {
   }
 }
 
-/** Orphans of one page of points: points whose row is gone from SQLite (retrievable, but deleted memories). */
-export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[]): { orphans: PointRecord[]; rows: Map<string, string>; unmapped: PointRecord[] } {
+/**
+ * Orphans of one page of points: points whose row is gone from SQLite (retrievable, but deleted memories).
+ * `rowids`: also the rowid of every row found (for the row marks).
+ */
+export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): { orphans: PointRecord[]; rows: Map<string, string>; unmapped: PointRecord[] } {
   const wanted = new Set<string>();
   for (const p of points) for (const id of q.rowIdsOf(p)) wanted.add(id);
   const rows = new Map<string, string>();
   if (wanted.size > 0) {
-    for (const r of db.prepare(ROWS_BY_ID).all(JSON.stringify([...wanted])) as { id: string; fact: string }[]) rows.set(String(r.id), r.fact);
+    const found = db.prepare(ROWS_BY_ID(opts.rowids !== undefined)).all(JSON.stringify([...wanted])) as { rid?: number; id: string; fact: string }[];
+    for (const r of found) {
+      rows.set(String(r.id), r.fact);
+      if (r.rid !== undefined) opts.rowids?.set(String(r.id), r.rid);
+    }
   }
   const orphans: PointRecord[] = [];
   const unmapped: PointRecord[] = [];
@@ -74,15 +119,43 @@ export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[]): { 
   return { orphans, rows, unmapped };
 }
 
-/** Every page of a collection, in Qdrant's order. */
+/**
+ * The rows of a page that the point-lookup of the rows → points side would find too (QdrantStore.rowsWithPoints):
+ * in payload mode only a string payload naming the row (Qdrant's keyword match); by point id, any row the point
+ * names (rowIdsOf already checked the id against it).
+ */
+function markRows(q: QdrantStore, points: PointRecord[], rowids: Map<string, number>, mark: (rowid: number) => void): void {
+  for (const p of points) {
+    if (q.config.pointId === 'payload') {
+      const named = p.payload?.[q.config.payloadKey];
+      const rowid = typeof named === 'string' ? rowids.get(named) : undefined;
+      if (rowid !== undefined) mark(rowid);
+      continue;
+    }
+    for (const id of q.rowIdsOf(p)) {
+      const rowid = rowids.get(id);
+      if (rowid !== undefined) mark(rowid);
+    }
+  }
+}
+
+/**
+ * Every page of a collection, in Qdrant's order. The next page is already asked for while the caller works on
+ * this one (SQLite lookups overlap Qdrant's answer); never more than two pages are held.
+ */
 export async function* scrollPoints(q: QdrantStore, collection: string, pageSize: number): AsyncGenerator<PointRecord[]> {
   const keys = [q.config.payloadKey, ...(q.config.textKey ? [q.config.textKey] : [])];
-  let offset: PointId | null = null;
-  do {
-    const page = await q.scrollPage(collection, offset, pageSize, keys);
+  const ask = (offset: PointId | null) => {
+    const pending = q.scrollPage(collection, offset, pageSize, keys);
+    pending.catch(() => undefined); // awaited below; a caller that stops early leaves no unhandled rejection
+    return pending;
+  };
+  let next: ReturnType<typeof ask> | null = ask(null);
+  while (next !== null) {
+    const page: Awaited<ReturnType<typeof ask>> = await next;
+    next = page.next === null ? null : ask(page.next);
     if (page.points.length > 0) yield page.points;
-    offset = page.next;
-  } while (offset !== null);
+  }
 }
 
 export async function checkConsistency(db: Db, q: QdrantStore, opts: ConsistencyOptions): Promise<ConsistencyReport> {
@@ -92,14 +165,18 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
   const mismatched = new Sample();
   const unmapped = new Sample();
   const tallies: CollectionTally[] = [];
+  const expect = q.config.expectPoints;
+  const marks = expect === 'none' ? undefined : RowMarks.for(db, q.collections.length);
 
-  for (const collection of q.collections) {
+  for (const [index, collection] of q.collections.entries()) {
     const t: CollectionTally = { collection, points: 0, orphanPoints: 0, missingPoints: 0, payloadMismatch: 0, unmappedPoints: 0 };
     tallies.push(t);
     for await (const page of scrollPoints(q, collection, pageSize)) {
       opts.signal?.throwIfAborted();
       t.points += page.length;
-      const { orphans: lost, rows, unmapped: nameless } = orphansOfPage(db, q, page);
+      const rowids = marks ? new Map<string, number>() : undefined;
+      const { orphans: lost, rows, unmapped: nameless } = orphansOfPage(db, q, page, rowids ? { rowids } : {});
+      if (marks && rowids) markRows(q, page, rowids, (rowid) => marks.mark(index, rowid));
       for (const p of lost) orphans.add(`${collection}:${p.id}`);
       for (const p of nameless) unmapped.add(`${collection}:${p.id}`);
       t.orphanPoints += lost.length;
@@ -117,33 +194,9 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
     }
   }
 
-  const missing = new Sample();
-  let liveRows = 0;
-  let unmappable = 0;
-  const expect = q.config.expectPoints;
-  if (expect !== 'none') {
-    const page = db.prepare(LIVE_PAGE);
-    let after = '';
-    for (;;) {
-      opts.signal?.throwIfAborted();
-      const ids = (page.all({ after, now: opts.now, limit: pageSize }) as { id: unknown }[]).map((r) => String(r.id));
-      if (ids.length === 0) break;
-      after = ids[ids.length - 1]!;
-      liveRows += ids.length;
-      const mappable = q.config.pointId === 'id' ? ids.filter((id) => q.pointIdFor(id) !== null) : ids;
-      unmappable += ids.length - mappable.length;
-      const present = await Promise.all(q.collections.map((c) => q.rowsWithPoints(c, mappable)));
-      for (const id of mappable) {
-        const has = present.map((set) => set.has(id));
-        const isMissing = expect === 'any' ? !has.some(Boolean) : !has.every(Boolean);
-        if (!isMissing) continue;
-        missing.add(id);
-        has.forEach((ok, i) => {
-          if (!ok) tallies[i]!.missingPoints += 1;
-        });
-      }
-    }
-  }
+  const { missing, liveRows, unmappable } = expect === 'none'
+    ? { missing: new Sample(), liveRows: 0, unmappable: 0 }
+    : await rowsWithoutPoints(db, q, marks, tallies, { ...opts, pageSize });
 
   const findings: Finding[] = [];
   const where = q.collections.join(', ');
@@ -173,6 +226,55 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
       undefined, unmappable));
   }
   return { liveRows, unmappableRows: unmappable, collections: tallies, findings };
+}
+
+/**
+ * rows → points: the live rows, a page at a time (keyset on id). A row the scroll vouched for (its bit set in
+ * every collection, or in one for `expectPoints: any`) is done; the rest are asked about in Qdrant, a page of them
+ * at a time: the missing rows, and rows written since the scroll.
+ */
+async function rowsWithoutPoints(
+  db: Db, q: QdrantStore, marks: RowMarks | undefined, tallies: CollectionTally[], opts: ConsistencyOptions & { pageSize: number },
+): Promise<{ missing: Sample; liveRows: number; unmappable: number }> {
+  const expect = q.config.expectPoints;
+  const isMissing = (has: boolean[]) => (expect === 'any' ? !has.some(Boolean) : !has.every(Boolean));
+  const missing = new Sample();
+  let liveRows = 0;
+  let unmappable = 0;
+  let unsure: { id: string; seen: boolean[] }[] = [];
+  const settle = async () => {
+    const present = await Promise.all(q.collections.map((c, i) => q.rowsWithPoints(c, unsure.filter((r) => !r.seen[i]).map((r) => r.id))));
+    for (const { id, seen } of unsure) {
+      const has = seen.map((ok, i) => ok || present[i]!.has(id));
+      if (!isMissing(has)) continue;
+      missing.add(id);
+      has.forEach((ok, i) => {
+        if (!ok) tallies[i]!.missingPoints += 1;
+      });
+    }
+    unsure = [];
+  };
+  const page = db.prepare(LIVE_PAGE(marks !== undefined));
+  let after = '';
+  for (;;) {
+    opts.signal?.throwIfAborted();
+    const found = page.all({ after, now: opts.now, limit: opts.pageSize }) as { rid?: number; id: unknown }[];
+    if (found.length === 0) break;
+    after = String(found[found.length - 1]!.id);
+    liveRows += found.length;
+    for (const r of found) {
+      const id = String(r.id);
+      if (q.config.pointId === 'id' && q.pointIdFor(id) === null) {
+        unmappable += 1;
+        continue;
+      }
+      const seen = q.collections.map((_, i) => marks !== undefined && marks.has(i, r.rid!));
+      if (isMissing(seen)) unsure.push({ id, seen });
+    }
+    if (unsure.length >= opts.pageSize) await settle();
+  }
+  await settle();
+  return { missing, liveRows, unmappable };
 }
 
 /** What `check` adds for a store with a Qdrant side: the comparison's counts per collection. */
