@@ -5,12 +5,14 @@
  *   node dist/bench/consistency-child.js check CONFIG STORE PAGE — checkConsistency, as `check` runs it
  *   node dist/bench/consistency-child.js floor CONFIG STORE PAGE — the floor: scroll every point (id and the
  *     payload keys the check reads) and read every live row id, nothing compared
+ *   node dist/bench/consistency-child.js lookup CONFIG STORE PAGE — the floor's scroll plus what any checker
+ *     comparing texts must add: each page's rows looked up by id (orphansOfPage), nothing else
  *
  * Prints one JSON line: the duration and what was counted.
  */
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/store/open.js';
-import { checkConsistency, scrollPoints } from '../src/store/consistency.js';
+import { checkConsistency, orphansOfPage, scrollPoints } from '../src/store/consistency.js';
 import { QdrantStore } from '../src/store/qdrant.js';
 
 const [mode, configFile, storeName, pageArg] = process.argv.slice(2);
@@ -43,6 +45,16 @@ async function main(): Promise<void> {
       after = ids[ids.length - 1]!;
     }
     result = { points, liveRows: rows, scrollMs: Math.round(scrollMs) };
+  } else if (mode === 'lookup') {
+    let points = 0;
+    let orphans = 0;
+    for (const c of q.collections) {
+      for await (const page of scrollPoints(q, c, pageSize)) {
+        points += page.length;
+        orphans += orphansOfPage(store.db, q, page).orphans.length;
+      }
+    }
+    result = { points, orphans };
   } else {
     throw new Error(`unknown mode ${mode}`);
   }

@@ -5,6 +5,7 @@
  * without a point, payload text differing from the fact (1,000 each), plus expired rows without points (not
  * findings). Each measured run is its own process (the server's memory is not counted):
  *   - floor: scroll every point (id + the payload keys the check reads) and read every live row id;
+ *   - lookup: the floor's scroll plus each point's row looked up by id (what any checker comparing texts adds);
  *   - check: checkConsistency, as `check` and `run integrity` call it;
  *   - CLI:   `memory-warden check --json` end to end (adds the SQLite checks: integrity_check, foreign keys, …).
  * Prints durations, the check/floor ratio, the findings' counts (MISMATCH and exit 1 if not the planted
@@ -163,12 +164,14 @@ async function main(): Promise<void> {
     }));
 
     const floor = await measure(dir, 'floor', CHILD, ['floor', configFile, 'bench', String(PAGE)]);
+    const lookup = await measure(dir, 'lookup', CHILD, ['lookup', configFile, 'bench', String(PAGE)]);
     const check = await measure(dir, 'check', CHILD, ['check', configFile, 'bench', String(PAGE)]);
     const cli = args.includes('--no-cli') ? undefined : await measure(dir, 'cli', CLI, ['check', '--config', configFile, '--store', 'bench', '--json']);
-    for (const [label, m] of [['floor', floor], ['check', check]] as const) {
+    for (const [label, m] of [['floor', floor], ['lookup', lookup], ['check', check]] as const) {
       if (m.exitCode !== 0) throw new Error(`${label} run failed (exit ${m.exitCode})`);
     }
     const f = JSON.parse(floor.stdout) as { ms: number; points: number; liveRows: number; scrollMs: number };
+    const l = JSON.parse(lookup.stdout) as { ms: number; points: number; orphans: number };
     const c = JSON.parse(check.stdout) as { ms: number; liveRows: number; findings: Record<string, number> };
 
     const expected = { orphan_points: PLANTED, missing_points: PLANTED, payload_mismatch: PLANTED };
@@ -177,6 +180,7 @@ async function main(): Promise<void> {
     for (const code of Object.keys(c.findings)) if (!(code in expected)) problems.push(`unexpected finding ${code} (${c.findings[code]})`);
     if (c.liveRows !== live) problems.push(`liveRows ${c.liveRows}, expected ${live}`);
     if (f.points !== points || f.liveRows !== live) problems.push(`floor counted ${f.points} points / ${f.liveRows} rows, expected ${points} / ${live}`);
+    if (l.points !== points || l.orphans !== PLANTED) problems.push(`lookup counted ${l.points} points / ${l.orphans} orphans, expected ${points} / ${PLANTED}`);
     let cliCounts = '';
     if (cli) {
       // exit 1: problems found (the orphans), as planted
@@ -190,9 +194,10 @@ async function main(): Promise<void> {
     const sqliteVersion = (new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v;
     console.log(`\nrows ${ROWS.toLocaleString('en')} (${live.toLocaleString('en')} live), points ${points.toLocaleString('en')}, pointId ${POINT_ID}, page ${PAGE}, node ${process.version}, sqlite ${sqliteVersion}`);
     console.log(`floor (scroll every point id + payload keys, read every live row id): ${sec(f.ms)} (scroll ${sec(f.scrollMs)}); ${mem(floor)}`);
+    console.log(`scroll + each point's row looked up by id (nothing compared):      ${sec(l.ms)}; ${mem(lookup)}`);
     console.log(`consistency check:                                                  ${sec(c.ms)}; ${mem(check)}`);
     console.log(`  findings: ${Object.entries(c.findings).map(([k, n]) => `${k} ${n}`).join(', ')} (planted ${PLANTED} each)`);
-    console.log(`ratio check / floor: ${(c.ms / f.ms).toFixed(2)}x`);
+    console.log(`ratio check / floor: ${(c.ms / f.ms).toFixed(2)}x; check / (scroll + lookups): ${(c.ms / l.ms).toFixed(2)}x`);
     if (cli) console.log(`memory-warden check --json (CLI, all SQLite checks too):              ${sec(cli.ms)} incl. process start; ${mem(cli)}\n  findings: ${cliCounts}`);
     console.log(`(the test server itself, not counted above: bench process max RSS ${mb(process.resourceUsage().maxRSS * 1024)})`);
     if (server.violations.length > 0) problems.push(`test server: ${server.violations[0]}`);

@@ -98,9 +98,15 @@ class Sample {
  * Orphans of one page of points: points whose row is gone from SQLite (retrievable, but deleted memories).
  * `rowids`: also the rowid of every row found (for the row marks).
  */
-export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): { orphans: PointRecord[]; rows: Map<string, string>; unmapped: PointRecord[] } {
-  const wanted = new Set<string>();
-  for (const p of points) for (const id of q.rowIdsOf(p)) wanted.add(id);
+export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): {
+  orphans: PointRecord[];
+  rows: Map<string, string>;
+  unmapped: PointRecord[];
+  /** rowIdsOf of each point, in page order (worked out once: in uuid5 mode each is a SHA-1). */
+  named: string[][];
+} {
+  const named = points.map((p) => q.rowIdsOf(p));
+  const wanted = new Set(named.flat());
   const rows = new Map<string, string>();
   if (wanted.size > 0) {
     const found = db.prepare(ROWS_BY_ID(opts.rowids !== undefined)).all(JSON.stringify([...wanted])) as { rid?: number; id: string; fact: string }[];
@@ -111,12 +117,12 @@ export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opt
   }
   const orphans: PointRecord[] = [];
   const unmapped: PointRecord[] = [];
-  for (const p of points) {
-    const candidates = q.rowIdsOf(p);
+  points.forEach((p, i) => {
+    const candidates = named[i]!;
     if (candidates.length === 0) unmapped.push(p);
     else if (!candidates.some((id) => rows.has(id))) orphans.push(p);
-  }
-  return { orphans, rows, unmapped };
+  });
+  return { orphans, rows, unmapped, named };
 }
 
 /**
@@ -124,19 +130,19 @@ export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opt
  * in payload mode only a string payload naming the row (Qdrant's keyword match); by point id, any row the point
  * names (rowIdsOf already checked the id against it).
  */
-function markRows(q: QdrantStore, points: PointRecord[], rowids: Map<string, number>, mark: (rowid: number) => void): void {
-  for (const p of points) {
+function markRows(q: QdrantStore, points: PointRecord[], named: string[][], rowids: Map<string, number>, mark: (rowid: number) => void): void {
+  points.forEach((p, i) => {
     if (q.config.pointId === 'payload') {
       const named = p.payload?.[q.config.payloadKey];
       const rowid = typeof named === 'string' ? rowids.get(named) : undefined;
       if (rowid !== undefined) mark(rowid);
-      continue;
+      return;
     }
-    for (const id of q.rowIdsOf(p)) {
+    for (const id of named[i]!) {
       const rowid = rowids.get(id);
       if (rowid !== undefined) mark(rowid);
     }
-  }
+  });
 }
 
 /**
@@ -175,17 +181,17 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
       opts.signal?.throwIfAborted();
       t.points += page.length;
       const rowids = marks ? new Map<string, number>() : undefined;
-      const { orphans: lost, rows, unmapped: nameless } = orphansOfPage(db, q, page, rowids ? { rowids } : {});
-      if (marks && rowids) markRows(q, page, rowids, (rowid) => marks.mark(index, rowid));
+      const { orphans: lost, rows, unmapped: nameless, named } = orphansOfPage(db, q, page, rowids ? { rowids } : {});
+      if (marks && rowids) markRows(q, page, named, rowids, (rowid) => marks.mark(index, rowid));
       for (const p of lost) orphans.add(`${collection}:${p.id}`);
       for (const p of nameless) unmapped.add(`${collection}:${p.id}`);
       t.orphanPoints += lost.length;
       t.unmappedPoints += nameless.length;
       if (!textKey) continue;
-      for (const p of page) {
+      for (const [i, p] of page.entries()) {
         const text = p.payload?.[textKey];
         if (typeof text !== 'string') continue; // the payload does not hold the text: nothing to compare
-        const row = q.rowIdsOf(p).find((id) => rows.has(id));
+        const row = named[i]!.find((id) => rows.has(id));
         if (row !== undefined && rows.get(row) !== text) {
           mismatched.add(`${collection}:${p.id} (row ${row})`);
           t.payloadMismatch += 1;
