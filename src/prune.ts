@@ -1,7 +1,7 @@
 import type { JobContext } from './job.js';
 import type { StoreHandle } from './store/open.js';
 import { cascadeClosure, deleteWithCascade, type DeletedRow } from './store/delete.js';
-import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, PRUNE_REASON_SQL, pruneParams, type PruneRules } from './store/rules.js';
+import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
 import { toCanonical } from './time.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
@@ -27,6 +27,7 @@ const ID_CAP = 1000;
 interface Candidate {
   rowid: number;
   id: string;
+  reason: PruneReason;
 }
 
 /**
@@ -36,17 +37,18 @@ interface Candidate {
 export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidate[] {
   const params = pruneParams(rules);
   const found = new Map<string, Candidate>();
-  const add = (sql: string) => {
-    for (const r of store.db.prepare(sql).all(params) as Candidate[]) found.set(r.id, r);
+  const add = (reason: PruneReason, sql: string) => {
+    for (const r of store.db.prepare(sql).all(params) as Candidate[]) if (!found.has(r.id)) found.set(r.id, { ...r, reason });
   };
-  if (rules.expired) add(`SELECT rowid, id FROM memory WHERE ${EXPIRED_SQL}`);
-  add(`SELECT rowid, id FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
+  if (rules.expired) add('expired', `SELECT rowid, id FROM memory WHERE ${EXPIRED_SQL}`);
+  add('superseded', `SELECT rowid, id FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
   return [...found.values()].sort((a, b) => a.rowid - b.rowid);
 }
 
-function tally(result: PruneResult, rows: DeletedRow[]): void {
+/** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
+function tally(result: PruneResult, rows: DeletedRow[], reasons: Map<string, PruneReason>): void {
   for (const row of rows) {
-    result[row.reason as PruneReason] += 1;
+    result[reasons.get(row.id) ?? 'cascaded'] += 1;
     result.deleted += 1;
     if (result.ids.length < ID_CAP) result.ids.push(row.id);
     else result.idsTruncated = true;
@@ -63,21 +65,22 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const candidates = pruneCandidates(store, rules);
+  const reasons = new Map(candidates.map((c) => [c.id, c.reason]));
   if (dryRun) {
-    const reason = { sql: PRUNE_REASON_SQL, params: pruneParams(rules) };
-    tally(result, cascadeClosure(store.db, candidates.map((r) => r.id), reason));
+    tally(result, cascadeClosure(store.db, candidates.map((r) => r.id)), reasons);
   } else if (candidates.length > 0) {
-    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
+    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, reasons));
   }
   result.durationMs = Date.now() - started;
   return result;
 }
 
 /** Batches are sized to take about `batchMs` each, with a pause after each, so the agent never waits long. */
-async function deleteInBatches(store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult): Promise<void> {
+async function deleteInBatches(
+  store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult, reasons: Map<string, PruneReason>,
+): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
-  const reason = { sql: PRUNE_REASON_SQL, params: pruneParams(rules) };
   let size = opts.batchSize;
   for (let i = 0; i < candidates.length; ) {
     if (ctx.signal.aborted) {
@@ -87,8 +90,8 @@ async function deleteInBatches(store: StoreHandle, ctx: JobContext, candidates: 
     const roots = candidates.slice(i, i + size).map((r) => r.id);
     i += roots.length;
     const t0 = performance.now();
-    const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors, recheck: rule, classify: reason });
-    tally(result, deleted);
+    const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors, recheck: rule });
+    tally(result, deleted, reasons);
     result.batches += 1;
     const took = Math.max(1, performance.now() - t0);
     size = Math.max(50, Math.min(opts.batchSize, Math.round((size * opts.batchMs) / took)));

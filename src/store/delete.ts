@@ -24,14 +24,11 @@ SELECT m.id FROM doomed d JOIN memory m ON m.id = d.id`;
 
 /**
  * The rows that deleting `roots` removes: the roots and, through ON DELETE CASCADE, every older version whose
- * supersede chain leads to one of them. With `classify`, each with its reason, as the real delete would say it.
+ * supersede chain leads to one of them.
  */
-export function cascadeClosure(db: Db, roots: readonly string[], classify?: Sql): DeletedRow[] {
+export function cascadeClosure(db: Db, roots: readonly string[]): DeletedRow[] {
   if (roots.length === 0) return [];
-  const sql = classify
-    ? `SELECT m.id, ${classify.sql} AS reason FROM memory m WHERE m.id IN (${CLOSURE_SQL})`
-    : `SELECT id, NULL AS reason FROM memory WHERE id IN (${CLOSURE_SQL})`;
-  return db.prepare(sql).all({ ...classify?.params, roots: JSON.stringify(roots) }) as DeletedRow[];
+  return db.prepare(`SELECT id, NULL AS reason FROM memory WHERE id IN (${CLOSURE_SQL})`).all({ roots: JSON.stringify(roots) }) as DeletedRow[];
 }
 
 /**

@@ -1,8 +1,8 @@
 import { CANONICAL_GLOB, DAY_MS, textUpperBound, toCanonical, type Instant } from '../time.js';
 
 /**
- * The two prune rules of the brief, written once, in SQL, and used for everything: finding candidates, the
- * re-check inside each write transaction, and saying why each deleted row went. Timestamps compare as instants:
+ * The two prune rules of the brief, written once, in SQL, and used for both finding candidates and the re-check
+ * inside each write transaction. Timestamps compare as instants:
  * canonical text (`YYYY-MM-DD HH:MM:SS`, checked with datetime()) as text on the index, any other ISO-8601 form
  * through warden_epoch(); an unparseable value never matches.
  */
@@ -37,8 +37,6 @@ export const EXPIRED_SQL = instantCompare('expires_at', '<=', 'now');
 export const LONG_SUPERSEDED_SQL = `(superseded_by IS NOT NULL AND ${instantCompare('created_at', '<', 'cut')})`;
 /** Either rule, honouring `prune.expired: false`. */
 export const PRUNABLE_SQL = `((@expiredOn AND ${EXPIRED_SQL}) OR ${LONG_SUPERSEDED_SQL})`;
-/** Why a deleted row went: a row that matches neither rule was taken by the cascade. */
-export const PRUNE_REASON_SQL = `CASE WHEN @expiredOn AND ${EXPIRED_SQL} THEN 'expired' WHEN ${LONG_SUPERSEDED_SQL} THEN 'superseded' ELSE 'cascaded' END`;
 
 export function pruneParams(rules: PruneRules): Record<string, string | number> {
   return { expiredOn: rules.expired ? 1 : 0, ...instantParams('now', rules.now), ...instantParams('cut', supersededCutoff(rules)) };
