@@ -3,7 +3,7 @@
  * the sqlite3 CLI running the seed's SQL, and by memory-warden's batched prune, each with an agent-like writer in
  * a second process writing every 2 ms. Prints both times, their ratio, and the writer's latency and errors.
  *
- *   npm run bench:prune [-- --rows 1000000 --batch 2000]
+ *   npm run bench:prune [-- --rows 1000000 --batch 2000 --runs 3 --keep]
  */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
@@ -23,6 +23,7 @@ const opt = (name: string, fallback: number) => {
 };
 const ROWS = opt('rows', 1_000_000);
 const BATCH = opt('batch', 2000);
+const RUNS = opt('runs', 3);
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = join(root, 'bench-out');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
@@ -61,6 +62,8 @@ function build(path: string): void {
   db.close();
 }
 
+interface Run { ms: number; writer: WriterSummary; left: number; deleted: number }
+
 interface WriterSummary { writes: number; errors: number; firstError: string | null; p50: number; p99: number; max: number }
 
 async function withWriter(path: string, fn: () => Promise<void> | void): Promise<WriterSummary> {
@@ -84,41 +87,61 @@ async function main(): Promise<void> {
   build(template);
   console.log(`built ${ROWS.toLocaleString('en')} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
-  // 1. The reference: the sqlite3 CLI running the seed's SQL, as the systemd timer did.
-  const cliDb = join(dir, 'cli.db');
-  copyFileSync(template, cliDb);
-  let cliMs = 0;
-  let cliCount = 0;
-  const cliWriter = await withWriter(cliDb, () => {
-    t = performance.now();
-    const r = spawnSync('sqlite3', ['-cmd', '.timeout 5000', cliDb], { input: SEED_SQL, encoding: 'utf8' });
-    cliMs = performance.now() - t;
-    if (r.status !== 0) throw new Error(`sqlite3 failed: ${r.stderr}`);
-  });
-  cliCount = (new Database(cliDb, { readonly: true }).prepare(`SELECT count(*) AS n FROM memory WHERE id NOT LIKE 'agent_%'`).get() as { n: number }).n;
+  const countLeft = (db: string) =>
+    (new Database(db, { readonly: true }).prepare(`SELECT count(*) AS n FROM memory WHERE id NOT LIKE 'agent_%'`).get() as { n: number }).n;
 
-  // 2. memory-warden's prune on an identical copy.
-  const mwDb = join(dir, 'warden.db');
-  copyFileSync(template, mwDb);
-  const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db: mwDb } }, prune: { batchSize: BATCH } } });
-  let mwMs = 0;
-  let deleted = 0;
-  const mwWriter = await withWriter(mwDb, async () => {
-    t = performance.now();
-    const r = await prune({ store: 'bench', dryRun: false }, { config, log: silentLogger, now: () => Date.now(), signal: new AbortController().signal });
-    mwMs = performance.now() - t;
-    deleted = r.deleted;
-  });
-  const mwCount = (new Database(mwDb, { readonly: true }).prepare(`SELECT count(*) AS n FROM memory WHERE id NOT LIKE 'agent_%'`).get() as { n: number }).n;
+  // 1. The reference: the sqlite3 CLI running the seed's SQL, as the systemd timer did.
+  const cliRun = async (): Promise<Run> => {
+    const db = join(dir, 'cli.db');
+    copyFileSync(template, db);
+    let ms = 0;
+    const writer = await withWriter(db, () => {
+      const t0 = performance.now();
+      const r = spawnSync('sqlite3', ['-cmd', '.timeout 5000', db], { input: SEED_SQL, encoding: 'utf8' });
+      ms = performance.now() - t0;
+      if (r.status !== 0) throw new Error(`sqlite3 failed: ${r.stderr}`);
+    });
+    return { ms, writer, left: countLeft(db), deleted: 0 };
+  };
+
+  // 2. memory-warden's prune on an identical copy, with the default batch settings.
+  const wardenRun = async (): Promise<Run> => {
+    const db = join(dir, 'warden.db');
+    copyFileSync(template, db);
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db } }, prune: { batchSize: BATCH } } });
+    let ms = 0;
+    let deleted = 0;
+    const writer = await withWriter(db, async () => {
+      const t0 = performance.now();
+      const r = await prune({ store: 'bench', dryRun: false }, { config, log: silentLogger, now: () => Date.now(), signal: new AbortController().signal });
+      ms = performance.now() - t0;
+      deleted = r.deleted;
+    });
+    return { ms, writer, left: countLeft(db), deleted };
+  };
+
+  // Alternate the two, RUNS times each, and compare medians: one run on a shared 2-core machine is noise.
+  const cli: Run[] = [];
+  const mw: Run[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    cli.push(await cliRun());
+    mw.push(await wardenRun());
+  }
+  const median = (runs: Run[]) => [...runs].sort((a, b) => a.ms - b.ms)[Math.floor(runs.length / 2)]!;
+  const c = median(cli);
+  const m = median(mw);
+  const worst = (runs: Run[]) => Math.max(...runs.map((r) => r.writer.max));
+  const errors = (runs: Run[]) => runs.reduce((n, r) => n + r.writer.errors, 0);
 
   const fmt = (w: WriterSummary) => `${w.writes} writes, p50 ${w.p50} ms, p99 ${w.p99} ms, max ${w.max} ms, errors ${w.errors}${w.firstError ? ` (${w.firstError})` : ''}`;
-  console.log(`\nrows ${ROWS.toLocaleString('en')}, batch ${BATCH}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
-  console.log(`sqlite3 CLI (seed SQL, one DELETE each): ${(cliMs / 1000).toFixed(2)} s; rows left ${cliCount.toLocaleString('en')}`);
-  console.log(`  agent writer meanwhile: ${fmt(cliWriter)}`);
-  console.log(`memory-warden prune (batched):            ${(mwMs / 1000).toFixed(2)} s; rows left ${mwCount.toLocaleString('en')}; deleted ${deleted.toLocaleString('en')}`);
-  console.log(`  agent writer meanwhile: ${fmt(mwWriter)}`);
-  console.log(`ratio memory-warden / sqlite3 CLI: ${(mwMs / cliMs).toFixed(2)}x`);
-  if (cliCount !== mwCount) console.log(`NOTE: rows left differ (${cliCount} vs ${mwCount}): the seed SQL compares text, memory-warden instants`);
+  const secs = (runs: Run[]) => runs.map((r) => (r.ms / 1000).toFixed(2)).join(' / ');
+  console.log(`\nrows ${ROWS.toLocaleString('en')}, batch ${BATCH}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
+  console.log(`sqlite3 CLI (seed SQL, one DELETE each): median ${(c.ms / 1000).toFixed(2)} s (runs ${secs(cli)}); rows left ${c.left.toLocaleString('en')}`);
+  console.log(`  agent writer, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
+  console.log(`memory-warden prune (batched):            median ${(m.ms / 1000).toFixed(2)} s (runs ${secs(mw)}); rows left ${m.left.toLocaleString('en')}; deleted ${m.deleted.toLocaleString('en')}`);
+  console.log(`  agent writer, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
+  console.log(`ratio memory-warden / sqlite3 CLI (medians): ${(m.ms / c.ms).toFixed(2)}x`);
+  if (c.left !== m.left) console.log(`NOTE: rows left differ (${c.left} vs ${m.left}): the seed SQL compares text, memory-warden instants`);
   if (!args.includes('--keep')) rmSync(dir, { recursive: true, force: true });
 }
 
