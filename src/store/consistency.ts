@@ -50,12 +50,14 @@ ORDER BY id LIMIT @limit`;
 
 const ROWS_BY_ID = (withRowid: boolean) => `SELECT ${withRowid ? 'rowid AS rid, ' : ''}id, fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
 
-/** Most bits the row marks may take per collection (32 MB); a wider rowid range goes without them. */
+/** Most bits the row marks may take, all collections together (32 MB); a wider rowid range goes without them. */
 const MAX_MARKS = 2 ** 28;
 
 /**
  * One bit per rowid of the memory table and collection: set when the scroll saw a point that this row's own
- * lookup would find. A set bit is proof enough; an unset one is only a reason to ask Qdrant.
+ * lookup would find. A set bit is proof enough; an unset one is only a reason to ask Qdrant. (A row deleted during
+ * the check can leave its bit to a row inserted later with its rowid: a race of rows written mid-check, like those
+ * any two-sided comparison has; the next check sees it.)
  */
 class RowMarks {
   private constructor(private readonly lowest: number, private readonly size: number, private readonly bits: Uint8Array[]) {}
@@ -68,7 +70,7 @@ class RowMarks {
       return undefined; // WITHOUT ROWID
     }
     const { lo, hi } = range;
-    if (lo === null || hi === null || !Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || hi - lo + 1 > MAX_MARKS) return undefined;
+    if (lo === null || hi === null || !Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || (hi - lo + 1) * collections > MAX_MARKS) return undefined;
     const size = hi - lo + 1;
     return new RowMarks(lo, size, Array.from({ length: collections }, () => new Uint8Array(Math.ceil(size / 8))));
   }
