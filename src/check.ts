@@ -107,26 +107,29 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
 /** Timestamps not in canonical UTC form (repair timestamps rewrites them) and ones that are not times at all. */
 function timeFindings(store: StoreHandle): Finding[] {
   const cols = memoryColumns(store.db);
-  const nonCanonical: string[] = [];
-  const unparseable: string[] = [];
-  const missing: string[] = [];
+  // Counts are exact; only a sample of ids is kept, so a store of a million odd timestamps stays small here.
+  const tally = () => ({ n: 0, ids: [] as string[] });
+  const nonCanonical = tally();
+  const unparseable = tally();
+  const missing = tally();
+  const note = (t: ReturnType<typeof tally>, id: string, col: string) => {
+    t.n += 1;
+    if (t.ids.length < ID_SAMPLE) t.ids.push(`${id}:${col}`);
+  };
   for (const col of TIME_COLUMNS) {
     if (!cols.has(col)) continue;
-    // datetime(x) = x holds exactly for valid canonical text; only the rest is looked at in JS.
-    const odd = store.db
-      .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NULL OR NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col})`)
-      .all() as { id: string; v: unknown }[];
-    for (const { id, v } of odd) {
-      if (v === null) {
-        if (NOT_NULL_TIMES.has(col)) missing.push(`${id}:${col}`);
-        continue;
-      }
-      (classifyTime(v) === 'unparseable' ? unparseable : nonCanonical).push(`${id}:${col}`);
+    // datetime(x) = x holds exactly for valid canonical text; only the rest is looked at in JS. NULL is fine
+    // where the column may be empty (expires_at, last_used_at), so those rows are not even read.
+    const nullOdd = NOT_NULL_TIMES.has(col) ? `${col} IS NULL OR ` : '';
+    const odd = store.db.prepare(`SELECT id, ${col} AS v FROM memory WHERE ${nullOdd}(${col} IS NOT NULL AND NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col}))`);
+    for (const { id, v } of odd.iterate() as Iterable<{ id: string; v: unknown }>) {
+      if (v === null) note(missing, id, col);
+      else note(classifyTime(v) === 'unparseable' ? unparseable : nonCanonical, id, col);
     }
   }
   const out: Finding[] = [];
-  if (nonCanonical.length > 0) out.push(finding('noncanonical_time', 'warning', `${nonCanonical.length} timestamp(s) not in canonical UTC form YYYY-MM-DD HH:MM:SS (repair timestamps rewrites them)`, nonCanonical));
-  if (unparseable.length > 0) out.push(finding('unparseable_time', 'error', `${unparseable.length} timestamp(s) that are not ISO-8601 instants: never treated as expired, fix by hand`, unparseable));
-  if (missing.length > 0) out.push(finding('missing_time', 'warning', `${missing.length} created_at/confirmed_at value(s) missing`, missing));
+  if (nonCanonical.n > 0) out.push(finding('noncanonical_time', 'warning', `${nonCanonical.n} timestamp(s) not in canonical UTC form YYYY-MM-DD HH:MM:SS (repair timestamps rewrites them)`, nonCanonical.ids, nonCanonical.n));
+  if (unparseable.n > 0) out.push(finding('unparseable_time', 'error', `${unparseable.n} timestamp(s) that are not ISO-8601 instants: never treated as expired, fix by hand`, unparseable.ids, unparseable.n));
+  if (missing.n > 0) out.push(finding('missing_time', 'warning', `${missing.n} created_at/confirmed_at value(s) missing`, missing.ids, missing.n));
   return out;
 }
