@@ -3,7 +3,7 @@
  * the sqlite3 CLI running the seed's SQL, and by memory-warden's batched prune, each with an agent-like writer in
  * a second process writing every 2 ms. Prints both times, their ratio, and the writer's latency and errors.
  *
- *   npm run bench:prune [-- --rows 1000000 --batch 2000 --runs 3 --keep]
+ *   npm run bench:prune [-- --rows 1000000 --batch 2000 --batch-ms 20 --pause-ms 2 --runs 3 --keep]
  */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
@@ -24,6 +24,8 @@ const opt = (name: string, fallback: number) => {
 const ROWS = opt('rows', 1_000_000);
 const BATCH = opt('batch', 2000);
 const RUNS = opt('runs', 3);
+const BATCH_MS = opt('batch-ms', 0); // 0: the configured default
+const PAUSE_MS = opt('pause-ms', -1); // -1: the configured default
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = join(root, 'bench-out');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
@@ -108,7 +110,7 @@ async function main(): Promise<void> {
   const wardenRun = async (): Promise<Run> => {
     const db = join(dir, 'warden.db');
     copyFileSync(template, db);
-    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db } }, prune: { batchSize: BATCH } } });
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db } }, prune: { batchSize: BATCH, ...(BATCH_MS > 0 ? { batchMs: BATCH_MS } : {}), ...(PAUSE_MS >= 0 ? { pauseMs: PAUSE_MS } : {}) } } });
     let ms = 0;
     let deleted = 0;
     const writer = await withWriter(db, async () => {
@@ -135,7 +137,7 @@ async function main(): Promise<void> {
 
   const fmt = (w: WriterSummary) => `${w.writes} writes, p50 ${w.p50} ms, p99 ${w.p99} ms, max ${w.max} ms, errors ${w.errors}${w.firstError ? ` (${w.firstError})` : ''}`;
   const secs = (runs: Run[]) => runs.map((r) => (r.ms / 1000).toFixed(2)).join(' / ');
-  console.log(`\nrows ${ROWS.toLocaleString('en')}, batch ${BATCH}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
+  console.log(`\nrows ${ROWS.toLocaleString('en')}, batch ${BATCH}${BATCH_MS ? `, batchMs ${BATCH_MS}` : ''}${PAUSE_MS >= 0 ? `, pauseMs ${PAUSE_MS}` : ''}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
   console.log(`sqlite3 CLI (seed SQL, one DELETE each): median ${(c.ms / 1000).toFixed(2)} s (runs ${secs(cli)}); rows left ${c.left.toLocaleString('en')}`);
   console.log(`  agent writer, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
   console.log(`memory-warden prune (batched):            median ${(m.ms / 1000).toFixed(2)} s (runs ${secs(mw)}); rows left ${m.left.toLocaleString('en')}; deleted ${m.deleted.toLocaleString('en')}`);

@@ -26,7 +26,6 @@ const ID_CAP = 1000;
 
 interface Candidate {
   rowid: number;
-  id: string;
   reason: PruneReason;
 }
 
@@ -36,19 +35,20 @@ interface Candidate {
  */
 export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidate[] {
   const params = pruneParams(rules);
-  const found = new Map<string, Candidate>();
+  const found = new Map<number, Candidate>();
   const add = (reason: PruneReason, sql: string) => {
-    for (const r of store.db.prepare(sql).all(params) as Candidate[]) if (!found.has(r.id)) found.set(r.id, { ...r, reason });
+    for (const rowid of store.db.prepare(sql).pluck().all(params) as number[]) if (!found.has(rowid)) found.set(rowid, { rowid, reason });
   };
-  if (rules.expired) add('expired', `SELECT rowid, id FROM memory WHERE ${EXPIRED_SQL}`);
-  add('superseded', `SELECT rowid, id FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
+  // Rowids only: the expiry index covers the expired rule, so those candidates cost no table lookup at all.
+  if (rules.expired) add('expired', `SELECT rowid FROM memory WHERE ${EXPIRED_SQL}`);
+  add('superseded', `SELECT rowid FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
   return [...found.values()].sort((a, b) => a.rowid - b.rowid);
 }
 
 /** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
-function tally(result: PruneResult, rows: DeletedRow[], reasons: Map<string, PruneReason>): void {
+function tally(result: PruneResult, rows: DeletedRow[], reasons: Map<number, PruneReason>): void {
   for (const row of rows) {
-    result[reasons.get(row.id) ?? 'cascaded'] += 1;
+    result[reasons.get(row.rowid) ?? 'cascaded'] += 1;
     result.deleted += 1;
     if (result.ids.length < ID_CAP) result.ids.push(row.id);
     else result.idsTruncated = true;
@@ -65,9 +65,9 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const candidates = pruneCandidates(store, rules);
-  const reasons = new Map(candidates.map((c) => [c.id, c.reason]));
+  const reasons = new Map(candidates.map((c) => [c.rowid, c.reason]));
   if (dryRun) {
-    tally(result, cascadeClosure(store.db, candidates.map((r) => r.id)), reasons);
+    tally(result, cascadeClosure(store.db, candidates.map((r) => r.rowid), 'rowid'), reasons);
   } else if (candidates.length > 0) {
     await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, reasons));
   }
@@ -77,7 +77,7 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
 
 /** Batches are sized to take about `batchMs` each, with a pause after each, so the agent never waits long. */
 async function deleteInBatches(
-  store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult, reasons: Map<string, PruneReason>,
+  store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult, reasons: Map<number, PruneReason>,
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
@@ -87,10 +87,10 @@ async function deleteInBatches(
       ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
       return;
     }
-    const roots = candidates.slice(i, i + size).map((r) => r.id);
+    const roots = candidates.slice(i, i + size).map((r) => r.rowid);
     i += roots.length;
     const t0 = performance.now();
-    const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors, recheck: rule });
+    const deleted = await deleteWithCascade(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule });
     tally(result, deleted, reasons);
     result.batches += 1;
     const took = Math.max(1, performance.now() - t0);

@@ -5,8 +5,16 @@ import { transientError } from '../errors.js';
 /** A row a delete removed, and (when the caller asked) why. */
 export interface DeletedRow {
   id: string;
+  rowid: number;
   reason: string | null;
 }
+
+/** Roots are named by id, or by rowid (prune: read straight off the covering indexes, no table lookup). */
+export type RootKey = 'id' | 'rowid';
+
+/** Where the roots are named by rowid, the closure and the DELETE start from those rows' ids. */
+const rootIds = (key: RootKey) =>
+  key === 'rowid' ? `SELECT id FROM memory WHERE rowid IN (SELECT value FROM json_each(@roots))` : `SELECT value FROM json_each(@roots)`;
 
 /** A SQL fragment with its named parameters. */
 export interface Sql {
@@ -14,9 +22,9 @@ export interface Sql {
   params?: Record<string, unknown>;
 }
 
-const CLOSURE_SQL = `
+const closureSql = (key: RootKey) => `
 WITH RECURSIVE doomed(id) AS (
-  SELECT value FROM json_each(@roots)
+  ${rootIds(key)}
   UNION
   SELECT m.id FROM memory m JOIN doomed d ON m.superseded_by = d.id
 )
@@ -26,9 +34,9 @@ SELECT m.id FROM doomed d JOIN memory m ON m.id = d.id`;
  * The rows that deleting `roots` removes: the roots and, through ON DELETE CASCADE, every older version whose
  * supersede chain leads to one of them.
  */
-export function cascadeClosure(db: Db, roots: readonly string[]): DeletedRow[] {
+export function cascadeClosure(db: Db, roots: readonly (string | number)[], key: RootKey = 'id'): DeletedRow[] {
   if (roots.length === 0) return [];
-  return db.prepare(`SELECT id, NULL AS reason FROM memory WHERE id IN (${CLOSURE_SQL})`).all({ roots: JSON.stringify(roots) }) as DeletedRow[];
+  return db.prepare(`SELECT id, rowid, NULL AS reason FROM memory WHERE id IN (${closureSql(key)})`).all({ roots: JSON.stringify(roots) }) as DeletedRow[];
 }
 
 /**
@@ -37,9 +45,9 @@ export function cascadeClosure(db: Db, roots: readonly string[]): DeletedRow[] {
  * exact cascade without walking the chains a second time.
  */
 const CAPTURE_DDL = `
-CREATE TEMP TABLE IF NOT EXISTS warden_deleted (id, expires_at, superseded_by, created_at);
+CREATE TEMP TABLE IF NOT EXISTS warden_deleted (id, rowid_ INTEGER);
 CREATE TEMP TRIGGER IF NOT EXISTS warden_capture AFTER DELETE ON main.memory BEGIN
-  INSERT INTO warden_deleted VALUES (OLD.id, OLD.expires_at, OLD.superseded_by, OLD.created_at);
+  INSERT INTO warden_deleted VALUES (OLD.id, OLD.rowid);
 END;`;
 
 const prepared = new WeakSet<Db>();
@@ -54,7 +62,9 @@ export interface DeleteOptions {
   vectors?: VectorSink | undefined;
   /** Re-checked by the DELETE itself, inside the write transaction: a root the agent changed meanwhile stays. */
   recheck?: Sql;
-  /** A SQL expression over (id, expires_at, superseded_by, created_at) saying why each deleted row went. */
+  /** How `roots` name the rows. Default id. */
+  key?: RootKey;
+  /** A SQL expression over each deleted row's `id` (and @roots) saying why it went. */
   classify?: Sql;
   /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
   beforeCommit?: (deleted: DeletedRow[]) => void;
@@ -69,18 +79,19 @@ class ChainGrew extends Error {}
  * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
  */
-export async function deleteWithCascade(db: Db, roots: readonly string[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
+export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   if (roots.length === 0) return [];
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
-  const remove = db.prepare(`DELETE FROM memory WHERE id IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
-  const captured = db.prepare(`SELECT id, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted`);
+  const key = opts.key ?? 'id';
+  const remove = db.prepare(`DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
+  const captured = db.prepare(`SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted`);
   const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (opts.vectors) {
-      const planned = cascadeClosure(db, roots).map((r) => r.id).filter((id) => !vectorsGone.has(id));
+      const planned = cascadeClosure(db, roots, key).map((r) => r.id).filter((id) => !vectorsGone.has(id));
       if (planned.length > 0) {
         await opts.vectors.deleteForRows(planned);
         planned.forEach((id) => vectorsGone.add(id));
