@@ -43,9 +43,11 @@ export interface ConsistencyReport {
 
 // The unary `+` keeps SQLite off the superseded_by/expires_at indexes: with them (every live row has
 // superseded_by NULL) each page sorted every live row after `after`, and 1,000,000 rows took minutes, not seconds.
-const LIVE_PAGE = (withRowid: boolean) => `
+// The first page starts at the lowest id that is not NULL (an INTEGER id sorts before any text, '' too); the next
+// ones after the last id as SQLite gave it, so integer ids compare as integers.
+const LIVE_PAGE = (withRowid: boolean, first: boolean) => `
 SELECT ${withRowid ? 'rowid AS rid, ' : ''}id FROM memory
-WHERE id > @after AND +superseded_by IS NULL AND (+expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+WHERE ${first ? 'id IS NOT NULL' : 'id > @after'} AND +superseded_by IS NULL AND (+expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
 ORDER BY id LIMIT @limit`;
 
 const ROWS_BY_ID = (withRowid: boolean) => `SELECT ${withRowid ? 'rowid AS rid, ' : ''}id, fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`;
@@ -262,13 +264,16 @@ async function rowsWithoutPoints(
     }
     unsure = [];
   };
-  const page = db.prepare(LIVE_PAGE(marks !== undefined));
-  let after = '';
+  const firstPage = db.prepare(LIVE_PAGE(marks !== undefined, true));
+  const nextPage = db.prepare(LIVE_PAGE(marks !== undefined, false));
+  let after: unknown;
   for (;;) {
     opts.signal?.throwIfAborted();
-    const found = page.all({ after, now: opts.now, limit: opts.pageSize }) as { rid?: number; id: unknown }[];
+    const found = (after === undefined
+      ? firstPage.all({ now: opts.now, limit: opts.pageSize })
+      : nextPage.all({ after, now: opts.now, limit: opts.pageSize })) as { rid?: number; id: unknown }[];
     if (found.length === 0) break;
-    after = String(found[found.length - 1]!.id);
+    after = found[found.length - 1]!.id;
     liveRows += found.length;
     for (const r of found) {
       const id = String(r.id);
