@@ -22,7 +22,7 @@ const opt = (name: string, fallback: number) => {
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
 const ROWS = opt('rows', 1_000_000);
-const BATCH = opt('batch', 2000);
+const BATCH = opt('batch', 4000);
 const RUNS = opt('runs', 3);
 const BATCH_MS = opt('batch-ms', 0); // 0: the configured default
 const PAUSE_MS = opt('pause-ms', -1); // -1: the configured default
@@ -107,10 +107,13 @@ async function main(): Promise<void> {
   };
 
   // 2. memory-warden's prune on an identical copy, with the default batch settings.
-  const wardenRun = async (): Promise<Run> => {
+  const batched = { batchSize: BATCH, ...(BATCH_MS > 0 ? { batchMs: BATCH_MS } : {}), ...(PAUSE_MS >= 0 ? { pauseMs: PAUSE_MS } : {}) };
+  // 3. For scale: the same code in one transaction, which is what the agent must never be made to wait for.
+  const oneTransaction = { batchSize: 10 * ROWS, batchMs: 3_600_000, pauseMs: 0 };
+  const wardenRun = async (pruneOpts: object): Promise<Run> => {
     const db = join(dir, 'warden.db');
     copyFileSync(template, db);
-    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db } }, prune: { batchSize: BATCH, ...(BATCH_MS > 0 ? { batchMs: BATCH_MS } : {}), ...(PAUSE_MS >= 0 ? { pauseMs: PAUSE_MS } : {}) } } });
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { bench: { db } }, prune: pruneOpts } });
     let ms = 0;
     let deleted = 0;
     const writer = await withWriter(db, async () => {
@@ -125,13 +128,16 @@ async function main(): Promise<void> {
   // Alternate the two, RUNS times each, and compare medians: one run on a shared 2-core machine is noise.
   const cli: Run[] = [];
   const mw: Run[] = [];
+  const one: Run[] = [];
   for (let i = 0; i < RUNS; i++) {
     cli.push(await cliRun());
-    mw.push(await wardenRun());
+    mw.push(await wardenRun(batched));
+    one.push(await wardenRun(oneTransaction));
   }
   const median = (runs: Run[]) => [...runs].sort((a, b) => a.ms - b.ms)[Math.floor(runs.length / 2)]!;
   const c = median(cli);
   const m = median(mw);
+  const o = median(one);
   const worst = (runs: Run[]) => Math.max(...runs.map((r) => r.writer.max));
   const errors = (runs: Run[]) => runs.reduce((n, r) => n + r.writer.errors, 0);
 
@@ -142,7 +148,10 @@ async function main(): Promise<void> {
   console.log(`  agent writer, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
   console.log(`memory-warden prune (batched):            median ${(m.ms / 1000).toFixed(2)} s (runs ${secs(mw)}); rows left ${m.left.toLocaleString('en')}; deleted ${m.deleted.toLocaleString('en')}`);
   console.log(`  agent writer, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
-  console.log(`ratio memory-warden / sqlite3 CLI (medians): ${(m.ms / c.ms).toFixed(2)}x`);
+  console.log(`memory-warden, one transaction (no batches): median ${(o.ms / 1000).toFixed(2)} s (runs ${secs(one)})`);
+  console.log(`  agent writer, median run: ${fmt(o.writer)}; worst max over runs ${worst(one)} ms, errors ${errors(one)}`);
+  console.log(`ratio memory-warden batched / sqlite3 CLI (medians): ${(m.ms / c.ms).toFixed(2)}x`);
+  console.log(`ratio memory-warden one transaction / sqlite3 CLI (medians): ${(o.ms / c.ms).toFixed(2)}x`);
   if (c.left !== m.left) console.log(`NOTE: rows left differ (${c.left} vs ${m.left}): the seed SQL compares text, memory-warden instants`);
   if (!args.includes('--keep')) rmSync(dir, { recursive: true, force: true });
 }

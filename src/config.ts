@@ -23,9 +23,9 @@ export const configSchema = z.strictObject({
     .strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
-      batchSize: z.number().int().positive().default(2000),
-      batchMs: z.number().positive().default(20),
-      pauseMs: z.number().nonnegative().default(2),
+      batchSize: z.number().int().positive().default(4000),
+      batchMs: z.number().positive().default(30),
+      pauseMs: z.number().nonnegative().default(4),
     })
     .prefault({}),
   review: z

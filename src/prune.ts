@@ -81,7 +81,8 @@ async function deleteInBatches(
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
-  let size = opts.batchSize;
+  // Start small (the first batch meets a cold cache) and let the measured time size the next, at most doubling.
+  let size = Math.min(opts.batchSize, 100);
   for (let i = 0; i < candidates.length; ) {
     if (ctx.signal.aborted) {
       ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -94,7 +95,8 @@ async function deleteInBatches(
     tally(result, deleted, reasons);
     result.batches += 1;
     const took = Math.max(1, performance.now() - t0);
-    size = Math.max(50, Math.min(opts.batchSize, Math.round((size * opts.batchMs) / took)));
-    if (opts.pauseMs > 0) await new Promise((r) => setTimeout(r, opts.pauseMs));
+    size = Math.max(50, Math.min(opts.batchSize, 2 * size, Math.round((size * opts.batchMs) / took)));
+    // A little jitter, so the pause never falls into step with the agent's busy-handler sleeps.
+    if (opts.pauseMs > 0) await new Promise((r) => setTimeout(r, opts.pauseMs * (1 + Math.random())));
   }
 }
