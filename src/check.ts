@@ -2,8 +2,9 @@ import type { StoreHandle } from './store/open.js';
 import { journalMode } from './store/sqlite.js';
 import { objectExists, memoryColumns } from './store/schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import { classifyTime, CANONICAL_GLOB, toCanonical, textUpperBound, type Instant } from './time.js';
-import { PRUNABLE_SQL, pruneParams, reviewCutoff } from './store/rules.js';
+import { classifyTime, CANONICAL_GLOB, toCanonical, type Instant } from './time.js';
+import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
+import { reviewDue as reviewRows, reviewDueCount } from './drift/queue.js';
 
 export interface CheckReport {
   ok: boolean;
@@ -33,8 +34,6 @@ export interface CheckOptions {
 const TIME_COLUMNS = ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'] as const;
 const NOT_NULL_TIMES = new Set(['created_at', 'confirmed_at']);
 
-/** Live by the exact rule (instants): not superseded, and not expired; an unparseable expiry never expires. */
-const LIVE_WHERE = `superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))`;
 
 export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport {
   const { db } = store;
@@ -52,7 +51,7 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   if (!objectExists(db, 'view', 'live_memory')) findings.push(finding('no_live_view', 'warning', 'no live_memory view: retrieval should read live rows only (init adds it)'));
 
   const rows = count(`SELECT count(*) AS n FROM memory`);
-  const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_WHERE}`, { now: opts.now });
+  const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL}`, { now: opts.now });
 
   const dangling = db
     .prepare(`SELECT m.id, m.superseded_by FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`)
@@ -73,12 +72,11 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
 
   findings.push(...timeFindings(store));
 
-  const cutoff = reviewCutoff(opts.now, opts.reviewAfterDays);
-  const reviewWhere = `${LIVE_WHERE} AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff`;
-  const reviewParams = { now: opts.now, cutoff, upper: textUpperBound(cutoff) };
-  const reviewDue = count(`SELECT count(*) AS n FROM memory WHERE ${reviewWhere}`, reviewParams);
+  // The same queue drift and the digest work from (src/drift/queue.ts).
+  const due = { now: opts.now, afterDays: opts.reviewAfterDays };
+  const reviewDue = reviewDueCount(db, due);
   if (reviewDue > 0) {
-    const oldest = ids(`SELECT id FROM memory WHERE ${reviewWhere} ORDER BY warden_epoch(confirmed_at) LIMIT ${ID_SAMPLE}`, reviewParams);
+    const oldest = reviewRows(db, { ...due, limit: ID_SAMPLE }).map((r) => r.id);
     findings.push(finding('review_due', 'info', `${reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, reviewDue));
   }
 

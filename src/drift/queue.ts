@@ -1,5 +1,5 @@
 import type { Db } from '../store/sqlite.js';
-import { reviewCutoff } from '../store/rules.js';
+import { LIVE_SQL, reviewCutoff } from '../store/rules.js';
 import { textUpperBound, type Instant } from '../time.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
 
@@ -18,8 +18,7 @@ export interface QueueOptions {
  * never due here (check reports it).
  */
 const DUE_WHERE = `
-WHERE superseded_by IS NULL
-  AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1))
+WHERE ${LIVE_SQL}
   AND confirmed_at < @upper AND warden_epoch(confirmed_at) < @cutoff
   AND id NOT IN (SELECT value FROM json_each(@exclude))`;
 const DUE_SQL = `SELECT id, subject, fact, source, confirmed_at FROM memory ${DUE_WHERE} ORDER BY warden_epoch(confirmed_at), id LIMIT @limit`;

@@ -31,6 +31,9 @@ export function instantParams(name: string, at: Instant): Record<string, string 
   return { [`${name}Text`]: toCanonical(at), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
 }
 
+/** Live by the exact rule: not superseded, and not expired at @now (epoch ms); an unparseable expiry never expires. */
+export const LIVE_SQL = `(superseded_by IS NULL AND (expires_at IS NULL OR coalesce(warden_epoch(expires_at) > @now, 1)))`;
+
 /** Expired at now. */
 export const EXPIRED_SQL = instantCompare('expires_at', '<=', 'now');
 /** Superseded, and created before the cutoff. */
