@@ -23,9 +23,9 @@ export const configSchema = z.strictObject({
     .strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
-      batchSize: z.number().int().positive().default(4000),
+      batchSize: z.number().int().positive().default(10000),
       batchMs: z.number().positive().default(30),
-      pauseMs: z.number().nonnegative().default(4),
+      pauseMs: z.number().nonnegative().default(30),
     })
     .prefault({}),
   review: z

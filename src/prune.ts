@@ -1,11 +1,12 @@
 import type { JobContext } from './job.js';
 import type { StoreHandle } from './store/open.js';
+import type { Db } from './store/sqlite.js';
 import { cascadeClosure, deleteWithCascade, type DeletedRow } from './store/delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
+import { withMaintenanceLock } from './store/lock.js';
 import { toCanonical } from './time.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
-import { withMaintenanceLock } from './store/lock.js';
 
 export interface PruneResult {
   store: string;
@@ -24,31 +25,54 @@ export interface PruneResult {
 
 const ID_CAP = 1000;
 
-interface Candidate {
-  rowid: number;
-  reason: PruneReason;
+/** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
+export interface Candidates {
+  rowids: Float64Array;
+  superseded: Uint8Array;
 }
 
 /**
- * Both rules' candidates, read from the indexes. In rowid order: consecutive batches then touch neighbouring
- * table pages, so each page is written to the WAL about once instead of once per batch.
+ * Both rules' candidates, read from the indexes (rowids only: the expiry index covers the expired rule, so those
+ * cost no table lookup at all). In rowid order: consecutive batches then touch neighbouring table pages, so each
+ * page is written to the WAL about once instead of once per batch. A row both rules select counts as expired.
  */
-export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidate[] {
+export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidates {
   const params = pruneParams(rules);
-  const found = new Map<number, Candidate>();
-  const add = (reason: PruneReason, sql: string) => {
-    for (const rowid of store.db.prepare(sql).pluck().all(params) as number[]) if (!found.has(rowid)) found.set(rowid, { rowid, reason });
-  };
-  // Rowids only: the expiry index covers the expired rule, so those candidates cost no table lookup at all.
-  if (rules.expired) add('expired', `SELECT rowid FROM memory WHERE ${EXPIRED_SQL}`);
-  add('superseded', `SELECT rowid FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
-  return [...found.values()].sort((a, b) => a.rowid - b.rowid);
+  const sorted = (sql: string) => Float64Array.from(store.db.prepare(sql).pluck().all(params) as number[]).sort();
+  const expired = rules.expired ? sorted(`SELECT rowid FROM memory WHERE ${EXPIRED_SQL}`) : new Float64Array(0);
+  const superseded = sorted(`SELECT rowid FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
+  const out: Candidates = { rowids: new Float64Array(expired.length + superseded.length), superseded: new Uint8Array(expired.length + superseded.length) };
+  let n = 0;
+  for (let e = 0, s = 0; e < expired.length || s < superseded.length; n++) {
+    if (s >= superseded.length || (e < expired.length && expired[e]! <= superseded[s]!)) {
+      if (s < superseded.length && expired[e] === superseded[s]) s++;
+      out.rowids[n] = expired[e++]!;
+    } else {
+      out.rowids[n] = superseded[s++]!;
+      out.superseded[n] = 1;
+    }
+  }
+  return { rowids: out.rowids.subarray(0, n), superseded: out.superseded.subarray(0, n) };
+}
+
+/** The rule that selected `rowid`, or 'cascaded' when none did (binary search: the rowids are sorted). */
+function reasonOf(c: Candidates, rowid: number): PruneReason {
+  let lo = 0;
+  let hi = c.rowids.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const at = c.rowids[mid]!;
+    if (at === rowid) return c.superseded[mid] ? 'superseded' : 'expired';
+    if (at < rowid) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return 'cascaded';
 }
 
 /** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
-function tally(result: PruneResult, rows: DeletedRow[], reasons: Map<number, PruneReason>): void {
+function tally(result: PruneResult, rows: DeletedRow[], candidates: Candidates): void {
   for (const row of rows) {
-    result[reasons.get(row.rowid) ?? 'cascaded'] += 1;
+    result[reasonOf(candidates, row.rowid)] += 1;
     result.deleted += 1;
     if (result.ids.length < ID_CAP) result.ids.push(row.id);
     else result.idsTruncated = true;
@@ -65,38 +89,80 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const candidates = pruneCandidates(store, rules);
-  const reasons = new Map(candidates.map((c) => [c.rowid, c.reason]));
   if (dryRun) {
-    tally(result, cascadeClosure(store.db, candidates.map((r) => r.rowid), 'rowid'), reasons);
-  } else if (candidates.length > 0) {
-    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, reasons));
+    tally(result, cascadeClosure(store.db, [...candidates.rowids], 'rowid'), candidates);
+  } else if (candidates.rowids.length > 0) {
+    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
   }
   result.durationMs = Date.now() - started;
   return result;
 }
 
-/** Batches are sized to take about `batchMs` each, with a pause after each, so the agent never waits long. */
+/**
+ * The agent's writes get in between batches. SQLite has no queue of waiting writers: a writer that finds the lock
+ * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
+ * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
+ * inside it. The batch's checkpoint runs in the window, while the agent writes: it is work the prune has to do
+ * anyway, and done there the agent's next commit never finds a thousand uncopied pages to checkpoint itself. The
+ * window closes as soon as another connection has committed (the writer that was waiting got in), so a busy
+ * agent costs the prune only the time until its next retry.
+ */
 async function deleteInBatches(
-  store: StoreHandle, ctx: JobContext, candidates: Candidate[], rules: PruneRules, result: PruneResult, reasons: Map<number, PruneReason>,
+  store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult,
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
-  // Start small (the first batch meets a cold cache) and let the measured time size the next, at most doubling.
-  let size = Math.min(opts.batchSize, 100);
-  for (let i = 0; i < candidates.length; ) {
-    if (ctx.signal.aborted) {
-      ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
-      return;
+  const restore = tuneForPrune(store.db);
+  try {
+    // Start small (the first batch meets a cold cache) and let the measured time size the next, at most doubling.
+    let size = Math.min(opts.batchSize, 100);
+    for (let i = 0; i < candidates.rowids.length; ) {
+      if (ctx.signal.aborted) {
+        ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+        return;
+      }
+      const roots = Array.from(candidates.rowids.subarray(i, i + size));
+      i += roots.length;
+      const t0 = performance.now();
+      const deleted = await deleteWithCascade(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule });
+      tally(result, deleted, candidates);
+      result.batches += 1;
+      const took = Math.max(1, performance.now() - t0);
+      size = Math.max(50, Math.min(opts.batchSize, 2 * size, Math.round((size * opts.batchMs) / took)));
+      const window = performance.now();
+      const version = dataVersion(store.db);
+      checkpoint(store.db);
+      if (i >= candidates.rowids.length) break;
+      // The window closes early once another connection has committed: the writer that was waiting got in.
+      while (performance.now() - window < opts.pauseMs && dataVersion(store.db) === version) await new Promise((r) => setTimeout(r, 1));
     }
-    const roots = candidates.slice(i, i + size).map((r) => r.rowid);
-    i += roots.length;
-    const t0 = performance.now();
-    const deleted = await deleteWithCascade(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule });
-    tally(result, deleted, reasons);
-    result.batches += 1;
-    const took = Math.max(1, performance.now() - t0);
-    size = Math.max(50, Math.min(opts.batchSize, 2 * size, Math.round((size * opts.batchMs) / took)));
-    // A little jitter, so the pause never falls into step with the agent's busy-handler sleeps.
-    if (opts.pauseMs > 0) await new Promise((r) => setTimeout(r, opts.pauseMs * (1 + Math.random())));
+  } finally {
+    restore();
   }
+}
+
+/**
+ * For the length of the prune: a page cache of 64 MB, so that the few thousand pages a batch dirties stay in it
+ * until the commit instead of spilling to the WAL halfway, and checkpoints only where deleteInBatches runs them,
+ * in the window.
+ */
+function tuneForPrune(db: Db): () => void {
+  const cacheSize = db.pragma('cache_size', { simple: true }) as number;
+  const autoCheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
+  db.pragma('cache_size = -65536');
+  db.pragma('wal_autocheckpoint = 0');
+  return () => {
+    db.pragma(`cache_size = ${cacheSize}`);
+    db.pragma(`wal_autocheckpoint = ${autoCheckpoint}`);
+  };
+}
+
+/** Changes when another connection commits (PRAGMA data_version), whichever process it is in. */
+function dataVersion(db: Db): number {
+  return db.pragma('data_version', { simple: true }) as number;
+}
+
+/** A passive checkpoint never waits and never blocks a writer; outside WAL mode it does nothing. */
+function checkpoint(db: Db): void {
+  db.pragma('wal_checkpoint(PASSIVE)');
 }

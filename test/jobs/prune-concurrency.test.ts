@@ -1,14 +1,34 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
+import { openStore } from '../../src/store/open.js';
+import { pruneWarden } from '../../src/prune.js';
 
 const WRITER = fileURLToPath(new URL('../../dist/bench/agent-writer.js', import.meta.url));
+
+interface WriterSummary { writes: number; errors: number; firstError: string | null }
+
+/** The agent-like writer of the benchmark in its own process, inserting a row every millisecond. */
+async function startAgent(db: string): Promise<{ stop(): Promise<WriterSummary> }> {
+  const writer = spawn(process.execPath, [WRITER, db, '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  writer.stdout.on('data', (d) => (out += d));
+  await new Promise<void>((resolve) => writer.stdout.once('data', () => resolve()));
+  return {
+    async stop() {
+      writer.kill('SIGTERM');
+      await new Promise((resolve) => writer.once('exit', resolve));
+      return JSON.parse(out.split('\n').filter(Boolean).at(-1)!) as WriterSummary;
+    },
+  };
+}
 
 describe('prune beside a writing agent', () => {
   let dir: string;
@@ -22,17 +42,12 @@ describe('prune beside a writing agent', () => {
       rows.push({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00', fact: `fact ${i} `.repeat(8) });
     }
     const db = makeStore(join(dir, 'm.db'), rows);
-    const writer = spawn(process.execPath, [WRITER, db, '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    writer.stdout.on('data', (d) => (out += d));
-    await new Promise<void>((resolve) => writer.stdout.once('data', () => resolve()));
+    const agent = await startAgent(db);
 
     const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 500 } } });
     const result = await prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal });
 
-    writer.kill('SIGTERM');
-    await new Promise((resolve) => writer.once('exit', resolve));
-    const summary = JSON.parse(out.split('\n').filter(Boolean).at(-1)!);
+    const summary = await agent.stop();
     expect(result.deleted).toBe(30_000);
     expect(summary.errors).toBe(0);
     expect(summary.firstError).toBeNull();
@@ -40,5 +55,60 @@ describe('prune beside a writing agent', () => {
     const d = new Database(db, { readonly: true });
     expect(d.prepare(`SELECT count(*) AS n FROM memory WHERE id LIKE 'agent_%'`).get()).toEqual({ n: summary.writes });
     d.close();
+  });
+});
+
+/**
+ * The WAL index header in `<db>-shm` (SQLite's wal.c, "the wal-index header"), read without touching the WAL:
+ * mxFrame, the last valid frame, at byte 16; nBackfill, the frames already copied into the database, at byte 96.
+ */
+function walIndex(path: string): { mxFrame: number; nBackfill: number } {
+  const shm = readFileSync(`${path}-shm`);
+  return { mxFrame: shm.readUInt32LE(16), nBackfill: shm.readUInt32LE(96) };
+}
+
+describe('the window between batches', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  const expiring = (n: number): Row[] =>
+    Array.from({ length: n }, (_, i) => ({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' }));
+
+  it('closes as soon as the waiting agent has written, not after the whole pause', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const agent = await startAgent(db);
+
+    // 15 batches with a minute's pause after each: only a window that closes early lets this finish in the
+    // test's time.
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000 } } });
+    const result = await prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal });
+
+    const summary = await agent.stop();
+    expect(result.batches).toBe(15);
+    expect(result.deleted).toBe(1_500);
+    expect(summary.errors).toBe(0);
+  }, 30_000);
+
+  it('leaves no page of the prune for the agent to checkpoint, and gives the connection its settings back', async () => {
+    const path = makeStore(join(dir, 'm.db'), expiring(4_000));
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db: path } }, prune: { batchSize: 500, pauseMs: 0 } } });
+    const store = openStore(config, 't');
+    try {
+      store.db.exec(`CREATE TEMP TABLE kept (x)`); // TEMP objects the connection had before survive the prune
+      const before = { cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) };
+      const result = await pruneWarden(store, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal }, { dryRun: false });
+      expect(result.deleted).toBe(3_000);
+      expect(result.batches).toBeGreaterThan(1);
+      expect({ cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) }).toEqual(before);
+      expect(store.db.prepare(`SELECT count(*) FROM temp.sqlite_schema WHERE name = 'kept'`).pluck().get()).toBe(1);
+      // Every frame the prune wrote is already in the database file: the agent's checkpoint has nothing to copy.
+      const wal = walIndex(path);
+      expect(wal.mxFrame).toBeGreaterThan(0);
+      expect(wal.nBackfill).toBe(wal.mxFrame);
+    } finally {
+      store.close();
+    }
   });
 });
