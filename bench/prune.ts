@@ -3,7 +3,7 @@
  * the sqlite3 CLI running the seed's SQL, and by memory-warden's batched prune, each with an agent-like writer in
  * a second process writing every 2 ms. Prints both times, their ratio, and the writer's latency and errors.
  *
- *   npm run bench:prune [-- --rows 1000000 --batch 10000 --batch-ms 30 --pause-ms 30 --runs 3 --no-one --keep]
+ *   npm run bench:prune [-- --rows 1000000 --batch 10000 --batch-ms 35 --pause-ms 30 --writers 1 --runs 3 --no-one --keep]
  */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
@@ -26,6 +26,7 @@ const BATCH = opt('batch', 0); // 0: the configured default
 const RUNS = opt('runs', 3);
 const BATCH_MS = opt('batch-ms', 0); // 0: the configured default
 const PAUSE_MS = opt('pause-ms', -1); // -1: the configured default
+const WRITERS = opt('writers', 1);
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = join(root, 'bench-out');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
@@ -68,17 +69,33 @@ interface Run { ms: number; writer: WriterSummary; left: number; deleted: number
 
 interface WriterSummary { writes: number; errors: number; firstError: string | null; p50: number; p99: number; max: number }
 
+/** `--writers N` agent processes (default 1) write during `fn`; the summary is their sum, and the worst p50/p99/max. */
 async function withWriter(path: string, fn: () => Promise<void> | void): Promise<WriterSummary> {
-  const writer = spawn(process.execPath, [WRITER, path, '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  writer.stdout.on('data', (d) => (out += d));
-  await new Promise<void>((r) => writer.stdout.once('data', () => r()));
-  await new Promise((r) => setTimeout(r, 200)); // the writer settles into its rhythm
+  const writers = await Promise.all(
+    Array.from({ length: WRITERS }, async () => {
+      const writer = spawn(process.execPath, [WRITER, path, '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      writer.stdout.on('data', (d) => (out += d));
+      await new Promise<void>((r) => writer.stdout.once('data', () => r()));
+      return { writer, summary: () => JSON.parse(out.trim().split('\n').at(-1)!) as WriterSummary };
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 200)); // the writers settle into their rhythm
   await fn();
   await new Promise((r) => setTimeout(r, 200));
-  writer.kill('SIGTERM');
-  await new Promise((r) => writer.once('exit', r));
-  return JSON.parse(out.trim().split('\n').at(-1)!) as WriterSummary;
+  for (const { writer } of writers) {
+    writer.kill('SIGTERM');
+    await new Promise((r) => writer.once('exit', r));
+  }
+  const all = writers.map((w) => w.summary());
+  return {
+    writes: all.reduce((n, w) => n + w.writes, 0),
+    errors: all.reduce((n, w) => n + w.errors, 0),
+    firstError: all.find((w) => w.firstError)?.firstError ?? null,
+    p50: Math.max(...all.map((w) => w.p50)),
+    p99: Math.max(...all.map((w) => w.p99)),
+    max: Math.max(...all.map((w) => w.max)),
+  };
 }
 
 async function main(): Promise<void> {
@@ -143,14 +160,14 @@ async function main(): Promise<void> {
 
   const fmt = (w: WriterSummary) => `${w.writes} writes, p50 ${w.p50} ms, p99 ${w.p99} ms, max ${w.max} ms, errors ${w.errors}${w.firstError ? ` (${w.firstError})` : ''}`;
   const secs = (runs: Run[]) => runs.map((r) => (r.ms / 1000).toFixed(2)).join(' / ');
-  console.log(`\nrows ${ROWS.toLocaleString('en')}, ${BATCH ? `batch ${BATCH}, ` : ''}prune settings ${JSON.stringify(loadConfig({ overrides: { prune: batched } }).prune)}${BATCH_MS ? `, batchMs ${BATCH_MS}` : ''}${PAUSE_MS >= 0 ? `, pauseMs ${PAUSE_MS}` : ''}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
+  console.log(`\nrows ${ROWS.toLocaleString('en')}, ${BATCH ? `batch ${BATCH}, ` : ''}prune settings ${JSON.stringify(loadConfig({ overrides: { prune: batched } }).prune)}${BATCH_MS ? `, batchMs ${BATCH_MS}` : ''}${PAUSE_MS >= 0 ? `, pauseMs ${PAUSE_MS}` : ''}, writers ${WRITERS}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
   console.log(`sqlite3 CLI (seed SQL, one DELETE each): median ${(c.ms / 1000).toFixed(2)} s (runs ${secs(cli)}); rows left ${c.left.toLocaleString('en')}`);
-  console.log(`  agent writer, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
+  console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
   console.log(`memory-warden prune (batched):            median ${(m.ms / 1000).toFixed(2)} s (runs ${secs(mw)}); rows left ${m.left.toLocaleString('en')}; deleted ${m.deleted.toLocaleString('en')}`);
-  console.log(`  agent writer, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
+  console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
   if (o) {
     console.log(`memory-warden, one transaction (no batches): median ${(o.ms / 1000).toFixed(2)} s (runs ${secs(one)})`);
-    console.log(`  agent writer, median run: ${fmt(o.writer)}; worst max over runs ${worst(one)} ms, errors ${errors(one)}`);
+    console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(o.writer)}; worst max over runs ${worst(one)} ms, errors ${errors(one)}`);
   }
   console.log(`ratio memory-warden batched / sqlite3 CLI (medians): ${(m.ms / c.ms).toFixed(2)}x`);
   if (o) console.log(`ratio memory-warden one transaction / sqlite3 CLI (medians): ${(o.ms / c.ms).toFixed(2)}x`);
