@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
-import { openStore } from '../store/open.js';
+import { openStore, storeSelector } from '../store/open.js';
 import { lastRun } from '../state.js';
 import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
 import { reviewCutoff } from '../store/rules.js';
@@ -52,6 +52,7 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
 function emptySection(name: string, afterDays: number): StoreSection {
   return {
     name,
+    select: { flag: '--store', value: name },
     newRows: { total: 0, flagged: 0, shown: [], more: 0 },
     review: { due: 0, afterDays, batch: [] },
     maintenance: {
@@ -71,10 +72,12 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   section.maintenance.awaitingPerson = awaitingPerson(state, name);
   section.maintenance.failedJobs = failedJobs(state, period, name);
 
-  if (!config.stores[name]) {
+  const storeConfig = config.stores[name];
+  if (!storeConfig) {
     section.error = 'not in config';
     return section;
   }
+  section.select = storeSelector(name, storeConfig);
   try {
     const store = openStore(config, name, { readonly: true });
     try {

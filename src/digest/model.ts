@@ -1,3 +1,4 @@
+import type { StoreSelector } from '../store/open.js';
 import type { Finding } from '../findings.js';
 
 /**
@@ -93,6 +94,8 @@ export interface Maintenance {
 
 export interface StoreSection {
   name: string;
+  /** How the review commands name the store (src/store/open.ts storeSelector). */
+  select: StoreSelector;
   /** The store could not be read: the digest still goes out, saying so. */
   error?: string;
   newRows: NewRows;

@@ -137,7 +137,7 @@ function textReview(s: StoreSection, line: Line): void {
   }
   line(`Review queue: ${s.review.due} live row(s) confirmed more than ${s.review.afterDays} days ago. This week's ${s.review.batch.length}, oldest first:`);
   for (const r of s.review.batch) {
-    const cmd = reviewCommands(r.id, s.name);
+    const cmd = reviewCommands(r.id, s.select);
     line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(maskSecrets(r.fact), 300))}`);
     line(`     source: ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
     line(`     $ ${cmd.confirm}`);
@@ -253,7 +253,7 @@ ${rows.join('\n')}
 function htmlReview(s: StoreSection): string {
   if (s.review.due === 0) return `<h3 style="${S.h3}">Review queue</h3><p style="margin:4px 0">No live row confirmed more than ${s.review.afterDays} days ago.</p>`;
   const rows = s.review.batch.map((r) => {
-    const cmd = reviewCommands(r.id, s.name);
+    const cmd = reviewCommands(r.id, s.select);
     return `<tr>
 <td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
 <td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>

@@ -3,6 +3,7 @@
  * mail headers, bidi overrides that make a command read differently from what it runs, and URLs a mail client
  * would turn into links. These are the only ways store text reaches the digest.
  */
+import type { StoreSelector } from '../store/open.js';
 
 // C0 and C1 controls, DEL, and the format characters that reorder or hide text (bidi overrides, isolates,
 // zero-width joiners, line/paragraph separators, BOM).
@@ -101,16 +102,21 @@ export function shellWord(id: string): string {
   return `$'${out}'`;
 }
 
+/** A path from config (trusted, but it may hold spaces) as one shell word: bare when plain, else single-quoted. */
+function shellPath(path: string): string {
+  return /^[A-Za-z0-9_./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
+}
+
 /**
- * The review commands a person runs for one row. A non-plain id goes after `--`, so even an id like `--help`
- * or `-rf` is an operand, never an option.
+ * The review commands a person runs for one row, naming the store the way `storeSelector` chose. A non-plain
+ * id goes after `--`, so even an id like `--help` or `-rf` is an operand, never an option.
  */
-export function reviewCommands(id: string, store: string): { confirm: string; supersede: string } {
-  const s = shellWord(store);
+export function reviewCommands(id: string, store: StoreSelector): { confirm: string; supersede: string } {
+  const s = `${store.flag} ${store.flag === '--db' ? shellPath(store.value) : shellWord(store.value)}`;
   const sup = `--fact 'NEW FACT' --source 'WHERE IT CAME FROM'`;
   if (isPlainId(id)) {
-    return { confirm: `memory-warden review confirm ${id} --store ${s}`, supersede: `memory-warden review supersede ${id} ${sup} --store ${s}` };
+    return { confirm: `memory-warden review confirm ${id} ${s}`, supersede: `memory-warden review supersede ${id} ${sup} ${s}` };
   }
   const w = shellWord(id);
-  return { confirm: `memory-warden review confirm --store ${s} -- ${w}`, supersede: `memory-warden review supersede ${sup} --store ${s} -- ${w}` };
+  return { confirm: `memory-warden review confirm ${s} -- ${w}`, supersede: `memory-warden review supersede ${sup} ${s} -- ${w}` };
 }

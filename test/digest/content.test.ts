@@ -1,4 +1,8 @@
 import { mkdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { cli } from '../helpers/cli.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir } from '../helpers/store.js';
@@ -206,15 +210,27 @@ describe('digest content, as received by a real SMTP server', () => {
     expect(m.parsed.subject).toBe('memory-warden digest 2026-11-29: 1 new, 3 failed jobs');
     const t = m.text;
     expect(t).toContain('Review queue: 26 live row(s) confirmed more than 90 days ago. This week\'s 20, oldest first:');
+    // A store that is only a path is named by --db, so the command works without a config file.
+    const db = `--db ${w.config.stores.agent!.db}`;
     // Oldest first: the hostile id (300 days), then r_00 (200 days) …
     const reviewIds = [...t.matchAll(/\$ memory-warden review confirm (.+)$/gm)].map((x) => x[1]);
     expect(reviewIds).toHaveLength(20);
-    expect(reviewIds[0]).toBe(`--store agent -- $'r_x\\x27\\x3b rm -rf \\x7e \\x23'`);
-    expect(reviewIds[1]).toBe('r_00 --store agent');
-    expect(t).toContain("$ memory-warden review supersede r_00 --fact 'NEW FACT' --source 'WHERE IT CAME FROM' --store agent");
+    expect(reviewIds[0]).toBe(`${db} -- $'r_x\\x27\\x3b rm -rf \\x7e \\x23'`);
+    expect(reviewIds[1]).toBe(`r_00 ${db}`);
+    expect(t).toContain(`$ memory-warden review supersede r_00 --fact 'NEW FACT' --source 'WHERE IT CAME FROM' ${db}`);
     expect(t).not.toContain('r_20 ');
-    expect(m.html).toContain('memory-warden review confirm r_00 --store agent');
-    expect(m.html).toContain('memory-warden review confirm --store agent -- $&#39;r_x\\x27\\x3b rm -rf \\x7e \\x23&#39;');
+    expect(m.html).toContain(`memory-warden review confirm r_00 ${db}`);
+    expect(m.html).toContain(`memory-warden review confirm ${db} -- $&#39;r_x\\x27\\x3b rm -rf \\x7e \\x23&#39;`);
+    // Pasted into a shell as printed, both commands run and confirm their row, with no config file at all.
+    for (const line of reviewIds.slice(0, 2)) {
+      const words = spawnSync('bash', ['--norc', '--noprofile', '-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' }).stdout.split('\0').slice(0, -1);
+      const r = cli(['review', 'confirm', ...words], { MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(tmp.dir, 'review-state.db') });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+    }
+    const confirmed = new Database(w.config.stores.agent!.db, { readonly: true })
+      .prepare(`SELECT count(*) FROM memory WHERE id IN ('r_00', ?) AND confirmed_at >= ?`).pluck().get("r_x'; rm -rf ~ #", toCanonical(NOW - DAY));
+    expect(confirmed).toBe(2);
     expect(t).toContain('rows 27, live 27 (gap 0)');
     expect(t).toContain('prune: deleted 7 row(s) in 1 run (5 expired, 1 superseded, 1 by cascade)');
     expect(t).toContain('last good snapshot: 2026-11-28 00:00:00 UTC (30 h ago) in /backups/agent/2026-11-28T000000Z');

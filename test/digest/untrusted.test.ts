@@ -63,11 +63,20 @@ describe('untrusted text', () => {
 
 describe('review commands', () => {
   it('plain ids go bare, in the documented form', () => {
-    expect(reviewCommands('m_0140', 'agent')).toEqual({
+    expect(reviewCommands('m_0140', { flag: '--store', value: 'agent' })).toEqual({
       confirm: 'memory-warden review confirm m_0140 --store agent',
       supersede: "memory-warden review supersede m_0140 --fact 'NEW FACT' --source 'WHERE IT CAME FROM' --store agent",
     });
     expect(shellWord('2026-11-29:abc.1')).toBe('2026-11-29:abc.1');
+  });
+
+  it('a store path goes bare when plain and single-quoted otherwise, and bash reads it back exactly', () => {
+    expect(reviewCommands('m_1', { flag: '--db', value: '/var/lib/agent/memory.db' }).confirm).toBe('memory-warden review confirm m_1 --db /var/lib/agent/memory.db');
+    const path = "/srv/agent's memory/m.db";
+    const { confirm } = reviewCommands('m_1', { flag: '--db', value: path });
+    const word = confirm.slice('memory-warden review confirm m_1 --db '.length);
+    const r = spawnSync('bash', ['--norc', '--noprofile', '-c', `printf '%s' ${word}`], { encoding: 'utf8' });
+    expect(r.stdout).toBe(path);
   });
 
   const HOSTILE = [
@@ -84,7 +93,7 @@ describe('review commands', () => {
 
   it('hostile ids become one inert shell word after --, that bash reads back exactly', () => {
     for (const id of HOSTILE) {
-      const { confirm } = reviewCommands(id, 'agent');
+      const { confirm } = reviewCommands(id, { flag: '--store', value: 'agent' });
       expect(confirm.startsWith('memory-warden review confirm --store agent -- ')).toBe(true);
       const word = shellWord(id);
       expect(word).toMatch(/^\$'[A-Za-z0-9_ \\-]*'$/);

@@ -4,6 +4,8 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
+import { storeSelector } from '../../src/store/open.js';
+import { storeSchema } from '../../src/store/config.js';
 
 /** Bytes and mtime of a file, to prove a refused command left it untouched. */
 function fingerprint(path: string) {
@@ -84,5 +86,16 @@ describe('refusing what is not a memory store', () => {
     expect(r.code).toBe(2);
     expect(r.stderr.trim()).toMatch(/^memory-warden: config .*c\.yaml: prune\.batchSize: .*expected number/);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('how a pasted command names a store', () => {
+  it('by --db when the path says everything, by --store when config says more', () => {
+    const parse = (raw: unknown) => storeSchema.parse(raw);
+    expect(storeSelector('agent', parse({ db: '/var/lib/agent/m.db' }))).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
+    expect(storeSelector('agent', parse({ db: '/var/lib/agent/m.db', layout: 'warden' }))).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
+    // Without the config, --db would miss the vectors (a delete would orphan them) or read mem0 as the brief's table.
+    expect(storeSelector('agent', parse({ db: '/m.db', qdrant: { url: 'http://127.0.0.1:6333', collections: ['memories'] } }))).toEqual({ flag: '--store', value: 'agent' });
+    expect(storeSelector('mem', parse({ db: '/history.db', layout: 'mem0' }))).toEqual({ flag: '--store', value: 'mem' });
   });
 });
