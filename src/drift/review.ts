@@ -39,15 +39,11 @@ export interface ReviewList {
   pending: PendingItem[];
 }
 
-const isMem0 = (store: StoreHandle) => store.config.layout === 'mem0';
-
 export async function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
   const { afterDays, batch } = config.review;
   const waiting = pendingMemoryIds(state, store.name);
-  const { due: dueTotal, batch: next } = await layoutOf(store).reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
-  // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
-  const getRow = isMem0(store) ? undefined : store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`);
-  const current = (id: string) => (getRow?.get(id) as PendingItem['memory'] | undefined) ?? null;
+  const layout = layoutOf(store);
+  const { due: dueTotal, batch: next } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
   return {
     store: store.name,
     now: toCanonical(now),
@@ -60,7 +56,7 @@ export async function listReview(store: StoreHandle, state: Db, config: Config, 
       verifier: p.verifier,
       checkedAt: p.checked_at,
       evidence: p.evidence ? JSON.parse(p.evidence) : null,
-      memory: current(p.memory_id),
+      memory: layout.currentMemory(store, p.memory_id),
     })),
   };
 }
@@ -108,21 +104,31 @@ function recordManual(state: Db, store: string, id: string, now: Instant, resolu
 }
 
 export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
-  if (isMem0(store)) {
-    return withMaintenanceLock(store.path, 'review confirm', async () => {
-      if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
-      const resolved = state.transaction(() => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' })).immediate();
-      return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
-    });
-  }
-  return withMaintenanceLock(store.path, 'review confirm', async () =>
-    inBothTransactions(state, store.db, () => {
-      liveRow(store.db, store.name, id);
-      store.db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(toCanonical(now), id);
-      const resolved = recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
-      return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
-    }),
-  );
+  return withMaintenanceLock(store.path, 'review confirm', async () => {
+    const record = () => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
+    const resolved = await layoutOf(store).confirm(store, state, id, now, record);
+    return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
+  });
+}
+
+/** The brief's table: the stamp and its record in one transaction on each database. */
+export function confirmWarden(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): number {
+  return inBothTransactions(state, store.db, () => {
+    liveRow(store.db, store.name, id);
+    store.db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(toCanonical(now), id);
+    return record();
+  });
+}
+
+/** mem0: the stamp goes through mem0's own update (no shared transaction with the state db), then the record. */
+export async function confirmMem0(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): Promise<number> {
+  if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+  return state.transaction(record).immediate();
+}
+
+export function currentWardenRow(store: StoreHandle, id: string): PendingItem['memory'] {
+  const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`).get(id);
+  return (row as PendingItem['memory'] | undefined) ?? null;
 }
 
 export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant): Promise<ReviewDecision> {

@@ -13,6 +13,7 @@ import type { Applied } from '../drift/apply.js';
 import type { LookTwiceRules } from '../digest/flags.js';
 import type { Period } from '../digest/collect.js';
 import type { Erased, EraseOptions, EraseSelector } from '../erase.js';
+import type { PendingItem } from '../drift/review.js';
 import { wardenLayout } from './warden.js';
 import { mem0Layout } from './mem0-layout.js';
 
@@ -35,6 +36,13 @@ export interface Layout {
   reviewDue(store: StoreHandle, opts: QueueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
   /** Apply a drift verdict to the store and record it (confirm, supersede, or hand to a person). */
   applyDrift(store: StoreHandle, state: Db, decision: Decision, now: Instant): Promise<Applied>;
+  /**
+   * A person confirms a memory: it is stamped confirmed at `now`, and `record` (the decision in the state db)
+   * runs in the same transaction where the layout has one. A usage error when no live memory has that id.
+   */
+  confirm(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): Promise<number>;
+  /** The memory as it reads now, shown beside evidence waiting for a person; null when there is no such row. */
+  currentMemory(store: StoreHandle, id: string): PendingItem['memory'];
   /** Whether a person can supersede or expire a memory here (mem0 has no supersede chain or expiry column). */
   corrections: boolean;
   /** Remove every memory the selector names from every part of the store (see src/erase.ts). */

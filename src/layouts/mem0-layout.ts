@@ -6,6 +6,7 @@ import { mem0NewRows } from './mem0-digest.js';
 import { detectDialect } from './mem0-history.js';
 import { entityCollectionOf, mem0Schema } from './mem0-config.js';
 import { eraseMem0 } from '../erase.js';
+import { confirmMem0 } from '../drift/review.js';
 
 /** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
 export const mem0Layout: Layout = {
@@ -23,6 +24,9 @@ export const mem0Layout: Layout = {
     return { due, batch: await mem0Queue(store, opts.now, opts.afterDays, opts.limit ?? Number.MAX_SAFE_INTEGER, opts.exclude ?? []) };
   },
   applyDrift: (store, state, decision, now) => applyMem0Decision(store, state, decision, now),
+  confirm: (store, state, id, now, record) => confirmMem0(store, state, id, now, record),
+  // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
+  currentMemory: () => null,
   corrections: false,
   erase: (store, sel, dryRun, opts) => eraseMem0(store, sel, dryRun, opts),
 };

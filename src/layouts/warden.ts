@@ -7,6 +7,7 @@ import { newRows } from '../digest/collect.js';
 import { reviewDue, reviewDueCount } from '../drift/queue.js';
 import { applyDecision } from '../drift/apply.js';
 import { eraseWarden } from '../erase.js';
+import { confirmWarden, currentWardenRow } from '../drift/review.js';
 
 // Wrappers, not references: the modules they call import this one's registry back (resolved at call time).
 /** The memory table of the brief, with an optional Qdrant side. */
@@ -31,6 +32,8 @@ export const wardenLayout: Layout = {
     batch: reviewDue(store.db, opts),
   }),
   applyDrift: async (store, state, decision, now) => applyDecision(store.db, state, store.name, decision, now),
+  confirm: async (store, state, id, now, record) => confirmWarden(store, state, id, now, record),
+  currentMemory: (store, id) => currentWardenRow(store, id),
   corrections: true,
   erase: (store, sel, dryRun, opts) => eraseWarden(store, sel, dryRun, opts),
 };

@@ -298,15 +298,16 @@ export interface VectorSummary {
 }
 
 /**
- * A check report with the cross-store findings merged in (problems and notes as `checkStore` sorts them).
- * Stores without Qdrant, or of another layout (which compares its stores its own way), come back unchanged.
+ * A check report with the cross-store findings merged in (problems and notes as `checkStore` sorts them): the
+ * warden layout's half of its check (mem0 compares its stores its own way). A store without Qdrant comes back
+ * unchanged.
  */
 export async function withConsistency<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(
   report: R,
   store: StoreHandle,
   opts: ConsistencyOptions,
 ): Promise<R & { vectors?: VectorSummary }> {
-  if (store.config.layout !== 'warden' || !(store.vectors instanceof QdrantStore)) return report;
+  if (!(store.vectors instanceof QdrantStore)) return report;
   const c = await checkConsistency(store.db, store.vectors, opts);
   const problems = [...report.problems, ...c.findings.filter(isProblem)];
   const notes = [...report.notes, ...c.findings.filter((f) => !isProblem(f))];
