@@ -134,7 +134,9 @@ async function deleteInBatches(
       checkpoint(store.db);
       if (i >= candidates.rowids.length) break;
       // The window closes early once another connection has committed: the writer that was waiting got in.
-      while (performance.now() - window < opts.pauseMs && dataVersion(store.db) === version) await new Promise((r) => setTimeout(r, 1));
+      while (performance.now() - window < opts.pauseMs && dataVersion(store.db) === version && !ctx.signal.aborted) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
     }
   } finally {
     restore();

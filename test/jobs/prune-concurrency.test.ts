@@ -91,6 +91,23 @@ describe('the window between batches', () => {
     expect(summary.errors).toBe(0);
   }, 30_000);
 
+  it('ends on abort in the middle of a window, and the next run finishes the job', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000 } } });
+    const abort = new AbortController();
+    const ctx = { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: abort.signal };
+    const running = prune({ store: 't', dryRun: false }, ctx);
+    setTimeout(() => abort.abort(), 300); // no other writer: the first window would last a minute
+    const first = await running;
+    expect(first.batches).toBe(1);
+    expect(first.deleted).toBe(100);
+    const rest = await prune({ store: 't', dryRun: false }, { ...ctx, signal: new AbortController().signal, config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } } } }) });
+    expect(rest.deleted).toBe(1_400);
+    const d = new Database(db, { readonly: true });
+    expect(d.prepare(`SELECT count(*) FROM memory`).pluck().get()).toBe(500);
+    d.close();
+  }, 20_000);
+
   it('leaves no page of the prune for the agent to checkpoint, and gives the connection its settings back', async () => {
     const path = makeStore(join(dir, 'm.db'), expiring(4_000));
     const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db: path } }, prune: { batchSize: 500, pauseMs: 0 } } });
