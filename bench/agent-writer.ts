@@ -48,6 +48,9 @@ function finish(): void {
 }
 
 process.on('SIGTERM', () => (stopping = true));
+// A parent that died without stopping it (a test that timed out) must not leave it writing forever.
+const parent = process.ppid;
+setInterval(() => process.ppid !== parent && (stopping = true), 500).unref();
 process.on('SIGINT', () => (stopping = true));
 process.stdout.write('ready\n');
 const loop = () => {
