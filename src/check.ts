@@ -2,7 +2,7 @@ import type { StoreHandle } from './store/open.js';
 import { journalMode } from './store/sqlite.js';
 import { objectExists, memoryColumns } from './store/schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import { classifyTime, CANONICAL_GLOB, toCanonical, type Instant } from './time.js';
+import { classifyTime, canonicalSql, toCanonical, type Instant } from './time.js';
 import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
 import { reviewDue as reviewRows, reviewDueCount } from './drift/queue.js';
 
@@ -116,10 +116,10 @@ function timeFindings(store: StoreHandle): Finding[] {
   };
   for (const col of TIME_COLUMNS) {
     if (!cols.has(col)) continue;
-    // datetime(x) = x holds exactly for valid canonical text; only the rest is looked at in JS. NULL is fine
+    // canonicalSql holds exactly for valid canonical text; only the rest is looked at in JS. NULL is fine
     // where the column may be empty (expires_at, last_used_at), so those rows are not even read.
     const nullOdd = NOT_NULL_TIMES.has(col) ? `${col} IS NULL OR ` : '';
-    const odd = store.db.prepare(`SELECT id, ${col} AS v FROM memory WHERE ${nullOdd}(${col} IS NOT NULL AND NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col}))`);
+    const odd = store.db.prepare(`SELECT id, ${col} AS v FROM memory WHERE ${nullOdd}(${col} IS NOT NULL AND NOT ${canonicalSql(col)})`);
     for (const { id, v } of odd.iterate() as Iterable<{ id: string; v: unknown }>) {
       if (v === null) note(missing, id, col);
       else note(classifyTime(v) === 'unparseable' ? unparseable : nonCanonical, id, col);

@@ -2,7 +2,7 @@ import type { StoreHandle } from './store/open.js';
 import { deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { memoryColumns } from './store/schema.js';
-import { CANONICAL_GLOB, classifyTime, parseInstant, toCanonical } from './time.js';
+import { canonicalSql, classifyTime, parseInstant, toCanonical } from './time.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;
@@ -61,7 +61,7 @@ export async function repairTimestamps(store: StoreHandle): Promise<TimestampRep
   await withMaintenanceLock(store.path, 'repair timestamps', async () => {
     for (const col of cols) {
       const odd = store.db
-        .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NOT NULL AND NOT (${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col})`)
+        .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NOT NULL AND NOT ${canonicalSql(col)}`)
         .all() as { id: string; v: unknown }[];
       const update = store.db.prepare(`UPDATE memory SET ${col} = ? WHERE id = ? AND ${col} IS ?`);
       const changes: TimestampChange[] = [];

@@ -9,8 +9,12 @@ const ISO =
   /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?\s*(Z|z|[+-]\d{2}(?::?\d{2})?)?$/;
 
 export const CANONICAL = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
-/** The same shape as a SQLite GLOB, so SQL can cheaply skip rows already in canonical form. */
-export const CANONICAL_GLOB = '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]';
+/**
+ * SQL, 1 or 0: `col` holds canonical text that parseInstant reads. `datetime(x) = x` holds exactly for canonical
+ * text (datetime() writes nothing else, and turns an impossible date like Feb 30 into another string), except
+ * SQLite's `24:00:00`, which it keeps and parseInstant refuses. One datetime() call per row, never NULL.
+ */
+export const canonicalSql = (col: string) => `(coalesce(datetime(${col}) = ${col}, 0) AND substr(${col}, 12, 2) < '24')`;
 
 export type Instant = number; // epoch milliseconds, UTC
 

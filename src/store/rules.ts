@@ -1,4 +1,4 @@
-import { CANONICAL_GLOB, DAY_MS, textUpperBound, toCanonical, type Instant } from '../time.js';
+import { canonicalSql, DAY_MS, textUpperBound, toCanonical, type Instant } from '../time.js';
 
 /**
  * The two prune rules of the brief, written once, in SQL, and used for both finding candidates and the re-check
@@ -21,10 +21,13 @@ export function reviewCutoff(now: Instant, afterDays: number): Instant {
   return now - afterDays * DAY_MS;
 }
 
-/** `col op instant` where the instant is given as @<name>Text, @<name>Ms and @<name>Upper (see instantParams). */
+/**
+ * `col op instant` where the instant is given as @<name>Text, @<name>Ms and @<name>Upper (see instantParams):
+ * canonical text compares as text, everything else through warden_epoch, which is NULL (never true) for what it
+ * cannot read.
+ */
 export function instantCompare(col: string, op: '<' | '<=', name: string): string {
-  return `(${col} < @${name}Upper AND ((${col} GLOB '${CANONICAL_GLOB}' AND datetime(${col}) = ${col} AND ${col} ${op} @${name}Text)
-    OR (NOT ${col} GLOB '${CANONICAL_GLOB}' AND warden_epoch(${col}) ${op} @${name}Ms)))`;
+  return `(${col} < @${name}Upper AND CASE WHEN ${canonicalSql(col)} THEN ${col} ${op} @${name}Text ELSE warden_epoch(${col}) ${op} @${name}Ms END)`;
 }
 
 export function instantParams(name: string, at: Instant): Record<string, string | number> {

@@ -116,6 +116,23 @@ describe('prune', () => {
     expect(dry.deleted).toBe(referenceDeleted(rows, 180).size);
   });
 
+  it('never expires a time that only looks canonical (an impossible date) or is not text', async () => {
+    const db = makeStore(join(dir, 'm.db'), [
+      { id: 'feb30', expires_at: '2026-02-30 10:00:00' },
+      { id: 'nov31', expires_at: '2026-11-31 00:00:00' },
+      { id: 'hour24', expires_at: '2026-11-28 24:00:00' },
+      { id: 'month13', expires_at: '2026-13-01 00:00:00' },
+      { id: 'expired', expires_at: '2026-11-28 10:00:00' },
+      { id: 'expired_z', expires_at: '2026-11-28T10:00:00.250Z' },
+    ]);
+    const raw = new Database(db);
+    raw.prepare(`INSERT INTO memory (id, subject, fact, source, expires_at) VALUES ('epoch_int', 'user', 'f', 's', 1700000000)`).run();
+    raw.close();
+    const result = await prune({ store: 't', dryRun: false }, ctx(db));
+    expect(ids(db).sort()).toEqual(['epoch_int', 'feb30', 'hour24', 'month13', 'nov31']);
+    expect(result).toMatchObject({ deleted: 2, expired: 2 });
+  });
+
   it('lets ON DELETE CASCADE take the older versions and never resurrects a dangling row', async () => {
     const db = makeStore(join(dir, 'm.db'), [
       { id: 'm_0140', fact: 'prefers npm', superseded_by: 'm_0207', created_at: '2026-11-01 00:00:00' },
