@@ -24,7 +24,7 @@ export const configSchema = z.strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
       batchSize: z.number().int().positive().default(10000),
-      batchMs: z.number().positive().default(35),
+      batchMs: z.number().positive().default(40),
       pauseMs: z.number().nonnegative().default(30),
     })
     .prefault({}),

@@ -1,7 +1,7 @@
 import type { JobContext } from './job.js';
 import type { StoreHandle } from './store/open.js';
 import type { Db } from './store/sqlite.js';
-import { cascadeClosure, deleteWithCascade, type DeletedRow } from './store/delete.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { toCanonical } from './time.js';
@@ -24,6 +24,8 @@ export interface PruneResult {
 }
 
 const ID_CAP = 1000;
+/** A batch takes its roots in chunks of about this many milliseconds, so it ends within that of `batchMs`. */
+const CHUNK_MS = 3;
 
 /** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
 export interface Candidates {
@@ -114,21 +116,28 @@ async function deleteInBatches(
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
   const restore = tuneForPrune(store.db);
   try {
-    // Start small (the first batch meets a cold cache) and let the measured time size the next, at most doubling.
-    let size = Math.min(opts.batchSize, 100);
+    // Start small (the first batch meets a cold cache); then each batch is offered the roots that should fill
+    // batchMs and a little over, at most twice the last offer, and takes chunks of them until its time is up.
+    let offer = Math.min(opts.batchSize, 100);
+    let chunk = 50;
+    let overhead = 0; // lock time beyond the deletes (collecting what went, the commit), smoothed
     for (let i = 0; i < candidates.rowids.length; ) {
       if (ctx.signal.aborted) {
         ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
         return;
       }
-      const roots = Array.from(candidates.rowids.subarray(i, i + size));
-      i += roots.length;
-      const t0 = performance.now();
-      const deleted = await deleteWithCascade(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule });
-      tally(result, deleted, candidates);
+      const roots = Array.from(candidates.rowids.subarray(i, i + offer));
+      // The last chunk starts inside the budget and ends after it: on average half a chunk over.
+      const budget = { ms: Math.max(1, opts.batchMs - overhead - CHUNK_MS / 2), chunk };
+      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget });
+      i += outcome.consumed;
+      tally(result, outcome.deleted, candidates);
       result.batches += 1;
-      const took = Math.max(1, performance.now() - t0);
-      size = Math.max(50, Math.min(opts.batchSize, 2 * size, Math.round((size * opts.batchMs) / took)));
+      const spent = outcome.lockMs - outcome.deleteMs;
+      overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
+      const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
+      chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
+      offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * opts.batchMs) / msPerRoot)));
       const window = performance.now();
       const version = dataVersion(store.db);
       checkpoint(store.db);

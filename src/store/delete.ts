@@ -72,6 +72,23 @@ export interface DeleteOptions {
   /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
   beforeCommit?: (deleted: DeletedRow[]) => void;
   maxAttempts?: number;
+  /**
+   * Delete the roots in chunks of `chunk` inside the transaction, and stop taking chunks once `ms` have been
+   * spent: the write lock is then held for about that long however fast or slow the rows go. Roots left over
+   * are the caller's to pass again (with a vector store their vectors are already gone; the rows follow with
+   * that next call, as they would after a crash).
+   */
+  budget?: { ms: number; chunk: number };
+}
+
+/** What one deleteRoots call did: the rows removed, how many of the roots it got to, and its time in the lock. */
+export interface DeleteOutcome {
+  deleted: DeletedRow[];
+  consumed: number;
+  /** Time spent deleting, inside the transaction. */
+  deleteMs: number;
+  /** Time the write lock was held: BEGIN IMMEDIATE to COMMIT. */
+  lockMs: number;
 }
 
 class ChainGrew extends Error {}
@@ -83,7 +100,12 @@ class ChainGrew extends Error {}
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
  */
 export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
-  if (roots.length === 0) return [];
+  return (await deleteRoots(db, roots, opts)).deleted;
+}
+
+/** deleteWithCascade, also saying how far it got (with `budget`, not necessarily through every root). */
+export async function deleteRoots(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeleteOutcome> {
+  if (roots.length === 0) return { deleted: [], consumed: 0, deleteMs: 0, lockMs: 0 };
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
   const key = opts.key ?? 'id';
@@ -101,15 +123,27 @@ export async function deleteWithCascade(db: Db, roots: readonly (string | number
       }
     }
     try {
-      return db.transaction((): DeletedRow[] => {
+      const locked = performance.now();
+      const outcome = db.transaction((): Omit<DeleteOutcome, 'lockMs'> => {
+        const started = performance.now();
         clear.run();
-        remove.run(params);
+        let consumed = roots.length;
+        if (!opts.budget) remove.run(params);
+        else {
+          const { ms, chunk } = opts.budget;
+          consumed = 0;
+          do {
+            remove.run({ ...params, roots: JSON.stringify(roots.slice(consumed, consumed + chunk)) });
+            consumed = Math.min(roots.length, consumed + chunk);
+          } while (consumed < roots.length && performance.now() - started < ms);
+        }
         const deleted = captured.all(params) as DeletedRow[];
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
         opts.beforeCommit?.(deleted);
-        return deleted;
+        return { deleted, consumed, deleteMs: performance.now() - started };
       }).immediate();
+      return { ...outcome, lockMs: performance.now() - locked };
     } catch (err) {
       if (!(err instanceof ChainGrew)) throw err;
     }

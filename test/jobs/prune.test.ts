@@ -104,6 +104,19 @@ describe('prune', () => {
     expect(after.has(rows.find((r) => r.expires_at === 'next tuesday' && !r.superseded_by)!.id)).toBe(true);
   });
 
+  it('deletes the same rows when every batch runs out of time after one chunk', async () => {
+    const rows = mixedFixture(1500);
+    const db = makeStore(join(dir, 'm.db'), rows);
+    const expected = referenceDeleted(rows, 180);
+    const before = new Set(ids(db));
+    const result = await prune({ store: 't', dryRun: false }, ctx(db, { prune: { batchMs: 0.001, pauseMs: 0 } }));
+    const after = new Set(ids(db));
+    expect(new Set([...before].filter((id) => !after.has(id)))).toEqual(expected);
+    expect(result.deleted).toBe(expected.size);
+    expect(result.expired + result.superseded + result.cascaded).toBe(result.deleted);
+    expect(result.batches).toBeGreaterThan(1);
+  });
+
   it('dry run reports the same numbers and deletes nothing', async () => {
     const rows = mixedFixture(1500);
     const db = makeStore(join(dir, 'm.db'), rows);
