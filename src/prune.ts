@@ -72,13 +72,11 @@ function reasonOf(c: Candidates, rowid: number): PruneReason {
 }
 
 /** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
-function tally(result: PruneResult, rows: DeletedRow[], candidates: Candidates): void {
-  for (const row of rows) {
-    result[reasonOf(candidates, row.rowid)] += 1;
-    result.deleted += 1;
-    if (result.ids.length < ID_CAP) result.ids.push(row.id);
-    else result.idsTruncated = true;
-  }
+function tally(result: PruneResult, rowids: readonly number[], rows: readonly DeletedRow[], candidates: Candidates): void {
+  for (const rowid of rowids) result[reasonOf(candidates, rowid)] += 1;
+  result.deleted += rowids.length;
+  for (const row of rows.slice(0, ID_CAP - result.ids.length)) result.ids.push(row.id);
+  result.idsTruncated = result.deleted > result.ids.length;
 }
 
 /** Prune of the brief's memory table (with its Qdrant side when configured), in short batches. */
@@ -92,7 +90,8 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   };
   const candidates = pruneCandidates(store, rules);
   if (dryRun) {
-    tally(result, cascadeClosure(store.db, [...candidates.rowids], 'rowid'), candidates);
+    const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
+    tally(result, doomed.map((r) => r.rowid), doomed, candidates);
   } else if (candidates.rowids.length > 0) {
     await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
   }
@@ -129,9 +128,10 @@ async function deleteInBatches(
       const roots = Array.from(candidates.rowids.subarray(i, i + offer));
       // The last chunk starts inside the budget and ends after it: on average half a chunk over.
       const budget = { ms: Math.max(1, opts.batchMs - overhead - CHUNK_MS / 2), chunk };
-      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget });
+      const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
+      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows });
       i += outcome.consumed;
-      tally(result, outcome.deleted, candidates);
+      tally(result, outcome.rowids, outcome.deleted, candidates);
       result.batches += 1;
       const spent = outcome.lockMs - outcome.deleteMs;
       overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;

@@ -79,11 +79,20 @@ export interface DeleteOptions {
    * that next call, as they would after a crash).
    */
   budget?: { ms: number; chunk: number };
+  /**
+   * deleteRoots only: return at most this many rows in `deleted` (every removed row's rowid is in `rowids`
+   * anyway). Turning thousands of rows into objects took a tenth of a prune batch. Ignored with a vector store
+   * or `beforeCommit`, which need them all.
+   */
+  rows?: number;
 }
 
 /** What one deleteRoots call did: the rows removed, how many of the roots it got to, and its time in the lock. */
 export interface DeleteOutcome {
+  /** The rows removed, cascade included (with `rows`, only the first of them). */
   deleted: DeletedRow[];
+  /** The rowid of every row removed. */
+  rowids: number[];
   consumed: number;
   /** Time spent deleting, inside the transaction. */
   deleteMs: number;
@@ -105,12 +114,14 @@ export async function deleteWithCascade(db: Db, roots: readonly (string | number
 
 /** deleteWithCascade, also saying how far it got (with `budget`, not necessarily through every root). */
 export async function deleteRoots(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeleteOutcome> {
-  if (roots.length === 0) return { deleted: [], consumed: 0, deleteMs: 0, lockMs: 0 };
+  if (roots.length === 0) return { deleted: [], rowids: [], consumed: 0, deleteMs: 0, lockMs: 0 };
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
   const key = opts.key ?? 'id';
   const remove = db.prepare(`DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
-  const captured = db.prepare(`SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted`);
+  const captured = db.prepare(`SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted LIMIT @rows`);
+  const capturedRowids = db.prepare(`SELECT rowid_ FROM temp.warden_deleted`).pluck();
+  const rows = opts.vectors || opts.beforeCommit ? -1 : opts.rows ?? -1; // LIMIT -1: all of them
   const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
@@ -137,11 +148,12 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
             consumed = Math.min(roots.length, consumed + chunk);
           } while (consumed < roots.length && performance.now() - started < ms);
         }
-        const deleted = captured.all(params) as DeletedRow[];
+        const rowids = capturedRowids.all() as number[];
+        const deleted = rows === 0 ? [] : (captured.all({ ...params, rows }) as DeletedRow[]);
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
         opts.beforeCommit?.(deleted);
-        return { deleted, consumed, deleteMs: performance.now() - started };
+        return { deleted, rowids, consumed, deleteMs: performance.now() - started };
       }).immediate();
       return { ...outcome, lockMs: performance.now() - locked };
     } catch (err) {
