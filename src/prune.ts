@@ -1,6 +1,7 @@
 import type { JobContext } from './job.js';
 import type { StoreHandle } from './store/open.js';
-import type { Db } from './store/sqlite.js';
+import { journalMode, type Db } from './store/sqlite.js';
+import { startCheckpointer } from './store/checkpointer.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
 import { withMaintenanceLock } from './store/lock.js';
@@ -26,6 +27,8 @@ export interface PruneResult {
 const ID_CAP = 1000;
 /** A batch takes its roots in chunks of about this many milliseconds, so it ends within that of `batchMs`. */
 const CHUNK_MS = 3;
+/** Every this many batches the prune lets the checkpoint catch up, so that the WAL starts again from the top. */
+const WAL_BATCHES = 4;
 
 /** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
 export interface Candidates {
@@ -103,10 +106,13 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
  * The agent's writes get in between batches. SQLite has no queue of waiting writers: a writer that finds the lock
  * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
  * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
- * inside it. The batch's checkpoint runs in the window, while the agent writes: it is work the prune has to do
- * anyway, and done there the agent's next commit never finds a thousand uncopied pages to checkpoint itself. The
- * window closes as soon as another connection has committed (the writer that was waiting got in), so a busy
- * agent costs the prune only the time until its next retry.
+ * inside it. The window closes as soon as another connection has committed (the writer that was waiting got in),
+ * so a busy agent costs the prune only the time until its next retry.
+ *
+ * Each batch's checkpoint runs on a thread of its own (src/store/checkpointer.ts) while the window and the next
+ * batch go on, so the agent's commits find the pages already being copied and never copy them themselves. A WAL
+ * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
+ * waits for the checkpoint to finish: the WAL never holds more than those few batches.
  */
 async function deleteInBatches(
   store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult,
@@ -114,6 +120,7 @@ async function deleteInBatches(
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
   const restore = tuneForPrune(store.db);
+  const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
   try {
     // Start small (the first batch meets a cold cache); then each batch is offered the roots that should fill
     // batchMs and a little over, at most twice the last offer, and takes chunks of them until its time is up.
@@ -140,22 +147,25 @@ async function deleteInBatches(
       offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * opts.batchMs) / msPerRoot)));
       const window = performance.now();
       const version = dataVersion(store.db);
-      checkpoint(store.db);
+      checkpointer?.request();
       if (i >= candidates.rowids.length) break;
+      if (result.batches % WAL_BATCHES === 0) await checkpointer?.idle();
       // The window closes early once another connection has committed: the writer that was waiting got in.
       while (performance.now() - window < opts.pauseMs && dataVersion(store.db) === version && !ctx.signal.aborted) {
         await new Promise((r) => setTimeout(r, 1));
       }
     }
+    await checkpointer?.idle();
   } finally {
+    await checkpointer?.close();
     restore();
   }
 }
 
 /**
  * For the length of the prune: a page cache of 64 MB, so that the few thousand pages a batch dirties stay in it
- * until the commit instead of spilling to the WAL halfway, and checkpoints only where deleteInBatches runs them,
- * in the window.
+ * until the commit instead of spilling to the WAL halfway, and no checkpoint inside the prune's own commits (the
+ * checkpointer thread does them).
  */
 function tuneForPrune(db: Db): () => void {
   const cacheSize = db.pragma('cache_size', { simple: true }) as number;
@@ -171,9 +181,4 @@ function tuneForPrune(db: Db): () => void {
 /** Changes when another connection commits (PRAGMA data_version), whichever process it is in. */
 function dataVersion(db: Db): number {
   return db.pragma('data_version', { simple: true }) as number;
-}
-
-/** A passive checkpoint never waits and never blocks a writer; outside WAL mode it does nothing. */
-function checkpoint(db: Db): void {
-  db.pragma('wal_checkpoint(PASSIVE)');
 }

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initSchema } from '../../src/store/schema.js';
@@ -55,4 +55,13 @@ export function ids(path: string, sql = 'SELECT id FROM memory ORDER BY id'): st
   } finally {
     db.close();
   }
+}
+
+/**
+ * mxFrame (the last valid WAL frame, byte 16) and nBackfill (frames already copied into the database, byte 96)
+ * from the WAL index header in `<db>-shm` (SQLite's wal.c), read without touching the WAL.
+ */
+export function walIndex(path: string): { mxFrame: number; nBackfill: number } {
+  const shm = readFileSync(`${path}-shm`);
+  return { mxFrame: shm.readUInt32LE(16), nBackfill: shm.readUInt32LE(96) };
 }

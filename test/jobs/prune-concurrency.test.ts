@@ -1,10 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { makeStore, tempDir, type Row } from '../helpers/store.js';
+import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
@@ -66,15 +65,6 @@ describe('prune beside a writing agent', () => {
     d.close();
   });
 });
-
-/**
- * The WAL index header in `<db>-shm` (SQLite's wal.c, "the wal-index header"), read without touching the WAL:
- * mxFrame, the last valid frame, at byte 16; nBackfill, the frames already copied into the database, at byte 96.
- */
-function walIndex(path: string): { mxFrame: number; nBackfill: number } {
-  const shm = readFileSync(`${path}-shm`);
-  return { mxFrame: shm.readUInt32LE(16), nBackfill: shm.readUInt32LE(96) };
-}
 
 describe('the window between batches', () => {
   let dir: string;
