@@ -3,7 +3,7 @@
  * the sqlite3 CLI running the seed's SQL, and by memory-warden's batched prune, each with an agent-like writer in
  * a second process writing every 2 ms. Prints both times, their ratio, and the writer's latency and errors.
  *
- *   npm run bench:prune [-- --rows 1000000 --batch 10000 --batch-ms 35 --pause-ms 30 --writers 1 --runs 3 --no-one --keep]
+ *   npm run bench:prune [-- --rows 1000000 --batch 10000 --batch-ms 40 --pause-ms 30 --writers 1 --full-windows --runs 3 --no-one --keep]
  */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
@@ -27,6 +27,7 @@ const RUNS = opt('runs', 3);
 const BATCH_MS = opt('batch-ms', 0); // 0: the configured default
 const PAUSE_MS = opt('pause-ms', -1); // -1: the configured default
 const WRITERS = opt('writers', 1);
+const FULL_WINDOWS = args.includes('--full-windows'); // prune.windowEndsOnCommit: false
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = join(root, 'bench-out');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
@@ -140,7 +141,7 @@ async function main(): Promise<void> {
   };
 
   // 2. memory-warden's prune on an identical copy, with the default batch settings.
-  const batched = { ...(BATCH > 0 ? { batchSize: BATCH } : {}), ...(BATCH_MS > 0 ? { batchMs: BATCH_MS } : {}), ...(PAUSE_MS >= 0 ? { pauseMs: PAUSE_MS } : {}) };
+  const batched = { ...(BATCH > 0 ? { batchSize: BATCH } : {}), ...(FULL_WINDOWS ? { windowEndsOnCommit: false } : {}), ...(BATCH_MS > 0 ? { batchMs: BATCH_MS } : {}), ...(PAUSE_MS >= 0 ? { pauseMs: PAUSE_MS } : {}) };
   // 3. For scale: the same code in one transaction, which is what the agent must never be made to wait for.
   const oneTransaction = { batchSize: 10 * ROWS, batchMs: 3_600_000, pauseMs: 0 };
   const wardenRun = async (pruneOpts: object): Promise<Run> => {

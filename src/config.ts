@@ -26,6 +26,7 @@ export const configSchema = z.strictObject({
       batchSize: z.number().int().positive().default(10000),
       batchMs: z.number().positive().default(40),
       pauseMs: z.number().nonnegative().default(30),
+      windowEndsOnCommit: z.boolean().default(true),
     })
     .prefault({}),
   review: z

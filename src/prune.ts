@@ -107,7 +107,9 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
  * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
  * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
  * inside it. The window closes as soon as another connection has committed (the writer that was waiting got in),
- * so a busy agent costs the prune only the time until its next retry.
+ * so a busy agent costs the prune only the time until its next retry. Several writers fare better with windows
+ * that always last `pauseMs` (`prune.windowEndsOnCommit: false`): one whose retries have backed off to 50 or
+ * 100 ms sleeps rarely hits a window that the first commit ended.
  *
  * Each batch's checkpoint runs on a thread of its own (src/store/checkpointer.ts) while the window and the next
  * batch go on, so the agent's commits find the pages already being copied and never copy them themselves. A WAL
@@ -151,7 +153,8 @@ async function deleteInBatches(
       if (i >= candidates.rowids.length) break;
       if (result.batches % WAL_BATCHES === 0) await checkpointer?.idle();
       // The window closes early once another connection has committed: the writer that was waiting got in.
-      while (performance.now() - window < opts.pauseMs && dataVersion(store.db) === version && !ctx.signal.aborted) {
+      const open = () => !opts.windowEndsOnCommit || dataVersion(store.db) === version;
+      while (performance.now() - window < opts.pauseMs && open() && !ctx.signal.aborted) {
         await new Promise((r) => setTimeout(r, 1));
       }
     }

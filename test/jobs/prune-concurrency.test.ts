@@ -90,6 +90,20 @@ describe('the window between batches', () => {
     expect(summary.errors).toBe(0);
   }, 30_000);
 
+  it('with windowEndsOnCommit false, keeps the lock free for the whole pause however the agent writes', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const agent = await startAgent(db);
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000, windowEndsOnCommit: false } } });
+    const abort = new AbortController();
+    const running = prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: abort.signal });
+    setTimeout(() => abort.abort(), 500); // the agent commits every millisecond meanwhile
+    const result = await running;
+    const summary = await agent.stop();
+    expect(result.batches).toBe(1);
+    expect(summary.writes).toBeGreaterThan(50);
+    expect(summary.errors).toBe(0);
+  }, 20_000);
+
   it('ends on abort in the middle of a window, and the next run finishes the job', async () => {
     const db = makeStore(join(dir, 'm.db'), expiring(2_000));
     const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000 } } });
