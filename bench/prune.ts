@@ -176,15 +176,16 @@ async function main(): Promise<void> {
   const errors = (runs: Run[]) => runs.reduce((n, r) => n + r.writer.errors, 0);
 
   const fmt = (w: WriterSummary) => `${w.writes} writes, p50 ${w.p50} ms, p99 ${w.p99} ms, max ${w.max} ms, errors ${w.errors}${w.firstError ? ` (${w.firstError})` : ''}`;
+  const writerLabel = WRITERS > 1 ? `agent writers (${WRITERS}, summed; worst p50/p99/max)` : 'agent writer';
   const secs = (runs: Run[]) => runs.map((r) => (r.ms / 1000).toFixed(2)).join(' / ');
   console.log(`\nrows ${ROWS.toLocaleString('en')}, ${BATCH ? `batch ${BATCH}, ` : ''}prune settings ${JSON.stringify(loadConfig({ overrides: { prune: batched } }).prune)}${BATCH_MS ? `, batchMs ${BATCH_MS}` : ''}${PAUSE_MS >= 0 ? `, pauseMs ${PAUSE_MS}` : ''}, writers ${WRITERS}, runs ${RUNS}, node ${process.version}, sqlite ${(new Database(':memory:').prepare('select sqlite_version() v').get() as { v: string }).v}`);
   console.log(`sqlite3 CLI (seed SQL, one DELETE each): median ${(c.ms / 1000).toFixed(2)} s (runs ${secs(cli)}); rows left ${c.left.toLocaleString('en')}`);
-  console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
+  console.log(`  ${writerLabel}, median run: ${fmt(c.writer)}; worst max over runs ${worst(cli)} ms, errors ${errors(cli)}`);
   console.log(`memory-warden prune (batched):            median ${(m.ms / 1000).toFixed(2)} s (runs ${secs(mw)}); rows left ${m.left.toLocaleString('en')}; deleted ${m.deleted.toLocaleString('en')}`);
-  console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
+  console.log(`  ${writerLabel}, median run: ${fmt(m.writer)}; worst max over runs ${worst(mw)} ms, errors ${errors(mw)}`);
   if (o) {
     console.log(`memory-warden, one transaction (no batches): median ${(o.ms / 1000).toFixed(2)} s (runs ${secs(one)})`);
-    console.log(`  agent writer${WRITERS > 1 ? `s (${WRITERS}, summed; worst p50/p99/max)` : ''}, median run: ${fmt(o.writer)}; worst max over runs ${worst(one)} ms, errors ${errors(one)}`);
+    console.log(`  ${writerLabel}, median run: ${fmt(o.writer)}; worst max over runs ${worst(one)} ms, errors ${errors(one)}`);
   }
   console.log(`ratio memory-warden batched / sqlite3 CLI (medians): ${(m.ms / c.ms).toFixed(2)}x`);
   if (o) console.log(`ratio memory-warden one transaction / sqlite3 CLI (medians): ${(o.ms / c.ms).toFixed(2)}x`);

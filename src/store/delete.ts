@@ -148,8 +148,8 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
             consumed = Math.min(roots.length, consumed + chunk);
           } while (consumed < roots.length && performance.now() - started < ms);
         }
-        const rowids = capturedRowids.all() as number[];
         const deleted = rows === 0 ? [] : (captured.all({ ...params, rows }) as DeletedRow[]);
+        const rowids = rows === -1 ? deleted.map((r) => r.rowid) : (capturedRowids.all() as number[]);
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
         opts.beforeCommit?.(deleted);

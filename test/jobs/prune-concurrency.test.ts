@@ -74,6 +74,13 @@ describe('the window between batches', () => {
 
   const expiring = (n: number): Row[] =>
     Array.from({ length: n }, (_, i) => ({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' }));
+  /** A job context for the store at `db` (store name `t`) with these prune settings. */
+  const ctxFor = (db: string, prune: object = {}, signal = new AbortController().signal) => ({
+    config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune } }),
+    log: silentLogger,
+    now: () => Date.UTC(2026, 10, 29),
+    signal,
+  });
 
   it('closes as soon as the waiting agent has written, not after the whole pause', async () => {
     const db = makeStore(join(dir, 'm.db'), expiring(2_000));
@@ -81,8 +88,7 @@ describe('the window between batches', () => {
 
     // 15 batches with a minute's pause after each: only a window that closes early lets this finish in the
     // test's time.
-    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000 } } });
-    const result = await prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal });
+    const result = await prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000 }));
 
     const summary = await agent.stop();
     expect(result.batches).toBe(15);
@@ -93,9 +99,8 @@ describe('the window between batches', () => {
   it('with windowEndsOnCommit false, keeps the lock free for the whole pause however the agent writes', async () => {
     const db = makeStore(join(dir, 'm.db'), expiring(2_000));
     const agent = await startAgent(db);
-    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000, windowEndsOnCommit: false } } });
     const abort = new AbortController();
-    const running = prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: abort.signal });
+    const running = prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000, windowEndsOnCommit: false }, abort.signal));
     setTimeout(() => abort.abort(), 500); // the agent commits every millisecond meanwhile
     const result = await running;
     const summary = await agent.stop();
@@ -106,15 +111,13 @@ describe('the window between batches', () => {
 
   it('ends on abort in the middle of a window, and the next run finishes the job', async () => {
     const db = makeStore(join(dir, 'm.db'), expiring(2_000));
-    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 100, pauseMs: 60_000 } } });
     const abort = new AbortController();
-    const ctx = { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: abort.signal };
-    const running = prune({ store: 't', dryRun: false }, ctx);
+    const running = prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000 }, abort.signal));
     setTimeout(() => abort.abort(), 300); // no other writer: the first window would last a minute
     const first = await running;
     expect(first.batches).toBe(1);
     expect(first.deleted).toBe(100);
-    const rest = await prune({ store: 't', dryRun: false }, { ...ctx, signal: new AbortController().signal, config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } } } }) });
+    const rest = await prune({ store: 't', dryRun: false }, ctxFor(db));
     expect(rest.deleted).toBe(1_400);
     const d = new Database(db, { readonly: true });
     expect(d.prepare(`SELECT count(*) FROM memory`).pluck().get()).toBe(500);
@@ -123,12 +126,12 @@ describe('the window between batches', () => {
 
   it('leaves no page of the prune for the agent to checkpoint, and gives the connection its settings back', async () => {
     const path = makeStore(join(dir, 'm.db'), expiring(4_000));
-    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db: path } }, prune: { batchSize: 500, pauseMs: 0 } } });
-    const store = openStore(config, 't');
+    const ctx = ctxFor(path, { batchSize: 500, pauseMs: 0 });
+    const store = openStore(ctx.config, 't');
     try {
       store.db.exec(`CREATE TEMP TABLE kept (x)`); // TEMP objects the connection had before survive the prune
       const before = { cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) };
-      const result = await pruneWarden(store, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal }, { dryRun: false });
+      const result = await pruneWarden(store, ctx, { dryRun: false });
       expect(result.deleted).toBe(3_000);
       expect(result.batches).toBeGreaterThan(1);
       expect({ cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) }).toEqual(before);
