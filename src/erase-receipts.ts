@@ -69,7 +69,7 @@ export interface StoredReceipt {
 export function listReceipts(stateDb: string, store?: string): StoredReceipt[] {
   const db = openStateDb(stateDb);
   try {
-    const places = `(SELECT json_group_array(json_object('place', p.place, 'count', p.count)) FROM erase_receipt_places p WHERE p.receipt_id = r.id)`;
+    const places = `(SELECT json_group_array(json_object('place', p.place, 'count', p.count)) FROM (SELECT * FROM erase_receipt_places WHERE receipt_id = r.id ORDER BY rowid) p)`;
     return db.prepare(`SELECT r.*, ${places} AS places FROM erase_receipts r ${store ? 'WHERE r.store = ?' : ''} ORDER BY r.id`).all(...(store ? [store] : [])) as StoredReceipt[];
   } finally {
     db.close();
