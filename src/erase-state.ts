@@ -25,11 +25,38 @@ export interface StateTarget {
 }
 
 const OWN = new Set(['erase_receipts', 'erase_receipt_places']);
+
+/**
+ * Where memory-warden's tables keep content (free text, JSON): only these are scrubbed, never a key, a store or job
+ * name or a status, so `--subject agent` cannot rename every record of the store `agent`. A table added later is
+ * read the same way minus its indexed columns (keys, names), so a feature that forgets to list itself here is still
+ * covered.
+ */
+const CONTENT: Record<string, string[]> = {
+  job_runs: ['result', 'error'],
+  drift_verdicts: ['evidence', 'resolution'],
+  digest_deliveries: ['response', 'error', 'summary'],
+  warden_deletions: [],
+};
+
+function contentColumns(db: Db, table: string): string[] {
+  const known = CONTENT[table];
+  if (known) return known;
+  const indexed = new Set(
+    (db.prepare(`SELECT name FROM pragma_index_list(?)`).all(table) as { name: string }[])
+      .flatMap((i) => (db.prepare(`SELECT name FROM pragma_index_info(?)`).all(i.name) as { name: string | null }[]).map((c) => c.name)),
+  );
+  const pk = (db.prepare(`SELECT name, pk FROM pragma_table_info(?)`).all(table) as { name: string; pk: number }[]);
+  return pk.filter((c) => c.pk === 0 && !indexed.has(c.name)).map((c) => c.name);
+}
 const MIN_TEXT = 4;
+const PREFIX = 48;
 
 /** Whether a string holds an erased text: as written, JSON-escaped, or (for --subject) the subject in any case. */
 export function textMatcher(texts: readonly string[], subject?: string): (v: string) => boolean {
-  const exact = [...new Set(texts.flatMap((t) => [t, JSON.stringify(t).slice(1, -1)]))].filter((t) => t.length >= MIN_TEXT);
+  // A long text may be quoted cut short (an error message, a log line): its first PREFIX characters find it too.
+  const forms = texts.flatMap((t) => [t, Array.from(t).slice(0, PREFIX).join('')]);
+  const exact = [...new Set(forms.flatMap((t) => [t, JSON.stringify(t).slice(1, -1)]))].filter((t) => t.length >= MIN_TEXT);
   const folded = subject === undefined ? [] : [...new Set([subject, JSON.stringify(subject).slice(1, -1)].map(asciiLower))];
   if (exact.length === 0 && folded.length === 0) return () => false;
   return (v) => exact.some((t) => v.includes(t)) || (folded.length > 0 && folded.some((t) => asciiLower(v).includes(t)));
@@ -118,10 +145,9 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
         add('state:job_runs.result', 1);
       }
     }
-    // Any text column anywhere else.
+    // The content columns everywhere else.
     for (const table of tables.filter((x) => !OWN.has(x))) {
-      const cols = (db.prepare(`SELECT name FROM pragma_table_info(?)`).all(table) as { name: string }[]).map((r) => r.name);
-      for (const col of cols) {
+      for (const col of contentColumns(db, table)) {
         const rows = db.prepare(`SELECT rowid AS rid, ${q(col)} AS v FROM ${q(table)} WHERE warden_erased_text(${q(col)})`).all() as { rid: number; v: string }[];
         if (rows.length === 0) continue;
         add(`state:${table}.${col}`, rows.length);

@@ -203,6 +203,33 @@ describe('erase reaches the copies memory-warden made (warden layout)', () => {
   });
 });
 
+describe('erase in the state db: only content, and text quoted cut short', () => {
+  it('--subject naming the store and the recipients scrubs content, never keys, names or statuses', async () => {
+    const w = await warden();
+    const long = `Alice Nakamura's passport number is X99-1234 and it expires in March of next year, renew early`;
+    const state = openStateDb(w.config.stateDb);
+    // An error that quoted the text cut at 60 characters.
+    recordRunEnd(state, recordRunStart(state, 'prune', 'agent', NOW), NOW, 'failed', `prune agent: row m9 "${long.slice(0, 60)}…" is locked`);
+    const before = state.prepare(`SELECT id, job, store, outcome FROM job_runs ORDER BY id`).all();
+    const deliveriesBefore = state.prepare(`SELECT list_key, day, status FROM digest_deliveries ORDER BY id`).all();
+    state.close();
+    const db = new Database(w.storeDb);
+    db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('m9', 'alice', ?, 'user message')`).run(long);
+    db.close();
+
+    const r = await erase(w.config, 'agent', { ids: ['m9'] }, { now: () => NOW });
+    expect(placeCount(r, 'state:job_runs.error')).toBe(1);
+    expect(whereFound([w.stateDir], ['X99-1234', 'passport number'])).toEqual([]);
+
+    // 'agent' is the store's name, 'example' is in the recipients' list key, 'failed' and 'sent' are statuses.
+    for (const subject of ['agent', 'example.org', 'failed', 'sent']) await erase(w.config, 'agent', { subject }, { now: () => NOW });
+    const after = openStateDb(w.config.stateDb);
+    expect(after.prepare(`SELECT id, job, store, outcome FROM job_runs WHERE id <= ? ORDER BY id`).all((before.at(-1) as { id: number }).id)).toEqual(before);
+    expect(after.prepare(`SELECT list_key, day, status FROM digest_deliveries ORDER BY id`).all()).toEqual(deliveriesBefore);
+    after.close();
+  });
+});
+
 describe('erase --user finds what memory-warden\'s own prune deleted (mem0)', () => {
   let q: QdrantTarget;
   let fx: Mem0Fixture | undefined;
