@@ -150,17 +150,21 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
       for (const col of contentColumns(db, table)) {
         const rows = db.prepare(`SELECT rowid AS rid, ${q(col)} AS v FROM ${q(table)} WHERE warden_erased_text(${q(col)})`).all() as { rid: number; v: string }[];
         if (rows.length === 0) continue;
-        add(`state:${table}.${col}`, rows.length);
-        if (dryRun) continue;
+        if (dryRun) {
+          add(`state:${table}.${col}`, rows.length);
+          continue;
+        }
         const set = db.prepare(`UPDATE ${q(table)} SET ${q(col)} = ? WHERE rowid = ?`);
-        const drop = db.prepare(`DELETE FROM ${q(table)} WHERE rowid = ?`);
+        let n = 0;
         for (const r of rows) {
           try {
             set.run(scrubValue(r.v, holds) ?? ERASED, r.rid);
+            n += 1;
           } catch {
-            drop.run(r.rid); // a constraint refuses the placeholder: the record goes rather than keep the text
+            // A CHECK refused the placeholder: a column of fixed values (a status), never content. Left as it is.
           }
         }
+        if (n > 0) add(`state:${table}.${col}`, n);
       }
     }
   };
