@@ -230,6 +230,39 @@ describe('erase in the state db: only content, and text quoted cut short', () =>
   });
 });
 
+describe('erase in the state db: order and tables added later', () => {
+  it('an erase that fails at the store (Qdrant down) has already scrubbed the state db, and leaves the rows for the retry', async () => {
+    const w = await warden();
+    const down = validateConfig({ ...w.config, stores: { agent: { db: w.storeDb, qdrant: { url: 'http://127.0.0.1:9', collections: ['memories'] } } } });
+    await expect(erase(down, 'agent', { user: 'alice' }, { now: () => NOW })).rejects.toThrow();
+    expect(whereFound([w.stateDir], [F2, READING])).toEqual([]);
+    const store = new Database(w.storeDb, { readonly: true });
+    expect(store.prepare(`SELECT count(*) AS n FROM memory WHERE subject = 'alice'`).get()).toEqual({ n: 3 });
+    store.close();
+    const r = await erase(w.config, 'agent', { user: 'alice' }, { now: () => NOW });
+    expect(r.memories).toBe(3);
+    expect(whereFound([w.storeDir, w.stateDir, w.snapRoot], [F1, F2, F3, READING])).toEqual([]);
+  });
+
+  it('a table another feature adds to the state db is scrubbed in its content columns, its keys kept', async () => {
+    const w = await warden();
+    const state = openStateDb(w.config.stateDb);
+    state.exec(`CREATE TABLE restore_notes (id INTEGER PRIMARY KEY, store TEXT NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('note', 'warning')), note TEXT)`);
+    state.exec(`CREATE INDEX restore_notes_by_store ON restore_notes(store)`);
+    state.prepare(`INSERT INTO restore_notes (store, kind, note) VALUES ('agent', 'note', ?), ('agent', 'warning', 'nothing personal')`).run(`restored a2: ${F2}`);
+    state.close();
+    const r = await erase(w.config, 'agent', { subject: 'insulin' }, { now: () => NOW });
+    expect(placeCount(r, 'state:restore_notes.note')).toBe(1);
+    const after = new Database(w.config.stateDb, { readonly: true });
+    expect(after.prepare(`SELECT store, kind, note FROM restore_notes ORDER BY id`).all()).toEqual([
+      { store: 'agent', kind: 'note', note: '[erased]' },
+      { store: 'agent', kind: 'warning', note: 'nothing personal' },
+    ]);
+    after.close();
+    expect(whereFound([w.stateDir], ['insulin'])).toEqual([]);
+  });
+});
+
 describe('erase --user finds what memory-warden\'s own prune deleted (mem0)', () => {
   let q: QdrantTarget;
   let fx: Mem0Fixture | undefined;
