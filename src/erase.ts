@@ -114,27 +114,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
-      const state = openStateDb(stateDb);
-      try {
-        if (!dryRun) state.pragma('secure_delete = ON');
-        const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, storeName, sel.user) : [] };
-        if (!dryRun) {
-          // memory-warden's own copies first: after a crash between the two, the store still has the memories, so a
-          // second erase finds them (and with them these copies) again; the other way round it would find nothing.
-          const planned = await layoutOf(store).erase(store, sel, true, layoutOpts);
-          statePlaces = scrubState(state, { store: storeName, ids: planned.ids, texts: planned.texts, subject }, false);
-          store.db.pragma('secure_delete = ON');
-        }
-        erased = await layoutOf(store).erase(store, sel, dryRun, layoutOpts);
-        if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
-        statePlaces = mergePlaces(statePlaces, scrubState(state, { store: storeName, ids: erased.ids, texts: erased.texts, subject }, dryRun));
-        if (!dryRun) ({ walTruncated: stateWalTruncated } = compactState(state));
-      } finally {
-        state.close();
-      }
-      const left = await leftoverCopies(store.path, snapshotRoot, erased.texts, subject);
-      fileCounts = { staged: left.staged.length, partials: left.partials.length };
-      if (!dryRun) await removeLeftovers(left, snapshotRoot, store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant ? new QdrantStore(store.config.qdrant) : undefined, log);
+      ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
+      fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
       found = await snapshotsContaining(snapshotRoot, erased.texts, subject);
       if (!dryRun && opts.snapshots && found.length > 0) {
         const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
@@ -181,6 +162,41 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
   log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
   return receipt;
+}
+
+/**
+ * The store's erase with memory-warden's records of it (the state db), on connections with secure_delete on, each
+ * compacted after. The records go first: after a crash between the two the store still has the memories, so a
+ * second erase finds them (and through them these records) again; the other way round it would find nothing.
+ */
+async function eraseStoreAndRecords(store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions) {
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  const state = openStateDb(stateDb);
+  try {
+    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
+    let statePlaces: Place[] = [];
+    if (!dryRun) {
+      state.pragma('secure_delete = ON');
+      const planned = await layoutOf(store).erase(store, sel, true, layoutOpts);
+      statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
+      store.db.pragma('secure_delete = ON');
+    }
+    const erased = await layoutOf(store).erase(store, sel, dryRun, layoutOpts);
+    const { vacuumed, walTruncated } = dryRun ? { vacuumed: false, walTruncated: false } : compact(store.db);
+    statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, dryRun));
+    const stateWalTruncated = dryRun ? false : compactState(state).walTruncated;
+    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
+  } finally {
+    state.close();
+  }
+}
+
+/** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */
+async function eraseLeftovers(store: StoreHandle, snapshotRoot: string, texts: string[], subject: string | undefined, dryRun: boolean, log: Logger) {
+  const left = await leftoverCopies(store.path, snapshotRoot, texts, subject);
+  const q = store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant ? new QdrantStore(store.config.qdrant) : undefined;
+  if (!dryRun) await removeLeftovers(left, snapshotRoot, q, log);
+  return { staged: left.staged.length, partials: left.partials.length };
 }
 
 function mergePlaces(a: Place[], b: Place[]): Place[] {
