@@ -8,6 +8,7 @@ import { listReceipts } from '../../src/erase-receipts.js';
 import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state.js';
 import { openStore } from '../../src/store/open.js';
 import { listReview } from '../../src/drift/review.js';
+import { recordVerdict } from '../../src/drift/record.js';
 import { previewDigest } from '../../src/digest/digest.js';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
@@ -244,6 +245,20 @@ describe('erase in the state db: order and tables added later', () => {
     expect(whereFound([w.storeDir, w.stateDir, w.snapRoot], [F1, F2, F3, READING])).toEqual([]);
   });
 
+  it('the worker reading the state db during the erase: reported, and a second erase once it let go leaves no byte', async () => {
+    const w = await warden();
+    const worker = new Database(w.config.stateDb);
+    worker.exec('BEGIN');
+    worker.prepare('SELECT count(*) FROM job_runs').get(); // a read transaction pins the WAL
+    const r = await erase(w.config, 'agent', { subject: 'nakamura' }, { now: () => NOW });
+    expect(r).toMatchObject({ memories: 3, stateWalTruncated: false });
+    worker.exec('COMMIT');
+    const again = await erase(w.config, 'agent', { subject: 'nakamura' }, { now: () => NOW });
+    expect(again).toMatchObject({ memories: 0, stateWalTruncated: true });
+    worker.close();
+    expect(whereFound([w.storeDir, w.stateDir, w.snapRoot], [F1, F2, F3, READING], ['nakamura'])).toEqual([]);
+  });
+
   it('a table another feature adds to the state db is scrubbed in its content columns, its keys kept', async () => {
     const w = await warden();
     const state = openStateDb(w.config.stateDb);
@@ -281,7 +296,7 @@ describe('erase --user finds what memory-warden\'s own prune deleted (mem0)', ()
     const f = fx;
     const trip = await f.add('Xiomara Quill is in Lisbon for surgery this week', { user_id: 'xiomara', at: NOW - 5 * DAY_MS, metadata: { expiration_date: '2026-11-28' } });
     const bobTrip = await f.add('Bob is in Oslo this week', { user_id: 'bob', at: NOW - 5 * DAY_MS, metadata: { expiration_date: '2026-11-28' } });
-    await f.add('Xiomara Quill likes tea', { user_id: 'xiomara', at: NOW - 5 * DAY_MS });
+    const tea = await f.add('Xiomara Quill likes tea', { user_id: 'xiomara', at: NOW - 5 * DAY_MS });
     await f.entity('Lisbon', [trip], { user_id: 'xiomara' });
     f.close();
     const stateDir = join(tmp.dir, 'state');
@@ -297,9 +312,17 @@ describe('erase --user finds what memory-warden\'s own prune deleted (mem0)', ()
     expect(readFileSync(join(stateDir, 'erase.key'), 'utf8').trim()).toMatch(/^[0-9a-f]{64}$/);
     expect(lstatSync(join(stateDir, 'erase.key')).mode & 0o777).toBe(0o600);
 
+    // Drift verdicts about both, waiting for a person, with the text as verified and a proposed replacement.
+    const state = openStateDb(config.stateDb);
+    recordVerdict(state, { store: 'm', memoryId: tea, verdict: 'contradicted', verifier: 'file', evidence: { current: 'Xiomara Quill now drinks coffee', replacement: { fact: 'Xiomara Quill prefers coffee' } }, checkedAt: NOW, needsPerson: true });
+    recordVerdict(state, { store: 'm', memoryId: trip, verdict: 'unverifiable', verifier: null, evidence: { reason: 'surgery dates are not in any file' }, checkedAt: NOW - DAY_MS, needsPerson: true });
+    state.close();
+
     const r = await erase(config, 'm', { user: 'xiomara' }, { now: () => NOW });
     expect(r.memories).toBe(2); // the live memory and the one prune deleted
     expect(placeCount(r, 'state:warden_deletions')).toBe(1);
+    expect(placeCount(r, 'state:drift_verdicts')).toBe(2);
+    expect(whereFound([stateDir], ['coffee', 'surgery dates'])).toEqual([]);
     expect(placeCount(r, 'state:job_runs.result')).toBe(1); // the prune's result listed the deleted id
     expect(whereFound([stateDir], ['surgery', 'Lisbon', 'likes tea', trip])).toEqual([]);
     for (const t of ['surgery', 'Xiomara', 'likes tea']) expect(history().includes(Buffer.from(t)), t).toBe(false);
