@@ -5,10 +5,11 @@ import { asciiLower } from './layouts/mem0-history.js';
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
  * itself. Drift verdicts of the erased memories (their evidence holds the text as verified and the proposed
  * replacement; pending ones are what `review list` and the digest show) and the ledger rows of what the prune
- * deleted for the person go whole. Everywhere else (another memory's verdict quoting the text included) — job runs' results and errors, digest deliveries, a table a
- * later feature adds — each value that holds an erased text (or the subject, any ASCII case) is scrubbed: a JSON
- * value keeps its shape with the holding strings replaced, any other value is replaced whole; the run or delivery
- * stays on record without its text. The receipts table holds no text by construction and is left alone.
+ * deleted for the person go whole. Everywhere else — job runs' results and errors, digest deliveries, another
+ * memory's verdict quoting the text, a table a later feature adds — each value that holds an erased text (or the
+ * subject, any ASCII case) is scrubbed: a JSON value keeps its shape with the holding strings replaced, any other
+ * value is replaced whole; the run or delivery stays on record without its text. The receipts hold no text by
+ * construction and are left alone.
  */
 export const ERASED = '[erased]';
 
@@ -34,7 +35,7 @@ const OWN = new Set(['erase_receipts', 'erase_receipt_places']);
  */
 const CONTENT: Record<string, string[]> = {
   job_runs: ['result', 'error'],
-  drift_verdicts: ['evidence', 'resolution'],
+  drift_verdicts: ['evidence'], // resolution is confirmed, deleted, superseded:<id>, expires:<time>
   digest_deliveries: ['response', 'error', 'summary'],
   warden_deletions: [],
 };
@@ -42,13 +43,16 @@ const CONTENT: Record<string, string[]> = {
 function contentColumns(db: Db, table: string): string[] {
   const known = CONTENT[table];
   if (known) return known;
+  const ddl = (db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table) as { sql: string | null } | undefined)?.sql ?? '';
+  if (/WITHOUT\s+ROWID/i.test(ddl)) return []; // the scrub goes by rowid; no table of memory-warden's is one
   const indexed = new Set(
     (db.prepare(`SELECT name FROM pragma_index_list(?)`).all(table) as { name: string }[])
       .flatMap((i) => (db.prepare(`SELECT name FROM pragma_index_info(?)`).all(i.name) as { name: string | null }[]).map((c) => c.name)),
   );
-  const pk = (db.prepare(`SELECT name, pk FROM pragma_table_info(?)`).all(table) as { name: string; pk: number }[]);
-  return pk.filter((c) => c.pk === 0 && !indexed.has(c.name)).map((c) => c.name);
+  const columns = db.prepare(`SELECT name, pk FROM pragma_table_info(?)`).all(table) as { name: string; pk: number }[];
+  return columns.filter((c) => c.pk === 0 && !indexed.has(c.name)).map((c) => c.name);
 }
+
 const MIN_TEXT = 4;
 const PREFIX = 48;
 
@@ -149,11 +153,8 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
     for (const table of tables.filter((x) => !OWN.has(x))) {
       for (const col of contentColumns(db, table)) {
         const rows = db.prepare(`SELECT rowid AS rid, ${q(col)} AS v FROM ${q(table)} WHERE warden_erased_text(${q(col)})`).all() as { rid: number; v: string }[];
-        if (rows.length === 0) continue;
-        if (dryRun) {
-          add(`state:${table}.${col}`, rows.length);
-          continue;
-        }
+        add(`state:${table}.${col}`, dryRun ? rows.length : 0); // listed even when nothing was there: it was looked at
+        if (dryRun || rows.length === 0) continue;
         const set = db.prepare(`UPDATE ${q(table)} SET ${q(col)} = ? WHERE rowid = ?`);
         let n = 0;
         for (const r of rows) {
@@ -164,7 +165,7 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
             // A CHECK refused the placeholder: a column of fixed values (a status), never content. Left as it is.
           }
         }
-        if (n > 0) add(`state:${table}.${col}`, n);
+        add(`state:${table}.${col}`, n);
       }
     }
   };
