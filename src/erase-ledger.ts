@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
@@ -28,19 +28,29 @@ addStateMigration(`CREATE INDEX IF NOT EXISTS warden_deletions_by_user ON warden
 
 export const KEY_FILE = 'erase.key';
 
-/** The installation's key, created once (O_EXCL: two processes starting together agree on one). */
+/**
+ * The installation's key, created once: written whole to a private temp file, then hard-linked into place, which
+ * fails if the key exists. So two processes starting together agree on one, and no reader ever sees half a key.
+ */
 export function eraseKey(stateDb: string): Buffer {
   const path = join(dirname(stateDb), KEY_FILE);
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  try {
-    const fd = openSync(path, 'wx', 0o600);
+  if (!existsSync(path)) {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
     try {
-      writeSync(fd, randomBytes(32).toString('hex'));
+      const fd = openSync(tmp, 'wx', 0o600);
+      try {
+        writeSync(fd, randomBytes(32).toString('hex'));
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      linkSync(tmp, path);
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EEXIST') throw storeError(`erase key: could not create ${path}: ${(err as Error).message}`, err);
     } finally {
-      closeSync(fd);
+      rmSync(tmp, { force: true });
     }
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'EEXIST') throw storeError(`erase key: could not create ${path}: ${(err as Error).message}`, err);
   }
   const hex = readFileSync(path, 'utf8').trim();
   if (!/^[0-9a-f]{64}$/.test(hex)) throw storeError(`erase key: ${path} is not 64 hex digits; restore it from backup (without it erase --user cannot find what prune deleted)`);
