@@ -1,5 +1,6 @@
 import { createReadStream, lstatSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { PARTIAL_PREFIX } from './snapshot/layout.js';
 
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
@@ -22,6 +23,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
   }
   const out: string[] = [];
   for (const name of entries) {
+    if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
@@ -32,6 +34,14 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     }
   }
   return out;
+}
+
+/** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
+export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+  const needles = needleBytes(texts);
+  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
+  if (needles.length === 0 && folded.length === 0) return false;
+  return fileContains(file, needles, folded);
 }
 
 function needleBytes(texts: string[]): Buffer[] {
