@@ -9,6 +9,7 @@ import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
+import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
 
 /**
  * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
@@ -39,6 +40,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       root: z.string().min(1).default('./backups'),
       keep: z.number().int().positive().default(7),
+      /** Copies off the machine: each completed snapshot is uploaded to each target (src/snapshot/targets). */
+      targets: targetsSchema,
     })
     .prefault({}),
   redis: redisSchema.prefault({}),
@@ -133,6 +136,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     user = resolveRelativePaths(user, dirname(resolve(opts.file)));
   }
   const merged = merge(merge(defaults, user), opts.overrides);
+  checkTargetSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
   const expanded = expandEnv(merged, env);
   return validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
 }
@@ -147,7 +151,7 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
     );
   }
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
-  if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root) };
+  if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root), targets: resolveTargetPaths(out.snapshot.targets, abs) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
   return out;
 }

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import { configError } from '../../errors.js';
+import { localTargetSchema } from './local/schema.js';
+import { s3TargetSchema } from './s3/schema.js';
+import { sftpTargetSchema } from './sftp/schema.js';
+
+/** Fields every target has, whatever its type. */
+const common = {
+  /** Complete scheduled snapshots kept on this target (pre-restore ones are never deleted here). */
+  keep: z.number().int().positive().default(7),
+  /** Only these stores go to this target (default: every store). */
+  stores: z.array(z.string().min(1)).optional(),
+  /**
+   * Client-side age encryption: every file is encrypted to these recipients (`age1…`) before it leaves the
+   * machine. The identity that decrypts is needed only where restores run: `MEMORY_WARDEN_AGE_IDENTITY`, or
+   * `identityFile` (mode 0600).
+   */
+  encrypt: z
+    .strictObject({
+      recipients: z.array(z.string().regex(/^age1[0-9a-z]+$/, 'an age recipient (age1…)')).min(1),
+      identityFile: z.string().min(1).optional(),
+    })
+    .optional(),
+};
+
+export const targetSchema = z.discriminatedUnion('type', [
+  localTargetSchema.extend(common),
+  s3TargetSchema.extend(common),
+  sftpTargetSchema.extend(common),
+]);
+export type TargetConfig = z.infer<typeof targetSchema>;
+
+export const targetsSchema = z
+  .array(targetSchema)
+  .default([])
+  .superRefine((targets, ctx) => {
+    const seen = new Set<string>();
+    for (const [i, t] of targets.entries()) {
+      if (seen.has(t.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `target name "${t.name}" used twice` });
+      seen.add(t.name);
+    }
+  });
+
+/** Fields that hold credentials: in the config file only as `${ENV}` references, so no secret sits in a file. */
+export const SECRET_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken', 'privateKey', 'passphrase', 'password'] as const;
+const WHOLE_ENV_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}$/;
+
+/** Run on the raw (unexpanded) config: a literal credential under `snapshot.targets` is a config error. */
+export function checkTargetSecrets(raw: unknown, source: string): void {
+  const targets = (raw as { snapshot?: { targets?: unknown } } | undefined)?.snapshot?.targets;
+  if (!Array.isArray(targets)) return;
+  for (const [i, t] of targets.entries()) {
+    if (!t || typeof t !== 'object') continue;
+    for (const f of SECRET_FIELDS) {
+      const v = (t as Record<string, unknown>)[f];
+      if (v !== undefined && (typeof v !== 'string' || !WHOLE_ENV_REF.test(v))) {
+        throw configError(`${source}: snapshot.targets.${i}.${f}: a credential goes in the environment; write "\${SOME_VAR}" here`);
+      }
+    }
+  }
+}
+
+/** Relative file paths in targets (a local folder, key and identity files) resolve against the config file. */
+export function resolveTargetPaths(targets: unknown, abs: (p: unknown) => unknown): unknown {
+  if (!Array.isArray(targets)) return targets;
+  return targets.map((t: unknown) => {
+    if (!t || typeof t !== 'object') return t;
+    const o = { ...(t as Record<string, unknown>) };
+    if (o.type === 'local') o.path = abs(o.path);
+    if (o.privateKeyFile !== undefined) o.privateKeyFile = abs(o.privateKeyFile);
+    const enc = o.encrypt as Record<string, unknown> | undefined;
+    if (enc && typeof enc === 'object' && enc.identityFile !== undefined) o.encrypt = { ...enc, identityFile: abs(enc.identityFile) };
+    return o;
+  });
+}

@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { storeError, transientError } from '../../../errors.js';
+import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
+import { digestOf, hashing } from '../digest.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import type { LocalTargetConfig } from './schema.js';
+
+/** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
+const TMP = '.tmp-';
+
+/** A folder on a mounted disk: temp file, fsync, read back and hash, rename; the manifest last. */
+export class LocalTarget implements SnapshotTarget {
+  readonly type = 'local';
+  readonly name: string;
+  readonly where: string;
+  private readonly root: string;
+
+  constructor(config: LocalTargetConfig, store: string) {
+    this.name = config.name;
+    this.root = join(config.path, store);
+    this.where = this.root;
+  }
+
+  async put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>): Promise<ObjectDigest> {
+    checkNames(this.name, snapshot, key);
+    const final = join(this.root, snapshot, key);
+    ensurePrivateDir(dirname(final));
+    const tmp = join(dirname(final), `${TMP}${randomBytes(4).toString('hex')}-${key.split('/').pop()}`);
+    try {
+      const h = hashing(body);
+      await pipeline(h.stream, createWriteStream(tmp, { mode: FILE_MODE, flags: 'wx' }));
+      fsyncPath(tmp);
+      const sent = h.digest();
+      const stored = await digestOf(createReadStream(tmp));
+      if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
+        throw storeError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) written`);
+      }
+      renameSync(tmp, final);
+      fsyncPath(dirname(final));
+      return sent;
+    } finally {
+      rmSync(tmp, { force: true });
+    }
+  }
+
+  async list(): Promise<string[]> {
+    return this.folders().filter((n) => existsSync(join(this.root, n, MANIFEST_KEY)));
+  }
+
+  async keys(snapshot: string): Promise<string[]> {
+    checkNames(this.name, snapshot);
+    const dir = join(this.root, snapshot);
+    if (!existsSync(dir)) return [];
+    return (readdirSync(dir, { recursive: true }) as string[])
+      .filter((rel) => !rel.split('/').pop()!.startsWith(TMP) && statSync(join(dir, rel)).isFile())
+      .sort();
+  }
+
+  async get(snapshot: string, key: string): Promise<AsyncIterable<Uint8Array>> {
+    checkNames(this.name, snapshot, key);
+    const path = join(this.root, snapshot, key);
+    if (!existsSync(path)) throw storeError(`target ${this.name}: ${path} does not exist`);
+    return createReadStream(path);
+  }
+
+  async delete(snapshot: string): Promise<void> {
+    checkNames(this.name, snapshot);
+    const dir = join(this.root, snapshot);
+    rmSync(join(dir, MANIFEST_KEY), { force: true });
+    if (existsSync(dir)) fsyncPath(dir);
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  async cleanPartial(): Promise<string[]> {
+    const removed: string[] = [];
+    for (const n of this.folders()) {
+      const dir = join(this.root, n);
+      if (!existsSync(join(dir, MANIFEST_KEY))) {
+        rmSync(dir, { recursive: true, force: true });
+        removed.push(`${this.name}:${n}/`);
+        continue;
+      }
+      for (const rel of readdirSync(dir, { recursive: true }) as string[]) {
+        if (rel.split('/').pop()!.startsWith(TMP)) {
+          rmSync(join(dir, rel), { force: true });
+          removed.push(`${this.name}:${n}/${rel}`);
+        }
+      }
+    }
+    return removed;
+  }
+
+  async close(): Promise<void> {}
+
+  private folders(): string[] {
+    if (!existsSync(this.root)) return [];
+    return readdirSync(this.root).filter((n) => TARGET_SNAPSHOT_NAME.test(n) && statSync(join(this.root, n)).isDirectory()).sort();
+  }
+}
+
+/** The base folder must exist: an unmounted disk is a failure to retry, not a folder to create on the root disk. */
+export const createLocalTarget: TargetFactory<LocalTargetConfig> = async (config, store) => {
+  if (!existsSync(config.path)) throw transientError(`target ${config.name}: ${config.path} does not exist (not mounted?)`);
+  return new LocalTarget(config, store);
+};

@@ -1,0 +1,170 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { statSync, readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import SftpClient from 'ssh2-sftp-client';
+import { configError, storeError, transientError, WardenError } from '../../../errors.js';
+import { digestOf, hashing } from '../digest.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import type { SftpTargetConfig } from './schema.js';
+
+const TMP = '.tmp-';
+
+/**
+ * A folder on an SSH host. Each file is written as `.tmp-<random>-<name>`, read back and hashed, then renamed into
+ * place (posix-rename: atomic, replaces). SFTP has no checksum of its own, so the read-back is the check.
+ */
+export class SftpTarget implements SnapshotTarget {
+  readonly type = 'sftp';
+  readonly name: string;
+  readonly where: string;
+  private readonly root: string;
+
+  constructor(config: SftpTargetConfig, store: string, private readonly sftp: SftpClient) {
+    this.name = config.name;
+    this.root = `${config.path.replace(/\/+$/, '')}/${store}`;
+    this.where = `sftp://${config.username}@${config.host}:${config.port}${this.root.startsWith('/') ? '' : '/~/'}${this.root}`;
+  }
+
+  async put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>): Promise<ObjectDigest> {
+    checkNames(this.name, snapshot, key);
+    const final = `${this.root}/${snapshot}/${key}`;
+    const dir = final.slice(0, final.lastIndexOf('/'));
+    const tmp = `${dir}/${TMP}${randomBytes(4).toString('hex')}-${key.split('/').pop()}`;
+    return this.op('upload', final, async () => {
+      await this.sftp.mkdir(dir, true);
+      try {
+        const h = hashing(body);
+        await this.sftp.put(Readable.from(h.stream), tmp, { writeStreamOptions: { mode: 0o600, flags: 'w' } });
+        const sent = h.digest();
+        const stored = await digestOf(this.sftp.createReadStream(tmp));
+        if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
+          throw transientError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) sent`);
+        }
+        await this.sftp.posixRename(tmp, final);
+        return sent;
+      } finally {
+        await this.sftp.delete(tmp, true).catch(() => undefined);
+      }
+    });
+  }
+
+  async list(): Promise<string[]> {
+    const out: string[] = [];
+    for (const n of await this.folders()) if (await this.sftp.exists(`${this.root}/${n}/${MANIFEST_KEY}`)) out.push(n);
+    return out;
+  }
+
+  async keys(snapshot: string): Promise<string[]> {
+    checkNames(this.name, snapshot);
+    return this.op('list', `${this.root}/${snapshot}`, async () => ((await this.sftp.exists(`${this.root}/${snapshot}`)) ? (await this.walk(`${this.root}/${snapshot}`, '')).filter((k) => !k.split('/').pop()!.startsWith(TMP)).sort() : []));
+  }
+
+  async get(snapshot: string, key: string): Promise<AsyncIterable<Uint8Array>> {
+    checkNames(this.name, snapshot, key);
+    const path = `${this.root}/${snapshot}/${key}`;
+    await this.op('download', path, async () => {
+      if (!(await this.sftp.exists(path))) throw storeError(`target ${this.name}: ${path} does not exist`);
+    });
+    return this.sftp.createReadStream(path);
+  }
+
+  async delete(snapshot: string): Promise<void> {
+    checkNames(this.name, snapshot);
+    const dir = `${this.root}/${snapshot}`;
+    await this.op('delete', dir, async () => {
+      await this.sftp.delete(`${dir}/${MANIFEST_KEY}`, true);
+      if (await this.sftp.exists(dir)) await this.sftp.rmdir(dir, true);
+    });
+  }
+
+  async cleanPartial(): Promise<string[]> {
+    const removed: string[] = [];
+    for (const n of await this.folders()) {
+      const dir = `${this.root}/${n}`;
+      await this.op('clean', dir, async () => {
+        if (!(await this.sftp.exists(`${dir}/${MANIFEST_KEY}`))) {
+          await this.sftp.rmdir(dir, true);
+          removed.push(`${this.name}:${n}/`);
+          return;
+        }
+        for (const rel of await this.walk(dir, '')) {
+          if (!rel.split('/').pop()!.startsWith(TMP)) continue;
+          await this.sftp.delete(`${dir}/${rel}`, true);
+          removed.push(`${this.name}:${n}/${rel}`);
+        }
+      });
+    }
+    return removed;
+  }
+
+  async close(): Promise<void> {
+    await this.sftp.end().catch(() => undefined);
+  }
+
+  private async folders(): Promise<string[]> {
+    return this.op('list', this.root, async () => {
+      if (!(await this.sftp.exists(this.root))) return [];
+      return (await this.sftp.list(this.root)).filter((e) => e.type === 'd' && TARGET_SNAPSHOT_NAME.test(e.name)).map((e) => e.name).sort();
+    });
+  }
+
+  private async walk(dir: string, rel: string): Promise<string[]> {
+    const out: string[] = [];
+    for (const e of await this.sftp.list(rel ? `${dir}/${rel}` : dir)) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.type === 'd') out.push(...(await this.walk(dir, r)));
+      else if (e.type === '-') out.push(r);
+    }
+    return out;
+  }
+
+  /** Not-found and permission answers are permanent; a dropped connection or timeout is transient. */
+  private async op<T>(doing: string, path: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (err instanceof WardenError) throw err;
+      const e = err as { code?: string | number; message?: string };
+      const what = `target ${this.name}: ${doing} ${path}: ${e.message ?? String(err)}`;
+      const permanent = e.code === 2 || e.code === 3 || e.code === 'ENOENT' || /no such file|permission denied/i.test(e.message ?? '');
+      throw permanent ? storeError(what, err) : transientError(what, err);
+    }
+  }
+}
+
+/** SHA256:… of a host key blob, as ssh-keygen prints it (base64 without padding). */
+export function hostKeyFingerprint(key: Buffer): string {
+  return `SHA256:${createHash('sha256').update(key).digest('base64').replace(/=+$/, '')}`;
+}
+
+export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, store) => {
+  let privateKey = config.privateKey;
+  if (config.privateKeyFile) {
+    const mode = statSync(config.privateKeyFile).mode & 0o077;
+    if (mode !== 0) throw configError(`target ${config.name}: ${config.privateKeyFile} is readable by others (mode ${(mode | 0o600).toString(8)}); chmod 600 it`);
+    privateKey = readFileSync(config.privateKeyFile, 'utf8');
+  }
+  const want = config.hostKeySha256.replace(/=+$/, '');
+  let seen: string | undefined;
+  // Our own no-op listeners: the library's defaults print to stdout on every close.
+  const quiet = () => undefined;
+  const sftp = new SftpClient(`memory-warden:${config.name}`, { end: quiet, close: quiet, error: quiet } as never);
+  try {
+    await sftp.connect({
+      host: config.host,
+      port: config.port,
+      username: config.username,
+      privateKey,
+      passphrase: config.passphrase,
+      password: config.password,
+      readyTimeout: config.timeoutMs,
+      hostVerifier: (key: Buffer) => (seen = hostKeyFingerprint(key)) === want,
+    });
+  } catch (err) {
+    if (seen !== undefined && seen !== want) {
+      throw storeError(`target ${config.name}: ${config.host}:${config.port} presented host key ${seen}, config says ${want}; not connecting`);
+    }
+    throw transientError(`target ${config.name}: connect to ${config.host}:${config.port}: ${(err as Error).message}`, err);
+  }
+  return new SftpTarget(config, store, sftp);
+};

@@ -1,0 +1,60 @@
+import { usageError } from '../../errors.js';
+
+/**
+ * The snapshot target contract: a place off the machine (or on another disk) that holds copies of snapshot folders.
+ * Features call this; implementations (one folder each: local/, s3/, sftp/) never import features.
+ *
+ * Layout on every target: `<base>/<store>/<snapshot name>/<key>`, where key is a file of the snapshot folder
+ * (`store.db`, `qdrant/0-memories.snapshot`, …) and `manifest.json` is written last. A snapshot whose manifest is
+ * absent is not a snapshot: `list` does not show it and `cleanPartial` removes it.
+ */
+
+/** What a stored object holds: its size and the sha256 of its bytes (hex). */
+export interface ObjectDigest {
+  bytes: number;
+  sha256: string;
+}
+
+export const MANIFEST_KEY = 'manifest.json';
+
+export interface SnapshotTarget {
+  /** The target's name in config. */
+  readonly name: string;
+  readonly type: string;
+  /** Where it is, for messages and logs: never a credential. */
+  readonly where: string;
+  /**
+   * Store one object of a snapshot. Resolves only once the target holds exactly the bytes that were read from
+   * `body`, checked by sha256 (and by the storage's own checksum where it has one); else rejects, leaving no
+   * object under `key` that a reader could take for this one. Writing `manifest.json` is what publishes a snapshot.
+   */
+  put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ObjectDigest>;
+  /** Complete snapshots (manifest present), oldest first by name. */
+  list(): Promise<string[]>;
+  /** The keys one snapshot holds (manifest included if present). */
+  keys(snapshot: string): Promise<string[]>;
+  /** One object's bytes, streamed. Rejects with a store error if it is not there. */
+  get(snapshot: string, key: string, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>>;
+  /** Delete a snapshot: its manifest first (so it stops looking complete), then the rest. */
+  delete(snapshot: string): Promise<void>;
+  /**
+   * Remove what interrupted uploads left behind: objects of snapshots without a manifest, unfinished multipart
+   * uploads, temp files. Returns a description of each thing removed. Only run while no upload to this store is
+   * under way (the caller holds the store's snapshot lock).
+   */
+  cleanPartial(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** How a target is made from its validated config, for one store. */
+export type TargetFactory<C> = (config: C, store: string) => Promise<SnapshotTarget>;
+
+/** Snapshot names the targets accept as folder names / key prefixes (the local naming, nothing else). */
+export const TARGET_SNAPSHOT_NAME = /^\d{4}-\d{2}-\d{2}T\d{6}Z(-pre-restore)?$/;
+/** Keys inside a snapshot: relative, no `..`, no empty segments, no backslashes. */
+export const SAFE_KEY = /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/;
+
+export function checkNames(target: string, snapshot: string, key?: string): void {
+  if (!TARGET_SNAPSHOT_NAME.test(snapshot)) throw usageError(`target ${target}: "${snapshot}" is not a snapshot name`);
+  if (key !== undefined && !SAFE_KEY.test(key)) throw usageError(`target ${target}: "${key}" is not a safe key inside a snapshot`);
+}
