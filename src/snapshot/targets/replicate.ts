@@ -1,0 +1,178 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, mkdirSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Config } from '../../config.js';
+import type { Logger } from '../../logger.js';
+import { coerceError, storeError, transientError, usageError, WardenError } from '../../errors.js';
+import { eraseKey } from '../../erase-ledger.js';
+import { DIR_MODE, FILE_MODE, listSnapshots, lockSnapshots, storeSnapshotDir } from '../layout.js';
+import { readManifest } from '../manifest.js';
+import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
+import type { TargetConfig } from './config.js';
+import { digestOf, hashing } from './digest.js';
+import { HOLDS_KEY, encodeHolds, holdsOf } from './holds.js';
+import { openTarget } from './registry.js';
+import { readRemoteManifest, type RemoteManifest, type RemoteObject, type RemoteRecord } from './remote-manifest.js';
+import { MANIFEST_KEY, type SnapshotTarget } from './types.js';
+
+/**
+ * Snapshots off the machine: each complete local snapshot folder is copied to each configured target with the
+ * same guarantees as the folder itself. Files first (each sha256-checked by the target as it is stored, optionally
+ * age-encrypted), then `holds.json.gz`, then `manifest.json` (the local manifest plus a record of where each
+ * file went): a target lists a snapshot only once its manifest is there.
+ */
+
+export interface TargetRun {
+  target: string;
+  where: string;
+  uploaded: string[];
+  pruned: string[];
+  /** Leftovers of interrupted uploads removed first. */
+  cleaned: string[];
+}
+
+/** The erase key's id: which key made a snapshot's holds (never the key). */
+export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
+
+export function targetsFor(config: Config, store: string, only?: string): TargetConfig[] {
+  const all = config.snapshot.targets.filter((t) => !t.stores || t.stores.includes(store));
+  if (only === undefined) return all;
+  const t = all.find((x) => x.name === only);
+  if (!t) throw usageError(`no snapshot target "${only}" for store ${store} (targets: ${all.map((x) => x.name).join(', ') || 'none'})`);
+  return [t];
+}
+
+/** Run `f` with a connected target, closed afterwards whatever happens. */
+export async function withTarget<T>(tcfg: TargetConfig, store: string, f: (t: SnapshotTarget) => Promise<T>): Promise<T> {
+  const target = await openTarget(tcfg, store);
+  try {
+    return await f(target);
+  } finally {
+    await target.close();
+  }
+}
+
+/** Upload one local snapshot folder; on failure nothing of it is left looking complete, and what was sent is removed. */
+export async function uploadSnapshot(target: SnapshotTarget, tcfg: TargetConfig, dir: string, key: Buffer, opts: { now: () => number; signal?: AbortSignal }): Promise<void> {
+  const manifest = readManifest(dir);
+  const name = basename(dir);
+  const recipients = tcfg.encrypt?.recipients;
+  const objects: Record<string, RemoteObject> = {};
+  try {
+    for (const [rel, want] of Object.entries(manifest.files)) {
+      const plain = hashing(createReadStream(join(dir, rel)));
+      const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
+      const stored = await target.put(name, objectKey, recipients ? encrypting(plain.stream, recipients) : plain.stream, opts.signal);
+      const sent = plain.digest();
+      if (sent.sha256 !== want.sha256 || sent.bytes !== want.bytes) throw storeError(`${dir}: ${rel} no longer matches its manifest (sha256 ${sent.sha256}); not uploaded`);
+      objects[rel] = { key: objectKey, ...stored, ...(recipients ? { encrypted: { recipients: [...recipients] } } : {}) };
+    }
+    const holds = encodeHolds(holdsOf(join(dir, manifest.sqlite.file), key));
+    const holdsStored = await target.put(name, HOLDS_KEY, (async function* () { yield holds; })(), opts.signal);
+    const remote: RemoteRecord = {
+      format: 'memory-warden-remote/1', target: tcfg.name, uploadedAt: new Date(opts.now()).toISOString(), objects,
+      holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key) },
+    };
+    const text = Buffer.from(JSON.stringify({ ...manifest, remote }, null, 2) + '\n');
+    await target.put(name, MANIFEST_KEY, (async function* () { yield text; })(), opts.signal);
+  } catch (err) {
+    await target.delete(name).catch(() => undefined); // best effort; cleanPartial finishes it next run
+    throw coerceError(err, `upload ${name} to target ${tcfg.name} (${target.where})`);
+  }
+}
+
+/** Delete the oldest complete scheduled snapshots beyond `keep`; pre-restore ones are a person's to delete. */
+export async function applyTargetRetention(target: SnapshotTarget, keep: number): Promise<string[]> {
+  const scheduled = (await target.list()).filter((n) => !n.endsWith('-pre-restore'));
+  const doomed = scheduled.slice(0, Math.max(0, scheduled.length - keep));
+  for (const n of doomed) await target.delete(n);
+  return doomed;
+}
+
+/**
+ * Bring every target of a store up to date: clean what interrupted uploads left, upload the newest `keep` local
+ * scheduled snapshots it lacks, then retention. Every target is tried; if one failed, the whole run fails
+ * afterwards (transient if any failure was), and the next run retries what is missing.
+ */
+export async function replicateStore(config: Config, store: string, opts: { log: Logger; now: () => number; signal?: AbortSignal }): Promise<TargetRun[]> {
+  const targets = targetsFor(config, store);
+  if (targets.length === 0) return [];
+  const root = storeSnapshotDir(config, store);
+  const lock = lockSnapshots(root, 'replicate'); // local retention and restore stay out meanwhile
+  const runs: TargetRun[] = [];
+  const failures: WardenError[] = [];
+  try {
+    const local = listSnapshots(root).filter((s) => s.manifest?.reason === 'scheduled');
+    const key = eraseKey(config.stateDb);
+    for (const tcfg of targets) {
+      try {
+        runs.push(await withTarget(tcfg, store, async (target) => {
+          const cleaned = await target.cleanPartial();
+          if (cleaned.length > 0) opts.log.warn({ store, target: tcfg.name, cleaned }, 'removed what an interrupted upload left on the target');
+          const have = new Set(await target.list());
+          const uploaded: string[] = [];
+          for (const s of local.slice(-tcfg.keep).filter((x) => !have.has(x.name))) {
+            opts.signal?.throwIfAborted();
+            await uploadSnapshot(target, tcfg, s.dir, key, opts);
+            uploaded.push(s.name);
+            opts.log.info({ store, target: tcfg.name, snapshot: s.name, encrypted: Boolean(tcfg.encrypt) }, 'snapshot uploaded');
+          }
+          const pruned = await applyTargetRetention(target, tcfg.keep);
+          return { target: tcfg.name, where: target.where, uploaded, pruned, cleaned };
+        }));
+      } catch (err) {
+        const e = coerceError(err, `target ${tcfg.name}`);
+        opts.log.error({ store, target: tcfg.name, err: e.message, transient: e.transient }, 'snapshot upload failed');
+        failures.push(e);
+      }
+    }
+  } finally {
+    lock.release();
+  }
+  if (failures.length > 0) {
+    const msg = `replicate ${store}: ${failures.map((f) => f.message).join('; ')}`;
+    throw failures.some((f) => f.transient) ? transientError(msg, failures[0]) : storeError(msg, failures[0]);
+  }
+  return runs;
+}
+
+/** Re-read every object of a remote snapshot and check its sha256 against the manifest: no identity needed. */
+export async function verifyRemote(target: SnapshotTarget, name: string): Promise<RemoteManifest> {
+  const m = await readRemoteManifest(target, name);
+  for (const o of [...Object.values(m.remote.objects), m.remote.holds]) {
+    const got = await digestOf(await target.get(name, o.key));
+    if (got.sha256 !== o.sha256 || got.bytes !== o.bytes) {
+      throw storeError(`${target.name}:${name}/${o.key} does not match its checksum (sha256 ${got.sha256}, ${got.bytes} bytes; manifest ${o.sha256}, ${o.bytes} bytes)`);
+    }
+  }
+  return m;
+}
+
+/**
+ * Download a remote snapshot into `dest` (created 0700, must not exist) as a local snapshot folder: each object's
+ * stored bytes checked against the remote record, decrypted if encrypted, the plaintext checked against the
+ * manifest. What restore then gets is indistinguishable from a snapshot taken here.
+ */
+export async function fetchSnapshot(target: SnapshotTarget, tcfg: TargetConfig, name: string, dest: string, env: NodeJS.ProcessEnv = process.env): Promise<RemoteManifest> {
+  const m = await readRemoteManifest(target, name);
+  const encrypted = Object.values(m.remote.objects).some((o) => o.encrypted);
+  const identities = encrypted ? loadIdentities(tcfg.name, tcfg.encrypt?.identityFile, env) : [];
+  mkdirSync(dest, { mode: DIR_MODE });
+  for (const [rel, o] of Object.entries(m.remote.objects)) {
+    const what = `${target.name}:${name}/${o.key}`;
+    const stored = hashing(await target.get(name, o.key));
+    const plain = hashing(o.encrypted ? decrypting(stored.stream, identities, what) : stored.stream);
+    mkdirSync(dirname(join(dest, rel)), { recursive: true, mode: DIR_MODE });
+    await pipeline(plain.stream, createWriteStream(join(dest, rel), { mode: FILE_MODE, flags: 'wx' }));
+    const s = stored.digest();
+    if (s.sha256 !== o.sha256 || s.bytes !== o.bytes) throw storeError(`${what} does not match its checksum (sha256 ${s.sha256}; manifest ${o.sha256})`);
+    const p = plain.digest();
+    const want = m.files[rel]!;
+    if (p.sha256 !== want.sha256 || p.bytes !== want.bytes) throw storeError(`${what}: decrypted ${rel} does not match its checksum (sha256 ${p.sha256}; manifest ${want.sha256})`);
+  }
+  const { remote: _remote, ...local } = m;
+  const fd = createWriteStream(join(dest, MANIFEST_KEY), { mode: FILE_MODE, flags: 'wx' });
+  await pipeline((async function* () { yield JSON.stringify(local, null, 2) + '\n'; })(), fd);
+  return m;
+}
