@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
@@ -11,8 +10,8 @@ import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
-import { snapshotsContaining } from './erase-snapshots.js';
-import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
+import { snapshotCopies } from './erase-snapshots.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
@@ -87,31 +86,20 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
   let found: string[] = [];
-  const deleted: string[] = [];
-  const snapshotRoot = storeSnapshotDir(config, storeName);
+  let deleted: string[] = [];
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
       if (!dryRun) store.db.pragma('secure_delete = ON');
       erased = await layoutOf(store).erase(store, sel, dryRun, opts);
       if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
-      found = await snapshotsContaining(snapshotRoot, erased.texts, 'subject' in sel ? sel.subject : undefined);
-      if (!dryRun && opts.snapshots && found.length > 0) {
-        const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
-        try {
-          for (const dir of found) {
-            rmSync(dir, { recursive: true, force: true });
-            deleted.push(dir);
-          }
-        } finally {
-          lock.release();
-        }
-      }
+      ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, 'subject' in sel ? sel.subject : undefined, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
