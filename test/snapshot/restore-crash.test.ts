@@ -94,7 +94,7 @@ async function expectRestored(rows: string[]): Promise<void> {
   expect(await serverSnapshots()).toEqual([]);
 }
 
-describe('kill -9 during restore', () => {
+describe('kill -9 during restore', { timeout: 120_000 }, () => {
   it('during a slow collection recovery: check reports it (no orphan advice), writers are refused, the next restore finishes it', async () => {
     const s = await snapshotThenChange();
     chmodSync(fx.dbPath, 0o640);
@@ -114,6 +114,9 @@ describe('kill -9 during restore', () => {
     const prune = await cli(['run', 'prune', '--config', config, '--store', 'agent']);
     expect(prune.code).not.toBe(0);
     expect(prune.stderr).toMatch(/restore .* was interrupted/);
+    const repair = await cli(['repair', 'orphans', '--config', config, '--store', 'agent']);
+    expect(repair.code).not.toBe(0);
+    expect(repair.stderr).toMatch(/restore .* was interrupted/);
 
     const again = await cli(['restore', s.dir, '--config', config, '--store', 'agent', '--now', '2026-11-29T07:05:00Z']);
     expect(again.code, again.stderr).toBe(0);
