@@ -61,17 +61,32 @@ export async function clearLeftovers(config: Config, storeName: string, log: Log
   if (removed.length > 0) steps.push(`deleted ${removed.length} server-side snapshot(s) left by earlier runs`);
 }
 
-/** Staging copies (`.<store file>.restore-<pid>`) beside the store. Call only under the store's maintenance lock. */
+/**
+ * Staging copies (`.<store file>.restore-<pid>`) beside the store, and journal writes cut short. Call only under the
+ * store's maintenance lock.
+ */
 export function removeStaleStaging(dbPath: string): string[] {
+  const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
   let names: string[];
   try {
-    names = readdirSync(dirname(dbPath)).filter((n) => n.startsWith(STAGING(dbPath)));
+    names = readdirSync(dirname(dbPath));
   } catch {
     return [];
   }
-  const paths = names.map((n) => join(dirname(dbPath), n));
+  const paths = names.filter((n) => n.startsWith(STAGING(dbPath))).map((n) => join(dirname(dbPath), n));
   for (const p of paths) rmSync(p, { force: true });
+  for (const n of names.filter((x) => x.startsWith(journalTmp))) rmSync(join(dirname(dbPath), n), { force: true });
   return paths;
+}
+
+/** Is anything left by a killed restore beside the store (a journal, a staging copy)? */
+function restoreLeftovers(dbPath: string): boolean {
+  if (readJournal(dbPath)) return true;
+  try {
+    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(STAGING(dbPath)));
+  } catch {
+    return false;
+  }
 }
 
 /** Recover one collection by upload, the upload noted until it is deleted from the server again. */
@@ -195,12 +210,12 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
 
 /**
  * Worker start: finish the store's interrupted restore, if it has one, or say why not (the job runner then keeps
- * writers off the store). Null when there was nothing to do.
+ * writers off the store), and remove staging copies of killed restores. Null when there was nothing to do.
  */
 export async function finishPendingRestore(config: Config, storeName: string, opts: ApplyOptions & { force?: boolean }): Promise<string[] | null> {
   const db = config.stores[storeName]!.db;
-  if (!readJournal(db)) return null;
-  const users = storeUsers(db);
+  if (!restoreLeftovers(db)) return null;
+  const users = readJournal(db) ? storeUsers(db) : [];
   if (users.length > 0 && !opts.force) throw usageError(`finish the interrupted restore of store "${storeName}": ${db} is in use (${users.join(', ')}): stop the agent first`);
   return withMaintenanceLock(db, 'restore', async () => {
     const steps: string[] = [];
@@ -216,7 +231,7 @@ export async function finishInterruptedRestores(config: Config, log: Logger, now
   for (const name of Object.keys(config.stores)) {
     try {
       const steps = await finishPendingRestore(config, name, { now, log });
-      if (steps) log.warn({ store: name, steps }, 'finished a restore that was interrupted');
+      if (steps && steps.length > 0) log.warn({ store: name, steps }, 'cleaned up after a restore that was interrupted');
     } catch (err) {
       log.error({ store: name, err: (err as Error).message }, 'a restore of this store was interrupted and cannot be finished now: its writers are refused until `memory-warden restore` finishes it');
     }

@@ -72,10 +72,21 @@ function readNotes(storeRoot: string): { path: string; note: ServerSnapshotNote 
   const dir = join(storeRoot, NOTES_DIR);
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => n.endsWith('.json'));
+    names = readdirSync(dir);
   } catch {
     return [];
   }
+  // A note rewrite cut short: complete it when it is whole (it may hold the name), else drop it.
+  for (const n of names.filter((x) => x.endsWith('.json.tmp'))) {
+    const tmp = join(dir, n);
+    try {
+      JSON.parse(readFileSync(tmp, 'utf8'));
+      renameSync(tmp, tmp.slice(0, -'.tmp'.length));
+    } catch {
+      rmSync(tmp, { force: true });
+    }
+  }
+  names = readdirSync(dir).filter((n) => n.endsWith('.json'));
   return names.map((n) => {
     const path = join(dir, n);
     try {

@@ -9,7 +9,7 @@ import { deleteWithCascade } from '../../src/store/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { journalPath, type RestoreJournal } from '../../src/snapshot/journal.js';
 import { startWorker } from '../../src/queue/worker.js';
-import { finishPendingRestore } from '../../src/snapshot/resume.js';
+import { finishInterruptedRestores, finishPendingRestore } from '../../src/snapshot/resume.js';
 import { validateConfig } from '../../src/config.js';
 import type { SnapshotResult } from '../../src/snapshot/create.js';
 import { CLI } from '../helpers/cli.js';
@@ -213,6 +213,12 @@ describe('kill -9 during restore', { timeout: 120_000 }, () => {
     await expectRestored(ORIGINAL);
     const after = statSync(fx.dbPath);
     expect([after.mode & 0o777, after.uid, after.gid]).toEqual([0o640, 4321, 4322]);
+
+    // Killed while taking the pre-restore snapshot: a staging copy and no journal; the worker start removes it.
+    writeFileSync(join(dirname(fx.dbPath), `.${basename(fx.dbPath)}.restore-999998`), 'a whole copy of the store');
+    await finishInterruptedRestores(config, silentLogger, () => T0);
+    expect(staging()).toEqual([]);
+    expect(ids(fx.dbPath).sort()).toEqual(ORIGINAL);
   });
 });
 
