@@ -142,6 +142,13 @@ function turnBack(dbPath: string, j: RestoreJournal): void {
   writeJournal(dbPath, j);
 }
 
+function turnForward(dbPath: string, j: RestoreJournal): void {
+  j.direction = 'forward';
+  j.recovered = [];
+  j.sqliteDone = false;
+  writeJournal(dbPath, j);
+}
+
 /**
  * A restore that failed in this process: put every collection back from the pre-restore snapshot (the journal
  * turned round first, so a crash now is rolled back, not forward, next time). Without a pre-restore snapshot, or
@@ -166,16 +173,17 @@ export async function rollBack(config: Config, storeName: string, j: RestoreJour
     opts.log.error({ store: storeName, undo: j.undo, err: (err as Error).message }, 'restore failed and putting Qdrant back failed too');
     throw storeError(
       `restore failed (${(cause as Error).message}) and putting Qdrant back failed (${(err as Error).message}); the SQLite store is unchanged; ` +
-        `the journal ${journalPath(db)} is kept: the next \`memory-warden restore\` of this store (or a worker start) puts back the pre-restore snapshot ${j.undo}`,
+        `the journal ${journalPath(db)} is kept: the next \`memory-warden restore\` of this store (or a worker start) rolls it back to ${j.undo} (or, when that cannot be read, forward to ${j.from})`,
       cause,
     );
   }
 }
 
 /**
- * Finish a restore that was interrupted (kill -9, power loss, a failed roll back): forward from its snapshot when it
- * still verifies, else back to the pre-restore snapshot, else refuse loudly and change nothing. Under the store's
- * maintenance lock. Returns the snapshot folder both stores now hold.
+ * Finish a restore that was interrupted (kill -9, power loss, a failed roll back) the way its journal points (forward
+ * to its snapshot, or back to the pre-restore one) when that snapshot still verifies, else the other way, else
+ * refuse loudly and change nothing. Under the store's maintenance lock. Returns the snapshot folder both stores
+ * now hold.
  */
 export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[]): Promise<string> {
   const db = config.stores[storeName]!.db;
@@ -187,14 +195,17 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
   } catch (err) {
     why = (err as Error).message;
   }
-  if (!manifest && j.direction === 'forward' && j.undo) {
+  // The other way round, when this one's snapshot cannot be used: every step is then done again.
+  const other = j.direction === 'forward' ? j.undo : j.from;
+  if (!manifest && other) {
     try {
-      manifest = await verifySnapshot(j.undo);
-      opts.log.warn({ store: storeName, from: j.from, undo: j.undo, why }, 'the interrupted restore\'s snapshot cannot be used; rolling back to the pre-restore snapshot');
-      turnBack(db, j);
-      target = j.undo;
+      manifest = await verifySnapshot(other);
+      opts.log.warn({ store: storeName, from: j.from, undo: j.undo, direction: j.direction, why }, 'the interrupted restore cannot go on this way; going the other way');
+      if (j.direction === 'forward') turnBack(db, j);
+      else turnForward(db, j);
+      target = other;
     } catch (err) {
-      why += `; pre-restore snapshot: ${(err as Error).message}`;
+      why += `; ${other}: ${(err as Error).message}`;
     }
   }
   if (!manifest || !target) {
