@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
@@ -11,12 +10,13 @@ import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
-import { snapshotsContaining } from './erase-snapshots.js';
+import { snapshotCopies } from './erase-snapshots.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
 import { deletedFor } from './erase-ledger.js';
 import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
-import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
+import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
@@ -99,12 +99,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
   let found: string[] = [];
-  const deleted: string[] = [];
+  let deleted: string[] = [];
   const snapshotRoot = storeSnapshotDir(config, storeName);
   const stateDb = expandHome(config.stateDb);
   const subject = 'subject' in sel ? sel.subject : undefined;
@@ -116,18 +117,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     const run = async () => {
       ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
       fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
-      found = await snapshotsContaining(snapshotRoot, erased.texts, subject);
-      if (!dryRun && opts.snapshots && found.length > 0) {
-        const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
-        try {
-          for (const dir of found) {
-            rmSync(dir, { recursive: true, force: true });
-            deleted.push(dir);
-          }
-        } finally {
-          lock.release();
-        }
-      }
+      ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);

@@ -7,6 +7,7 @@ import { parsePayload, type JobContext, type TaskDispatch } from './job.js';
 import { JOBS } from '../jobs/index.js';
 import { coerceError, usageError } from './errors.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
 
 export interface RunOptions {
   config: Config;
@@ -28,6 +29,8 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
+  const storeDb = store ? opts.config.stores[store]?.db : undefined;
+  if (job.writes && storeDb) assertNoPendingRestore(storeDb);
   const now = opts.now ?? systemClock;
   const ctx: JobContext = {
     config: opts.config,

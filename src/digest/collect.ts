@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
 import { openStore, storeSelector } from '../store/open.js';
@@ -82,7 +83,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     const store = openStore(config, name, { readonly: true });
     try {
       const layout = layoutOf(store);
-      const report = await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
+      const report = withPendingRestore(await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now }), storeConfig.db);
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;

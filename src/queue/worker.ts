@@ -18,6 +18,7 @@ import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js'
 import { startTaskQueues, type TaskQueues } from './tasks.js';
 import { createVerifyTask } from '../drift/task.js';
 import type { TaskDispatch } from '../job.js';
+import { finishInterruptedRestores } from '../snapshot/resume.js';
 
 export interface StartOptions {
   config: Config;
@@ -132,6 +133,8 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const metrics = opts.metrics ?? new WorkerMetrics();
   // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
   if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
+  // A restore killed half-way left one store on the snapshot and one not: finish it before any writer runs.
+  await finishInterruptedRestores(config, log, opts.now ?? systemClock);
   const redis = await connectRedis(config.redis.url, log);
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const queue = openQueue(config, redis);
