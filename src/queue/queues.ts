@@ -1,0 +1,25 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { hostOfStore, hostQueueName } from './hosts.js';
+
+/** The shared queue on the configured prefix (jobs for every store at once), sharing one connection. */
+export function openQueue(config: Config, redis: Redis): Queue {
+  return openNamedQueue(config, redis, config.worker.queue);
+}
+
+/** The queue of one host's store jobs (src/queue/hosts.ts). */
+export function openHostQueue(config: Config, redis: Redis, host: string): Queue {
+  return openNamedQueue(config, redis, hostQueueName(config, host));
+}
+
+/** The queue a job for `store` goes to: its host's; a global job (store null) the shared one. */
+export function openQueueFor(config: Config, redis: Redis, store: string | null): Queue {
+  return store === null ? openQueue(config, redis) : openHostQueue(config, redis, hostOfStore(config, store));
+}
+
+function openNamedQueue(config: Config, redis: Redis, name: string): Queue {
+  const queue = new Queue(name, { connection: redis, prefix: config.redis.prefix });
+  queue.on('error', () => {}); // connection trouble is logged once by the connection itself
+  return queue;
+}
