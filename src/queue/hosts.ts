@@ -36,3 +36,13 @@ export function hostQueueName(config: Config, host: string): string {
 export function storesOn(config: Config, host: string, env: NodeJS.ProcessEnv = process.env): string[] {
   return Object.keys(config.stores).filter((s) => hostOfStore(config, s, env) === host).sort();
 }
+
+/**
+ * Where a job for every store at once (the digest) runs: on the one host that holds every store, when there is
+ * one (it reads them all there, and keeps its records in that host's state db); on any worker, from the shared
+ * queue, when the stores live on several hosts (src/digest/fleet.ts).
+ */
+export function globalHost(config: Config, env: NodeJS.ProcessEnv = process.env): string | null {
+  const hosts = new Set(Object.keys(config.stores).map((s) => hostOfStore(config, s, env)));
+  return hosts.size === 1 ? [...hosts][0]! : null;
+}

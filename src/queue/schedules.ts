@@ -4,7 +4,7 @@ import type { JobDefinition } from '../job.js';
 import type { Logger } from '../logger.js';
 import { configError } from '../errors.js';
 import { jobOptions } from './options.js';
-import { hostOfStore } from './hosts.js';
+import { globalHost, hostOfStore } from './hosts.js';
 
 /** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
 export interface PlannedScheduler {
@@ -12,7 +12,7 @@ export interface PlannedScheduler {
   id: string;
   job: string;
   store: string | null;
-  /** The host whose queue runs it (src/queue/hosts.ts); null: the shared queue, any worker (global jobs). */
+  /** The host whose queue runs it (src/queue/hosts.ts); null: the shared queue, any worker (a fleet's global jobs). */
   host: string | null;
   pattern?: string;
   every?: number;
@@ -40,7 +40,7 @@ export function planSchedulers(config: Config, jobs: Record<string, JobDefinitio
     }
     const when = schedule.every !== undefined ? { every: schedule.every } : { pattern: schedule.pattern!, tz: schedule.tz ?? config.worker.timezone };
     if ((job.scope ?? 'store') === 'global') {
-      planned.push({ id: schedulerId(name, null), job: name, store: null, host: null, ...when, data: {} });
+      planned.push({ id: schedulerId(name, null), job: name, store: null, host: globalHost(config), ...when, data: {} });
     } else {
       for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, host: hostOfStore(config, store), ...when, data: { store } });
     }
@@ -85,8 +85,8 @@ export async function syncSchedulers(queue: Queue, config: Config, planned: Plan
   }
   const wanted = new Set(mine.map((p) => p.id));
   // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes); a global
-  // one on the shared queue.
-  const belongs = (store: string | null) => (host === null ? store === null : store !== null && store in config.stores && hostOfStore(config, store) === host);
+  // one on the queue of the host that holds every store, or on the shared queue (src/queue/hosts.ts globalHost).
+  const belongs = (store: string | null) => (store === null ? globalHost(config) === host : store in config.stores && hostOfStore(config, store) === host);
   for (const existing of await queue.getJobSchedulers(0, -1)) {
     const owner = ownerOf(existing);
     if (wanted.has(owner.id)) continue;

@@ -21,6 +21,7 @@ import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
 import { createVerifyTask } from '../drift/task.js';
+import { createDigestSectionsTask } from '../digest/fleet.js';
 import type { TaskDispatch } from '../job.js';
 
 export interface StartOptions {
@@ -85,8 +86,9 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
     const started = performance.now();
     jobLog.info({ writes: def.writes }, 'job start');
     const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
+    const fleet = { host, redis, lastSeen: async (h: string) => (await readHeartbeats(redis, config.redis.prefix)).find((b) => b.host === h)?.lastSeen ?? null };
     const run = (lost?: AbortSignal) =>
-      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch });
+      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
     try {
       // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
       // (every writer takes withMaintenanceLock around its writes), both held while it writes.
@@ -159,7 +161,8 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   let tasks: TaskQueues | undefined;
   try {
     // Drift's source reads run as tasks on their own queue (src/drift/task.ts), verify.concurrency at a time.
-    tasks = await startTaskQueues(config, redis, [createVerifyTask(config)], log, state.stop.signal);
+    // A fleet digest's sections are read on each store's host (src/digest/fleet.ts): routed to this host's lane.
+    tasks = await startTaskQueues(config, redis, [createVerifyTask(config), createDigestSectionsTask(config)], log, state.stop.signal, host);
     const taskQueues = tasks;
     // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
     const planned = planSchedulers(config, JOBS, log);

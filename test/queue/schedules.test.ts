@@ -41,7 +41,7 @@ describe('planSchedulers', () => {
     expect(planned).toEqual([
       { id: 'prune:a', job: 'prune', store: 'a', host: 'h1', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'a' } },
       { id: 'prune:b', job: 'prune', store: 'b', host: 'h1', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'b' } },
-      { id: 'digest', job: 'digest', store: null, host: null, pattern: '0 7 * * *', tz: 'Europe/Rome', data: {} },
+      { id: 'digest', job: 'digest', store: null, host: 'h1', pattern: '0 7 * * *', tz: 'Europe/Rome', data: {} },
     ]);
   });
 
@@ -224,7 +224,8 @@ describe('syncSchedulers on Redis', () => {
       const moved = planSchedulers(fleet('h2', 'h1'), JOBS, log);
       expect((await syncSchedulers(q2, fleet('h2', 'h1'), moved, log, 'h2')).removed.sort()).toEqual(['integrity:s2', 'prune:s2']);
       await syncSchedulers(q1, fleet('h1', 'h1'), moved, log, 'h1');
-      expect(await keys(q1)).toEqual(['integrity:s1', 'integrity:s2', 'prune:s1', 'prune:s2']);
+      // every store on h1 now: the digest runs there too (it reads them all there)
+      expect(await keys(q1)).toEqual(['digest', 'integrity:s1', 'integrity:s2', 'prune:s1', 'prune:s2']);
       expect(await keys(q2)).toEqual([]);
     } finally {
       for (const q of [shared, q1, q2]) await q.close();
