@@ -8,6 +8,8 @@ import type { Redis } from 'ioredis';
 import { createRedis } from '../../src/queue/connection.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { toCanonical } from '../../src/time.js';
 import { assertBuilt, CLI, countRows, killAll, makeStore, spawnWorker, tempDir, until, type LogLine, type SpawnedWorker } from './fixtures.js';
 
 const exec = promisify(execFile);
@@ -38,7 +40,7 @@ describe('a fleet of hosts sharing one Redis', () => {
     await redis.stop();
   });
 
-  function fleet(name: string) {
+  function fleet(name: string, extra: { smtp?: TestSmtp; digest?: Record<string, unknown>; worker?: Record<string, unknown> } = {}) {
     const dir = tempDir(name);
     const prefix = uniquePrefix(name);
     prefixes.push(prefix);
@@ -46,6 +48,10 @@ describe('a fleet of hosts sharing one Redis', () => {
     for (const h of HOSTS) {
       mkdirSync(join(dir, h));
       stores[`${h}1`] = { db: makeStore(join(dir, h, `${h}1.db`), { expired: 5, live: 2 }), host: h };
+      // one row the agent wrote an hour ago: each host's section of today's digest lists it
+      const db = openDatabase(stores[`${h}1`]!.db);
+      db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at) VALUES (?, 'fleet', 'new on this host', 'message', ?, ?)`).run(`new_on_${h}`, toCanonical(Date.now() - 3_600_000), toCanonical(Date.now() - 3_600_000));
+      db.close();
     }
     const every = { enabled: true, pattern: '* * * * * *' };
     const off = { enabled: false };
@@ -64,7 +70,9 @@ describe('a fleet of hosts sharing one Redis', () => {
           heartbeatMs: 200,
           silentAfterMs: 1500,
           schedules: { prune: every, integrity: every, snapshot: off, digest: off, drift: off },
+          ...extra.worker,
         },
+        ...(extra.smtp ? { smtp: extra.smtp.config(), digest: { to: ['owner@example.org'], from: 'warden <warden@example.org>', hostTimeoutSeconds: 3, ...extra.digest } } : {}),
         stores,
       }),
     );
@@ -167,5 +175,70 @@ describe('a fleet of hosts sharing one Redis', () => {
     expect(JSON.parse(out.stdout)).toMatchObject({ store: 'b1' });
     const ranOn = await until('the enqueued run', () => [a, b].find((w) => w.lines.some((l) => l.msg === 'job done' && l.store === 'b1' && !String(l.jobId).startsWith('repeat:'))));
     expect(ranOn).toBe(b);
+  });
+
+  describe('the digest of a fleet', () => {
+    let smtp: TestSmtp;
+    beforeAll(async () => {
+      smtp = await startSmtp();
+    });
+    afterAll(async () => {
+      await smtp.close();
+    });
+    const mails = () => smtp.received.filter((m) => m.envelope.to.includes('owner@example.org'));
+
+    async function enqueueDigest(prefix: string) {
+      const shared = new Queue('maintenance', { connection: conn, prefix });
+      try {
+        return await shared.add('digest', {}, { attempts: 3, backoff: { type: 'fixed', delay: 50 } });
+      } finally {
+        await shared.close();
+      }
+    }
+
+    it("collects each host's section on its host and sends once; a dead host's section says it gave no report", async () => {
+      smtp.received.length = 0;
+      const f = fleet('digest', { smtp, worker: { schedules: { prune: { enabled: false }, integrity: { enabled: false }, snapshot: { enabled: false }, digest: { enabled: false }, drift: { enabled: false } } } });
+      const [a, b, c] = HOSTS.map((h) => f.start(h)) as [SpawnedWorker, SpawnedWorker, SpawnedWorker];
+      await Promise.all([a.ready, b.ready, c.ready]);
+      b.proc.kill('SIGKILL');
+      await b.exited;
+      const job = await enqueueDigest(f.prefix);
+      const sender = await until('the digest to be sent', () => [a, c].find((w) => w.lines.some((l) => l.msg === 'job done' && l.jobId === job.id)), 30_000);
+      expect(sender.lines.find((l) => l.msg === 'job done' && l.jobId === job.id)).toMatchObject({ outcome: 'ok' });
+      expect(mails()).toHaveLength(1);
+      const text = String(mails()[0]!.parsed.text);
+      expect(text).toContain('new_on_a');
+      expect(text).toContain('new_on_c');
+      expect(text).not.toContain('new_on_b');
+      expect(text).toMatch(/no report from host b since \d{4}-\d\d-\d\dT/);
+      // each section was read on its own host: a's and c's state dbs recorded no run of another host's store
+      expect(jobRuns(f.dir, 'a').filter((s) => s !== null && s !== 'a1')).toEqual([]);
+      // enqueued again the same day (a retry, another machine): nothing more is sent
+      await enqueueDigest(f.prefix);
+      await until('the second run to finish', () => [a, c].flatMap((w) => w.lines).filter((l) => l.msg === 'job done' && l.job === 'digest').length >= 2, 30_000);
+      expect(mails()).toHaveLength(1);
+    });
+
+    it('a digest job killed after the server took the message is retried on another host and never sends a second Message-ID', async () => {
+      smtp.received.length = 0;
+      const fast = { lockDurationMs: 1000, stalledIntervalMs: 500, schedules: { prune: { enabled: false }, integrity: { enabled: false }, snapshot: { enabled: false }, digest: { enabled: false }, drift: { enabled: false } } };
+      const f = fleet('digest-crash', { smtp, worker: fast, digest: { claimMinutes: 0.05, hostTimeoutSeconds: 2 } });
+      const [a, c] = [f.start('a'), f.start('c')];
+      await Promise.all([a.ready, c.ready]);
+      const release = smtp.hold();
+      const attempts = smtp.attempts;
+      const job = await enqueueDigest(f.prefix);
+      await until('the message to reach the server', () => smtp.attempts > attempts, 30_000);
+      const victim = [a, c].find((w) => w.lines.some((l) => l.msg === 'job start' && l.jobId === job.id))!;
+      victim.proc.kill('SIGKILL');
+      await victim.exited;
+      release(); // the server keeps the message the dead worker sent: "accepted", never recorded sent
+      const rescuer = victim === a ? c : a;
+      await rescuer.waitFor('the retried digest to finish', (l) => l.msg === 'job done' && l.jobId === job.id, 30_000);
+      const ids = new Set(mails().map((m) => m.parsed.messageId));
+      expect(mails().length).toBeGreaterThanOrEqual(1);
+      expect(ids.size).toBe(1); // a duplicate at worst, and one a mail client shows once
+    });
   });
 });
