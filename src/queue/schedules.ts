@@ -126,7 +126,8 @@ export async function listSchedulers(queues: { host: string | null; queue: Queue
   for (const p of planned) {
     rows.set(p.id, { id: p.id, job: p.job, store: p.store, host: p.host, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next: null, inConfig: true, inRedis: false });
   }
-  for (const { host, queue } of queues) for (const s of await queue.getJobSchedulers(0, -1, true)) {
+  const held = await Promise.all(queues.map(async ({ host, queue }) => ({ host, schedulers: await queue.getJobSchedulers(0, -1, true) })));
+  for (const { host, schedulers } of held) for (const s of schedulers) {
     const owner = ownerOf(s);
     const want = rows.get(owner.id);
     // The same id on a queue it does not belong to (a store that moved host): its own row, not in config.
