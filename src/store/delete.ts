@@ -1,6 +1,7 @@
 import type { Db } from './sqlite.js';
 import type { VectorSink } from './vectors.js';
 import { transientError } from '../errors.js';
+import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
 /** A row a delete removed, and (when the caller asked) why. */
 export interface DeletedRow {
@@ -71,6 +72,13 @@ export interface DeleteOptions {
   classify?: Sql;
   /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
   beforeCommit?: (deleted: DeletedRow[]) => void;
+  /** Called after each commit. A deep chain is deleted over several transactions, each with its beforeCommit. */
+  afterCommit?: () => void;
+  /**
+   * Awaited between the transactions that delete a deep chain, so the agent's writes get in; false stops there
+   * (the chain left is shorter and valid; the next run finishes it). Default: a few milliseconds' pause.
+   */
+  pause?: () => Promise<boolean>;
   maxAttempts?: number;
   /**
    * Delete the roots in chunks of `chunk` inside the transaction, and stop taking chunks once `ms` have been
@@ -102,6 +110,13 @@ export interface DeleteOutcome {
 
 class ChainGrew extends Error {}
 
+/** Each transaction of a deep chain's delete holds the write lock about this long when the caller set no budget. */
+const CHAIN_MS = 40;
+/** Calls that search each chunk for deep chains after one was found on the same connection. */
+const DEEP_CALLS = 16;
+const deepLately = new WeakMap<Db, number>();
+const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5));
+
 /**
  * Delete `roots` with their cascade through both stores. Vectors first (outside the SQLite write lock, so the
  * agent is never blocked on a network call), then one short write transaction that re-checks each root. If an
@@ -125,6 +140,22 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
   const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
+  // Once a batch has met a chain too deep for ON DELETE CASCADE, each chunk is first searched for deep roots,
+  // which are then deleted from their oldest version up (src/store/chain.ts). Short chains never pay for that
+  // search; a store with deep chains has it for the next DEEP_CALLS calls too, as deep chains tend to come in
+  // numbers (each found costs a failed cascade of SQLITE_MAX_TRIGGER_DEPTH versions, about a second).
+  let deepSearch = (deepLately.get(db) ?? 0) > 0;
+  if (deepSearch) deepLately.set(db, deepLately.get(db)! - 1);
+  const deep: (string | number)[] = [];
+  const takeShallow = (chunk: string) => {
+    if (!deepSearch) return chunk;
+    const found = deepRoots(db, chunk, key);
+    if (found.length === 0) return chunk;
+    deep.push(...found);
+    deepLately.set(db, DEEP_CALLS);
+    const skip = new Set(found);
+    return JSON.stringify((JSON.parse(chunk) as (string | number)[]).filter((r) => !skip.has(r)));
+  };
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (opts.vectors) {
       const planned = cascadeClosure(db, roots, key).map((r) => r.id).filter((id) => !vectorsGone.has(id));
@@ -138,13 +169,14 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
       const outcome = db.transaction((): Omit<DeleteOutcome, 'lockMs'> => {
         const started = performance.now();
         clear.run();
+        deep.length = 0;
         let consumed = roots.length;
-        if (!opts.budget) remove.run(params);
+        if (!opts.budget) remove.run({ ...params, roots: takeShallow(params.roots) });
         else {
           const { ms, chunk } = opts.budget;
           consumed = 0;
           do {
-            remove.run({ ...params, roots: JSON.stringify(roots.slice(consumed, consumed + chunk)) });
+            remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, consumed + chunk))) });
             consumed = Math.min(roots.length, consumed + chunk);
           } while (consumed < roots.length && performance.now() - started < ms);
         }
@@ -155,8 +187,23 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         opts.beforeCommit?.(deleted);
         return { deleted, rowids, consumed, deleteMs: performance.now() - started };
       }).immediate();
-      return { ...outcome, lockMs: performance.now() - locked };
+      const lockMs = performance.now() - locked;
+      opts.afterCommit?.();
+      for (const root of deep) {
+        const chain = await deleteChain(db, root, {
+          key, vectors: opts.vectors, recheck: opts.recheck, classify: opts.classify, params, vectorsGone,
+          ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit, pause: opts.pause ?? shortPause,
+        });
+        outcome.rowids.push(...chain.rowids);
+        outcome.deleted.push(...chain.deleted.slice(0, rows === -1 ? undefined : Math.max(0, rows - outcome.deleted.length)));
+      }
+      return { ...outcome, lockMs };
     } catch (err) {
+      if (isTriggerDepth(err) && !deepSearch) {
+        deepSearch = true;
+        attempt -= 1; // not the chains changing: the same batch again, deep chains set aside
+        continue;
+      }
       if (!(err instanceof ChainGrew)) throw err;
     }
   }
