@@ -1,5 +1,6 @@
 import { createReadStream, lstatSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { bytesFinder } from './needles.js';
 
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
@@ -14,6 +15,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
   const needles = needleBytes(texts);
   const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
   if (needles.length === 0 && folded.length === 0) return [];
+  const search = { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -25,7 +27,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
-      if (await fileContains(file, needles, folded)) {
+      if (await fileContains(file, search)) {
         out.push(dir);
         break;
       }
@@ -60,17 +62,20 @@ function* filesUnder(dir: string): Generator<string> {
   }
 }
 
+/** The needles, searched all at once (src/needles.ts), and how many bytes a match can span across two chunks. */
+interface Search {
+  exact: (hay: Buffer) => boolean;
+  folded: ((hay: Buffer) => boolean) | null;
+  overlap: number;
+}
+
 /** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
-async function fileContains(file: string, exact: Buffer[], folded: Buffer[]): Promise<boolean> {
-  const overlap = Math.max(...[...exact, ...folded].map((n) => n.length)) - 1;
+async function fileContains(file: string, { exact, folded, overlap }: Search): Promise<boolean> {
   let tail = Buffer.alloc(0);
   for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
     const buf = Buffer.concat([tail, chunk as Buffer]);
-    if (exact.some((n) => buf.includes(n))) return true;
-    if (folded.length > 0) {
-      const low = foldBytes(buf);
-      if (folded.some((n) => low.includes(n))) return true;
-    }
+    if (exact(buf)) return true;
+    if (folded && folded(foldBytes(buf))) return true;
     tail = buf.subarray(Math.max(0, buf.length - overlap));
   }
   return false;

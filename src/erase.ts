@@ -19,6 +19,7 @@ import { toCanonical, type Instant } from './time.js';
 import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
+import { textFinder } from './needles.js';
 
 /**
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
@@ -199,7 +200,7 @@ async function sweepCollections(
   points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
   keep: (p: Mem0Point) => boolean = () => false,
 ): Promise<number> {
-  const needles = [...new Set(texts)].filter((t) => t.length >= 4);
+  const holdsText = textFinder([...new Set(texts)]);
   const folded = subject === undefined ? undefined : asciiLower(subject);
   const existing = new Set(await points.collections());
   let n = 0;
@@ -209,7 +210,7 @@ async function sweepCollections(
     for await (const page of scrollAll(points, c, pageSize, true)) {
       for (const p of page) {
         const values = payloadStrings(p.payload);
-        const holds = ids.has(p.id) || values.some((v) => needles.some((t) => v.includes(t)) || (folded !== undefined && asciiLower(v).includes(folded)));
+        const holds = ids.has(p.id) || values.some((v) => holdsText(v) || (folded !== undefined && asciiLower(v).includes(folded)));
         if (holds && !keep(p)) doomed.push(p.id);
       }
     }
@@ -223,9 +224,16 @@ async function sweepCollections(
 
 /** Every string value in a payload, nested ones included; never the keys (`--subject user` must not match `user_id`). */
 export function payloadStrings(v: unknown, out: string[] = []): string[] {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) v.forEach((x) => payloadStrings(x, out));
-  else if (v && typeof v === 'object') Object.values(v).forEach((x) => payloadStrings(x, out));
+  // A stack, not recursion: a payload is the agent's data, and can nest deeper than the call stack goes.
+  const stack: unknown[] = [v];
+  while (stack.length > 0) {
+    const x = stack.pop();
+    if (typeof x === 'string') out.push(x);
+    else if (x && typeof x === 'object') {
+      const inner = Array.isArray(x) ? x : Object.values(x);
+      for (let i = inner.length - 1; i >= 0; i--) stack.push(inner[i]);
+    }
+  }
   return out;
 }
 
@@ -256,7 +264,7 @@ async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boo
     for (const r of known) ids.add(String(r.memory_id));
   }
   if ('user' in sel) for (const id of await deletedLinkedFrom(h, sel.user, haveCollection)) ids.add(id);
-  texts.push(...historyTexts(h.store.db, h.dialect, [...ids]));
+  for (const t of historyTexts(h.store.db, h.dialect, [...ids])) texts.push(t);
   return { ids, texts };
 }
 

@@ -125,8 +125,10 @@ export async function deleteChain(db: Db, root: string | number, opts: ChainOpti
       }).immediate();
       if (step === null) break;
       opts.afterCommit?.();
-      out.deleted.push(...step.rows);
-      out.rowids.push(...step.rows.map((r) => r.rowid));
+      for (const row of step.rows) {
+        out.deleted.push(row);
+        out.rowids.push(row.rowid);
+      }
       done += step.n;
       window = Math.max(256, 2 * step.n);
       stale = 0;

@@ -151,7 +151,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
     if (!deepSearch) return chunk;
     const found = deepRoots(db, chunk, key);
     if (found.length === 0) return chunk;
-    deep.push(...found);
+    for (const r of found) deep.push(r);
     deepLately.set(db, DEEP_CALLS);
     const skip = new Set(found);
     return JSON.stringify((JSON.parse(chunk) as (string | number)[]).filter((r) => !skip.has(r)));
@@ -194,8 +194,9 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
           key, vectors: opts.vectors, recheck: opts.recheck, classify: opts.classify, params, vectorsGone,
           ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit, pause: opts.pause ?? shortPause,
         });
-        outcome.rowids.push(...chain.rowids);
-        outcome.deleted.push(...chain.deleted.slice(0, rows === -1 ? undefined : Math.max(0, rows - outcome.deleted.length)));
+        // Loops, not push(...rows): a chain's rows can outnumber what a call's arguments may be.
+        for (const rowid of chain.rowids) outcome.rowids.push(rowid);
+        for (const row of chain.deleted.slice(0, rows === -1 ? undefined : Math.max(0, rows - outcome.deleted.length))) outcome.deleted.push(row);
       }
       return { ...outcome, lockMs };
     } catch (err) {

@@ -58,5 +58,5 @@ describe('prune killed with SIGKILL in the middle of a deep chain', () => {
     const done = spawn(process.execPath, [CLI, 'run', 'prune', '--config', cfg, '--now', NOW], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: 'silent' } });
     expect(await new Promise((r) => done.once('exit', r))).toBe(0);
     expect(ids(db)).toEqual([...keep].sort());
-  });
+  }, 180_000);
 });

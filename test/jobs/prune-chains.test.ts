@@ -64,7 +64,7 @@ describe('maintenance of a store with long supersede chains', () => {
       expect(real).toMatchObject({ deleted: expected.size, expired: 80 + 2, superseded: 1000, cascaded: 40 + (length - 1) + 1000 });
       expect({ ...dry, dryRun: false, durationMs: 0, batches: 0, ids: [] }).toEqual({ ...real, durationMs: 0, batches: 0, ids: [] });
       assertValid(db);
-    });
+    }, 120_000);
   }
 
   it('erase --ids: a 100,000-version chain and a 1,001-version chain, named by one version each', async () => {
@@ -80,7 +80,7 @@ describe('maintenance of a store with long supersede chains', () => {
     expect(dry.counts).toMatchObject({ rows: 101_002, cascaded: 100_999 });
     expect(new Set(ids(db))).toEqual(new Set(rows.map((row) => row.id).filter((id) => id !== 'live0')));
     assertValid(db);
-  });
+  }, 120_000);
 
   it('review delete: a 1,001-version chain goes, every version recorded as deleted', async () => {
     db = makeStore(join(dir, 'm.db'), [{ id: 'keep' }]);

@@ -42,7 +42,7 @@ describe('deleting a supersede chain deeper than SQLite cascades', () => {
         expect(new Set(deleted.map((r) => r.id))).toEqual(new Set(chain));
         expect(ids(path)).toEqual(['live', 'older', 'other']);
         assertValid(path);
-      });
+      }, 120_000);
     }
   }
 
