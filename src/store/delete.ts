@@ -115,6 +115,8 @@ const CHAIN_MS = 40;
 /** Calls that search each chunk for deep chains after one was found on the same connection. */
 const DEEP_CALLS = 16;
 const deepLately = new WeakMap<Db, number>();
+/** A chunk slower than this (and than the whole budget) turns the search for deep chains on. */
+const SLOW_CHUNK_MS = 20;
 const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5));
 
 /**
@@ -122,6 +124,8 @@ const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5
  * agent is never blocked on a network call), then one short write transaction that re-checks each root. If an
  * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
+ * A root whose chain is too deep to cascade goes after that transaction, from its oldest version up, over
+ * short transactions of its own (src/store/chain.ts).
  */
 export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   return (await deleteRoots(db, roots, opts)).deleted;
@@ -176,7 +180,11 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
           const { ms, chunk } = opts.budget;
           consumed = 0;
           do {
+            const at = performance.now();
             remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, consumed + chunk))) });
+            // A cascade is quadratic in its depth: one chunk that alone outlasts the budget met chains deep enough
+            // (hundreds of versions) to be deleted from the oldest up from the next call on.
+            if (!deepSearch && performance.now() - at > Math.max(ms, SLOW_CHUNK_MS)) deepLately.set(db, DEEP_CALLS);
             consumed = Math.min(roots.length, consumed + chunk);
           } while (consumed < roots.length && performance.now() - started < ms);
         }
@@ -189,15 +197,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
       }).immediate();
       const lockMs = performance.now() - locked;
       opts.afterCommit?.();
-      for (const root of deep) {
-        const chain = await deleteChain(db, root, {
-          key, vectors: opts.vectors, recheck: opts.recheck, classify: opts.classify, params, vectorsGone,
-          ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit, pause: opts.pause ?? shortPause,
-        });
-        // Loops, not push(...rows): a chain's rows can outnumber what a call's arguments may be.
-        for (const rowid of chain.rowids) outcome.rowids.push(rowid);
-        for (const row of chain.deleted.slice(0, rows === -1 ? undefined : Math.max(0, rows - outcome.deleted.length))) outcome.deleted.push(row);
-      }
+      await deleteDeepChains(db, deep, opts, { key, params, vectorsGone, rows }, outcome);
       return { ...outcome, lockMs };
     } catch (err) {
       if (isTriggerDepth(err) && !deepSearch) {
@@ -209,4 +209,23 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
     }
   }
   throw transientError(`delete: supersede chains kept changing during ${attempts} attempts; try again`);
+}
+
+/** The deep roots a batch set aside, each with its chain from the oldest version up; their rows join `outcome`. */
+async function deleteDeepChains(
+  db: Db, deep: readonly (string | number)[], opts: DeleteOptions,
+  batch: { key: RootKey; params: Record<string, unknown>; vectorsGone: Set<string>; rows: number },
+  outcome: Pick<DeleteOutcome, 'deleted' | 'rowids'>,
+): Promise<void> {
+  for (const root of deep) {
+    const chain = await deleteChain(db, root, {
+      key: batch.key, params: batch.params, vectorsGone: batch.vectorsGone, vectors: opts.vectors, recheck: opts.recheck,
+      classify: opts.classify, ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit,
+      pause: opts.pause ?? shortPause,
+    });
+    // Loops, not push(...rows): a chain's rows can outnumber what a call's arguments may be.
+    for (const rowid of chain.rowids) outcome.rowids.push(rowid);
+    const room = batch.rows === -1 ? chain.deleted.length : Math.max(0, batch.rows - outcome.deleted.length);
+    for (const row of chain.deleted.slice(0, room)) outcome.deleted.push(row);
+  }
 }
