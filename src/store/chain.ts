@@ -65,7 +65,7 @@ export interface ChainOptions {
   vectorsGone: Set<string>;
   beforeCommit?: (deleted: DeletedRow[]) => void;
   afterCommit?: () => void;
-  /** Awaited between two transactions (the agent's writes get in); false stops the delete, the chain stays valid. */
+  /** Awaited before each transaction (the agent's writes get in); false stops the delete, the chain stays valid. */
   pause: () => Promise<boolean>;
 }
 
@@ -92,8 +92,9 @@ export async function deleteChain(db: Db, root: string | number, opts: ChainOpti
   let { plan, version } = replan();
   let stale = 0;
   let window = 256;
-  for (let done = 0, first = true; done < plan.versions.length; first = false) {
-    if (!first && !(await opts.pause())) break;
+  for (let done = 0; done < plan.versions.length; ) {
+    // A window for the agent before each transaction: the caller's own transaction has just committed.
+    if (!(await opts.pause())) break;
     const ahead = plan.versions.slice(done, done + window);
     if (opts.vectors) {
       const gone = ahead.map((v) => v.id).filter((id) => !opts.vectorsGone.has(id));

@@ -75,7 +75,7 @@ export interface DeleteOptions {
   /** Called after each commit. A deep chain is deleted over several transactions, each with its beforeCommit. */
   afterCommit?: () => void;
   /**
-   * Awaited between the transactions that delete a deep chain, so the agent's writes get in; false stops there
+   * Awaited before each of the transactions that delete a deep chain, so the agent's writes get in; false stops there
    * (the chain left is shorter and valid; the next run finishes it). Default: a few milliseconds' pause.
    */
   pause?: () => Promise<boolean>;

@@ -101,13 +101,14 @@ describe('maintenance of a store with long supersede chains', () => {
     expect(ids(db)).toEqual(['keep']);
   });
 
-  it('repair dangling: a 1,001-version chain whose head points at a deleted row goes whole, and only it', async () => {
-    db = makeStore(join(dir, 'm.db'), [{ id: 'keep' }, { id: 'keep_old', superseded_by: 'keep' }]);
+  it('repair dangling: a 1,001-version chain whose head points at a deleted row goes whole, with 3,000 other dangling rows', async () => {
+    const others: Row[] = Array.from({ length: 3000 }, (_, i) => ({ id: `d${i}`, superseded_by: `gone${i % 7}` }));
+    db = makeStore(join(dir, 'm.db'), [{ id: 'keep' }, { id: 'keep_old', superseded_by: 'keep' }, ...others]);
     const c = addChain(db, { prefix: 'c', length: 1001, headSupersededBy: 'gone' });
     const store = openStore(config(), 't');
     try {
       const r = await repairDangling(store);
-      expect(r.dangling).toEqual(['c0']);
+      expect(new Set(r.dangling)).toEqual(new Set(['c0', ...others.map((o) => o.id)]));
       expect(new Set(r.cascaded)).toEqual(new Set(c.slice(1)));
     } finally {
       store.close();
