@@ -110,6 +110,30 @@ describe('a deep chain the agent changes while it is being deleted', () => {
     expect(out.rowids).toHaveLength(6000 + 1 + 1500);
     validIn(path);
   });
+
+  it('an agent that commits before every transaction does not stop the delete (the chain is then read inside the lock)', async () => {
+    const path = store([{ id: 'other' }]);
+    addChain(path, { prefix: 'c', length: 3000, headExpiresAt: '2026-11-20 00:00:00' });
+    db = openDatabase(path);
+    const agent = new Database(path);
+    let writes = 0;
+    try {
+      const touch = agent.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = 'other'`);
+      const out = await deleteRoots(db, ['c0'], {
+        recheck: EXPIRED, budget: { ms: 1, chunk: 10 },
+        pause: async () => {
+          touch.run(`2026-11-${String(10 + (++writes % 18)).padStart(2, '0')} 00:00:00`);
+          return true;
+        },
+      });
+      expect(out.rowids).toHaveLength(3000);
+    } finally {
+      agent.close();
+    }
+    expect(writes).toBeGreaterThan(3);
+    expect(ids(path)).toEqual(['other']);
+    validIn(path);
+  });
 });
 
 describe('a deep chain with a vector store', () => {
