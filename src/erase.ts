@@ -7,7 +7,7 @@ import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
 import { memoryColumns } from './store/schema.js';
-import { cascadeClosure, deleteWithCascade } from './store/delete.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
@@ -155,6 +155,9 @@ function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
 
 // ---- the warden layout ----
 
+/** Each erase transaction holds the write lock about this long. */
+const ERASE_BATCH_MS = 40;
+
 function wardenRoots(db: Db, sel: EraseSelector): string[] {
   const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).all(...args) as { id: string }[]).map((r) => String(r.id));
   if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
@@ -172,7 +175,13 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   const texts = ids.length === 0 ? [] : (store.db.prepare(`SELECT fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { fact: string }[]).map((r) => r.fact);
   const counts: Record<string, number> = { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 };
   if (dryRun || ids.length === 0) return { ids, counts, texts };
-  const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors });
+  // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
+  const deleted: DeletedRow[] = [];
+  for (let i = 0; i < roots.length; ) {
+    const step = await deleteRoots(store.db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 } });
+    for (const row of step.deleted) deleted.push(row);
+    i += step.consumed;
+  }
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
