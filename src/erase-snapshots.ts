@@ -7,6 +7,7 @@ import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layo
 import { snapshotCollections } from './snapshot/create.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { removeStaleStaging } from './snapshot/resume.js';
+import { bytesFinder } from './needles.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
@@ -62,9 +63,8 @@ export async function snapshotCopies(
  * pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
-  const needles = needleBytes(texts);
-  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return [];
+  const search = searchFor(texts, subject);
+  if (!search) return [];
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -77,7 +77,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
-      if (await fileContains(file, needles, folded)) {
+      if (await fileContains(file, search)) {
         out.push(dir);
         break;
       }
@@ -88,10 +88,16 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
 export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+  const search = searchFor(texts, subject);
+  return search !== null && fileContains(file, search);
+}
+
+/** One pass over a file finds every text (src/needles.ts); null when there is nothing to look for. */
+function searchFor(texts: string[], subject?: string) {
   const needles = needleBytes(texts);
   const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return false;
-  return fileContains(file, needles, folded);
+  if (needles.length === 0 && folded.length === 0) return null;
+  return { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
 }
 
 function needleBytes(texts: string[]): Buffer[] {
@@ -120,17 +126,20 @@ function* filesUnder(dir: string): Generator<string> {
   }
 }
 
+/** The needles, searched all at once (src/needles.ts), and how many bytes a match can span across two chunks. */
+interface Search {
+  exact: (hay: Buffer) => boolean;
+  folded: ((hay: Buffer) => boolean) | null;
+  overlap: number;
+}
+
 /** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
-async function fileContains(file: string, exact: Buffer[], folded: Buffer[]): Promise<boolean> {
-  const overlap = Math.max(...[...exact, ...folded].map((n) => n.length)) - 1;
+async function fileContains(file: string, { exact, folded, overlap }: Search): Promise<boolean> {
   let tail = Buffer.alloc(0);
   for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
     const buf = Buffer.concat([tail, chunk as Buffer]);
-    if (exact.some((n) => buf.includes(n))) return true;
-    if (folded.length > 0) {
-      const low = foldBytes(buf);
-      if (folded.some((n) => low.includes(n))) return true;
-    }
+    if (exact(buf)) return true;
+    if (folded && folded(foldBytes(buf))) return true;
     tail = buf.subarray(Math.max(0, buf.length - overlap));
   }
   return false;
