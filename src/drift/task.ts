@@ -89,7 +89,7 @@ export async function verifyThroughTasks(memories: readonly MemoryUnderReview[],
     sharedReads += parsed.data.sharedReads;
     const result = parsed.data.result as VerifierResult;
     const stopped = isNoReading(result) && result.reason === STOPPED;
-    judged.set(plan, stopped ? undefined : decide(plan.memory, plan.rule, plan.vars, result, opts.accepted));
+    judged.set(plan, stopped ? undefined : decide(plan.memory, plan.rule, plan.vars, result, opts));
   });
   const decisions = planned.map((p) => ('decision' in p ? p.decision : judged.get(p.plan)));
   return { decisions: decisions.filter((d): d is Decision => d !== undefined), reads, sharedReads };

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { configError } from '../errors.js';
+import { rememberSecret } from '../secrets.js';
 import type { RuleConfig, VerifyConfig } from './config.js';
 import type { MemoryUnderReview } from './types.js';
 
@@ -58,8 +59,10 @@ function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.Pr
       parts.push({ v: name });
     } else {
       const value = env[name];
-      if (value !== undefined && value !== '') parts.push(value);
-      else if (m[2] !== undefined) parts.push(m[2]);
+      if (value !== undefined && value !== '') {
+        rememberSecret(name, value); // never to be recorded or printed: evidence, errors and logs are redacted
+        parts.push(value);
+      } else if (m[2] !== undefined) parts.push(m[2]);
       else throw configError(`config ${where}: "\${${name}}" is neither a named group of match nor a set environment variable`);
     }
     last = m.index + m[0].length;
