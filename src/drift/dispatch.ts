@@ -166,7 +166,10 @@ export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Reco
   if (!result.verdict && replacement && isReplacementRow(rule, vars, memory, history)) {
     // The rule's own answer is judged by what the replacement says now, not by `expect` (that is the old fact's).
     const same = replacement.fact === memory.fact && replacement.source === memory.source;
-    if (same && judged === 'contradicted') return confirmed({ settled: 'the row already says what the source says (it is this reading\'s replacement)' });
+    // Same text: the row says what this reading says, unless the replacement ignores the value (a fixed "no longer
+    // X") and expect holds again: then the old fact is back and only a person can word the row.
+    const tracksValue = rule.replacement!.fact.some((p) => typeof p !== 'string' && p.v === 'value');
+    if (same && (judged === 'contradicted' || tracksValue)) return confirmed({ settled: 'the row already says what the source says (it is this reading\'s replacement)' });
     if (same) return { ...base, verdict: 'contradicted', evidence: { current: reading, note: 'expect holds again, and the replacement would not change the row: a person decides' }, fingerprint, needsPerson: true };
     judged = 'contradicted';
   } else if (judged === 'confirmed') return confirmed();
