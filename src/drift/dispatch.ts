@@ -123,11 +123,14 @@ function validParams(verifier: Verifier<any>, params: unknown): { ok: true; data
 
 type History = Pick<DispatchOptions, 'accepted' | 'madeByDrift'>;
 
-/** The replacement a reading gives: the rule's template filled with the row's variables and the value read. */
+/**
+ * The replacement a reading gives: the rule's template filled with the row's variables and the value read, as it
+ * would be written (redacted), so that a row written from it compares equal the next time.
+ */
 function replacementFor(rule: CompiledRule, vars: Record<string, string>, value: unknown): { fact: string; source: string } | undefined {
   if (!rule.replacement) return undefined;
   const rvars = { ...vars, value: typeof value === 'string' ? value : JSON.stringify(value), verifier: rule.use };
-  return { fact: fill(rule.replacement.fact, rvars), source: fill(rule.replacement.source, rvars) };
+  return redactSecrets({ fact: fill(rule.replacement.fact, rvars), source: fill(rule.replacement.source, rvars) });
 }
 
 /**
@@ -148,9 +151,10 @@ export function isReplacementRow(rule: CompiledRule, vars: Record<string, string
 /**
  * From a verifier's result to a verdict: its own judgement, else the rule's expect, else the fingerprint. A
  * contradiction already answered is not answered again: a reading accepted for this row before (a person confirmed
- * it, or the row was made from it), or a replacement identical to the row, settles as `confirmed`.
+ * it, or the row was made from it), or a replacement identical to the row, settles as `confirmed`. `expectHeld`: the
+ * rule's expect judged where the value was read (a verify task sends the value redacted, src/drift/task.ts).
  */
-export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, history: History): Decision {
+export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, history: History, expectHeld?: boolean): Decision {
   const { accepted } = history;
   const base = { memory, verifier: rule.use, rule: rule.name };
   if (isNoReading(result)) {
@@ -162,7 +166,7 @@ export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Reco
   const confirmed = (extra: Record<string, unknown> = {}): Decision => ({ ...base, verdict: 'confirmed', evidence: { current: reading, ...extra }, fingerprint, needsPerson: false });
   if (!result.verdict && !rule.expect) return byFingerprint(base, reading, accepted(memory.id, rule.use));
   const replacement = replacementFor(rule, vars, result.value);
-  let judged = result.verdict ?? (judge(rule.expect!, result.value, vars) ? 'confirmed' : 'contradicted');
+  let judged = result.verdict ?? ((expectHeld ?? judge(rule.expect!, result.value, vars)) ? 'confirmed' : 'contradicted');
   if (!result.verdict && replacement && isReplacementRow(rule, vars, memory, history)) {
     // The rule's own answer is judged by what the replacement says now, not by `expect` (that is the old fact's).
     const same = replacement.fact === memory.fact && replacement.source === memory.source;

@@ -7,7 +7,9 @@ import { join, resolve } from 'node:path';
 import YAML from 'yaml';
 import { CLI } from '../helpers/cli.js';
 import { DAY_MS } from '../../src/time.js';
-import { daysAgo, insertRows, NOW, sandbox, withState, type Sandbox } from './helpers.js';
+import { configFor, daysAgo, insertRows, NOW, sandbox, withDb, withState, type Sandbox } from './helpers.js';
+import { createVerifyTask, type VerifyTaskPayload } from '../../src/drift/task.js';
+import { silentLogger } from '../../src/logger.js';
 
 /**
  * Class 7 of issue 11: a value from the environment put in a verifier rule (URL query, path, host, header, git URL,
@@ -174,6 +176,8 @@ describe('secrets in verifier rules stay secrets', () => {
       if (existsSync(path)) expect(leaks(readFileSync(path).toString('latin1')), f).toEqual([]);
       if (existsSync(path)) expect(leaks(readFileSync(path).toString('utf8')), f).toEqual([]);
     }
+    // The echo's replacement was written once (redacted) and then settled: the same reading gives the same row.
+    withDb(box.dbPath, (db) => expect((db.prepare('SELECT count(*) AS n FROM memory').get() as { n: number }).n).toBe(10));
     withState(box.statePath, (state) => {
       const evidence = (state.prepare(`SELECT evidence FROM drift_verdicts`).all() as { evidence: string }[]).map((r) => r.evidence).join('\n');
       expect(evidence).toContain('${PROM_TOKEN}');
@@ -185,4 +189,32 @@ describe('secrets in verifier rules stay secrets', () => {
       expect(leaks(runs)).toEqual([]);
     });
   }, 240_000);
+
+  it('a verify task under the worker sends nothing of them through Redis, and judges the value as read', async () => {
+    const config = configFor(box, {
+      allow: { httpHosts: [`127.0.0.1:${port}`] },
+      rules: [
+        { match: { source: '^q:(?<n>\\w+)$' }, use: 'http', with: { url: `http://127.0.0.1:${port}/echo?api_key=\${PROM_TOKEN}`, select: '$.url', expect: { matches: 'api_key=${PROM_TOKEN}' } } },
+        { match: { source: '^p:(?<n>\\w+)$' }, use: 'http', with: { url: `http://127.0.0.1:${port}/t/\${PATH_TOKEN}`, expect: 'x' } },
+      ],
+    });
+    const prev = { ...process.env };
+    Object.assign(process.env, TOKENS);
+    try {
+      const task = createVerifyTask(config);
+      const payload = (rule: number, source: string): VerifyTaskPayload => ({
+        v: 1, run: `r${rule}`, store: 'agent', rule, verifier: 'http', now: NOW,
+        memory: { id: `m_${rule}`, subject: 'echo', fact: 'f', source, confirmed_at: daysAgo(100) },
+      });
+      const ctx = { log: silentLogger, signal: new AbortController().signal, attempt: 1, lastAttempt: true };
+      const echoed = await task.run(payload(0, 'q:one'), ctx);
+      const failed = await task.run(payload(1, 'p:one'), ctx);
+      const wire = JSON.stringify([echoed, failed]);
+      expect(leaks(wire)).toEqual([]);
+      expect(echoed).toMatchObject({ result: { value: '/echo?api_key=${PROM_TOKEN}' }, expectHeld: true });
+      expect(failed).toMatchObject({ result: { verdict: 'unverifiable', reason: expect.stringContaining('/t/${PATH_TOKEN} answered 503') } });
+    } finally {
+      for (const k of Object.keys(TOKENS)) if (prev[k] === undefined) delete process.env[k];
+    }
+  });
 });
