@@ -7,7 +7,7 @@ import { fill, fillTree, judge, matchRule, type CompiledRule, type Template } fr
 import type { VerifierRegistry } from '../verifiers/registry.js';
 import { Refusal, isNoReading, type Allowlists, type MemoryUnderReview, type Verdict, type Verifier, type VerifierResult } from '../verifiers/types.js';
 import type { VerdictRow } from './record.js';
-import { redactSecrets } from '../secrets.js';
+import { redactSecrets, redactText } from '../secrets.js';
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
@@ -142,7 +142,8 @@ export function isReplacementRow(rule: CompiledRule, vars: Record<string, string
   if (!rule.replacement) return false;
   if (memory.source === vars.source && history.madeByDrift?.(memory.id) !== true) return false;
   const fits = (t: Template, text: string) => {
-    const parts = t.map((p) => (typeof p === 'string' ? escapeRegex(p) : p.v === 'value' ? '[\\s\\S]*' : escapeRegex(p.v === 'verifier' ? rule.use : vars[p.v] ?? '')));
+    // Literal text as written to the store: an environment value in the template was recorded redacted.
+    const parts = t.map((p) => (typeof p === 'string' ? escapeRegex(redactText(p)) : p.v === 'value' ? '[\\s\\S]*' : escapeRegex(p.v === 'verifier' ? rule.use : vars[p.v] ?? '')));
     return new RegExp(`^${parts.join('')}$`).test(text);
   };
   return fits(rule.replacement.source, memory.source) && fits(rule.replacement.fact, memory.fact);

@@ -76,6 +76,24 @@ describe('drift settles instead of repeating', () => {
     expect(r.verdicts.find((v) => v.id === 'm_agent')).toMatchObject({ verdict: 'confirmed' });
   });
 
+  it('rows sharing a source get one replacement between them, not one twin each', async () => {
+    setVersion('16.2');
+    insertRows(box.dbPath, [
+      { id: 'm_a', fact: 'the database is Postgres 15', source: 'file:app.json#db', confirmed_at: daysAgo(101) },
+      { id: 'm_b', fact: 'the database is Postgres 15', source: 'file:app.json#db', confirmed_at: daysAgo(100) },
+      { id: 'm_other', subject: 'staging', fact: 'the database is Postgres 15', source: 'file:app.json#db', confirmed_at: daysAgo(100) },
+    ]);
+    const c = config([dbRule()]);
+    const first = await runAt(c, 0);
+    expect(first).toMatchObject({ contradicted: 3, superseded: 3 });
+    const by = Object.fromEntries(first.verdicts.map((v) => [v.id, v.supersededBy]));
+    expect(by.m_a).toBe(by.m_b);
+    expect(by.m_other).not.toBe(by.m_a); // another subject keeps its own row
+    expect(counts()).toEqual({ rows: 5, live: 2, pending: 0 });
+    await runAt(c, 100);
+    expect(counts()).toEqual({ rows: 5, live: 2, pending: 0 });
+  });
+
   it('an expect that matches: confirmed every run, nothing inserted', async () => {
     setVersion('15.4');
     insertRows(box.dbPath, [{ id: 'm_db', fact: 'the database is Postgres 15', source: 'file:app.json#db', confirmed_at: daysAgo(100) }]);
