@@ -52,6 +52,9 @@ describe('secrets from the environment', () => {
     loadConfig({ overrides: { stores: { x: { db: '/tmp/${CFG_DB_DIR}/m.db' } } }, env: { CFG_DB_DIR: 'cfgDirSecret-99' } });
     compileRules({ rules: [{ match: { source: '^x$' }, use: 'http', with: { url: 'http://h/?k=${RULE_KEY}&p=${SHORT}' }, autoSupersede: false }] }, { RULE_KEY: 'ruleKeySecret-77', SHORT: '80' });
     expect(redactText('a cfgDirSecret-99 b ruleKeySecret-77 c 80')).toBe('a ${CFG_DB_DIR} b ${RULE_KEY} c 80');
+    // expect and replacement are the text of a fact, not credentials: written to the store as they are
+    compileRules({ rules: [{ match: { source: '^x$' }, use: 'file', with: { path: 'p', expect: '${WANT_BRANCH}' }, replacement: 'deploys via ${NEW_BRANCH}', autoSupersede: true }] }, { WANT_BRANCH: 'wantBranch-1', NEW_BRANCH: 'newBranch-2' });
+    expect(redactText('wantBranch-1 newBranch-2')).toBe('wantBranch-1 newBranch-2');
     const lines: string[] = [];
     const destination = new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) });
     const log = createLogger({ level: 'debug', destination }).child({ url: `http://h/?k=ruleKeySecret-77` });
