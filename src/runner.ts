@@ -46,7 +46,8 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   } catch (err) {
     const coerced = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
     // What the CLI prints and the worker records: no value from the environment in it.
-    const e = new WardenError(coerced.kind, redactText(coerced.message), { cause: coerced.cause });
+    const message = redactText(coerced.message);
+    const e = message === coerced.message ? coerced : new WardenError(coerced.kind, message, { cause: coerced.cause });
     if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
     throw e;
   } finally {
