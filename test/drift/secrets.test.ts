@@ -10,6 +10,8 @@ import { DAY_MS } from '../../src/time.js';
 import { configFor, daysAgo, insertRows, NOW, sandbox, withDb, withState, type Sandbox } from './helpers.js';
 import { createVerifyTask, type VerifyTaskPayload } from '../../src/drift/task.js';
 import { silentLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config.js';
+import { runJob } from '../../src/runner.js';
 
 /**
  * Class 7 of issue 11: a value from the environment put in a verifier rule (URL query, path, host, header, git URL,
@@ -216,5 +218,20 @@ describe('secrets in verifier rules stay secrets', () => {
     } finally {
       for (const k of Object.keys(TOKENS)) if (prev[k] === undefined) delete process.env[k];
     }
+  });
+
+  it('a job that fails on a value from the environment says ${NAME} in its error and its job record', async () => {
+    const file = join(box.dir, 'failing.yaml');
+    writeFileSync(file, YAML.stringify({ stateDb: './state.db', stores: { agent: { db: './memory.db' } }, verify: { plugins: ['${PLUGIN_DIR}/missing.mjs'] } }));
+    const env = { PLUGIN_DIR: join(box.dir, 'pluginDirSecret-31') };
+    const config = loadConfig({ file, env });
+    const err = await runJob('drift', { store: 'agent' }, { config, log: silentLogger }).catch((e: Error) => e);
+    expect((err as Error).message).toMatch(/verify plugin \$\{PLUGIN_DIR\}\/missing\.mjs: no such file/);
+    expect((err as Error).message).not.toContain('pluginDirSecret-31');
+    withState(box.statePath, (state) => {
+      const last = state.prepare(`SELECT error FROM job_runs ORDER BY id DESC LIMIT 1`).get() as { error: string };
+      expect(last.error).toContain('${PLUGIN_DIR}');
+      expect(last.error).not.toContain('pluginDirSecret-31');
+    });
   });
 });
