@@ -5,7 +5,8 @@ import type { Clock } from './time.js';
 import { systemClock } from './time.js';
 import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
 import { JOBS } from '../jobs/index.js';
-import { coerceError, usageError } from './errors.js';
+import { coerceError, usageError, WardenError } from './errors.js';
+import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 
@@ -49,7 +50,10 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     if (state) recordRunEnd(state, runId, systemClock(), 'ok', result);
     return result;
   } catch (err) {
-    const e = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
+    const coerced = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
+    // What the CLI prints and the worker records: no value from the environment in it.
+    const message = redactText(coerced.message);
+    const e = message === coerced.message ? coerced : new WardenError(coerced.kind, message, { cause: coerced.cause });
     if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
     throw e;
   } finally {
