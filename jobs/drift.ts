@@ -5,9 +5,9 @@ import { openStore } from '../src/store/open.js';
 import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
-import { verifyAll } from '../src/drift/dispatch.js';
+import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
 import type { Applied } from '../src/drift/apply.js';
-import { acceptedReading, pendingMemoryIds } from '../src/drift/record.js';
+import { acceptedReading, madeByDrift, pendingMemoryIds } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { verifyThroughTasks } from '../src/drift/task.js';
 import { layoutOf } from '../src/layouts/index.js';
@@ -65,6 +65,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
         now,
         signal: ctx.signal,
         accepted: (id: string, verifier: string) => acceptedReading(state, payload.store, id, verifier),
+        madeByDrift: (id: string) => madeByDrift(state, payload.store, id),
       };
       // Under the worker each source read is its own task (a BullMQ job); under `run drift` they run here.
       const run = ctx.dispatch ? await verifyThroughTasks(queue, options, ctx.dispatch, payload.store) : await verifyAll(queue, options);
@@ -72,7 +73,8 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
       result.reads = run.reads;
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {
-        const applied = await layout.applyDrift(store, state, decision, now);
+        // The one place verdicts are written: nothing from the environment reaches the store, the state db or the output.
+        const applied = await layout.applyDrift(store, state, redactDecision(decision), now);
         result[applied.verdict] += 1;
         if (applied.supersededBy) result.superseded += 1;
         if (applied.needsPerson) result.toPerson += 1;

@@ -5,6 +5,7 @@ import { homedir } from 'node:os';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { configError } from './errors.js';
+import { rememberSecret } from './secrets.js';
 import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
@@ -63,13 +64,19 @@ export const DEFAULT_CONFIG_PATH = ((): string => {
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
-/** Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. */
+/**
+ * Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. Every
+ * value taken from the environment is remembered as a secret (src/secrets.ts): it never reaches a record or an output.
+ */
 export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
   if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
   if (typeof value === 'string') {
     return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
       const v = env[name];
-      if (v !== undefined && v !== '') return v;
+      if (v !== undefined && v !== '') {
+        rememberSecret(name, v);
+        return v;
+      }
       if (fallback !== undefined) return fallback;
       throw configError(`config ${path.join('.') || '(root)'}: environment variable ${name} is not set`);
     });

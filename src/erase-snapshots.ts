@@ -1,6 +1,57 @@
-import { createReadStream, lstatSync, readdirSync } from 'node:fs';
+import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { PARTIAL_PREFIX } from './snapshot/layout.js';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { qdrantStoreFor } from './store/qdrant.js';
+import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
+import { snapshotCollections } from './snapshot/create.js';
+import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
+import { removeStaleStaging } from './snapshot/resume.js';
+import { bytesFinder } from './needles.js';
+
+export interface SnapshotCopies {
+  /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
+  found: string[];
+  deleted: string[];
+}
+
+/**
+ * Every copy of the store that may still hold erased text: snapshot folders that contain it (searched), and every
+ * server-side Qdrant snapshot of the store's collections (taken before the erase, they hold its points; they cannot
+ * be searched without downloading them). `remove` deletes them all. Staging copies left by killed restores are
+ * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
+ */
+export async function snapshotCopies(
+  config: Config, storeName: string, texts: string[], subject: string | undefined, opts: { remove: boolean; locked: boolean; log: Logger },
+): Promise<SnapshotCopies> {
+  const storeConfig = config.stores[storeName]!;
+  const root = storeSnapshotDir(config, storeName);
+  if (opts.locked) {
+    const stale = removeStaleStaging(storeConfig.db);
+    if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
+  }
+  const found = await snapshotsContaining(root, texts, subject);
+  const deleted: string[] = [];
+  const q = qdrantStoreFor(storeConfig);
+  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
+  const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
+  found.push(...server.map(label));
+  if (!opts.remove || found.length === 0) return { found, deleted };
+  const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
+  try {
+    for (const dir of found.filter((f) => !f.startsWith('qdrant:'))) {
+      rmSync(dir, { recursive: true, force: true });
+      deleted.push(dir);
+    }
+    for (const s of server) {
+      await deleteServerSnapshot(root, q!, s);
+      deleted.push(label(s));
+    }
+  } finally {
+    lock.release();
+  }
+  return { found, deleted };
+}
 
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
@@ -12,9 +63,8 @@ import { PARTIAL_PREFIX } from './snapshot/layout.js';
  * pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
-  const needles = needleBytes(texts);
-  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return [];
+  const search = searchFor(texts, subject);
+  if (!search) return [];
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -27,7 +77,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
-      if (await fileContains(file, needles, folded)) {
+      if (await fileContains(file, search)) {
         out.push(dir);
         break;
       }
@@ -38,10 +88,16 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
 export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+  const search = searchFor(texts, subject);
+  return search !== null && fileContains(file, search);
+}
+
+/** One pass over a file finds every text (src/needles.ts); null when there is nothing to look for. */
+function searchFor(texts: string[], subject?: string) {
   const needles = needleBytes(texts);
   const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return false;
-  return fileContains(file, needles, folded);
+  if (needles.length === 0 && folded.length === 0) return null;
+  return { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
 }
 
 function needleBytes(texts: string[]): Buffer[] {
@@ -70,17 +126,20 @@ function* filesUnder(dir: string): Generator<string> {
   }
 }
 
+/** The needles, searched all at once (src/needles.ts), and how many bytes a match can span across two chunks. */
+interface Search {
+  exact: (hay: Buffer) => boolean;
+  folded: ((hay: Buffer) => boolean) | null;
+  overlap: number;
+}
+
 /** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
-async function fileContains(file: string, exact: Buffer[], folded: Buffer[]): Promise<boolean> {
-  const overlap = Math.max(...[...exact, ...folded].map((n) => n.length)) - 1;
+async function fileContains(file: string, { exact, folded, overlap }: Search): Promise<boolean> {
   let tail = Buffer.alloc(0);
   for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
     const buf = Buffer.concat([tail, chunk as Buffer]);
-    if (exact.some((n) => buf.includes(n))) return true;
-    if (folded.length > 0) {
-      const low = foldBytes(buf);
-      if (folded.some((n) => low.includes(n))) return true;
-    }
+    if (exact(buf)) return true;
+    if (folded && folded(foldBytes(buf))) return true;
     tail = buf.subarray(Math.max(0, buf.length - overlap));
   }
   return false;

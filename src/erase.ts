@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
@@ -7,22 +6,24 @@ import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
 import { memoryColumns } from './store/schema.js';
-import { cascadeClosure, deleteWithCascade } from './store/delete.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
-import { snapshotsContaining } from './erase-snapshots.js';
+import { snapshotCopies } from './erase-snapshots.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
 import { deletedFor } from './erase-ledger.js';
 import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
-import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
+import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
 import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
+import { textFinder } from './needles.js';
 
 /**
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
@@ -99,12 +100,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
   let found: string[] = [];
-  const deleted: string[] = [];
+  let deleted: string[] = [];
   const snapshotRoot = storeSnapshotDir(config, storeName);
   const stateDb = expandHome(config.stateDb);
   const subject = 'subject' in sel ? sel.subject : undefined;
@@ -116,18 +118,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     const run = async () => {
       ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
       fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
-      found = await snapshotsContaining(snapshotRoot, erased.texts, subject);
-      if (!dryRun && opts.snapshots && found.length > 0) {
-        const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
-        try {
-          for (const dir of found) {
-            rmSync(dir, { recursive: true, force: true });
-            deleted.push(dir);
-          }
-        } finally {
-          lock.release();
-        }
-      }
+      ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
@@ -223,6 +214,9 @@ function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
 
 // ---- the warden layout ----
 
+/** Each erase transaction holds the write lock about this long. */
+const ERASE_BATCH_MS = 40;
+
 function wardenRoots(db: Db, sel: EraseSelector): string[] {
   const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).all(...args) as { id: string }[]).map((r) => String(r.id));
   if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
@@ -240,7 +234,13 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   const texts = ids.length === 0 ? [] : (store.db.prepare(`SELECT fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { fact: string }[]).map((r) => r.fact);
   const counts: Record<string, number> = { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 };
   if (dryRun || ids.length === 0) return { ids, counts, texts };
-  const deleted = await deleteWithCascade(store.db, roots, { vectors: store.vectors });
+  // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
+  const deleted: DeletedRow[] = [];
+  for (let i = 0; i < roots.length; ) {
+    const step = await deleteRoots(store.db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 } });
+    for (const row of step.deleted) deleted.push(row);
+    i += step.consumed;
+  }
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
@@ -268,7 +268,7 @@ async function sweepCollections(
   points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
   keep: (p: Mem0Point) => boolean = () => false,
 ): Promise<number> {
-  const needles = [...new Set(texts)].filter((t) => t.length >= 4);
+  const holdsText = textFinder([...new Set(texts)]);
   const folded = subject === undefined ? undefined : asciiLower(subject);
   const existing = new Set(await points.collections());
   let n = 0;
@@ -278,7 +278,7 @@ async function sweepCollections(
     for await (const page of scrollAll(points, c, pageSize, true)) {
       for (const p of page) {
         const values = payloadStrings(p.payload);
-        const holds = ids.has(p.id) || values.some((v) => needles.some((t) => v.includes(t)) || (folded !== undefined && asciiLower(v).includes(folded)));
+        const holds = ids.has(p.id) || values.some((v) => holdsText(v) || (folded !== undefined && asciiLower(v).includes(folded)));
         if (holds && !keep(p)) doomed.push(p.id);
       }
     }
@@ -292,9 +292,16 @@ async function sweepCollections(
 
 /** Every string value in a payload, nested ones included; never the keys (`--subject user` must not match `user_id`). */
 export function payloadStrings(v: unknown, out: string[] = []): string[] {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) v.forEach((x) => payloadStrings(x, out));
-  else if (v && typeof v === 'object') Object.values(v).forEach((x) => payloadStrings(x, out));
+  // A stack, not recursion: a payload is the agent's data, and can nest deeper than the call stack goes.
+  const stack: unknown[] = [v];
+  while (stack.length > 0) {
+    const x = stack.pop();
+    if (typeof x === 'string') out.push(x);
+    else if (x && typeof x === 'object') {
+      const inner = Array.isArray(x) ? x : Object.values(x);
+      for (let i = inner.length - 1; i >= 0; i--) stack.push(inner[i]);
+    }
+  }
   return out;
 }
 
@@ -330,7 +337,7 @@ async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boo
     const known = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(deletedIds)) as { memory_id: string }[];
     for (const r of known) ids.add(String(r.memory_id));
   }
-  texts.push(...historyTexts(h.store.db, h.dialect, [...ids]));
+  for (const t of historyTexts(h.store.db, h.dialect, [...ids])) texts.push(t);
   return { ids, texts };
 }
 

@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import { hasSecrets, redactText } from './secrets.js';
 
 export type { Logger };
 
@@ -17,10 +18,11 @@ const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)([^\s:@/]*):([^\s@/]+)@/gi;
 
 /**
  * Passwords inside URLs (`redis://:secret@host`) are not at a fixed path, so every string logged (message, fields,
- * error messages and stacks) has them blanked: `redis://:[redacted]@host`.
+ * error messages and stacks) has them blanked: `redis://:[redacted]@host`; values from the environment become
+ * `${NAME}` (src/secrets.ts).
  */
 export function scrubUrlCredentials<T>(value: T, depth = 0, seen = new WeakSet<object>()): T {
-  if (typeof value === 'string') return value.replace(URL_CREDENTIALS, '$1$2:[redacted]@') as T;
+  if (typeof value === 'string') return redactText(value.replace(URL_CREDENTIALS, '$1$2:[redacted]@')) as T;
   if (!value || typeof value !== 'object' || depth > 5 || seen.has(value)) return value;
   seen.add(value);
   if (Array.isArray(value)) return value.map((v) => scrubUrlCredentials(v, depth + 1, seen)) as T;
@@ -35,6 +37,16 @@ const hooks = {
   },
 };
 
+/** Every line as written, redacted once more: bindings of child loggers and serializers do not pass the hooks. */
+function redactingStream(dest: NodeJS.WritableStream | pino.DestinationStream): pino.DestinationStream {
+  const d = dest as pino.DestinationStream & { flush?: (cb?: (err?: Error) => void) => void; flushSync?: () => void };
+  return {
+    write: (line: string) => d.write(hasSecrets() ? redactText(line) : line),
+    flush: (cb?: (err?: Error) => void) => (d.flush ? d.flush(cb) : cb?.()),
+    flushSync: () => d.flushSync?.(),
+  } as pino.DestinationStream;
+}
+
 export interface LoggerOptions {
   level?: string;
   pretty?: boolean;
@@ -48,7 +60,7 @@ export interface LoggerOptions {
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const level = opts.level ?? process.env.LOG_LEVEL ?? 'info';
   const redact = { paths: REDACT_PATHS, censor: '[redacted]' };
-  if (opts.destination) return pino({ level, redact, hooks }, opts.destination as pino.DestinationStream);
+  if (opts.destination) return pino({ level, redact, hooks }, redactingStream(opts.destination));
   const pretty = opts.pretty ?? (process.stderr.isTTY === true);
   if (pretty) {
     return pino({
@@ -58,7 +70,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
       transport: { target: 'pino-pretty', options: { destination: 2, colorize: true, ignore: 'pid,hostname' } },
     });
   }
-  return pino({ level, redact, hooks }, pino.destination(2));
+  return pino({ level, redact, hooks }, redactingStream(pino.destination(2)));
 }
 
 /** A logger that discards everything, for library callers and tests that do not care. */

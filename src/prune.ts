@@ -129,6 +129,20 @@ async function deleteInBatches(
     let offer = Math.min(opts.batchSize, 100);
     let chunk = 50;
     let overhead = 0; // lock time beyond the deletes (collecting what went, the commit), smoothed
+    let windows = 0;
+    // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
+    const letWritersIn = async (): Promise<boolean> => {
+      const window = performance.now();
+      const version = dataVersion(store.db);
+      checkpointer?.request();
+      if (++windows % WAL_BATCHES === 0) await checkpointer?.idle();
+      // The window closes early once another connection has committed: the writer that was waiting got in.
+      const open = () => !opts.windowEndsOnCommit || dataVersion(store.db) === version;
+      while (performance.now() - window < opts.pauseMs && open() && !ctx.signal.aborted) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      return !ctx.signal.aborted;
+    };
     for (let i = 0; i < candidates.rowids.length; ) {
       if (ctx.signal.aborted) {
         ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -138,7 +152,7 @@ async function deleteInBatches(
       // The last chunk starts inside the budget and ends after it: on average half a chunk over.
       const budget = { ms: Math.max(1, opts.batchMs - overhead - CHUNK_MS / 2), chunk };
       const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
-      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows });
+      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn });
       i += outcome.consumed;
       tally(result, outcome.rowids, outcome.deleted, candidates);
       result.batches += 1;
@@ -147,17 +161,10 @@ async function deleteInBatches(
       const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
       chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
       offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * opts.batchMs) / msPerRoot)));
-      const window = performance.now();
-      const version = dataVersion(store.db);
-      checkpointer?.request();
       if (i >= candidates.rowids.length) break;
-      if (result.batches % WAL_BATCHES === 0) await checkpointer?.idle();
-      // The window closes early once another connection has committed: the writer that was waiting got in.
-      const open = () => !opts.windowEndsOnCommit || dataVersion(store.db) === version;
-      while (performance.now() - window < opts.pauseMs && open() && !ctx.signal.aborted) {
-        await new Promise((r) => setTimeout(r, 1));
-      }
+      await letWritersIn();
     }
+    checkpointer?.request();
     await checkpointer?.idle();
   } finally {
     await checkpointer?.close();

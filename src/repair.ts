@@ -1,11 +1,13 @@
 import type { StoreHandle } from './store/open.js';
-import { deleteWithCascade } from './store/delete.js';
+import { deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { memoryColumns } from './store/schema.js';
 import { canonicalSql, classifyTime, parseInstant, toCanonical } from './time.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;
+/** Each repair transaction holds the write lock about this long. */
+const BATCH_MS = 40;
 const DANGLING_SQL = `SELECT m.id FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`;
 
 export interface DanglingRepair {
@@ -27,11 +29,18 @@ export async function repairDangling(store: StoreHandle): Promise<DanglingRepair
     for (;;) {
       const roots = (store.db.prepare(DANGLING_SQL).all() as { id: string }[]).map((r) => r.id);
       if (roots.length === 0) break;
-      const deleted = await deleteWithCascade(store.db, roots, {
-        vectors: store.vectors,
-        recheck: { sql: STILL_DANGLING },
-        classify: { sql: `CASE WHEN id IN (SELECT value FROM json_each(@roots)) THEN 'dangling' ELSE 'cascaded' END` },
-      });
+      // Short transactions however many rows dangle: each takes roots until about BATCH_MS have gone by.
+      const deleted: DeletedRow[] = [];
+      for (let i = 0; i < roots.length; ) {
+        const step = await deleteRoots(store.db, roots.slice(i), {
+          vectors: store.vectors,
+          recheck: { sql: STILL_DANGLING },
+          classify: { sql: `CASE WHEN id IN (SELECT value FROM json_each(@roots)) THEN 'dangling' ELSE 'cascaded' END` },
+          budget: { ms: BATCH_MS, chunk: 100 },
+        });
+        for (const row of step.deleted) deleted.push(row);
+        i += step.consumed;
+      }
       if (deleted.length === 0) break;
       for (const row of deleted) (row.reason === 'dangling' ? out.dangling : out.cascaded).push(row.id);
       out.deleted += deleted.length;

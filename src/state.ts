@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import type { Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
 import { DELIVERIES_DDL } from './digest/deliveries.js';
+import { redactSecrets, redactText } from './secrets.js';
 
 /**
  * memory-warden's own records, kept apart from the agent's store (we never add tables to it): job runs and
@@ -78,8 +79,9 @@ export function recordRunStart(db: Db, job: string, store: string | null, at: In
 }
 
 export function recordRunEnd(db: Db, id: number, at: Instant, outcome: 'ok' | 'failed', detail: unknown): void {
-  const text = outcome === 'ok' ? JSON.stringify(detail ?? null) : null;
-  const error = outcome === 'failed' ? String(detail) : null;
+  // A job's result or error may carry a value from the environment (a verifier's URL): never stored as such.
+  const text = outcome === 'ok' ? JSON.stringify(redactSecrets(detail ?? null)) : null;
+  const error = outcome === 'failed' ? redactText(String(detail)) : null;
   db.prepare(`UPDATE job_runs SET finished_at = ?, outcome = ?, result = ?, error = ? WHERE id = ?`).run(toCanonical(at), outcome, text, error, id);
 }
 

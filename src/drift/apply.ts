@@ -49,16 +49,30 @@ export function applyDecision(storeDb: Db, state: Db, store: string, d: Decision
       storeDb.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(at, d.memory.id);
       recordVerdict(state, record);
     } else if (d.verdict === 'contradicted' && d.supersede) {
-      const newId = supersedeRow(storeDb, d.memory.id, d.supersede, now);
+      // Another live row of this subject may already say it (rows sharing a source): point at it, insert no twin.
+      const existing = sameReplacement(storeDb, d.memory.id, d.supersede);
+      if (existing) storeDb.prepare(`UPDATE memory SET superseded_by = ? WHERE id = ?`).run(existing, d.memory.id);
+      const newId = existing ?? supersedeRow(storeDb, d.memory.id, d.supersede, now);
       recordVerdict(state, { ...record, resolvedAt: now, resolution: `superseded:${newId}` });
       // The new row starts from the reading that produced it, so "changed" is measured from there next time.
-      recordVerdict(state, { store, memoryId: newId, verdict: 'confirmed', verifier: d.verifier, evidence: { supersedes: d.memory.id, current: d.evidence.current }, fingerprint: d.fingerprint, checkedAt: now });
+      if (!existing) recordVerdict(state, { store, memoryId: newId, verdict: 'confirmed', verifier: d.verifier, evidence: { supersedes: d.memory.id, current: d.evidence.current }, fingerprint: d.fingerprint, checkedAt: now });
       out.supersededBy = newId;
     } else {
       recordVerdict(state, record);
     }
     return out;
   });
+}
+
+/** A live, non-expiring row of the same subject that already says what the replacement says. */
+function sameReplacement(storeDb: Db, oldId: string, next: { fact: string; source: string }): string | undefined {
+  const hit = storeDb
+    .prepare(
+      `SELECT n.id FROM memory n JOIN memory o ON o.id = ? AND n.subject = o.subject
+       WHERE n.id <> o.id AND n.fact = ? AND n.source = ? AND n.superseded_by IS NULL AND n.expires_at IS NULL ORDER BY n.created_at, n.id LIMIT 1`,
+    )
+    .get(oldId, next.fact, next.source) as { id: string } | undefined;
+  return hit?.id;
 }
 
 /**

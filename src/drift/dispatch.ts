@@ -3,10 +3,13 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import type { Instant } from '../time.js';
 import { createVerifierContext, ReadCache, realRoots } from '../verifiers/context.js';
-import { fill, fillTree, judge, matchRule, type CompiledRule } from '../verifiers/rules.js';
+import { fill, fillTree, judge, matchRule, type CompiledRule, type Template } from '../verifiers/rules.js';
 import type { VerifierRegistry } from '../verifiers/registry.js';
 import { Refusal, isNoReading, type Allowlists, type MemoryUnderReview, type Verdict, type Verifier, type VerifierResult } from '../verifiers/types.js';
 import type { VerdictRow } from './record.js';
+import { redactSecrets, redactText } from '../secrets.js';
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
 /** What one memory's verification came to, before anything is written. */
 export interface Decision {
@@ -33,6 +36,8 @@ export interface DispatchOptions {
   signal: AbortSignal;
   /** The last accepted reading of a memory by a verifier (state db), for "changed". */
   accepted: (memoryId: string, verifier: string) => VerdictRow | undefined;
+  /** Was this row written by drift as a replacement (state db)? Without it, only a `drift:` source prefix tells. */
+  madeByDrift?: (memoryId: string) => boolean;
 }
 
 export interface DispatchResult {
@@ -116,10 +121,42 @@ function validParams(verifier: Verifier<any>, params: unknown): { ok: true; data
   return { ok: false, reason: `with.${issue?.path.map(String).join('.') || '(root)'}: ${issue?.message ?? 'invalid'}` };
 }
 
-type Accepted = DispatchOptions['accepted'];
+type History = Pick<DispatchOptions, 'accepted' | 'madeByDrift'>;
 
-/** From a verifier's result to a verdict: its own judgement, else the rule's expect, else the fingerprint. */
-export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, accepted: Accepted): Decision {
+/**
+ * The replacement a reading gives: the rule's template filled with the row's variables and the value read, as it
+ * would be written (redacted), so that a row written from it compares equal the next time.
+ */
+function replacementFor(rule: CompiledRule, vars: Record<string, string>, value: unknown): { fact: string; source: string } | undefined {
+  if (!rule.replacement) return undefined;
+  const rvars = { ...vars, value: typeof value === 'string' ? value : JSON.stringify(value), verifier: rule.use };
+  return redactSecrets({ fact: fill(rule.replacement.fact, rvars), source: fill(rule.replacement.source, rvars) });
+}
+
+/**
+ * Is this row one the rule's replacement wrote (for some value)? Drift wrote it (its source carries the `drift:`
+ * prefix, or the state db says so) and its fact and source fit the templates with `${value}` left open. Such a row
+ * states what the source said; the rule's `expect` describes the fact it replaced.
+ */
+export function isReplacementRow(rule: CompiledRule, vars: Record<string, string>, memory: MemoryUnderReview, history: History): boolean {
+  if (!rule.replacement) return false;
+  if (memory.source === vars.source && history.madeByDrift?.(memory.id) !== true) return false;
+  const fits = (t: Template, text: string) => {
+    // Literal text as written to the store: an environment value in the template was recorded redacted.
+    const parts = t.map((p) => (typeof p === 'string' ? escapeRegex(redactText(p)) : p.v === 'value' ? '[\\s\\S]*' : escapeRegex(p.v === 'verifier' ? rule.use : vars[p.v] ?? '')));
+    return new RegExp(`^${parts.join('')}$`).test(text);
+  };
+  return fits(rule.replacement.source, memory.source) && fits(rule.replacement.fact, memory.fact);
+}
+
+/**
+ * From a verifier's result to a verdict: its own judgement, else the rule's expect, else the fingerprint. A
+ * contradiction already answered is not answered again: a reading accepted for this row before (a person confirmed
+ * it, or the row was made from it), or a replacement identical to the row, settles as `confirmed`. `expectHeld`: the
+ * rule's expect judged where the value was read (a verify task sends the value redacted, src/drift/task.ts).
+ */
+export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Record<string, string>, result: VerifierResult, history: History, expectHeld?: boolean): Decision {
+  const { accepted } = history;
   const base = { memory, verifier: rule.use, rule: rule.name };
   if (isNoReading(result)) {
     const evidence = { reason: result.reason, ...result.evidence };
@@ -127,26 +164,42 @@ export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Reco
   }
   const fingerprint = result.fingerprint ?? fingerprintOf(result.value);
   const reading = { value: result.value, fingerprint, ...result.evidence };
-  let judged: 'confirmed' | 'contradicted' | undefined = result.verdict;
-  if (!judged && rule.expect) judged = judge(rule.expect, result.value, vars) ? 'confirmed' : 'contradicted';
-  if (!judged) {
-    const before = accepted(memory.id, rule.use);
-    if (!before) {
-      const evidence = { baseline: 1, reason: 'first reading recorded; the rule has no expect, later readings are compared with it', current: reading };
-      return { ...base, verdict: 'unverifiable', evidence, fingerprint, needsPerson: false };
-    }
-    if (before.fingerprint === fingerprint) return { ...base, verdict: 'confirmed', evidence: { current: reading }, fingerprint, needsPerson: false };
-    const previous = { checkedAt: before.checked_at, fingerprint: before.fingerprint, ...(JSON.parse(before.evidence ?? '{}') as { current?: object }).current };
-    return { ...base, verdict: 'changed', evidence: { previous, current: reading }, fingerprint, needsPerson: true };
-  }
-  if (judged === 'confirmed') return { ...base, verdict: 'confirmed', evidence: { current: reading }, fingerprint, needsPerson: false };
+  const confirmed = (extra: Record<string, unknown> = {}): Decision => ({ ...base, verdict: 'confirmed', evidence: { current: reading, ...extra }, fingerprint, needsPerson: false });
+  if (!result.verdict && !rule.expect) return byFingerprint(base, reading, accepted(memory.id, rule.use));
+  const replacement = replacementFor(rule, vars, result.value);
+  let judged = result.verdict ?? ((expectHeld ?? judge(rule.expect!, result.value, vars)) ? 'confirmed' : 'contradicted');
+  if (!result.verdict && replacement && isReplacementRow(rule, vars, memory, history)) {
+    // The rule's own answer is judged by what the replacement says now, not by `expect` (that is the old fact's).
+    const same = replacement.fact === memory.fact && replacement.source === memory.source;
+    // Same text: the row says what this reading says, unless the replacement ignores the value (a fixed "no longer
+    // X") and expect holds again: then the old fact is back and only a person can word the row.
+    const tracksValue = rule.replacement!.fact.some((p) => typeof p !== 'string' && p.v === 'value');
+    if (same && (judged === 'contradicted' || tracksValue)) return confirmed({ settled: 'the row already says what the source says (it is this reading\'s replacement)' });
+    if (same) return { ...base, verdict: 'contradicted', evidence: { current: reading, note: 'expect holds again, and the replacement would not change the row: a person decides' }, fingerprint, needsPerson: true };
+    judged = 'contradicted';
+  } else if (judged === 'confirmed') return confirmed();
+  else if (accepted(memory.id, rule.use)?.fingerprint === fingerprint) return confirmed({ settled: 'this reading was accepted for this row before' });
+  else if (replacement && replacement.fact === memory.fact && replacement.source === memory.source) return confirmed({ settled: 'the row already says what the replacement would' });
   const evidence: Record<string, unknown> = { current: reading };
-  if (!rule.replacement) return { ...base, verdict: 'contradicted', evidence, fingerprint, needsPerson: true };
-  const rvars = { ...vars, value: typeof result.value === 'string' ? result.value : JSON.stringify(result.value), verifier: rule.use };
-  const replacement = { fact: fill(rule.replacement.fact, rvars), source: fill(rule.replacement.source, rvars) };
+  if (!replacement) return { ...base, verdict: 'contradicted', evidence, fingerprint, needsPerson: true };
   evidence.replacement = replacement;
   if (!rule.autoSupersede) return { ...base, verdict: 'contradicted', evidence, fingerprint, needsPerson: true };
   return { ...base, verdict: 'contradicted', evidence, fingerprint, needsPerson: false, supersede: replacement };
+}
+
+/**
+ * A rule without `expect`: the first reading is the baseline (recorded as `confirmed`, so the row is not due again
+ * before review.afterDays), the same reading confirms, another one is `changed` and goes to a person.
+ */
+function byFingerprint(base: Pick<Decision, 'memory' | 'verifier' | 'rule'>, reading: { fingerprint: string } & Record<string, unknown>, before: VerdictRow | undefined): Decision {
+  const { fingerprint } = reading;
+  if (!before) {
+    const evidence = { baseline: 1, reason: 'first reading recorded as the baseline; the rule has no expect, later readings are compared with it', current: reading };
+    return { ...base, verdict: 'confirmed', evidence, fingerprint, needsPerson: false };
+  }
+  if (before.fingerprint === fingerprint) return { ...base, verdict: 'confirmed', evidence: { current: reading }, fingerprint, needsPerson: false };
+  const previous = { checkedAt: before.checked_at, fingerprint: before.fingerprint, ...(JSON.parse(before.evidence ?? '{}') as { current?: object }).current };
+  return { ...base, verdict: 'changed', evidence: { previous, current: reading }, fingerprint, needsPerson: true };
 }
 
 /** A memory a verifier can check: the rule it matched, its variables, the verifier and its filled-in parameters. */
@@ -205,16 +258,30 @@ export async function readSource(plan: Planned, env: ReadEnv): Promise<Reading> 
     rule.timeoutMs ?? env.timeoutMs,
     env.signal,
   );
+  // Reasons and evidence are for people and cross Redis under the worker: no value from the environment in them.
+  // The value itself stays as read until it is judged (an `expect` may name an environment value); the decision
+  // is redacted before it is recorded (redactDecision).
   const r = reading.result;
-  if (isNoReading(r) || r.fingerprint !== undefined) return reading;
-  return { ...reading, result: { ...r, fingerprint: fingerprintOf(r.value) } };
+  if (isNoReading(r)) return { ...reading, result: { ...r, reason: redactSecrets(r.reason), ...(r.evidence ? { evidence: redactSecrets(r.evidence) } : {}) } };
+  const evidence = r.evidence ? { evidence: redactSecrets(r.evidence) } : {};
+  return { ...reading, result: { ...r, ...evidence, fingerprint: r.fingerprint ?? fingerprintOf(r.value) } };
+}
+
+/**
+ * A decision as it may be recorded and printed: values from the environment (src/secrets.ts) taken out of its
+ * evidence and of the replacement row. The memory itself is left as the store has it: applying compares with it.
+ */
+export function redactDecision(d: Decision): Decision {
+  const out: Decision = { ...d, evidence: redactSecrets(d.evidence) };
+  if (d.supersede) out.supersede = redactSecrets(d.supersede);
+  return out;
 }
 
 async function verifyOne(memory: MemoryUnderReview, opts: DispatchOptions, env: Omit<ReadEnv, 'timeoutMs'>): Promise<Decision> {
   const planned = planVerification(memory, opts.rules, opts.registry);
   if ('decision' in planned) return planned.decision;
   const { result } = await readSource(planned.plan, { ...env, timeoutMs: opts.timeoutMs });
-  return decide(memory, planned.plan.rule, planned.plan.vars, result, opts.accepted);
+  return decide(memory, planned.plan.rule, planned.plan.vars, result, opts);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Db } from '../store/sqlite.js';
 import { toCanonical, type Instant } from '../time.js';
+import { redactSecrets, redactText } from '../secrets.js';
 
 /**
  * drift_verdicts in the state db: every verdict a verifier or a person gave. An item "awaits a person" while
@@ -34,6 +35,7 @@ export interface VerdictRow {
   resolution: string | null;
 }
 
+/** Evidence and resolution pass the secrets redactor: a value from the environment is never stored. */
 export function recordVerdict(state: Db, r: VerdictRecord): number {
   const sql = `INSERT INTO drift_verdicts (store, memory_id, verdict, verifier, evidence, fingerprint, checked_at, needs_person, resolved_at, resolution)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -41,9 +43,9 @@ export function recordVerdict(state: Db, r: VerdictRecord): number {
     state
       .prepare(sql)
       .run(
-        r.store, r.memoryId, r.verdict, r.verifier ?? null, r.evidence === undefined ? null : JSON.stringify(r.evidence),
+        r.store, r.memoryId, r.verdict, r.verifier ?? null, r.evidence === undefined ? null : JSON.stringify(redactSecrets(r.evidence)),
         r.fingerprint ?? null, toCanonical(r.checkedAt), r.needsPerson ? 1 : 0,
-        r.resolvedAt != null ? toCanonical(r.resolvedAt) : null, r.resolution ?? null,
+        r.resolvedAt != null ? toCanonical(r.resolvedAt) : null, r.resolution != null ? redactText(r.resolution) : null,
       ).lastInsertRowid,
   );
 }
@@ -66,8 +68,9 @@ export function resolvePending(state: Db, store: string, memoryId: string, at: I
 }
 
 /**
- * The last reading this verifier's source was accepted at: a confirmed verdict, a person's decision on a reading,
- * or the baseline a rule without `expect` took on its first read. "changed" is measured against it.
+ * The last reading this verifier's source was accepted at: a confirmed verdict (the baseline a rule without `expect`
+ * takes on its first read is one), or a person's decision on a reading. "changed" is measured against it, and a
+ * contradiction with this same reading is not raised again. (Baselines recorded `unverifiable` by older versions count.)
  */
 export function acceptedReading(state: Db, store: string, memoryId: string, verifier: string): VerdictRow | undefined {
   return state
@@ -78,6 +81,11 @@ export function acceptedReading(state: Db, store: string, memoryId: string, veri
        ORDER BY checked_at DESC, id DESC LIMIT 1`,
     )
     .get(store, memoryId, verifier) as VerdictRow | undefined;
+}
+
+/** Did drift write this row, as the replacement of a contradicted one (applyDecision records `supersedes`)? */
+export function madeByDrift(state: Db, store: string, memoryId: string): boolean {
+  return state.prepare(`SELECT 1 FROM drift_verdicts WHERE store = ? AND memory_id = ? AND json_extract(evidence, '$.supersedes') IS NOT NULL LIMIT 1`).get(store, memoryId) !== undefined;
 }
 
 export function verdictsFor(state: Db, store: string, memoryId: string): VerdictRow[] {

@@ -179,6 +179,10 @@ export async function deleteMemory(store: StoreHandle, state: Db, id: string, no
             resolved += recordManual(state, store.name, r.id, now, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });
           }
         },
+        // A deep chain goes over several store transactions: each one's records are committed right after it.
+        afterCommit: () => {
+          if (state.inTransaction) state.exec('COMMIT');
+        },
       });
       if (state.inTransaction) state.exec('COMMIT');
       if (deleted.length === 0) throw usageError(`memory ${id} was deleted by someone else meanwhile`);

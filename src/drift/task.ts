@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import { redactSecrets } from '../secrets.js';
+import { judge } from '../verifiers/rules.js';
 import { z } from 'zod';
 import type { Config } from '../config.js';
 import { coerceError, configError, transientError, usageError } from '../errors.js';
@@ -38,6 +41,8 @@ export type VerifyTaskPayload = z.infer<typeof verifyTaskSchema>;
 /** What a `verify` task returns: the verifier's result (fingerprint taken before it crossed Redis) and its reads. */
 export interface VerifyTaskResult {
   result: VerifierResult;
+  /** Set when the value read carried a value from the environment: it crosses Redis redacted, judged here. */
+  expectHeld?: boolean;
   reads: number;
   sharedReads: number;
 }
@@ -52,6 +57,7 @@ const taskResultSchema = z.object({
       verdict: z.enum(['confirmed', 'contradicted']).optional(),
     }),
   ]),
+  expectHeld: z.boolean().optional(),
   reads: z.number().int().nonnegative(),
   sharedReads: z.number().int().nonnegative(),
 });
@@ -89,10 +95,23 @@ export async function verifyThroughTasks(memories: readonly MemoryUnderReview[],
     sharedReads += parsed.data.sharedReads;
     const result = parsed.data.result as VerifierResult;
     const stopped = isNoReading(result) && result.reason === STOPPED;
-    judged.set(plan, stopped ? undefined : decide(plan.memory, plan.rule, plan.vars, result, opts.accepted));
+    judged.set(plan, stopped ? undefined : decide(plan.memory, plan.rule, plan.vars, result, opts, parsed.data.expectHeld));
   });
   const decisions = planned.map((p) => ('decision' in p ? p.decision : judged.get(p.plan)));
   return { decisions: decisions.filter((d): d is Decision => d !== undefined), reads, sharedReads };
+}
+
+/**
+ * What a task returns goes through Redis: a value read that carries a value from the environment (an endpoint
+ * echoing its URL) is sent redacted, with the rule's expect judged here on the value as read. The fingerprint was
+ * taken before (readSource); reasons and evidence are redacted there.
+ */
+function crossingRedis(result: VerifierResult, plan: Planned): Pick<VerifyTaskResult, 'result' | 'expectHeld'> {
+  if (isNoReading(result)) return { result };
+  const value = redactSecrets(result.value);
+  if (isDeepStrictEqual(value, result.value)) return { result };
+  const held = !result.verdict && plan.rule.expect ? { expectHeld: judge(plan.rule.expect, result.value, plan.vars) } : {};
+  return { result: { ...result, value }, ...held };
 }
 
 /** One run's shared reads on this worker: what ReadCache is inline, per drift run and attempt. */
@@ -176,7 +195,7 @@ export function createVerifyTask(config: Config): TaskKind {
       if (reading.thrown !== undefined && !ctx.lastAttempt && coerceError(reading.thrown).transient) {
         throw transientError(`${what}: ${isNoReading(reading.result) ? reading.result.reason : 'read failed'}`, reading.thrown);
       }
-      return { result: reading.result, reads: cache.reads, sharedReads: cache.shared };
+      return { ...crossingRedis(reading.result, planned.plan), reads: cache.reads, sharedReads: cache.shared };
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { Db } from './sqlite.js';
 import type { VectorSink } from './vectors.js';
 import { transientError } from '../errors.js';
+import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
 /** A row a delete removed, and (when the caller asked) why. */
 export interface DeletedRow {
@@ -71,6 +72,13 @@ export interface DeleteOptions {
   classify?: Sql;
   /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
   beforeCommit?: (deleted: DeletedRow[]) => void;
+  /** Called after each commit. A deep chain is deleted over several transactions, each with its beforeCommit. */
+  afterCommit?: () => void;
+  /**
+   * Awaited before each of the transactions that delete a deep chain, so the agent's writes get in; false stops there
+   * (the chain left is shorter and valid; the next run finishes it). Default: a few milliseconds' pause.
+   */
+  pause?: () => Promise<boolean>;
   maxAttempts?: number;
   /**
    * Delete the roots in chunks of `chunk` inside the transaction, and stop taking chunks once `ms` have been
@@ -102,11 +110,22 @@ export interface DeleteOutcome {
 
 class ChainGrew extends Error {}
 
+/** Each transaction of a deep chain's delete holds the write lock about this long when the caller set no budget. */
+const CHAIN_MS = 40;
+/** Calls that search each chunk for deep chains after one was found on the same connection. */
+const DEEP_CALLS = 16;
+const deepLately = new WeakMap<Db, number>();
+/** A chunk slower than this (and than the whole budget) turns the search for deep chains on. */
+const SLOW_CHUNK_MS = 20;
+const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5));
+
 /**
  * Delete `roots` with their cascade through both stores. Vectors first (outside the SQLite write lock, so the
  * agent is never blocked on a network call), then one short write transaction that re-checks each root. If an
  * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
+ * A root whose chain is too deep to cascade goes after that transaction, from its oldest version up, over
+ * short transactions of its own (src/store/chain.ts).
  */
 export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   return (await deleteRoots(db, roots, opts)).deleted;
@@ -125,6 +144,22 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
   const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
+  // Once a batch has met a chain too deep for ON DELETE CASCADE, each chunk is first searched for deep roots,
+  // which are then deleted from their oldest version up (src/store/chain.ts). Short chains never pay for that
+  // search; a store with deep chains has it for the next DEEP_CALLS calls too, as deep chains tend to come in
+  // numbers (each found costs a failed cascade of SQLITE_MAX_TRIGGER_DEPTH versions, about a second).
+  let deepSearch = (deepLately.get(db) ?? 0) > 0;
+  if (deepSearch) deepLately.set(db, deepLately.get(db)! - 1);
+  const deep: (string | number)[] = [];
+  const takeShallow = (chunk: string) => {
+    if (!deepSearch) return chunk;
+    const found = deepRoots(db, chunk, key);
+    if (found.length === 0) return chunk;
+    for (const r of found) deep.push(r);
+    deepLately.set(db, DEEP_CALLS);
+    const skip = new Set(found);
+    return JSON.stringify((JSON.parse(chunk) as (string | number)[]).filter((r) => !skip.has(r)));
+  };
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (opts.vectors) {
       const planned = cascadeClosure(db, roots, key).map((r) => r.id).filter((id) => !vectorsGone.has(id));
@@ -138,13 +173,18 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
       const outcome = db.transaction((): Omit<DeleteOutcome, 'lockMs'> => {
         const started = performance.now();
         clear.run();
+        deep.length = 0;
         let consumed = roots.length;
-        if (!opts.budget) remove.run(params);
+        if (!opts.budget) remove.run({ ...params, roots: takeShallow(params.roots) });
         else {
           const { ms, chunk } = opts.budget;
           consumed = 0;
           do {
-            remove.run({ ...params, roots: JSON.stringify(roots.slice(consumed, consumed + chunk)) });
+            const at = performance.now();
+            remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, consumed + chunk))) });
+            // A cascade is quadratic in its depth: one chunk that alone outlasts the budget met chains deep enough
+            // (hundreds of versions) to be deleted from the oldest up from the next call on.
+            if (!deepSearch && performance.now() - at > Math.max(ms, SLOW_CHUNK_MS)) deepLately.set(db, DEEP_CALLS);
             consumed = Math.min(roots.length, consumed + chunk);
           } while (consumed < roots.length && performance.now() - started < ms);
         }
@@ -155,10 +195,37 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         opts.beforeCommit?.(deleted);
         return { deleted, rowids, consumed, deleteMs: performance.now() - started };
       }).immediate();
-      return { ...outcome, lockMs: performance.now() - locked };
+      const lockMs = performance.now() - locked;
+      opts.afterCommit?.();
+      await deleteDeepChains(db, deep, opts, { key, params, vectorsGone, rows }, outcome);
+      return { ...outcome, lockMs };
     } catch (err) {
+      if (isTriggerDepth(err) && !deepSearch) {
+        deepSearch = true;
+        attempt -= 1; // not the chains changing: the same batch again, deep chains set aside
+        continue;
+      }
       if (!(err instanceof ChainGrew)) throw err;
     }
   }
   throw transientError(`delete: supersede chains kept changing during ${attempts} attempts; try again`);
+}
+
+/** The deep roots a batch set aside, each with its chain from the oldest version up; their rows join `outcome`. */
+async function deleteDeepChains(
+  db: Db, deep: readonly (string | number)[], opts: DeleteOptions,
+  batch: { key: RootKey; params: Record<string, unknown>; vectorsGone: Set<string>; rows: number },
+  outcome: Pick<DeleteOutcome, 'deleted' | 'rowids'>,
+): Promise<void> {
+  for (const root of deep) {
+    const chain = await deleteChain(db, root, {
+      key: batch.key, params: batch.params, vectorsGone: batch.vectorsGone, vectors: opts.vectors, recheck: opts.recheck,
+      classify: opts.classify, ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit,
+      pause: opts.pause ?? shortPause,
+    });
+    // Loops, not push(...rows): a chain's rows can outnumber what a call's arguments may be.
+    for (const rowid of chain.rowids) outcome.rowids.push(rowid);
+    const room = batch.rows === -1 ? chain.deleted.length : Math.max(0, batch.rows - outcome.deleted.length);
+    for (const row of chain.deleted.slice(0, room)) outcome.deleted.push(row);
+  }
 }

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { configError } from '../errors.js';
+import { rememberSecret } from '../secrets.js';
 import type { RuleConfig, VerifyConfig } from './config.js';
 import type { MemoryUnderReview } from './types.js';
 
@@ -47,7 +48,11 @@ function groupNames(re: RegExp): string[] {
   return [...names];
 }
 
-function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.ProcessEnv, where: string, opts: { envOnly?: boolean } = {}): Template {
+/**
+ * `fact: true` for `expect` and `replacement`: they say what the memory says, so an environment value there is the
+ * text of a fact (compared, written to the store), not a credential to keep out of records.
+ */
+function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.ProcessEnv, where: string, opts: { envOnly?: boolean; fact?: boolean } = {}): Template {
   const parts: Part[] = [];
   let last = 0;
   for (const m of text.matchAll(REF)) {
@@ -58,8 +63,10 @@ function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.Pr
       parts.push({ v: name });
     } else {
       const value = env[name];
-      if (value !== undefined && value !== '') parts.push(value);
-      else if (m[2] !== undefined) parts.push(m[2]);
+      if (value !== undefined && value !== '') {
+        if (!opts.fact) rememberSecret(name, value); // never to be recorded or printed: evidence, errors and logs are redacted
+        parts.push(value);
+      } else if (m[2] !== undefined) parts.push(m[2]);
       else throw configError(`config ${where}: "\${${name}}" is neither a named group of match nor a set environment variable`);
     }
     last = m.index + m[0].length;
@@ -81,7 +88,7 @@ function compileTree(value: unknown, vars: ReadonlySet<string>, env: NodeJS.Proc
 
 function compileExpect(raw: unknown, vars: ReadonlySet<string>, env: NodeJS.ProcessEnv, where: string): Expectation {
   const asPattern = (text: string): Expectation => {
-    const pattern = compileTemplate(text, vars, env, where);
+    const pattern = compileTemplate(text, vars, env, where, { fact: true });
     try {
       new RegExp(fill(pattern, {}, { regex: true, missing: 'x' }));
     } catch (err) {
@@ -124,8 +131,8 @@ export function compileRule(rule: RuleConfig, index: number, env: NodeJS.Process
     const r = typeof rule.replacement === 'string' ? { fact: rule.replacement } : rule.replacement;
     const rvars = new Set([...vars, ...REPLACEMENT_VARS]);
     compiled.replacement = {
-      fact: compileTemplate(r.fact, rvars, env, `${where}.replacement.fact`),
-      source: compileTemplate(r.source ?? 'drift:${verifier}:${source}', rvars, env, `${where}.replacement.source`),
+      fact: compileTemplate(r.fact, rvars, env, `${where}.replacement.fact`, { fact: true }),
+      source: compileTemplate(r.source ?? 'drift:${verifier}:${source}', rvars, env, `${where}.replacement.source`, { fact: true }),
     };
   }
   return compiled;

@@ -109,11 +109,13 @@ describe('drift job with the file verifier', () => {
     insertRows(box.dbPath, [{ id: 'm_w', fact: 'deploys go through staging', source: 'watch:notes.txt', confirmed_at: daysAgo(100) }]);
     const config = configFor(box, verify());
     const first = await drift({ store: 'agent' }, jobContext(config));
-    expect(first.verdicts[0]).toMatchObject({ verdict: 'unverifiable', needsPerson: false });
-    const second = await drift({ store: 'agent' }, jobContext(config, NOW + 1000));
+    expect(first.verdicts[0]).toMatchObject({ verdict: 'confirmed', needsPerson: false });
+    // the baseline counts: the row is not due again before review.afterDays
+    expect((await drift({ store: 'agent' }, jobContext(config, NOW + 1000))).due).toBe(0);
+    const second = await drift({ store: 'agent' }, jobContext(config, NOW + 91 * 86_400_000));
     expect(second.verdicts[0]).toMatchObject({ verdict: 'confirmed' });
     // confirmed_at moved: make it due again, then change the file
-    const later = NOW + 100 * 86_400_000;
+    const later = NOW + 200 * 86_400_000;
     writeFileSync(join(root, 'notes.txt'), 'deploys go straight to main\n');
     const third = await drift({ store: 'agent' }, jobContext(config, later));
     expect(third.verdicts[0]).toMatchObject({ verdict: 'changed', needsPerson: true });

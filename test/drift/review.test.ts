@@ -37,8 +37,9 @@ describe('review: a person settles what drift could not', () => {
       { id: 'm_old', fact: 'prefers npm', source: 'chat', confirmed_at: daysAgo(300), superseded_by: null },
       { id: 'm_later', fact: 'untouched', source: 'chat', confirmed_at: daysAgo(5) },
     ]);
-    // baseline for m_watch, then a change
+    // baseline for m_watch (it counts as a confirmation: make it old again), then a change
     await drift({ store: 'agent' }, jobContext(config));
+    withDb(box.dbPath, (db) => db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = 'm_watch'`).run(daysAgo(100)));
     writeFileSync(join(root, 'notes.txt'), 'v2\n');
     await drift({ store: 'agent' }, jobContext(config, NOW + DAY_MS));
   });
