@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { takeSnapshot, type SnapshotResult } from '../src/snapshot/create.js';
+import { replicateStore, type TargetRun } from '../src/snapshot/targets/replicate.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type SnapshotPayload = z.infer<typeof payloadSchema>;
@@ -11,8 +12,12 @@ export type SnapshotPayload = z.infer<typeof payloadSchema>;
  * and the Qdrant snapshot would put a row in one and not its vector in the other, which a restore would bring back
  * as an orphan. It also holds the store's maintenance lock while it runs.
  */
-export async function snapshot(payload: SnapshotPayload, ctx: JobContext): Promise<SnapshotResult> {
-  return takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });
+export async function snapshot(payload: SnapshotPayload, ctx: JobContext): Promise<SnapshotResult & { targets: TargetRun[] }> {
+  const result = await takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });
+  // Then off the machine: every configured target gets what it lacks. A target that fails fails the job (transient
+  // when a retry can help); the local snapshot stays, and the retry uploads whatever is still missing.
+  const targets = await replicateStore(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });
+  return { ...result, targets };
 }
 
 export default defineJob({ name: 'snapshot', writes: true, schema: payloadSchema, run: snapshot });

@@ -8,6 +8,7 @@ import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
 import { registerFleetCommand, registerWorkerCommands } from './commands/worker.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
+import { registerTargetCommands } from './commands/targets.js';
 import { registerReviewCommands } from './commands/review.js';
 
 
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   registerWorkerCommands(program);
   registerFleetCommand(program);
   registerSnapshotCommands(program);
+  registerTargetCommands(program);
   registerReviewCommands(program);
   return program;
 }

@@ -11,6 +11,7 @@ import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
 import { snapshotCopies } from './erase-snapshots.js';
+import { remoteSnapshotCopies } from './erase-targets.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
 import { deletedFor } from './erase-ledger.js';
@@ -112,6 +113,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   const subject = 'subject' in sel ? sel.subject : undefined;
   let statePlaces: Place[] = [];
   let fileCounts = { staged: 0, partials: 0 };
+  let remoteDeleted = 0;
   let stateWalTruncated = !dryRun;
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
@@ -119,6 +121,10 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
       ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
       fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
       ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
+      const remote = await remoteSnapshotCopies(config, storeName, { ids: erased.ids, user: 'user' in sel ? sel.user : undefined }, { remove: !dryRun && (opts.snapshots ?? false), log });
+      found.push(...remote.found);
+      deleted.push(...remote.deleted);
+      remoteDeleted = remote.deleted.length;
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
@@ -146,7 +152,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
       ...statePlaces,
       { place: 'files:restore staging copies', count: fileCounts.staged },
       { place: 'files:snapshot partial folders', count: fileCounts.partials },
-      { place: 'files:snapshot folders', count: deleted.length },
+      { place: 'files:snapshot folders', count: deleted.length - remoteDeleted },
+      { place: 'targets:remote snapshots', count: remoteDeleted },
     ],
     stateWalTruncated,
   };

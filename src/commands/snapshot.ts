@@ -5,6 +5,7 @@ import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
 import { repairOrphans } from '../store/consistency.js';
 import { openStore } from '../store/open.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
+import { fetchForRestore, listRemote } from './targets.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -12,9 +13,11 @@ export function registerSnapshotCommands(program: Command): void {
   addStoreOptions(snapshots.command('list'))
     .description('list the snapshot folders of a store, oldest first (exit 1 if --verify finds a bad one)')
     .option('--verify', 'check every file against the sha256 in its manifest')
+    .option('--target <name>', 'list the snapshots on this configured target instead (README: Snapshots off the machine)')
     .option('--json', 'print one JSON object')
-    .action(async (opts: StoreOptions & { verify?: boolean }, cmd: Command) => {
+    .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
+      if (opts.target) return listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const entries = [];
       for (const s of listSnapshots(dir)) {
@@ -44,15 +47,19 @@ export function registerSnapshotCommands(program: Command): void {
       }
     });
 
-  addStoreOptions(program.command('restore').argument('<dir>', 'the snapshot folder'))
+  addStoreOptions(program.command('restore').argument('<dir>', 'the snapshot folder; with --target, the snapshot name on that target (or "latest")'))
     .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
     .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
     .option('--dry-run', 'verify and say what would be done; change nothing')
     .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
+    .option('--target <name>', 'download the snapshot from this configured target, verify and decrypt it, then restore it')
     .option('--json', 'print one JSON object')
-    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
+    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false });
+      const fetched = opts.target ? await fetchForRestore(ctx, opts.target, dir) : undefined;
+      const result = await restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false })
+        .finally(() => fetched?.cleanup());
+      if (fetched) result.from = fetched.from;
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${s}`);

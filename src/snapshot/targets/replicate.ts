@@ -95,8 +95,8 @@ export async function applyTargetRetention(target: SnapshotTarget, keep: number)
  * scheduled snapshots it lacks, then retention. Every target is tried; if one failed, the whole run fails
  * afterwards (transient if any failure was), and the next run retries what is missing.
  */
-export async function replicateStore(config: Config, store: string, opts: { log: Logger; now: () => number; signal?: AbortSignal }): Promise<TargetRun[]> {
-  const targets = targetsFor(config, store);
+export async function replicateStore(config: Config, store: string, opts: { log: Logger; now: () => number; signal?: AbortSignal; only?: string }): Promise<TargetRun[]> {
+  const targets = targetsFor(config, store, opts.only);
   if (targets.length === 0) return [];
   const root = storeSnapshotDir(config, store);
   const lock = lockSnapshots(root, 'replicate'); // local retention and restore stay out meanwhile
