@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { addStoreOptions, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
 import { usageError } from '../errors.js';
-import { PARTIAL_PREFIX, ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { fetchSnapshot, replicateStore, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
+import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
+import { FETCH_PREFIX, fetchSnapshot, replicateStore, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
 import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
 import { readJournal } from '../snapshot/journal.js';
 
@@ -41,9 +41,9 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
 }
 
 /**
- * Download a remote snapshot (`latest` = the newest) into a `.partial-` folder under the store's snapshot folder:
- * verified, decrypted, then handed to the ordinary restore. A killed fetch is removed by the next snapshot run
- * like any partial folder; `cleanup` removes it after the restore.
+ * Download a remote snapshot (`latest` = the newest) into a `.fetch-` folder under the store's snapshot folder:
+ * verified, decrypted, then handed to the ordinary restore. `cleanup` removes it after the restore; one a killed
+ * run left is removed by the next upload run (replicate.ts), unless a pending restore journal still names it.
  */
 export async function fetchForRestore(ctx: CommandContext, targetName: string, name: string): Promise<{ dir: string; from: string; cleanup(): void }> {
   const [tcfg] = targetsFor(ctx.config, ctx.storeName, targetName);
@@ -55,7 +55,7 @@ export async function fetchForRestore(ctx: CommandContext, targetName: string, n
       const all = await t.list();
       const pick = name === 'latest' ? all.filter((n) => !n.endsWith('-pre-restore')).at(-1) : all.find((n) => n === name);
       if (!pick) throw usageError(`target ${targetName} has no ${name === 'latest' ? 'complete snapshot' : `complete snapshot "${name}"`} of ${ctx.storeName} (${t.where})`);
-      const dir = join(root, `${PARTIAL_PREFIX}fetch-${pick}-${process.pid}-${randomBytes(4).toString('hex')}`);
+      const dir = join(root, `${FETCH_PREFIX}${pick}-${process.pid}-${randomBytes(4).toString('hex')}`);
       try {
         await fetchSnapshot(t, tcfg!, pick, dir);
       } catch (err) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, mkdirSync } from 'node:fs';
+import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../../config.js';
@@ -8,6 +8,7 @@ import { coerceError, storeError, transientError, usageError, WardenError } from
 import { eraseKey } from '../../erase-ledger.js';
 import { DIR_MODE, FILE_MODE, listSnapshots, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { readManifest } from '../manifest.js';
+import { readJournal } from '../journal.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
 import { digestOf, hashing } from './digest.js';
@@ -30,6 +31,24 @@ export interface TargetRun {
   pruned: string[];
   /** Leftovers of interrupted uploads removed first. */
   cleaned: string[];
+}
+
+/** Folders `restore --target` downloads into, beside the store's snapshots (commands/targets.ts). */
+export const FETCH_PREFIX = '.fetch-';
+
+/** Download folders a killed restore left, unless a pending restore journal still names one (it resumes from it). */
+function removeStaleFetches(root: string, dbPath: string, log: Logger, store: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(root).filter((n) => n.startsWith(FETCH_PREFIX));
+  } catch {
+    return;
+  }
+  const pending = readJournal(dbPath)?.from;
+  for (const n of names.filter((x) => join(root, x) !== pending)) {
+    rmSync(join(root, n), { recursive: true, force: true });
+    log.warn({ store, folder: n }, 'removed a download folder an interrupted restore --target left');
+  }
 }
 
 /** The erase key's id: which key made a snapshot's holds (never the key). */
@@ -103,6 +122,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   const runs: TargetRun[] = [];
   const failures: WardenError[] = [];
   try {
+    removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
     const local = listSnapshots(root).filter((s) => s.manifest?.reason === 'scheduled');
     const key = eraseKey(config.stateDb);
     for (const tcfg of targets) {

@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { writeFileSync } from 'node:fs';
+import { generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CLI } from '../../helpers/cli.js';
+import { ids, makeStore, type Row } from '../../helpers/store.js';
+import { qdrantFixture, type QdrantFixture } from '../../helpers/qdrant-store.js';
+import { s3Place, sftpPlace, type TargetPlace } from './fixtures.js';
+
+const SECRET = 'Ada keeps her spare key under the blue flowerpot';
+const ROWS: Row[] = [{ id: 'm_ada', subject: 'ada', fact: SECRET }, ...Array.from({ length: 6 }, (_, i) => ({ id: `m_${i}`, subject: 'bob', fact: `bob fact ${i}` }))];
+
+let fx: QdrantFixture;
+afterEach(async () => {
+  await fx?.close();
+});
+
+/** The built CLI in a child process, asynchronously: the S3 and Qdrant test servers live in this process. */
+function start(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; json(): any }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr, json: () => { try { return JSON.parse(stdout); } catch { throw new Error(`no JSON from ${args.join(' ')} (exit ${code}): ${stderr}`); } } })),
+  );
+  return { child, done };
+}
+const cli = (args: string[], env: Record<string, string> = {}) => start(args, env).done;
+
+/** A target config as a user writes it: credentials as ${ENV} references, their values in `env`. */
+function asUserWrites(target: Record<string, unknown>): { target: Record<string, unknown>; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  const out = { ...target };
+  for (const f of ['accessKeyId', 'secretAccessKey']) {
+    if (typeof out[f] === 'string') {
+      env[`MW_TEST_${f.toUpperCase()}`] = out[f] as string;
+      out[f] = `\${MW_TEST_${f.toUpperCase()}}`;
+    }
+  }
+  return { target: out, env };
+}
+
+/** Another machine: its own folder, an empty store, a new state db, no snapshot root; the same target and Qdrant. */
+function freshMachine(raw: Record<string, any>): { dir: string; db: string; config: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'mw-fresh-'));
+  const db = makeStore(join(dir, 'memory.db'));
+  const config = join(dir, 'warden.yaml');
+  writeFileSync(config, YAML.stringify({ ...raw, stateDb: join(dir, 'state.db'), snapshot: { ...raw.snapshot, root: join(dir, 'backups') }, stores: { agent: { ...raw.stores.agent, db } } }));
+  return { dir, db, config };
+}
+
+describe.each([
+  ['s3, encrypted', s3Place, true],
+  ['sftp', sftpPlace, false],
+])('off the machine, through the CLI: %s', { timeout: 120_000 }, (_label, startPlace, encrypted) => {
+  let place: TargetPlace;
+  beforeAll(async () => {
+    place = await startPlace();
+  }, 60_000);
+  afterAll(() => place.stop());
+
+  it('a fresh machine restores from the target alone: store and vectors, both', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const identity = await generateX25519Identity();
+    const extra = encrypted ? { encrypt: { recipients: [await identityToRecipient(identity)] } } : {};
+    const { target, env } = asUserWrites({ ...place.config(extra), name: 'off' });
+    const raw = fx.raw({ snapshot: { targets: [target] } });
+    const configA = join(fx.dir, 'a.yaml');
+    writeFileSync(configA, YAML.stringify(raw));
+
+    const taken = await cli(['run', 'snapshot', '--config', configA, '--store', 'agent', '--now', '2026-11-29T02:00:00Z', '--json'], env);
+    expect(taken.code, taken.stderr).toBe(0);
+    expect(taken.json().targets).toEqual([expect.objectContaining({ target: 'off', uploaded: ['2026-11-29T020000Z'] })]);
+    expect(taken.stdout + taken.stderr).not.toContain(env.MW_TEST_SECRETACCESSKEY ?? 'no-secret-here');
+
+    // The machine is lost: its store, its snapshots, its state db; the vectors are gone too.
+    rmSync(join(fx.dir, 'backups'), { recursive: true, force: true });
+    unlinkSync(fx.dbPath);
+    const gone = await fetch(`${fx.q.url}/collections/${fx.collections[0]}`, { method: 'DELETE', headers: fx.q.apiKey ? { 'api-key': fx.q.apiKey } : {} });
+    expect(gone.ok).toBe(true);
+    await fx.q.createCollection(fx.collections[0]!);
+
+    const b = freshMachine(raw);
+    const listed = await cli(['snapshots', 'list', '--config', b.config, '--store', 'agent', '--target', 'off', '--verify', '--json'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok', rows: ROWS.length })]);
+
+    const idEnv = encrypted ? { MEMORY_WARDEN_AGE_IDENTITY: identity } : {};
+    if (encrypted) {
+      const refused = await cli(['restore', 'latest', '--config', b.config, '--store', 'agent', '--target', 'off', '--force'], env);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/encrypted; set MEMORY_WARDEN_AGE_IDENTITY/);
+      expect(ids(b.db)).toEqual([]);
+    }
+    const restored = await cli(['restore', 'latest', '--config', b.config, '--store', 'agent', '--target', 'off', '--force', '--json'], { ...env, ...idEnv });
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(restored.json().from).toBe('off:2026-11-29T020000Z');
+    expect(ids(b.db)).toEqual(ROWS.map((r) => r.id).sort());
+    expect(await fx.pointRows()).toEqual(ROWS.map((r) => r.id).sort());
+    // The download folder is gone; only the pre-restore snapshot of the empty store is left locally.
+    expect(readdirSync(join(b.dir, 'backups', 'agent')).filter((n) => n.startsWith('.partial-') || n.startsWith('.fetch-'))).toEqual([]);
+    rmSync(b.dir, { recursive: true, force: true });
+  });
+
+  it('erase finds the remote snapshot holding the user (through keyed hashes), and --snapshots deletes it', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const identity = await generateX25519Identity();
+    const extra = encrypted ? { encrypt: { recipients: [await identityToRecipient(identity)] } } : {};
+    const { target, env } = asUserWrites({ ...place.config(extra), name: 'off' });
+    const config = join(fx.dir, 'a.yaml');
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+    const stateEnv = { ...env, MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') };
+    expect((await cli(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], stateEnv)).code).toBe(0);
+
+    const dry = await cli(['erase', '--config', config, '--store', 'agent', '--user', 'ada', '--dry-run', '--json'], stateEnv);
+    expect(dry.json().snapshots.found).toContain('target:off/2026-11-29T020000Z');
+    const kept = await cli(['erase', '--config', config, '--store', 'agent', '--user', 'bob-nobody', '--json'], stateEnv);
+    expect(kept.json().snapshots.found.filter((f: string) => f.startsWith('target:'))).toEqual([]); // nobody's: not found
+    const done = await cli(['erase', '--config', config, '--store', 'agent', '--user', 'ada', '--snapshots', '--json'], stateEnv);
+    const receipt = done.json();
+    expect(receipt.snapshots.deleted).toContain('target:off/2026-11-29T020000Z');
+    expect(receipt.places).toContainEqual({ place: 'targets:remote snapshots', count: 1 });
+    const listed = await cli(['snapshots', 'list', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
+    expect(listed.json().snapshots).toEqual([]);
+  });
+});
+
+describe('kill -9 during an upload', { timeout: 120_000 }, () => {
+  let place: TargetPlace;
+  beforeAll(async () => {
+    place = await s3Place();
+  });
+  afterAll(() => place.stop());
+
+  it('S3: the unfinished multipart upload is invisible, then aborted by the next run, which uploads whole', async () => {
+    const big = Array.from({ length: 2600 }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: `${i} `.repeat(1500).slice(0, 4000) }));
+    fx = await qdrantFixture(big);
+    const { target, env } = asUserWrites({ ...place.config(), name: 'off' });
+    const config = join(fx.dir, 'a.yaml');
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+    const prefix = (target as { prefix: string }).prefix;
+    const stateEnv = { ...env, MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') };
+
+    const run = start(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], stateEnv);
+    let killed = false;
+    place.s3!.faults.push({
+      match: (r) => r.key.startsWith(prefix) && r.method === 'PUT' && r.query.get('partNumber') === '2',
+      action: () => {
+        run.child.kill('SIGKILL');
+        killed = true;
+      },
+    });
+    const end = await run.done;
+    expect(killed).toBe(true);
+    expect(end.signal).toBe('SIGKILL');
+    const mine = () => [...place.s3!.uploads.values()].filter((u) => u.key.startsWith(prefix));
+    expect(mine()).toHaveLength(1);
+    expect([...place.s3!.objects.keys()].filter((k) => k.startsWith(prefix) && k.endsWith('manifest.json'))).toEqual([]);
+    const listed = await cli(['snapshots', 'list', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
+    expect(listed.json().snapshots).toEqual([]);
+
+    const pushed = await cli(['snapshots', 'push', '--config', config, '--store', 'agent', '--json'], stateEnv);
+    expect(pushed.code, pushed.stderr).toBe(0);
+    const [r] = pushed.json().targets;
+    expect(r.cleaned).toContain('off:2026-11-29T020000Z/store.db (multipart upload)');
+    expect(r.uploaded).toEqual(['2026-11-29T020000Z']);
+    expect(mine()).toEqual([]);
+    const verified = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
+    expect(existsSync(join(fx.dir, 'backups', 'agent', '2026-11-29T020000Z', 'manifest.json'))).toBe(true);
+  });
+});
