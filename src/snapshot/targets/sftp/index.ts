@@ -36,7 +36,7 @@ export class SftpTarget implements SnapshotTarget {
         const h = hashing(body);
         await this.sftp.put(Readable.from(h.stream), tmp, { writeStreamOptions: { mode: 0o600, flags: 'w' } });
         const sent = h.digest();
-        const stored = await digestOf(this.sftp.createReadStream(tmp));
+        const stored = await digestOf(readFully(this.sftp.createReadStream(tmp)));
         if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
           throw transientError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) sent`);
         }
@@ -65,7 +65,7 @@ export class SftpTarget implements SnapshotTarget {
     await this.op('download', path, async () => {
       if (!(await this.sftp.exists(path))) throw storeError(`target ${this.name}: ${path} does not exist`);
     });
-    return this.sftp.createReadStream(path);
+    return readFully(this.sftp.createReadStream(path));
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -129,6 +129,21 @@ export class SftpTarget implements SnapshotTarget {
       const permanent = e.code === 2 || e.code === 3 || e.code === 'ENOENT' || /no such file|permission denied/i.test(e.message ?? '');
       throw permanent ? storeError(what, err) : transientError(what, err);
     }
+  }
+}
+
+/**
+ * A remote file's bytes, then its handle closed before the generator ends: a read stream still closing when the
+ * connection ends would emit an error nobody listens to (and take the process down).
+ */
+async function* readFully(stream: NodeJS.ReadableStream & { destroy(): void; once(e: 'close', f: () => void): void }): AsyncIterable<Uint8Array> {
+  const closed = new Promise<void>((resolve) => stream.once('close', resolve));
+  stream.on('error', () => undefined); // iteration below still sees it
+  try {
+    for await (const chunk of stream) yield chunk as Uint8Array;
+  } finally {
+    stream.destroy();
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 5000).unref())]);
   }
 }
 
