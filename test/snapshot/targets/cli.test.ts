@@ -133,16 +133,52 @@ describe.each([
   });
 });
 
+const BIG = Array.from({ length: 2600 }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: `${i} `.repeat(1500).slice(0, 4000) }));
+
 describe('kill -9 during an upload', { timeout: 120_000 }, () => {
   let place: TargetPlace;
+  let sftp: TargetPlace;
   beforeAll(async () => {
     place = await s3Place();
+    sftp = await sftpPlace();
+  }, 60_000);
+  afterAll(async () => {
+    await place.stop();
+    await sftp.stop();
   });
-  afterAll(() => place.stop());
+
+  it('SFTP: the temp file is not a snapshot; the next run removes it and uploads whole', async () => {
+    fx = await qdrantFixture(BIG);
+    const target = { ...sftp.config(), name: 'box' } as Record<string, unknown> & { path: string };
+    const config = join(fx.dir, 'a.yaml');
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+    const env = { MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') };
+    const remote = join(target.path, 'agent', '2026-11-29T020000Z');
+    const run = start(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], env);
+    let exited = false;
+    void run.done.then(() => (exited = true));
+    // Killed the moment a temp file shows on the server (sshd is on this machine: its folder is readable here).
+    let seen: string | undefined;
+    while (!seen && !exited) {
+      seen = existsSync(remote) ? readdirSync(remote).find((n) => n.startsWith('.tmp-')) : undefined;
+      if (!seen) await new Promise((r) => setTimeout(r, 2));
+    }
+    run.child.kill('SIGKILL');
+    expect(seen, 'the upload finished before a temp file was seen').toBeDefined();
+    expect((await run.done).signal).toBe('SIGKILL');
+    expect(existsSync(join(remote, 'manifest.json'))).toBe(false);
+    expect((await cli(['snapshots', 'list', '--config', config, '--store', 'agent', '--target', 'box', '--json'], env)).json().snapshots).toEqual([]);
+
+    const pushed = await cli(['snapshots', 'push', '--config', config, '--store', 'agent', '--json'], env);
+    expect(pushed.code, pushed.stderr).toBe(0);
+    expect(pushed.json().targets[0]).toMatchObject({ cleaned: ['box:2026-11-29T020000Z/'], uploaded: ['2026-11-29T020000Z'] });
+    expect(readdirSync(remote).filter((n) => n.startsWith('.tmp-'))).toEqual([]);
+    expect((await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'box', '--json'], env)).json().snapshots)
+      .toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
+  });
 
   it('S3: the unfinished multipart upload is invisible, then aborted by the next run, which uploads whole', async () => {
-    const big = Array.from({ length: 2600 }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: `${i} `.repeat(1500).slice(0, 4000) }));
-    fx = await qdrantFixture(big);
+    fx = await qdrantFixture(BIG);
     const { target, env } = asUserWrites({ ...place.config(), name: 'off' });
     const config = join(fx.dir, 'a.yaml');
     writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
