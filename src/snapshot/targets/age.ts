@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { Decrypter, Encrypter } from 'age-encryption';
 import { configError, storeError } from '../../errors.js';
+import { expandTilde } from './types.js';
 
 /**
  * Client-side encryption with age (https://age-encryption.org/v1): files are encrypted to the configured
@@ -39,6 +40,7 @@ export function loadIdentities(target: string, identityFile: string | undefined,
   let text = env[IDENTITY_ENV];
   let from = IDENTITY_ENV;
   if (!text && identityFile) {
+    identityFile = expandTilde(identityFile);
     let st;
     try {
       st = statSync(identityFile);

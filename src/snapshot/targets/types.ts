@@ -1,3 +1,4 @@
+import { homedir } from 'node:os';
 import { usageError } from '../../errors.js';
 
 /**
@@ -57,4 +58,9 @@ export const SAFE_KEY = /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-
 export function checkNames(target: string, snapshot: string, key?: string): void {
   if (!TARGET_SNAPSHOT_NAME.test(snapshot)) throw usageError(`target ${target}: "${snapshot}" is not a snapshot name`);
   if (key !== undefined && !SAFE_KEY.test(key)) throw usageError(`target ${target}: "${key}" is not a safe key inside a snapshot`);
+}
+
+/** `~/x` in a configured path is the home folder's x, as everywhere else in memory-warden's config. */
+export function expandTilde(path: string): string {
+  return path === '~' || path.startsWith('~/') ? (process.env.HOME ?? homedir()) + path.slice(1) : path;
 }

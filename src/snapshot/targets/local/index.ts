@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { storeError, transientError } from '../../../errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
 import { digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { LocalTargetConfig } from './schema.js';
 
 /** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
@@ -20,7 +20,7 @@ export class LocalTarget implements SnapshotTarget {
 
   constructor(config: LocalTargetConfig, store: string) {
     this.name = config.name;
-    this.root = join(config.path, store);
+    this.root = join(expandTilde(config.path), store);
     this.where = this.root;
   }
 
@@ -103,6 +103,6 @@ export class LocalTarget implements SnapshotTarget {
 
 /** The base folder must exist: an unmounted disk is a failure to retry, not a folder to create on the root disk. */
 export const createLocalTarget: TargetFactory<LocalTargetConfig> = async (config, store) => {
-  if (!existsSync(config.path)) throw transientError(`target ${config.name}: ${config.path} does not exist (not mounted?)`);
+  if (!existsSync(expandTilde(config.path))) throw transientError(`target ${config.name}: ${config.path} does not exist (not mounted?)`);
   return new LocalTarget(config, store);
 };

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import SftpClient from 'ssh2-sftp-client';
 import { configError, storeError, transientError, WardenError } from '../../../errors.js';
 import { digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { SftpTargetConfig } from './schema.js';
 
 const TMP = '.tmp-';
@@ -155,9 +155,15 @@ export function hostKeyFingerprint(key: Buffer): string {
 export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, store) => {
   let privateKey = config.privateKey;
   if (config.privateKeyFile) {
-    const mode = statSync(config.privateKeyFile).mode & 0o077;
-    if (mode !== 0) throw configError(`target ${config.name}: ${config.privateKeyFile} is readable by others (mode ${(mode | 0o600).toString(8)}); chmod 600 it`);
-    privateKey = readFileSync(config.privateKeyFile, 'utf8');
+    const file = expandTilde(config.privateKeyFile);
+    let mode: number;
+    try {
+      mode = statSync(file).mode & 0o077;
+    } catch (err) {
+      throw configError(`target ${config.name}: private key ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    if (mode !== 0) throw configError(`target ${config.name}: ${file} is readable by others (mode ${(mode | 0o600).toString(8)}); chmod 600 it`);
+    privateKey = readFileSync(file, 'utf8');
   }
   const want = config.hostKeySha256.replace(/=+$/, '');
   let seen: string | undefined;
