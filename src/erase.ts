@@ -6,6 +6,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
+import { assertIntact } from './store/sqlite.js';
 import { memoryColumns } from './store/schema.js';
 import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
@@ -97,6 +98,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
+      if (!dryRun) assertIntact(store.db, store.path); // VACUUM fails on a damaged file after the rows went
       if (!dryRun) store.db.pragma('secure_delete = ON');
       erased = await layoutOf(store).erase(store, sel, dryRun, opts);
       if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));

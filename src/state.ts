@@ -1,7 +1,6 @@
-import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Db } from './store/sqlite.js';
+import { openHandle, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
 import { DELIVERIES_DDL } from './digest/deliveries.js';
 
@@ -12,7 +11,7 @@ import { DELIVERIES_DDL } from './digest/deliveries.js';
  */
 export function openStateDb(path: string): Db {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const db = new Database(path, { timeout: 5000 });
+  const db = openHandle(path, { timeout: 5000 });
   db.pragma('foreign_keys = ON');
   db.pragma('journal_mode = WAL');
   migrateState(db);

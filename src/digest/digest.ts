@@ -4,7 +4,9 @@ import { expandHome } from '../config.js';
 import type { JobContext } from '../job.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { openStateDb } from '../state.js';
-import { coerceError, configError, usageError, type WardenError } from '../errors.js';
+import { coerceError, configError, storeError, usageError, type WardenError } from '../errors.js';
+import { openStore } from '../store/open.js';
+import { assertIntact } from '../store/sqlite.js';
 import { parseInstant, type Instant } from '../time.js';
 import { collectDigest } from './collect.js';
 import { renderDigest, type RenderedDigest } from './render.js';
@@ -63,6 +65,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const { config, log } = ctx;
   const cfg = checkSendConfig(config);
   const groups = digestGroups(config, payload.stores);
+  assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))]);
   const state = openStateDb(expandHome(config.stateDb));
   const transport = createTransport(cfg.smtp);
   const results: DeliveryResult[] = [];
@@ -119,6 +122,22 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   return { deliveries: results };
 }
 
+/**
+ * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A
+ * digest that cannot read a store fails as a whole (the job's failure is reported), rather than claiming the
+ * day and mailing a hole.
+ */
+function assertStoresReadable(config: Config, names: string[]): void {
+  for (const name of names) {
+    const store = openStore(config, name, { readonly: true });
+    try {
+      assertIntact(store.db, store.path);
+    } finally {
+      store.close();
+    }
+  }
+}
+
 function summarize(model: DigestModel): { newRows: number; flagged: number } {
   return {
     newRows: model.stores.reduce((n, s) => n + s.newRows.total, 0),
@@ -157,6 +176,8 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
       config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
       ctx: { log: opts.log ?? silentLogger, signal: new AbortController().signal },
     });
+    const unread = model.stores.find((s) => s.error);
+    if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
     const rendered = renderDigest(model, { prefix: config.digest.subject });
     if (opts.out) writeFileSync(opts.out, rendered.html);
     return { ...rendered, model };
