@@ -7,6 +7,7 @@ import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
 import { assertIntact } from './store/sqlite.js';
+import { openStateDb } from './state.js';
 import { memoryColumns } from './store/schema.js';
 import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
@@ -88,6 +89,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
+  // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
+  if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
