@@ -33,6 +33,7 @@ export function registerCoreCommands(program: Command): void {
           result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
           result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
           result.addedView && 'added view live_memory',
+          result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
           result.addedTrigger && 'added trigger memory_stamp_times',
         ].filter(Boolean);
         print(`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`);
