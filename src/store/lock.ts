@@ -1,4 +1,4 @@
-import { openHandle } from './sqlite.js';
+import { ensurePrivateFile, openHandle } from './sqlite.js';
 import { transientError } from '../errors.js';
 
 /**
@@ -18,6 +18,7 @@ export function lockPathFor(dbPath: string): string {
 
 export function acquireMaintenanceLock(dbPath: string, opts: { waitMs?: number; holder?: string } = {}): MaintenanceLock {
   const path = lockPathFor(dbPath);
+  ensurePrivateFile(path); // beside the store and under the snapshot root alike: 0600, its journal too
   const db = openHandle(path, { timeout: opts.waitMs ?? 0 });
   try {
     db.pragma('journal_mode = DELETE');

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, readSync, statSync } from 'node:fs';
 import { storeError } from '../errors.js';
 import { parseInstant } from '../time.js';
 
@@ -133,6 +133,27 @@ export function openHandle(path: string, options?: Database.Options): Db {
     throw storeError(`open ${path}: ${(err as Error).message}`, err);
   }
   return nameErrors(db, path);
+}
+
+/**
+ * memory-warden's own SQLite files (the state db, lock sidecars) are private: 0600 whatever the umask. SQLite
+ * would create them 0644 minus the umask; created (or corrected) here first, SQLite then keeps the mode, and gives
+ * the same mode to the journal, WAL and shm files it makes beside them.
+ */
+export function ensurePrivateFile(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'a', 0o600);
+  } catch (err) {
+    throw storeError(`create ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+  }
+  try {
+    fchmodSync(fd, 0o600);
+  } catch {
+    // Not ours to change (another user's file): SQLite will say whether it can use it.
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** `warden_epoch(text)`: epoch ms of any ISO-8601 instant, NULL when unparseable (so it never compares true). */
