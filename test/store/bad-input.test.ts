@@ -155,8 +155,21 @@ describe.each(Object.entries(FAULTS))('%s', (faultName, fault) => {
     expect(lines[0]).toContain(fault.names(caseDir, db));
     expect(fault.watch(caseDir, db).map(fingerprint)).toEqual(before);
     if (!existsSync(db)) expect(existsSync(join(caseDir, 'nowhere'))).toBe(false);
+    if (name === 'digest --send' && !faultName.includes('state db')) expect(claimedDigests(join(caseDir, 'state.db'))).toBe(0);
   });
 });
+
+/** Digest deliveries claimed in a state db (none when it was never created). */
+function claimedDigests(path: string): number {
+  if (!existsSync(path)) return 0;
+  const state = new Database(path, { readonly: true });
+  try {
+    const has = state.prepare(`SELECT 1 FROM sqlite_schema WHERE name = 'digest_deliveries'`).get();
+    return has ? (state.prepare('SELECT count(*) FROM digest_deliveries').pluck().get() as number) : 0;
+  } finally {
+    state.close();
+  }
+}
 
 /** Another process holding an exclusive lock on the store until it is killed. */
 async function holdExclusive(db: string): Promise<ChildProcess> {
