@@ -94,9 +94,9 @@ function named<F extends AnyFn>(fn: F, doing: string, path: string, then?: (resu
 
 /**
  * The one mechanism by which every SQLite error names its file: every handle the project opens (stores, the
- * state db, lock sidecars, snapshot copies) goes through here, and each statement it prepares, each iteration
- * step (a corrupt page can be met halfway through), each exec, pragma and transaction (BEGIN/COMMIT meet locks)
- * rewrites what it throws.
+ * state db, lock sidecars; snapshot copies name their source themselves) goes through here: each statement it
+ * prepares, each iteration step (a corrupt page can be met halfway through), each exec, pragma and transaction
+ * (BEGIN/COMMIT meet locks) rewrites what it throws.
  */
 export function nameErrors(db: Db, path: string): Db {
   const statement = (stmt: Database.Statement) => {
