@@ -104,11 +104,34 @@ function readYaml(file: string): unknown {
   } catch (err) {
     throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
+  let value: unknown;
   try {
-    return YAML.parse(text) ?? {};
+    // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
+    value = YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
   } catch (err) {
     throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
+  assertPlainTree(value, file);
+  return value;
+}
+
+/** Keys that would reach an object's prototype when merged or copied, instead of being config. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * What YAML can build but config must never be: an alias that contains itself (a cycle: every walk below would
+ * recurse until the stack is gone), and prototype keys. Refused naming the file and the key path.
+ */
+function assertPlainTree(value: unknown, file: string, path: string[] = [], open = new Set<object>()): void {
+  if (typeof value !== 'object' || value === null) return;
+  const where = () => path.join('.') || '(root)';
+  if (open.has(value)) throw configError(`config ${file}: ${where()}: an alias that contains itself (a cycle)`);
+  open.add(value);
+  for (const [key, v] of Object.entries(value)) {
+    if (FORBIDDEN_KEYS.has(key)) throw configError(`config ${file}: ${[...path, key].join('.')}: key "${key}" refused (it would reach object prototypes)`);
+    assertPlainTree(v, file, [...path, key], open);
+  }
+  open.delete(value);
 }
 
 export function validateConfig(raw: unknown, source = 'config'): Config {

@@ -5,6 +5,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
+import { assertIntact } from './store/sqlite.js';
 import { memoryColumns } from './store/schema.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
@@ -101,6 +102,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
   if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
+  // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
+  if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
@@ -116,6 +119,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
+      if (!dryRun) assertIntact(store.db, store.path); // VACUUM fails on a damaged file after the rows went
       ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
       fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
       ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));

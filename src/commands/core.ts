@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { runJob } from '../runner.js';
 import { JOBS } from '../../jobs/index.js';
-import { openDatabase } from '../store/sqlite.js';
+import { assertIntact, openDatabase } from '../store/sqlite.js';
 import { initSchema } from '../store/schema.js';
 import { openStore } from '../store/open.js';
 import { repairDangling, repairTimestamps } from '../repair.js';
@@ -23,13 +23,17 @@ export function registerCoreCommands(program: Command): void {
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
       const db = openDatabase(opts.db, { create: opts.create ?? false });
       try {
-        const result = await withMaintenanceLock(opts.db, 'init', async () => initSchema(db, opts.db));
+        const result = await withMaintenanceLock(opts.db, 'init', async () => {
+          assertIntact(db, opts.db, 'integrity_check'); // a migration over a damaged file would bake the damage in
+          return initSchema(db, opts.db);
+        });
         if (opts.json) return printJson({ db: opts.db, ...result });
         const changes = [
           result.createdTable && 'created table memory',
           result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
           result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
           result.addedView && 'added view live_memory',
+          result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
           result.addedTrigger && 'added trigger memory_stamp_times',
         ].filter(Boolean);
         print(`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`);

@@ -2,6 +2,7 @@ import { layoutOf } from '../layouts/index.js';
 import type { Command } from 'commander';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
+import { assertIntact } from '../store/sqlite.js';
 import { openStore, type StoreHandle } from '../store/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
@@ -64,6 +65,7 @@ async function withReview(
     }
     const state = openStateDb(expandHome(ctx.config.stateDb));
     try {
+      if (writes) assertIntact(store.db, store.path); // a person's decision is not written into a damaged file
       await fn(ctx, store, state);
     } finally {
       state.close();
