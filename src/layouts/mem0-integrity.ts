@@ -8,7 +8,7 @@ import { toCanonical, type Instant } from '../time.js';
 import type { CheckReport } from '../check.js';
 import { lastEventIndex, type LastEventIndex } from './mem0-history.js';
 import { scrollAll } from './mem0-points.js';
-import { hasBadExpiration, isMem0Expired, mem0Handle, textOf, type Mem0Options } from './mem0.js';
+import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './mem0.js';
 
 export interface Mem0IntegrityOptions extends Mem0Options {
   now: Instant;
@@ -40,7 +40,7 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
   out.push(...tmpfsFindings([...h.cfg.vectorPaths], store.path, opts.mountsFile));
 
   if (!(await h.points.collections()).includes(h.collection)) {
-    out.push(finding('mem0_no_collection', 'error', `Qdrant has no collection "${h.collection}": every memory in history is without its vector`));
+    out.push(finding('mem0_no_collection', 'error', `the vector store has no collection "${h.collection}": every memory in history is without its vector`));
     return out;
   }
 
@@ -101,19 +101,18 @@ async function crossCheck(h: ReturnType<typeof mem0Handle>, index: LastEventInde
   return out;
 }
 
-/** Entity links (id in `linked_memory_ids`) to memories with no point. Sampled per page, so memory stays bounded. */
+/** Entity links (id in `linked_memory_ids` / `linkedMemoryIds`) to memories with no point. Sampled per page, so memory stays bounded. */
 async function danglingEntityLinks(h: ReturnType<typeof mem0Handle>): Promise<Tally> {
   const t = new Tally();
   if (!(await h.points.collections()).includes(h.entityCollection)) return t;
-  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, ['linked_memory_ids'])) {
-    const links = [...new Set(page.flatMap((e) => (Array.isArray(e.payload.linked_memory_ids) ? e.payload.linked_memory_ids.map(String) : [])))];
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS])) {
+    const links = [...new Set(page.flatMap(linkedIdsOf))];
     const present = new Set<string>();
     for (let i = 0; i < links.length; i += h.cfg.pageSize) {
       for (const p of await h.points.retrieve(h.collection, links.slice(i, i + h.cfg.pageSize), false)) present.add(p.id);
     }
     for (const e of page) {
-      const linked = Array.isArray(e.payload.linked_memory_ids) ? e.payload.linked_memory_ids.map(String) : [];
-      for (const id of linked) if (!present.has(id)) t.add(`${e.id}->${id}`);
+      for (const id of linkedIdsOf(e)) if (!present.has(id)) t.add(`${e.id}->${id}`);
     }
   }
   return t;

@@ -34,7 +34,7 @@ export interface RestoreResult {
 /** Check every file the manifest lists, streamed: size and sha256. Throws naming the first file that differs. */
 export async function verifySnapshot(dir: string): Promise<Manifest> {
   const manifest = readManifest(dir);
-  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file)];
+  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
   for (const f of needed) if (!manifest.files[f]) throw storeError(`${dir}: manifest lists no checksum for ${f}`);
   for (const [rel, want] of Object.entries(manifest.files)) {
     const path = join(dir, rel);
@@ -131,13 +131,15 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
 
   const result: RestoreResult = { store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {} };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
-  const users = storeUsers(storeConfig.db);
+  const vectorFiles = manifest.vectorFiles ?? [];
+  const users = [storeConfig.db, ...vectorFiles.map((p) => p.source)].flatMap(storeUsers);
   if (users.length > 0 && !opts.force) throw usageError(`${storeConfig.db} is in use (${users.join(', ')}): stop the agent first, or --force`);
   for (const c of inSnapshot) await q!.collectionExists(c); // reachable now, or fail before anything changes
 
   const plan = [
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
+    ...vectorFiles.map((p) => `replace ${p.source} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
     `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
   ];
   if (result.dryRun) {
@@ -169,6 +171,13 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
         }
       }
       try {
+        // The vector files first, then the history: a failure in between leaves history as it was.
+        for (const part of vectorFiles) {
+          const stagedVectors = join(dirname(part.source), `.${basename(part.source)}.restore-${process.pid}`);
+          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs);
+          replaceStoreFile(stagedVectors, part.source, config.busyTimeoutMs);
+          result.steps.push(`replaced ${part.source}`);
+        }
         replaceStoreFile(staged, storeConfig.db, config.busyTimeoutMs);
       } catch (err) {
         await rollBack(q!, done, result.undo, undoManifest, err, opts.log);
