@@ -324,11 +324,9 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
     counts.messagesDeleted = deleteMessages(store.db, h.dialect, by);
   }).immediate();
   // A vector store in SQLite files of its own (the TypeScript SDK's) keeps deleted payloads in free pages: VACUUM.
-  if (hasCompact(h.points)) await h.points.compact();
+  await h.points.compact?.();
   return { ids: idList, counts, texts };
 }
-
-const hasCompact = (p: PointStore): p is PointStore & { compact(): Promise<void> } => typeof (p as { compact?: unknown }).compact === 'function';
 
 /**
  * Before anything is deleted: history says memories exist, so the memory collection must exist and hold mem0's

@@ -37,7 +37,8 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
   const lines = (store.db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
   if (lines.join('; ') !== 'ok') out.push(finding('mem0_history_integrity', 'error', `history.db PRAGMA integrity_check: ${lines.slice(0, 5).join('; ')}`));
 
-  out.push(...tmpfsFindings([...h.cfg.vectorPaths], store.path, opts.mountsFile));
+  // The TypeScript SDK's own vector files are vector paths too.
+  out.push(...tmpfsFindings([...h.cfg.vectorPaths, ...(h.points.files?.() ?? [])], store.path, opts.mountsFile));
 
   if (!(await h.points.collections()).includes(h.collection)) {
     out.push(finding('mem0_no_collection', 'error', `the vector store has no collection "${h.collection}": every memory in history is without its vector`));

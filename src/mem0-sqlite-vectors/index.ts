@@ -15,7 +15,7 @@ import type { Mem0Point, PointStore } from '../layouts/mem0-points.js';
  * deleted payload's text is zeroed in its page; `compact` then VACUUMs the files for erase.
  */
 export interface SqliteVectorStore extends PointStore {
-  /** The files that hold the collections, existing or not (snapshots copy those that exist). */
+  /** The files that hold the collections, existing or not. */
   files(): string[];
   /** VACUUM every existing file (and truncate a WAL, should one exist): erased text leaves no free page behind. */
   compact(): Promise<void>;

@@ -70,8 +70,9 @@ async function linksOf(m: any, userId: string): Promise<string[]> {
   return rows.flatMap((r: any) => r.payload.linkedMemoryIds ?? []);
 }
 
+/** Every file under the test's folder: the SDK's files, memory-warden's state db, every snapshot folder. */
 function filesOf(dir: string): string[] {
-  return readdirSync(dir).filter((f) => /\.db(-wal|-journal|-shm)?$/.test(f)).map((f) => join(dir, f));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesOf(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : []));
 }
 
 function expectNowhere(files: string[], words: string[]): void {
@@ -168,6 +169,7 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     expect(erased.stderr).toBe('');
     expect(erased.code).toBe(0);
     expect(erased.json().memories).toBe(2);
+    expect(erased.json().snapshots.deleted.length).toBeGreaterThan(0); // the snapshot taken above held her text
     expect(await linksOf(m, 'alice')).toEqual([]);
     expect(await m.get(b.alice[1]!)).toBeNull();
     await mem0StillWorks(m, b, false);

@@ -9,7 +9,8 @@ import { sqliteVectorStore } from '../../src/mem0-sqlite-vectors/index.js';
 import { scrollAll } from '../../src/layouts/mem0-points.js';
 import { openStore } from '../../src/store/open.js';
 import { mem0Prune } from '../../src/layouts/mem0.js';
-import { mem0CheckReport } from '../../src/layouts/mem0-integrity.js';
+import { mem0CheckReport, mem0Integrity } from '../../src/layouts/mem0-integrity.js';
+import { writeFileSync } from 'node:fs';
 import { erase } from '../../src/erase.js';
 import { validateConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
@@ -80,6 +81,23 @@ describe('the SDK SQLite files as a PointStore', () => {
     const v = sqliteVectorStore({ memories: other });
     expect(await v.collections()).toEqual([]);
     await expect(v.scroll('memories', { limit: 2 })).rejects.toThrow(/other\.db: no table "vectors"/);
+  });
+});
+
+describe('integrity on the SDK files', () => {
+  it('reports the vector files on tmpfs (the SDK file is the vector path)', async () => {
+    await add('Pia Kern works nights', 'pia');
+    const mounts = join(tmp.dir, 'mounts');
+    writeFileSync(mounts, `/dev/sda1 / ext4 rw 0 0\ntmpfs ${join(tmp.dir, 'nothing-here')} tmpfs rw 0 0\n`);
+    const store = openStore(config(), 'm');
+    try {
+      expect((await mem0Integrity(store, { now: NOW, mountsFile: mounts })).map((f) => f.code)).not.toContain('mem0_vectors_on_tmpfs');
+      writeFileSync(mounts, `/dev/sda1 / ext4 rw 0 0\ntmpfs ${tmp.dir} tmpfs rw 0 0\n`);
+      const f = (await mem0Integrity(store, { now: NOW, mountsFile: mounts })).find((x) => x.code === 'mem0_vectors_on_tmpfs');
+      expect(f?.ids).toEqual([s.vectorDb, s.entityVectorDb]);
+    } finally {
+      store.close();
+    }
   });
 });
 
