@@ -182,6 +182,15 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     expect(bySubject.code).toBe(0);
     expect(bySubject.json().memories).toBe(1);
     expectNowhere(filesOf(tmp.dir), ['Tempelhof']);
+    if (q) {
+      // Qdrant's side: no point of any collection carries the erased text, in any payload key.
+      for (const c of ['memories', 'memories_entities']) {
+        const r = await fetch(`${q.url}/collections/${c}/points/scroll`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ limit: 1000, with_payload: true }) });
+        const text = JSON.stringify(await r.json());
+        for (const w of ['Lisbon', 'Hugo Brandt', 'prefers npm', 'Tempelhof', 'lisbon', 'tempelhof']) expect(text.includes(w), `${w} in ${c}`).toBe(false);
+        if (c === 'memories') expect(text).toContain('Bob Keller leads Project Falcon');
+      }
+    }
     expect(readFileSync(s.historyPath).includes(Buffer.from('Bob Keller leads'))).toBe(true);
     expect(existsSync(join(tmp.dir, 'backups', 'm'))).toBe(true);
     await mem0StillWorks(m, b, false);
