@@ -19,6 +19,7 @@ import { toCanonical, type Instant } from './time.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
+import { DEFAULT_COLLECTION } from './layouts/mem0-config.js';
 
 /**
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
@@ -345,7 +346,7 @@ async function assertVectorsFound(h: Mem0Handle, haveCollection: boolean): Promi
   }
   if (holdsMem0) return;
   const all = await h.points.collections();
-  const fits = all.filter((c) => c !== h.collection && (c === 'mem0' || c === 'memories'));
+  const fits = all.filter((c) => c !== h.collection && Object.values(DEFAULT_COLLECTION).includes(c as never));
   const why = haveCollection ? `collection "${h.collection}" holds no mem0 memory` : `there is no collection "${h.collection}"`;
   const hint = fits.length > 0 ? `; mem0.collection: ${fits.join(' or ')} exists (each SDK's default)` : '';
   throw usageError(`erase ${h.store.name}: ${why} while ${h.store.path} records ${alive.n} memory(ies): nothing was erased (check mem0.collection${hint}; --vectors-lost if the vectors are really gone)`);

@@ -7,6 +7,7 @@ import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
 import { toCanonical, type Instant } from '../time.js';
 import type { CheckReport } from '../check.js';
 import { lastEventIndex, type LastEventIndex } from './mem0-history.js';
+import { DEFAULT_COLLECTION } from './mem0-config.js';
 import { scrollAll } from './mem0-points.js';
 import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './mem0.js';
 
@@ -40,8 +41,11 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
   // The TypeScript SDK's own vector files are vector paths too.
   out.push(...tmpfsFindings([...h.cfg.vectorPaths, ...(h.points.files?.() ?? [])], store.path, opts.mountsFile));
 
-  if (!(await h.points.collections()).includes(h.collection)) {
-    out.push(finding('mem0_no_collection', 'error', `the vector store has no collection "${h.collection}": every memory in history is without its vector`));
+  const collections = await h.points.collections();
+  if (!collections.includes(h.collection)) {
+    const fits = collections.filter((c) => c !== h.collection && Object.values(DEFAULT_COLLECTION).includes(c as never));
+    const hint = fits.length > 0 ? ` (${fits.join(', ')} exists: each SDK's default; check mem0.collection)` : '';
+    out.push(finding('mem0_no_collection', 'error', `the vector store has no collection "${h.collection}": every memory in history is without its vector${hint}`));
     return out;
   }
 

@@ -30,8 +30,9 @@ export const mem0Layout: Layout = {
   prune: (store, ctx, opts) => mem0Prune(store, ctx, opts),
   async check(store, ctx) {
     const report = await mem0CheckReport(store, { now: ctx.now() });
-    // The same count `review list` shows: one function decides what is due.
-    report.reviewDue = (await mem0ReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0)).due;
+    // The same count `review list` shows: one function decides what is due (nothing to read without the collection).
+    const readable = !report.problems.some((p) => p.code === 'mem0_no_collection');
+    report.reviewDue = readable ? (await mem0ReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0)).due : 0;
     return report;
   },
   newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),

@@ -210,7 +210,11 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     }
     expect(readFileSync(s.historyPath).equals(before)).toBe(true);
     expect((await m.getAll({ filters: { user_id: 'alice' } })).results).toHaveLength(2);
-    expect((await cli(['check', '--config', config])).code).not.toBe(0);
+    const check = await cli(['check', '--json', '--config', config]);
+    expect(check.code).toBe(1);
+    const missing = check.json().problems.find((p: any) => p.code === 'mem0_no_collection');
+    expect(missing.message).toContain('no collection "mem0"');
+    if (kind === 'qdrant') expect(missing.message).toContain('(memories exists');
   }, 120_000);
 });
 
