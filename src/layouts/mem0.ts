@@ -12,8 +12,8 @@ import { sqliteVectorStore } from '../mem0-sqlite-vectors/index.js';
 import { expandHome } from '../config.js';
 
 /**
- * The mem0 layout: a mem0 deployment (history.db + Qdrant collections `mem0` and `mem0_entities`) maintained the
- * way mem0 itself would change it, so mem0 and its users see ordinary deletes and updates (docs/mem0-layout.md).
+ * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
+ * TypeScript SDK's own SQLite files) maintained the way mem0 itself would change it, so mem0 and its users see ordinary deletes and updates (docs/mem0-layout.md).
  * Jobs call these functions when a store says `layout: mem0`; nothing here is reached for the warden layout.
  */
 export interface Mem0Handle {
