@@ -13,7 +13,8 @@ import { expandHome } from '../config.js';
 
 /**
  * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
- * TypeScript SDK's own SQLite files) maintained the way mem0 itself would change it, so mem0 and its users see ordinary deletes and updates (docs/mem0-layout.md).
+ * TypeScript SDK's own SQLite files) maintained the way mem0 itself would change it, so mem0 and its users see
+ * ordinary deletes and updates (docs/mem0-layout.md).
  * Jobs call these functions when a store says `layout: mem0`; nothing here is reached for the warden layout.
  */
 export interface Mem0Handle {
@@ -164,8 +165,8 @@ export async function expiredMemoryIds(h: Mem0Handle, now: Instant): Promise<str
 /**
  * Delete every memory whose `expiration_date` has passed, exactly as mem0's `delete()` does: the point (wait),
  * then a DELETE row in history carrying the old text, then the memory's id out of every entity's
- * `linked_memory_ids` / `linkedMemoryIds` (an entity left with no link is deleted). Each batch is re-read just before it goes, so a
- * memory whose expiry the agent cleared meanwhile stays.
+ * `linked_memory_ids` / `linkedMemoryIds` (an entity left with no link is deleted). Each batch is re-read just
+ * before it goes, so a memory whose expiry the agent cleared meanwhile stays.
  */
 export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: Mem0Options & { dryRun?: boolean } = {}): Promise<Mem0PruneResult> {
   const started = Date.now();
