@@ -108,6 +108,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
       const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       section.review.due = review.due;
+      section.review.supersede = layout.corrections;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
       store.close();

@@ -99,6 +99,7 @@ export interface StoreSection {
   /** The store could not be read: the digest still goes out, saying so. */
   error?: string;
   newRows: NewRows;
-  review: { due: number; afterDays: number; batch: ReviewRow[] };
+  /** `supersede`: whether the store's layout can supersede (mem0 cannot): the digest suggests only what works. */
+  review: { due: number; afterDays: number; batch: ReviewRow[]; supersede?: boolean };
   maintenance: Maintenance;
 }

@@ -141,7 +141,7 @@ function textReview(s: StoreSection, line: Line): void {
     line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(maskSecrets(r.fact), 300))}`);
     line(`     source: ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
     line(`     $ ${cmd.confirm}`);
-    line(`     $ ${cmd.supersede}`);
+    if (s.review.supersede !== false) line(`     $ ${cmd.supersede}`);
   }
 }
 
@@ -257,7 +257,7 @@ function htmlReview(s: StoreSection): string {
     return `<tr>
 <td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
 <td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
-<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code><code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code></td>
+<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code>${s.review.supersede !== false ? `<code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code>` : ''}</td>
 </tr>`;
   });
   return `<h3 style="${S.h3}">Review queue: ${s.review.due} due</h3>
