@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { readFileSync } from 'node:fs';
 import { coerceError } from './errors.js';
+import { oneLine } from './untrusted.js';
 import { registerCoreCommands } from './commands/core.js';
 import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
@@ -39,7 +40,7 @@ export async function main(argv: string[]): Promise<number> {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     }
     const e = coerceError(err);
-    process.stderr.write(`memory-warden: ${e.message.split('\n')[0]}\n`);
+    process.stderr.write(`memory-warden: ${oneLine(e.message.split('\n')[0])}\n`);
     return e.exitCode;
   }
 }
