@@ -20,7 +20,8 @@ export function maskValue(value: string): string {
   return prefix ? `${prefix}…[masked]` : '[masked]';
 }
 
-// Each rule masks its last capture group (or the whole match when it has none).
+// Each rule masks its capture group (or the whole match when it has none). Quotes may come escaped (`\"`):
+// drift evidence and job results are JSON inside text.
 const GENERIC: RegExp[] = [
   // PEM and PGP private key blocks, to their END line or the end of the text (a clipped key is still a key).
   /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g,
@@ -29,10 +30,10 @@ const GENERIC: RegExp[] = [
   // Credentials in query parameters: ?api_key=…, &token=…, &X-Amz-Signature=…
   /[?&;][\w.-]*(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)[\w.-]*=([^&\s#"'<>]+)/gi,
   // `Authorization: Bearer …`, `Authorization: Basic …`, `Proxy-Authorization: …`, a bare `Bearer …`.
-  /\bauthorization["']?\s*[:=]\s*["']?(?:[A-Za-z]+\s+)?([^\s"',;]{4,})/gi,
+  /\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:[A-Za-z]+\s+)?([^\s"'\\,;]{4,})/gi,
   /\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)/gi,
   // Assignments: password=…, aws_secret_access_key = …, "apiKey": "…", client-secret: …
-  /[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?["']?\s*(?:=>|[:=])\s*["']?([^\s"',;]{4,})/gi,
+  /[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
   // JWTs (header.payload.signature, base64url JSON).
   /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
   // Token formats that need no context: cloud keys, forge and chat tokens, AI and payment API keys.
