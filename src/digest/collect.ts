@@ -44,7 +44,7 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
     period: { start: toCanonical(opts.period.start), end: toCanonical(opts.period.end) },
     generatedAt: toCanonical(opts.now),
     scope: opts.scope,
-    // Credentials never reach a rendered digest: every text field is masked here, whole (before any clipping),
+    // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
     // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
     stores: await maskDeep(sections, SHOWN_EXACT),
     failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT),
