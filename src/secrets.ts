@@ -7,8 +7,6 @@
  * `Authorization:` lines, JWTs, PEM/PGP blocks, bare token formats), synchronous so every render can apply them.
  * A masked value keeps at most its public prefix (`ghp_`, `AKIA`, `xoxb-`): never a character of the secret.
  */
-import { lintSource } from '@secretlint/core';
-import { creator as recommended } from '@secretlint/secretlint-rule-preset-recommend';
 import type { SecretLintCoreConfig } from '@secretlint/types';
 
 // Prefixes that say what kind of token it was and are the same in every token of that kind.
@@ -62,25 +60,35 @@ export function maskSecretsSync(text: unknown): string {
   return out;
 }
 
-const CATALOGUE: SecretLintCoreConfig = {
-  rules: [
-    {
-      id: '@secretlint/secretlint-rule-preset-recommend',
-      rule: recommended,
-      // Bare AWS access key ids too, not only `aws_secret_access_key = …` lines.
-      rules: [{ id: '@secretlint/secretlint-rule-aws', options: { enableIDScanRule: true } }],
+// Loaded on first use: most commands never show store text, and need not pay for the catalogue at start.
+let catalogue: Promise<{ lintSource: typeof import('@secretlint/core').lintSource; config: SecretLintCoreConfig }> | undefined;
+
+function loadCatalogue() {
+  catalogue ??= Promise.all([import('@secretlint/core'), import('@secretlint/secretlint-rule-preset-recommend')]).then(([core, preset]) => ({
+    lintSource: core.lintSource,
+    config: {
+      rules: [
+        {
+          id: '@secretlint/secretlint-rule-preset-recommend',
+          rule: preset.creator,
+          // Bare AWS access key ids too, not only `aws_secret_access_key = …` lines.
+          rules: [{ id: '@secretlint/secretlint-rule-aws', options: { enableIDScanRule: true } }],
+        },
+      ],
     },
-  ],
-};
+  }));
+  return catalogue;
+}
 
 /**
  * The secret values the catalogue finds in the text. A rule's report carries the value in its `data` (a rule's
  * `range` is not always the value's own: the AWS rule's starts at the key name), else the range is the value.
  */
 async function catalogueFinds(text: string): Promise<string[]> {
+  const { lintSource, config } = await loadCatalogue();
   const result = await lintSource({
     source: { content: text, filePath: 'memory.txt', contentType: 'text' },
-    options: { config: CATALOGUE, noPhysicFilePath: true },
+    options: { config, noPhysicFilePath: true },
   });
   const found = new Set<string>();
   for (const m of result.messages) {

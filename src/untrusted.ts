@@ -15,9 +15,6 @@ const UNSAFE = new RegExp(`[${HIDDEN}]`, 'gu');
 const UNSAFE_BUT_NEWLINE = new RegExp(`(?!\\n)[${HIDDEN}]`, 'gu');
 const NEWLINES = /\r\n|[\r\n\t]/g;
 
-/** True when the text holds a character this module would not print as it is. */
-export const hasHidden = (text: string): boolean => new RegExp(`[${HIDDEN}]`, 'u').test(text);
-
 /** One line of plain text: newlines become a visible ⏎, tabs a space, every other hidden character a visible �. */
 export function oneLine(text: unknown): string {
   return String(text ?? '')
