@@ -34,12 +34,15 @@ const ids = {
   odd: `t_${HIDDEN}${ESC}[1m`,
 };
 const old = '2025-01-01 00:00:00';
+const TOKEN = ['ghp', '_', 'Zq8Lm2Xv7Rt4Kp9Wn3Bc6Hd1Jf5Gs0Ay2Ee'].join('');
+const DB_PASSWORD = ['Pg5', 'ecretPassw0rd'].join('');
 const rows: Row[] = [
   { id: ids.due, subject: `s${CSI}`, fact: `pnpm ${OSC8} \u0000 ${OSC52}`, source: `src ${BIDI}`, created_at: old, confirmed_at: old },
   { id: ids.bidi, subject: BIDI, fact: `f ${C1}`, source: LINES, created_at: old, confirmed_at: old },
   { id: ids.c1, subject: HIDDEN, fact: `fact ${LINES}`, source: DCS, created_at: old, confirmed_at: old },
   { id: ids.dangling, fact: 'gone', superseded_by: `ghost${OSC52}`, created_at: old, confirmed_at: old },
   { id: ids.cascaded, fact: 'older', superseded_by: ids.dangling, created_at: old, confirmed_at: old },
+  { id: 'm_secret', fact: `deploy with ${TOKEN}`, source: `postgres://app:${DB_PASSWORD}@db.internal/app`, created_at: old, confirmed_at: old },
   // Not canonical UTC: check names it by id.
   { id: ids.odd, fact: `x ${CSI}`, created_at: '2025-01-01T00:00:00+02:00', confirmed_at: old },
 ];
@@ -82,6 +85,10 @@ describe('human-readable output shows store text inert', () => {
     expect(r.stdout).toContain('\\u202egnp.exe');
     // One line per field: a newline in a fact is shown, not obeyed.
     expect(r.stdout).not.toMatch(/^forged line/m);
+    // Credentials are masked for a person's eyes.
+    expect(r.stdout).toContain('deploy with ghp_…[masked]');
+    expect(r.stdout).not.toContain(TOKEN.slice(4));
+    expect(r.stdout).not.toContain(DB_PASSWORD);
   });
 
   it('review confirm, expire, supersede, delete of hostile ids', () => {
@@ -127,6 +134,7 @@ describe('--json gives back the exact stored strings', () => {
     const next = new Map(list.next.map((r: { id: string; fact: string; source: string }) => [r.id, r]));
     expect((next.get(ids.c1) as { fact: string }).fact).toBe(rows[2]!.fact);
     expect((next.get(ids.bidi) as { source: string }).source).toBe(LINES);
+    expect((next.get('m_secret') as { fact: string }).fact).toBe(`deploy with ${TOKEN}`);
 
     expect(exactJson(['review', 'confirm', '--db', db, ...NOW, '--json', '--', ids.bidi]).id).toBe(ids.bidi);
 
