@@ -24,14 +24,15 @@ const GENERIC: RegExp[] = [
   // PEM and PGP private key blocks, to their END line or the end of the text (a clipped key is still a key).
   /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g,
   // Password in a URL's userinfo: postgres://user:PASS@host, https://:TOKEN@host.
-  /\b[a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:([^\s/?#@]+)@/gi,
+  /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:([^\s/?#@]+)@/gi,
   // Credentials in query parameters: ?api_key=…, &token=…, &X-Amz-Signature=…
-  /[?&;][\w.-]*(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)[\w.-]*=([^&\s#"'<>]+)/gi,
+  /[?&;][\w.-]*?(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)[\w.-]*=([^&\s#"'<>]+)/gi,
   // `Authorization: Bearer …`, `Authorization: Basic …`, `Proxy-Authorization: …`, a bare `Bearer …`.
   /\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:[A-Za-z]+\s+)?([^\s"'\\,;]{4,})/gi,
   /\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)/gi,
   // Assignments: password=…, aws_secret_access_key = …, "apiKey": "…", client-secret: …
-  /[\w.-]*(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
+  // (The name starts at a word start, tried once per word: a long run of word characters stays linear.)
+  /(?<![\w.-])[\w.-]*?(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
   // JWTs (header.payload.signature, base64url JSON).
   /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
   // Token formats that need no context: cloud keys, forge and chat tokens, AI and payment API keys.
