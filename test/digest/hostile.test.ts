@@ -49,7 +49,7 @@ describe('links hidden by invisible and look-alike characters', () => {
     // Every hidden code point in one form, the sample in every form, the look-alikes: about 4,000 links.
     const sent = [...hiddenLinkVariants(HIDDEN, ['evil{X}.com/login']), ...hiddenLinkVariants(SAMPLE, LINK_FORMS).filter((_, i) => i % 3 === 0), ...CONFUSABLE_LINKS];
     const rows: Row[] = [];
-    const per = 12;
+    const per = 20;
     for (let i = 0; i * per < sent.length; i++) {
       const chunk = sent.slice(i * per, (i + 1) * per);
       rows.push({
@@ -82,7 +82,7 @@ describe('links hidden by invisible and look-alike characters', () => {
     expect(text).toContain('evil\uFFFD[.]com/login');
     expect(text).toContain('hxxps[://]ev\uFFFDil[.]com');
     expect(html).toContain('now points at boss[@]corp\uFFFD[.]com');
-  }, 120_000);
+  }, 240_000);
 });
 
 describe('credentials never reach a digest', () => {
@@ -97,7 +97,7 @@ describe('credentials never reach a digest', () => {
       rows.push({ id: `o_${i}`, subject: 'src', fact: 'source holds it', source: `tool output ${s.text}`, created_at: at(NOW - 3 * HOUR - i * 1000) });
       rows.push({ id: `r_${i}`, subject: s.text, fact: `old ${s.text}`, source: s.text, created_at: at(NOW - 400 * DAY), confirmed_at: at(NOW - (300 - i) * DAY) });
     });
-    const w = world(tmp.dir, { agent: rows }, smtp, {}, { review: { batch: secrets.length } });
+    const w = world(tmp.dir, { agent: rows }, smtp, {}, { review: { batch: secrets.length }, smtp: smtp.config({ timeoutMs: 60_000 }) });
     withState(w.config, (db) => {
       const run = db.prepare(`INSERT INTO job_runs (job, store, started_at, finished_at, outcome, result, error) VALUES (?, ?, ?, ?, ?, ?, ?)`);
       const verdict = db.prepare(`INSERT INTO drift_verdicts (store, memory_id, verdict, verifier, evidence, checked_at, needs_person, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -120,5 +120,5 @@ describe('credentials never reach a digest', () => {
       expect(raw, s.form).not.toContain(core);
       expect(htmlToText(html), s.form).not.toContain(core);
     }
-  }, 120_000);
+  }, 240_000);
 });
