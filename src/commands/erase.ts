@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { erase, type EraseReceipt, type EraseSelector } from '../erase.js';
 import { listReceipts } from '../erase-receipts.js';
 import { expandHome } from '../config.js';
@@ -65,6 +65,6 @@ function printReceipt(r: EraseReceipt): void {
   print(`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`);
   print(`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   if (!r.dryRun) print(`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`);
-  for (const dir of r.snapshots.found) print(`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${show(dir)}`);
+  for (const dir of r.snapshots.found) print(`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${dir}`);
   if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print('  (--snapshots deletes those folders)');
 }
