@@ -7,14 +7,13 @@
  */
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { initSchema } from '../src/store/schema.js';
 import { prune } from '../jobs/prune.js';
 import { loadConfig } from '../src/config.js';
 import { silentLogger } from '../src/logger.js';
-import { toCanonical } from '../src/time.js';
+import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: number) => {
@@ -31,56 +30,11 @@ const FULL_WINDOWS = args.includes('--full-windows'); // prune.windowEndsOnCommi
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = join(root, 'bench-out');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
-const DAY = 86_400_000;
 const NOW = Date.now();
 
 const SEED_SQL = `PRAGMA foreign_keys = ON;
 DELETE FROM memory WHERE expires_at IS NOT NULL AND expires_at <= datetime('now');
 DELETE FROM memory WHERE superseded_by IS NOT NULL AND created_at < datetime('now', '-180 days');`;
-
-function build(path: string): void {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  initSchema(db, path);
-  db.pragma('foreign_keys = OFF');
-  const insert = db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at, expires_at, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
-  let seed = 7;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
-  db.transaction(() => {
-    for (let i = 0; i < ROWS; i++) {
-      const r = rand();
-      const created = toCanonical(NOW - Math.floor(rand() * 400) * DAY);
-      let expires: string | null = null;
-      let superseded: string | null = null;
-      let createdAt = created;
-      if (r < 0.25) expires = toCanonical(NOW - Math.floor(rand() * 30 + 1) * DAY);
-      else if (r < 0.35) {
-        createdAt = toCanonical(NOW - Math.floor(200 + rand() * 200) * DAY);
-        superseded = `m${Math.floor(rand() * ROWS)}`;
-      } else if (r < 0.36) superseded = `gone${i}`; // dangling chain
-      else if (r < 0.40) expires = toCanonical(NOW + Math.floor(rand() * 30 + 1) * DAY);
-      insert.run(`m${i}`, 'user', `fact number ${i}: the agent learned something worth keeping for a while`, 'message:bench', createdAt, createdAt, expires, superseded);
-    }
-  })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
-  db.close();
-}
-
-/**
- * A copy of the template for one run, on disk before the run starts. Left dirty in the page cache, 200 MB
- * of copy would be written back by the kernel during some later run, and every fsync of that run (memory-warden
- * makes three per batch, the CLI a few in all) would queue behind it.
- */
-function freshCopy(template: string, db: string): void {
-  for (const suffix of ['', '-wal', '-shm']) rmSync(db + suffix, { force: true });
-  copyFileSync(template, db);
-  const fd = openSync(db, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 interface Run { ms: number; writer: WriterSummary; left: number; deleted: number }
 
@@ -120,7 +74,7 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const template = join(dir, 'template.db');
   let t = performance.now();
-  build(template);
+  buildStore(template, ROWS, NOW);
   console.log(`built ${ROWS.toLocaleString('en')} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
   const countLeft = (db: string) =>

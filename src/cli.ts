@@ -1,21 +1,20 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
-import { readFileSync } from 'node:fs';
 import { coerceError } from './errors.js';
 import { oneLine } from './untrusted.js';
+import { VERSION } from './version.js';
 import { registerCoreCommands } from './commands/core.js';
 import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';
-import { registerWorkerCommands } from './commands/worker.js';
+import { registerFleetCommand, registerWorkerCommands } from './commands/worker.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerReviewCommands } from './commands/review.js';
 
-const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 export function buildProgram(): Command {
   const program = new Command('memory-warden')
     .description('keeps AI agents\' memory stores honest: prune, integrity, snapshots, digest, drift re-verification')
-    .version(pkg.version)
+    .version(VERSION)
     .option('--pretty', 'human-readable logs (default when stderr is a terminal)')
     .option('--log-level <level>', 'trace, debug, info, warn, error, silent')
     .showHelpAfterError()
@@ -24,6 +23,7 @@ export function buildProgram(): Command {
   registerEraseCommands(program);
   registerDigestCommands(program);
   registerWorkerCommands(program);
+  registerFleetCommand(program);
   registerSnapshotCommands(program);
   registerReviewCommands(program);
   return program;

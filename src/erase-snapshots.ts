@@ -1,5 +1,56 @@
-import { createReadStream, lstatSync, readdirSync } from 'node:fs';
+import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { qdrantStoreFor } from './store/qdrant.js';
+import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
+import { snapshotCollections } from './snapshot/create.js';
+import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
+import { removeStaleStaging } from './snapshot/resume.js';
+
+export interface SnapshotCopies {
+  /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
+  found: string[];
+  deleted: string[];
+}
+
+/**
+ * Every copy of the store that may still hold erased text: snapshot folders that contain it (searched), and every
+ * server-side Qdrant snapshot of the store's collections (taken before the erase, they hold its points; they cannot
+ * be searched without downloading them). `remove` deletes them all. Staging copies left by killed restores are
+ * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
+ */
+export async function snapshotCopies(
+  config: Config, storeName: string, texts: string[], subject: string | undefined, opts: { remove: boolean; locked: boolean; log: Logger },
+): Promise<SnapshotCopies> {
+  const storeConfig = config.stores[storeName]!;
+  const root = storeSnapshotDir(config, storeName);
+  if (opts.locked) {
+    const stale = removeStaleStaging(storeConfig.db);
+    if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
+  }
+  const found = await snapshotsContaining(root, texts, subject);
+  const deleted: string[] = [];
+  const q = qdrantStoreFor(storeConfig);
+  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
+  const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
+  found.push(...server.map(label));
+  if (!opts.remove || found.length === 0) return { found, deleted };
+  const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
+  try {
+    for (const dir of found.filter((f) => !f.startsWith('qdrant:'))) {
+      rmSync(dir, { recursive: true, force: true });
+      deleted.push(dir);
+    }
+    for (const s of server) {
+      await deleteServerSnapshot(root, q!, s);
+      deleted.push(label(s));
+    }
+  } finally {
+    lock.release();
+  }
+  return { found, deleted };
+}
 
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
@@ -22,6 +73,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
   }
   const out: string[] = [];
   for (const name of entries) {
+    if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
@@ -32,6 +84,14 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     }
   }
   return out;
+}
+
+/** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
+export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+  const needles = needleBytes(texts);
+  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
+  if (needles.length === 0 && folded.length === 0) return false;
+  return fileContains(file, needles, folded);
 }
 
 function needleBytes(texts: string[]): Buffer[] {

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
@@ -11,8 +10,13 @@ import { cascadeClosure, deleteWithCascade } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './store/qdrant.js';
 import { recordReceipt } from './erase-receipts.js';
-import { snapshotsContaining } from './erase-snapshots.js';
-import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
+import { snapshotCopies } from './erase-snapshots.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
+import { compactState, scrubState, type Place } from './erase-state.js';
+import { deletedFor } from './erase-ledger.js';
+import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
+import { openStateDb } from './state.js';
+import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
@@ -24,8 +28,10 @@ import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
  * cascade, points in every collection, mem0's history text and kept conversation — on a connection with
  * secure_delete on, then VACUUM and a WAL checkpoint(TRUNCATE), so the text is in no page, free page or WAL frame
- * of the file. A receipt says what was erased, never what it said. Snapshots still hold the data: erase lists the
- * snapshot folders that contain it and, when asked, deletes them.
+ * of the file. memory-warden's own copies go too: its records in the state db (erase-state.ts, then the same
+ * VACUUM and checkpoint there) and the staged copies its killed jobs left (erase-leftovers.ts). A receipt says
+ * what was erased and where, never what it said. Snapshots still hold the data: erase lists the snapshot folders
+ * that contain it and, when asked, deletes them.
  */
 export type EraseSelector = { user: string } | { subject: string } | { ids: string[] };
 
@@ -39,6 +45,8 @@ export interface EraseOptions {
   points?: PointStore;
   /** Record the receipt in the state db (default true; never for a dry run). */
   record?: boolean;
+  /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
+  deletedIds?: readonly string[];
 }
 
 export interface EraseReceipt {
@@ -59,6 +67,10 @@ export interface EraseReceipt {
   /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
   walTruncated: boolean;
   snapshots: { found: string[]; deleted: string[] };
+  /** Every place erase looked, with how many records or files it erased there (store:…, state:…, files:…). */
+  places: Place[];
+  /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */
+  stateWalTruncated: boolean;
 }
 
 const MIN_SUBJECT = 3;
@@ -87,31 +99,25 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
   let found: string[] = [];
-  const deleted: string[] = [];
+  let deleted: string[] = [];
   const snapshotRoot = storeSnapshotDir(config, storeName);
+  const stateDb = expandHome(config.stateDb);
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  let statePlaces: Place[] = [];
+  let fileCounts = { staged: 0, partials: 0 };
+  let stateWalTruncated = !dryRun;
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
-      if (!dryRun) store.db.pragma('secure_delete = ON');
-      erased = await layoutOf(store).erase(store, sel, dryRun, opts);
-      if (!dryRun) ({ vacuumed, walTruncated } = compact(store.db));
-      found = await snapshotsContaining(snapshotRoot, erased.texts, 'subject' in sel ? sel.subject : undefined);
-      if (!dryRun && opts.snapshots && found.length > 0) {
-        const lock = lockSnapshots(snapshotRoot, 'erase'); // retention and restore stay out meanwhile
-        try {
-          for (const dir of found) {
-            rmSync(dir, { recursive: true, force: true });
-            deleted.push(dir);
-          }
-        } finally {
-          lock.release();
-        }
-      }
+      ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
+      fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
+      ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
@@ -134,10 +140,63 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     vacuumed,
     walTruncated,
     snapshots: { found, deleted },
+    places: [
+      ...Object.entries(erased.counts).map(([k, count]) => ({ place: `store:${k}`, count })),
+      ...statePlaces,
+      { place: 'files:restore staging copies', count: fileCounts.staged },
+      { place: 'files:snapshot partial folders', count: fileCounts.partials },
+      { place: 'files:snapshot folders', count: deleted.length },
+    ],
+    stateWalTruncated,
   };
   if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
   log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
   return receipt;
+}
+
+/**
+ * The store's erase with memory-warden's records of it (the state db), on connections with secure_delete on, each
+ * compacted after. The records go first: after a crash between the two the store still has the memories, so a
+ * second erase finds them (and through them these records) again; the other way round it would find nothing.
+ */
+async function eraseStoreAndRecords(store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions) {
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  const state = openStateDb(stateDb);
+  try {
+    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
+    let statePlaces: Place[] = [];
+    if (!dryRun) {
+      state.pragma('secure_delete = ON');
+      const planned = await layoutOf(store).erase(store, sel, true, layoutOpts);
+      statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
+      store.db.pragma('secure_delete = ON');
+    }
+    const erased = await layoutOf(store).erase(store, sel, dryRun, layoutOpts);
+    const { vacuumed, walTruncated } = dryRun ? { vacuumed: false, walTruncated: false } : compact(store.db);
+    statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, dryRun));
+    const stateWalTruncated = dryRun ? false : compactState(state).walTruncated;
+    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
+  } finally {
+    state.close();
+  }
+}
+
+/** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */
+async function eraseLeftovers(store: StoreHandle, snapshotRoot: string, texts: string[], subject: string | undefined, dryRun: boolean, log: Logger) {
+  const left = await leftoverCopies(store.path, snapshotRoot, texts, subject);
+  const q = store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant ? new QdrantStore(store.config.qdrant) : undefined;
+  if (!dryRun) await removeLeftovers(left, snapshotRoot, q, log);
+  return { staged: left.staged.length, partials: left.partials.length };
+}
+
+function mergePlaces(a: Place[], b: Place[]): Place[] {
+  const out = a.map((p) => ({ ...p }));
+  for (const p of b) {
+    const same = out.find((x) => x.place === p.place);
+    if (same) same.count += p.count;
+    else out.push({ ...p });
+  }
+  return out;
 }
 
 /**
@@ -234,7 +293,7 @@ function containsFolded(p: Mem0Point, text: string): boolean {
   return payloadStrings(p.payload).some((v) => asciiLower(v).includes(t));
 }
 
-async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boolean): Promise<{ ids: Set<string>; texts: string[] }> {
+async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boolean, deletedIds: readonly string[]): Promise<{ ids: Set<string>; texts: string[] }> {
   const ids = new Set<string>();
   const texts: string[] = [];
   const take = (p: Mem0Point) => {
@@ -256,6 +315,11 @@ async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boo
     for (const r of known) ids.add(String(r.memory_id));
   }
   if ('user' in sel) for (const id of await deletedLinkedFrom(h, sel.user, haveCollection)) ids.add(id);
+  // What memory-warden's prune deleted for this user: the ledger remembers whose it was (erase-ledger.ts).
+  if ('user' in sel && deletedIds.length > 0) {
+    const known = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(deletedIds)) as { memory_id: string }[];
+    for (const r of known) ids.add(String(r.memory_id));
+  }
   texts.push(...historyTexts(h.store.db, h.dialect, [...ids]));
   return { ids, texts };
 }
@@ -287,7 +351,7 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
   // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds.
   const haveCollection = (await h.points.collections()).includes(h.collection);
-  const { ids, texts } = await selectMem0(h, sel, haveCollection);
+  const { ids, texts } = await selectMem0(h, sel, haveCollection, opts.deletedIds ?? []);
   const idList = [...ids];
   const withPoints: string[] = [];
   for (let i = 0; haveCollection && i < idList.length; i += h.cfg.pageSize) {

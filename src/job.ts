@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { Redis } from 'ioredis';
 import type { Logger } from './logger.js';
 import type { Config } from './config.js';
 import type { Clock } from './time.js';
@@ -19,17 +20,29 @@ export interface JobContext {
    * one BullMQ job per memory). Without it a job does that work inline, as under `memory-warden run`.
    */
   dispatch?: TaskDispatch;
+  /** Set by the worker only: which host it is, and what Redis knows of the other hosts (src/queue/fleet.ts). */
+  fleet?: FleetView;
+}
+
+export interface FleetView {
+  host: string;
+  /** The worker's Redis connection: fleet-wide records (the digest's exactly-once ledger) live there. */
+  redis: Redis;
+  /** A host's last heartbeat (ISO-8601), or null when none was ever seen. */
+  lastSeen(host: string): Promise<string | null>;
 }
 
 /** What one task came to: its return value, or why it failed after its retries (or never ran: the job was stopped). */
-export type TaskOutcome = { ok: true; value: unknown } | { ok: false; error: string; stopped?: boolean };
+export type TaskOutcome = { ok: true; value: unknown } | { ok: false; error: string; stopped?: boolean; timedOut?: boolean };
 
 export interface TaskDispatch {
   /**
    * Run one task of `kind` per payload and wait for them all; outcomes in the payloads' order. How many run at once
-   * is the task queue's business. When `signal` aborts, tasks not yet finished come back `stopped`.
+   * is the task queue's business. When `signal` aborts, tasks not yet finished come back `stopped`; after
+   * `timeoutMs`, `timedOut` (and a task no worker took yet is withdrawn). A kind routed by host takes each payload's
+   * `host` and runs it only on a worker of that host.
    */
-  runTasks(kind: string, payloads: readonly unknown[], opts: { signal: AbortSignal }): Promise<TaskOutcome[]>;
+  runTasks(kind: string, payloads: readonly unknown[], opts: { signal: AbortSignal; timeoutMs?: number }): Promise<TaskOutcome[]>;
 }
 
 /** A job: a plain async function of a payload checked on entry by its schema (old jobs outlive code changes). */

@@ -26,6 +26,8 @@ export class WorkerMetrics {
   private readonly rows = new Gauge({ name: 'memory_warden_rows', help: 'Rows in the memory table at the last integrity check', labelNames: ['store'], registers: [this.registry] });
   private readonly liveRows = new Gauge({ name: 'memory_warden_live_rows', help: 'Live rows (not superseded, not expired) at the last integrity check', labelNames: ['store'], registers: [this.registry] });
   private readonly problems = new Gauge({ name: 'memory_warden_integrity_problems', help: 'Problems found by the last integrity check', labelNames: ['store'], registers: [this.registry] });
+  private readonly hostSeen = new Gauge({ name: 'memory_warden_fleet_host_last_seen_timestamp_seconds', help: "A fleet host's last heartbeat (Unix time), as this worker reads it from Redis", labelNames: ['fleet_host'], registers: [this.registry] });
+  private readonly hostSilent = new Gauge({ name: 'memory_warden_fleet_host_silent', help: '1 when a fleet host sent no heartbeat for worker.silentAfterMs (and did not stop on purpose)', labelNames: ['fleet_host'], registers: [this.registry] });
   readonly redisUp = new Gauge({ name: 'memory_warden_redis_up', help: '1 when the worker reaches Redis', registers: [this.registry] });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -51,6 +53,16 @@ export class WorkerMetrics {
     if (typeof r.rows === 'number') this.rows.set({ store }, r.rows);
     if (typeof r.live === 'number') this.liveRows.set({ store }, r.live);
     if (Array.isArray(r.problems)) this.problems.set({ store }, r.problems.length);
+  }
+
+  /** Every host's heartbeat as Redis holds it: when it was last seen, and whether it is silent. */
+  recordFleet(hosts: { host: string; lastSeen: string; silent: boolean }[]): void {
+    this.hostSeen.reset();
+    this.hostSilent.reset();
+    for (const h of hosts) {
+      this.hostSeen.set({ fleet_host: h.host }, Math.floor(Date.parse(h.lastSeen) / 1000));
+      this.hostSilent.set({ fleet_host: h.host }, h.silent ? 1 : 0);
+    }
   }
 
   /** Prometheus text exposition. */

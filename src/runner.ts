@@ -3,10 +3,11 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
-import { parsePayload, type JobContext, type TaskDispatch } from './job.js';
+import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
 import { JOBS } from '../jobs/index.js';
 import { coerceError, usageError } from './errors.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
+import { assertNoPendingRestore } from './snapshot/journal.js';
 
 export interface RunOptions {
   config: Config;
@@ -17,6 +18,8 @@ export interface RunOptions {
   record?: boolean;
   /** The worker's task queues (JobContext.dispatch); absent under the CLI, where jobs do that work inline. */
   dispatch?: TaskDispatch;
+  /** The worker's host and its view of the fleet (JobContext.fleet); absent under the CLI. */
+  fleet?: FleetView;
 }
 
 /**
@@ -28,6 +31,8 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
+  const storeDb = store ? opts.config.stores[store]?.db : undefined;
+  if (job.writes && storeDb) assertNoPendingRestore(storeDb);
   const now = opts.now ?? systemClock;
   const ctx: JobContext = {
     config: opts.config,
@@ -35,6 +40,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     now,
     signal: opts.signal ?? new AbortController().signal,
     ...(opts.dispatch ? { dispatch: opts.dispatch } : {}),
+    ...(opts.fleet ? { fleet: opts.fleet } : {}),
   };
   const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
   const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;

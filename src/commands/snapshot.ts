@@ -4,6 +4,7 @@ import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
 import { repairOrphans } from '../store/consistency.js';
 import { openStore } from '../store/open.js';
+import { assertNoPendingRestore } from '../snapshot/journal.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -60,6 +61,13 @@ export function registerSnapshotCommands(program: Command): void {
 
   const repair = program.commands.find((c) => c.name() === 'repair');
   if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
+  // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
+  repair.hook('preAction', (_repair: Command, action: Command) => {
+    const o = action.opts<StoreOptions & { dryRun?: boolean }>();
+    if (o.dryRun) return;
+    const ctx = storeContext(o, action);
+    assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
+  });
   addStoreOptions(repair.command('orphans'))
     .description('delete Qdrant points whose row no longer exists (deleted memories retrieval still returns)')
     .option('--dry-run', 'count them; delete nothing')

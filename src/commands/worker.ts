@@ -7,7 +7,18 @@ import { JOBS } from '../../jobs/index.js';
 import { connectRedis } from '../queue/connection.js';
 import { jobOptions } from '../queue/options.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from '../queue/schedules.js';
-import { openQueue, startWorker } from '../queue/worker.js';
+import { startWorker } from '../queue/worker.js';
+import { openHostQueue, openQueue, openQueueFor } from '../queue/queues.js';
+import { configuredHosts, HOST_NAME } from '../queue/hosts.js';
+import { fleetStatus, type FleetJob, type FleetStatus } from '../queue/fleet-status.js';
+import type { Config } from '../config.js';
+
+/** `--host NAME` is worker.host: which host this process is (src/queue/hosts.ts). */
+function withHost(config: Config, host: string | undefined): Config {
+  if (host === undefined) return config;
+  if (!HOST_NAME.test(host)) throw usageError(`--host: "${host}" is not a host name (letters, digits, _ . -, at most 63)`);
+  return { ...config, worker: { ...config.worker, host } };
+}
 
 /** worker, schedule, enqueue: everything that goes through Redis. */
 export function registerWorkerCommands(program: Command): void {
@@ -15,8 +26,11 @@ export function registerWorkerCommands(program: Command): void {
     .command('worker')
     .description('run the scheduled worker: job schedulers from config, jobs from Redis, /metrics and /healthz')
     .option('--config <file>', 'config file (YAML)')
-    .action(async (opts: { config?: string }, cmd: Command) => {
-      const { config, log } = loadForCommand(opts, cmd);
+    .option('--host <name>', "which host this worker is: it runs only the jobs of this host's stores (default: worker.host, MEMORY_WARDEN_HOST, the machine's name)")
+    .action(async (opts: { config?: string; host?: string }, cmd: Command) => {
+      const loaded = loadForCommand(opts, cmd);
+      const config = withHost(loaded.config, opts.host);
+      const log = loaded.log;
       const running = await startWorker({ config, log });
       // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
       process.send?.('ready');
@@ -47,21 +61,21 @@ export function registerWorkerCommands(program: Command): void {
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
       const { config, log } = loadForCommand(opts, cmd);
       const redis = await connectRedis(config.redis.url, log);
-      const queue = openQueue(config, redis);
+      const queues = [{ host: null, queue: openQueue(config, redis) }, ...configuredHosts(config).map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
       try {
-        const rows = await listSchedulers(queue, planSchedulers(config, JOBS, log));
+        const rows = await listSchedulers(queues, planSchedulers(config, JOBS, log));
         if (opts.json) return printJson({ prefix: config.redis.prefix, queue: config.worker.queue, schedulers: rows });
         if (rows.length === 0) print('no job schedulers: no stores configured, or every schedule disabled');
         for (const r of rows) print(formatScheduler(r));
       } finally {
-        await queue.close();
+        for (const q of queues) await q.queue.close();
         await redis.quit();
       }
     });
 
   program
     .command('enqueue <job>')
-    .description('run one job now through the queue (a worker must be running) and wait for its result')
+    .description("run one job now through the queue (on the store's host: a worker must be running there) and wait for its result")
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'which configured store (store jobs)')
     .option('--timeout <seconds>', 'how long to wait for the result', '600')
@@ -79,8 +93,9 @@ export function registerWorkerCommands(program: Command): void {
       const what = store === null ? name : `${name} ${store}`;
 
       const redis = await connectRedis(config.redis.url, log);
-      const queue = openQueue(config, redis);
-      const events = new QueueEvents(config.worker.queue, { connection: redis.duplicate(), prefix: config.redis.prefix });
+      // The store's host's queue: only a worker on the machine that holds the file takes it.
+      const queue = openQueueFor(config, redis, store);
+      const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
       events.on('error', () => {});
       try {
         await events.waitUntilReady();
@@ -91,7 +106,7 @@ export function registerWorkerCommands(program: Command): void {
           result = await job.waitUntilFinished(events, timeoutSec * 1000);
         } catch (err) {
           if (/timed out/i.test((err as Error).message)) {
-            throw transientError(`${name}: no result within ${timeoutSec} s; is a worker running (memory-warden worker)? The job stays queued as ${job.id}`);
+            throw transientError(`${name}: no result within ${timeoutSec} s; is a worker running${store === null ? '' : ` on host ${queue.name.slice(config.worker.queue.length + 1)}`} (memory-warden worker)? The job stays queued as ${job.id} on ${queue.name}`);
           }
           throw coerceError(err, `${what} (job ${job.id})`);
         }
@@ -110,5 +125,41 @@ export function registerWorkerCommands(program: Command): void {
 function formatScheduler(r: SchedulerListing): string {
   const when = r.every !== null ? `every ${r.every} ms` : `${r.pattern} (${r.tz ?? 'UTC'})`;
   const status = r.inConfig && r.inRedis ? `next ${r.next ?? '?'}` : r.inConfig ? 'not in Redis yet: starts with the next worker' : 'not in config: removed at the next worker start';
-  return `${r.id.padEnd(28)} ${when.padEnd(28)} ${status}`;
+  return `${r.id.padEnd(28)} ${(r.host ?? '(any host)').padEnd(16)} ${when.padEnd(28)} ${status}`;
+}
+
+/** `memory-warden fleet`: every host, its stores, each job's last success and next run, what is overdue. */
+export function registerFleetCommand(program: Command): void {
+  program
+    .command('fleet')
+    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent or a job overdue")
+    .option('--config <file>', 'config file (YAML)')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
+      const { config, log } = loadForCommand(opts, cmd);
+      const redis = await connectRedis(config.redis.url, log);
+      try {
+        const status = await fleetStatus(config, redis, JOBS, Date.now());
+        if (opts.json) printJson(status);
+        else printFleet(status);
+        if (status.silent.length > 0 || status.overdue.length > 0) process.exitCode = 1;
+      } finally {
+        await redis.quit().catch(() => redis.disconnect());
+      }
+    });
+}
+
+function printFleet(s: FleetStatus): void {
+  const job = (j: FleetJob) => `    ${j.job.padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
+  for (const h of s.hosts) {
+    const state = h.neverSeen ? 'never seen' : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
+    print(`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`);
+    for (const st of h.stores) {
+      print(`  ${st.store}`);
+      for (const j of st.jobs) print(job(j));
+    }
+  }
+  if (s.global.length > 0) print('(every store)');
+  for (const j of s.global) print(job(j));
+  print(`${s.silent.length} silent host(s), ${s.overdue.length} overdue job(s)`);
 }

@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
 import { openStore, storeSelector } from '../store/open.js';
@@ -27,15 +28,24 @@ export interface CollectOptions {
   scope: string;
   /** For calling the integrity job's function (logger, signal); its clock is `now`. */
   ctx: Pick<JobContext, 'log' | 'signal'>;
+  /**
+   * Stores on other hosts of a fleet: `elsewhere` names a store's host when it is not this one, and `sections`
+   * collects them there (src/digest/fleet.ts). Without it every store is read here.
+   */
+  fleet?: {
+    elsewhere(store: string): string | null;
+    sections(stores: string[]): Promise<StoreSection[]>;
+  };
 }
 
 const AWAITING_SHOWN = 20;
 
 /** Gather everything one digest says. Reads only; a store that cannot be read becomes a section saying so. */
 export async function collectDigest(opts: CollectOptions): Promise<DigestModel> {
-  const rules = lookTwiceRules(opts.config.digest.lookTwice);
-  const sections: StoreSection[] = [];
-  for (const name of opts.stores) sections.push(await collectStore(name, rules, opts));
+  const remote = opts.fleet ? opts.stores.filter((s) => opts.fleet!.elsewhere(s) !== null) : [];
+  const byName = new Map((await collectSections({ ...opts, stores: opts.stores.filter((s) => !remote.includes(s)) })).map((s) => [s.name, s]));
+  if (remote.length > 0) for (const s of await opts.fleet!.sections(remote)) if (remote.includes(s.name)) byName.set(s.name, s);
+  const sections = opts.stores.map((name) => byName.get(name) ?? { ...emptySection(name, opts.config.review.afterDays), error: 'no report' });
   const failedGlobalJobs = failedJobs(opts.state, opts.period, null);
   const quiet =
     failedGlobalJobs.length === 0 &&
@@ -54,7 +64,15 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
 
 const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name']);
 
-function emptySection(name: string, afterDays: number): StoreSection {
+/** The sections of `opts.stores`, each read here: on the host that holds them. */
+export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {
+  const rules = lookTwiceRules(opts.config.digest.lookTwice);
+  const sections: StoreSection[] = [];
+  for (const name of opts.stores) sections.push(await collectStore(name, rules, opts));
+  return sections;
+}
+
+export function emptySection(name: string, afterDays: number): StoreSection {
   return {
     name,
     select: { flag: '--store', value: name },
@@ -87,7 +105,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     const store = openStore(config, name, { readonly: true });
     try {
       const layout = layoutOf(store);
-      const report = await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
+      const report = withPendingRestore(await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now }), storeConfig.db);
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;

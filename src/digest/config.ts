@@ -70,6 +70,11 @@ export const digestSchema = z.strictObject({
   settleSeconds: z.number().int().nonnegative().default(60),
   /** A claimed digest whose sender vanished (crash) may be taken over after this many minutes. */
   claimMinutes: z.number().positive().default(15),
+  /**
+   * A fleet (stores on several hosts): how long the digest waits for each other host's sections. A host that has
+   * not answered by then gets a section saying "no report from host X since …"; the digest goes out anyway.
+   */
+  hostTimeoutSeconds: z.number().positive().default(120),
   lookTwice: z
     .strictObject({
       /** Sources that are tool output. Replaces the defaults when given. */

@@ -5,10 +5,11 @@ import { parseInstant, toCanonical, type Instant } from '../time.js';
 
 /**
  * The delivery record that makes the digest arrive exactly once per day per recipient list (table
- * `digest_deliveries` in the state db, see src/state.ts).
+ * `digest_deliveries` in the state db, see src/state.ts; a fleet keeps the same record in Redis, src/digest/ledger.ts).
  *
  * - A run first *claims* (list, day) inside BEGIN IMMEDIATE: the UNIQUE key and the write lock mean two
- *   concurrent runs (a retry, a second worker) cannot both hold it. The loser sees `sending` and stands down.
+ *   concurrent runs (a retry, a second worker) cannot both hold it. The loser sees `sending` and waits for the
+ *   outcome (src/digest/digest.ts claimOrWait): it takes over a claim that failed or lapsed.
  * - The claim fixes the period: it starts where the last *sent* digest of this list ended (so an outage day's
  *   rows arrive in the next digest instead of being lost) and ends at now − settle.
  * - Only after the SMTP server accepted the message (its 250 to DATA) is the row marked `sent`; only `sent`

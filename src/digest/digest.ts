@@ -7,10 +7,14 @@ import { openStateDb } from '../state.js';
 import { coerceError, configError, usageError, type WardenError } from '../errors.js';
 import { parseInstant, type Instant } from '../time.js';
 import { collectDigest } from './collect.js';
+import { fleetSections } from './fleet.js';
 import { renderDigest, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
 import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
-import { claimDelivery, digestTimeZone, listKey, markFailed, markQuiet, markSent, periodStart } from './deliveries.js';
+import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
+import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
+import { spansHosts } from './fleet.js';
+import { connectRedis } from '../queue/connection.js';
 
 export const ALL_STORES = 'all stores';
 
@@ -63,21 +67,28 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const { config, log } = ctx;
   const cfg = checkSendConfig(config);
   const groups = digestGroups(config, payload.stores);
+  const fleet = spansHosts(config);
+  if (fleet && !ctx.dispatch) {
+    throw usageError(`digest: the stores live on several hosts (${fleet.join(', ')}); each host's sections are read there by the worker: memory-warden enqueue digest`);
+  }
   const state = openStateDb(expandHome(config.stateDb));
+  // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
+  const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis.url, log))) : undefined;
+  const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
   const transport = createTransport(cfg.smtp);
   const results: DeliveryResult[] = [];
   const errors: WardenError[] = [];
   try {
     for (const group of groups) {
       const now = ctx.now();
-      const claim = claimDelivery(state, {
+      const claim = await claimOrWait(ledger, {
         key: listKey(cfg.to, group.scope),
         now,
         end: periodEnd(config, now),
         firstPeriodMs: config.digest.firstPeriodHours * 3_600_000,
         claimMs: config.digest.claimMinutes * 60_000,
         timeZone: digestTimeZone(config),
-      });
+      }, ctx);
       const d = claim.delivery;
       const base = { scope: group.scope, day: d.day, periodStart: d.period_start, periodEnd: d.period_end, messageId: d.message_id };
       if (claim.kind !== 'claimed') {
@@ -87,25 +98,26 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
       }
       if (claim.takenOver) log.warn({ scope: group.scope, day: d.day, messageId: d.message_id }, 'digest claim taken over from a run that vanished; sending again with the same Message-ID');
       try {
+        const period = { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! };
         const model = await collectDigest({
-          config, state, stores: group.stores, scope: group.scope, now, ctx,
-          period: { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! },
+          config, state, stores: group.stores, scope: group.scope, now, ctx, period,
+          fleet: fleetSections(config, ctx, { scope: group.scope, period, now }),
         });
         const summary = summarize(model);
         if (model.quiet && !config.digest.allQuiet) {
-          markQuiet(state, d.id, claim.token, ctx.now());
+          await ledger.markQuiet(d, claim.token, ctx.now());
           log.info({ scope: group.scope, day: d.day }, 'digest: all quiet, nothing sent (allQuiet is off)');
           results.push({ ...base, status: 'quiet', ...summary });
           continue;
         }
         const rendered = renderDigest(model, { prefix: config.digest.subject });
         const accepted = await sendDigestMail(transport, cfg, { ...rendered, messageId: d.message_id, period: { start: d.period_start, end: d.period_end } }, ctx.signal);
-        markSent(state, d.id, ctx.now(), accepted.response, summary);
+        await ledger.markSent(d, ctx.now(), accepted.response, summary);
         log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
         results.push({ ...base, status: 'sent', ...summary });
       } catch (err) {
         const e = coerceError(err, `digest ${group.scope}`);
-        markFailed(state, d.id, claim.token, e.message);
+        await ledger.markFailed(d, claim.token, e.message);
         log.error({ scope: group.scope, day: d.day, err: e.message, transient: e.transient }, 'digest not sent');
         results.push({ ...base, status: 'failed', error: e.message });
         errors.push(e);
@@ -114,10 +126,35 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   } finally {
     transport.close();
     state.close();
+    if (redis && redis !== ctx.fleet?.redis) await redis.quit().catch(() => redis.disconnect());
   }
   if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
   return { deliveries: results };
 }
+
+/**
+ * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
+ * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
+ * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
+ */
+async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: Pick<JobContext, 'now' | 'signal' | 'log'>): Promise<Claim> {
+  // The job's clock, moved on by the real time spent waiting (a clock fixed by --now or a test still lets the
+  // claim expire).
+  const began = performance.now();
+  for (let waited = false; ; waited = true) {
+    const claim = await ledger.claim({ ...opts, now: ctx.now() + Math.floor(performance.now() - began) });
+    if (claim.kind !== 'in-progress') return claim;
+    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
+    if (ctx.signal.aborted) return claim;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, CLAIM_POLL_MS);
+      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
+  }
+}
+
+/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
+const CLAIM_POLL_MS = 250;
 
 function summarize(model: DigestModel): { newRows: number; flagged: number } {
   return {
@@ -152,10 +189,15 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const end = now;
     const firstMs = config.digest.firstPeriodHours * 3_600_000;
     const keys = config.digest.perStore ? group.stores : [group.scope];
-    const start = Math.min(...keys.map((scope) => periodStart(state, listKey(config.digest.to, scope), end, firstMs)));
+    const redis = spansHosts(config) ? await connectRedis(config.redis.url, opts.log) : undefined;
+    const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+    const starts = await Promise.all(keys.map((scope) => ledger.periodStart(listKey(config.digest.to, scope), end, firstMs))).finally(() => redis?.disconnect());
+    const start = Math.min(...starts);
+    const signal = new AbortController().signal;
     const model = await collectDigest({
       config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
-      ctx: { log: opts.log ?? silentLogger, signal: new AbortController().signal },
+      ctx: { log: opts.log ?? silentLogger, signal },
+      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now }),
     });
     const rendered = renderDigest(model, { prefix: config.digest.subject });
     if (opts.out) writeFileSync(opts.out, rendered.html);

@@ -6,6 +6,7 @@ import { mem0NewRows } from './mem0-digest.js';
 import { detectDialect } from './mem0-history.js';
 import { entityCollectionOf, mem0Schema } from './mem0-config.js';
 import { eraseMem0 } from '../erase.js';
+import { deletionRecorder } from '../erase-ledger.js';
 import { confirmMem0 } from '../drift/review.js';
 
 /** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
@@ -16,7 +17,8 @@ export const mem0Layout: Layout = {
     const mem0 = mem0Schema.parse(store.mem0 ?? {});
     return [...new Set([...(store.qdrant?.collections ?? []), mem0.collection, entityCollectionOf(mem0)])];
   },
-  prune: (store, ctx, opts) => mem0Prune(store, ctx, opts),
+  // Each memory the prune deletes is recorded with a keyed hash of its user, so erase --user still finds it.
+  prune: (store, ctx, opts) => mem0Prune(store, ctx, { ...opts, beforeDelete: deletionRecorder(ctx.config, store.name) }),
   check: (store, ctx) => mem0CheckReport(store, { now: ctx.now() }),
   newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),
   async reviewDue(store, opts) {

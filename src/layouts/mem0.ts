@@ -147,7 +147,13 @@ export async function expiredMemoryIds(h: Mem0Handle, now: Instant): Promise<str
  * `linked_memory_ids` (an entity left with no link is deleted). Each batch is re-read just before it goes, so a
  * memory whose expiry the agent cleared meanwhile stays.
  */
-export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: Mem0Options & { dryRun?: boolean } = {}): Promise<Mem0PruneResult> {
+export interface Mem0PruneOptions extends Mem0Options {
+  dryRun?: boolean;
+  /** Told each batch (memory id, user) before it is deleted: erase's ledger (src/erase-ledger.ts). */
+  beforeDelete?: (memories: { id: string; user: string | null }[], at: Instant) => void;
+}
+
+export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: Mem0PruneOptions = {}): Promise<Mem0PruneResult> {
   const started = Date.now();
   const log = ctx.log ?? silentLogger;
   const now = ctx.now();
@@ -176,6 +182,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
             break;
           }
           const batch = (await h.points.retrieve(h.collection, candidates.slice(i, i + h.cfg.pageSize))).filter((p) => isMem0Expired(p, now));
+          opts.beforeDelete?.(batch.map((p) => ({ id: p.id, user: userIdOf(p) })), now);
           const ids = await deleteLikeMem0(h, batch, now);
           gone.push(...ids);
           result.historyRows += ids.length;

@@ -33,6 +33,15 @@ const keepSchema = z.strictObject({
 });
 
 export const workerSchema = z.strictObject({
+  /**
+   * The host this worker is (src/queue/hosts.ts): it runs only the jobs of stores on this host. Default: `worker
+   * --host`, else MEMORY_WARDEN_HOST, else the machine's name.
+   */
+  host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
+  /** Every worker writes a heartbeat to Redis this often (`memory-warden fleet`, /metrics). */
+  heartbeatMs: z.number().int().min(100).default(10_000),
+  /** A host whose last heartbeat is older than this is silent: `fleet`, /metrics and the digest name it. */
+  silentAfterMs: z.number().int().min(1000).default(120_000),
   timezone: z.string().default('UTC'),
   /** The BullMQ queue every job goes through; its keys are `<redis.prefix>:<queue>:…`. */
   queue: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a queue name of letters, digits, _ . -').default('maintenance'),

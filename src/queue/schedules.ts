@@ -4,6 +4,7 @@ import type { JobDefinition } from '../job.js';
 import type { Logger } from '../logger.js';
 import { configError } from '../errors.js';
 import { jobOptions } from './options.js';
+import { globalHost, hostOfStore } from './hosts.js';
 
 /** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
 export interface PlannedScheduler {
@@ -11,6 +12,8 @@ export interface PlannedScheduler {
   id: string;
   job: string;
   store: string | null;
+  /** The host whose queue runs it (src/queue/hosts.ts); null: the shared queue, any worker (a fleet's global jobs). */
+  host: string | null;
   pattern?: string;
   every?: number;
   tz?: string;
@@ -37,9 +40,9 @@ export function planSchedulers(config: Config, jobs: Record<string, JobDefinitio
     }
     const when = schedule.every !== undefined ? { every: schedule.every } : { pattern: schedule.pattern!, tz: schedule.tz ?? config.worker.timezone };
     if ((job.scope ?? 'store') === 'global') {
-      planned.push({ id: schedulerId(name, null), job: name, store: null, ...when, data: {} });
+      planned.push({ id: schedulerId(name, null), job: name, store: null, host: globalHost(config), ...when, data: {} });
     } else {
-      for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, ...when, data: { store } });
+      for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, host: hostOfStore(config, store), ...when, data: { store } });
     }
   }
   return planned;
@@ -61,14 +64,16 @@ export interface SyncResult {
 }
 
 /**
- * Make Redis hold exactly the planned schedulers: upsert every planned one (idempotent: replicas starting from
- * the same config upsert the same ids, so nothing is scheduled twice) and remove those whose job or store left
- * the config.
+ * Make one queue hold exactly its planned schedulers: the shared queue the global ones (`host` null), a host's
+ * queue that host's stores' ones. Every planned one is upserted (idempotent: replicas starting from the same config
+ * upsert the same ids, so nothing is scheduled twice); those whose job or store left the config, or whose store
+ * moved to another host, are removed. A worker syncs only the shared queue and its own host's.
  */
-export async function syncSchedulers(queue: Queue, config: Config, planned: PlannedScheduler[], log: Logger): Promise<SyncResult> {
+export async function syncSchedulers(queue: Queue, config: Config, planned: PlannedScheduler[], log: Logger, host: string | null = null): Promise<SyncResult> {
   const result: SyncResult = { upserted: [], removed: [], kept: [] };
   const opts = jobOptions(config);
-  for (const p of planned) {
+  const mine = planned.filter((p) => p.host === host);
+  for (const p of mine) {
     const repeat = p.every !== undefined ? { every: p.every } : { pattern: p.pattern!, tz: p.tz };
     try {
       await queue.upsertJobScheduler(p.id, repeat, { name: p.job, data: p.data, opts });
@@ -78,13 +83,15 @@ export async function syncSchedulers(queue: Queue, config: Config, planned: Plan
     }
     result.upserted.push(p.id);
   }
-  const wanted = new Set(planned.map((p) => p.id));
+  const wanted = new Set(mine.map((p) => p.id));
+  // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes); a global
+  // one on the queue of the host that holds every store, or on the shared queue (src/queue/hosts.ts globalHost).
+  const belongs = (store: string | null) => (store === null ? globalHost(config) === host : store in config.stores && hostOfStore(config, store) === host);
   for (const existing of await queue.getJobSchedulers(0, -1)) {
     const owner = ownerOf(existing);
     if (wanted.has(owner.id)) continue;
     const schedule = config.worker.schedules[owner.job];
-    const storeGone = owner.store !== null && !(owner.store in config.stores);
-    if (schedule?.enabled && !storeGone && !planned.some((p) => p.job === owner.job)) {
+    if (belongs(owner.store) && schedule?.enabled && !planned.some((p) => p.job === owner.job)) {
       // Configured, but not planned: this build lacks the job. Another replica may have it; leave it.
       result.kept.push(owner.id);
       continue;
@@ -92,7 +99,7 @@ export async function syncSchedulers(queue: Queue, config: Config, planned: Plan
     await queue.removeJobScheduler(owner.id);
     result.removed.push(owner.id);
   }
-  log.info({ upserted: result.upserted.length, removed: result.removed, kept: result.kept }, 'job schedulers in sync with config');
+  log.info({ queue: queue.name, upserted: result.upserted.length, removed: result.removed, kept: result.kept }, 'job schedulers in sync with config');
   return result;
 }
 
@@ -100,6 +107,7 @@ export interface SchedulerListing {
   id: string;
   job: string;
   store: string | null;
+  host: string | null;
   pattern: string | null;
   every: number | null;
   tz: string | null;
@@ -109,16 +117,23 @@ export interface SchedulerListing {
   inRedis: boolean;
 }
 
-/** Every scheduler the config plans or Redis holds, with its next run. Reads only. */
-export async function listSchedulers(queue: Queue, planned: PlannedScheduler[]): Promise<SchedulerListing[]> {
+/**
+ * Every scheduler the config plans or Redis holds, with its next run. Reads only. `queues`: the shared queue
+ * (host null) and each host's.
+ */
+export async function listSchedulers(queues: { host: string | null; queue: Queue }[], planned: PlannedScheduler[]): Promise<SchedulerListing[]> {
   const rows = new Map<string, SchedulerListing>();
   for (const p of planned) {
-    rows.set(p.id, { id: p.id, job: p.job, store: p.store, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next: null, inConfig: true, inRedis: false });
+    rows.set(p.id, { id: p.id, job: p.job, store: p.store, host: p.host, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next: null, inConfig: true, inRedis: false });
   }
-  for (const s of await queue.getJobSchedulers(0, -1, true)) {
+  const held = await Promise.all(queues.map(async ({ host, queue }) => ({ host, schedulers: await queue.getJobSchedulers(0, -1, true) })));
+  for (const { host, schedulers } of held) for (const s of schedulers) {
     const owner = ownerOf(s);
-    const row = rows.get(owner.id) ?? { ...owner, pattern: null, every: null, tz: null, next: null, inConfig: false, inRedis: true };
-    rows.set(owner.id, {
+    const want = rows.get(owner.id);
+    // The same id on a queue it does not belong to (a store that moved host): its own row, not in config.
+    const key = want && want.host !== host ? `${owner.id}@${host ?? '*'}` : owner.id;
+    const row = (want && want.host === host ? want : undefined) ?? { ...owner, host, pattern: null, every: null, tz: null, next: null, inConfig: false, inRedis: true };
+    rows.set(key, {
       ...row,
       pattern: s.pattern ?? row.pattern,
       every: s.every !== undefined && s.every !== null ? Number(s.every) : row.every,

@@ -24,6 +24,11 @@ export interface TaskContext {
 
 export interface TaskKind {
   name: string;
+  /**
+   * `host`: each payload names a host (`{ host, … }`) and only a worker of that host runs it (its file is there),
+   * from the lane `<worker.queue>-<kind>.<host>`. Default: any worker, from `<worker.queue>-<kind>`.
+   */
+  route?: 'host';
   /** Tasks of this kind running at once: per worker process, and across all of them (BullMQ global concurrency). */
   concurrency: number;
   /** A transient error thrown here is retried with backoff (worker.attempts, worker.backoff); anything else fails the task for good. */
@@ -38,8 +43,8 @@ export interface TaskQueues {
   close(): Promise<void>;
 }
 
-export function taskQueueName(config: Config, kind: string): string {
-  return `${config.worker.queue}-${kind}`;
+export function taskQueueName(config: Config, kind: string, host?: string): string {
+  return host === undefined ? `${config.worker.queue}-${kind}` : `${config.worker.queue}-${kind}.${host}`;
 }
 
 /**
@@ -59,7 +64,8 @@ function taskJobOptions(config: Config): JobsOptions {
 interface Lane {
   kind: TaskKind;
   queue: Queue;
-  worker: Worker;
+  /** Absent on a lane this worker only sends to (another host's). */
+  worker?: Worker;
   events: QueueEvents;
   eventsConnection: Redis;
 }
@@ -85,8 +91,9 @@ function processorFor(kind: TaskKind, log: Logger, stop: AbortSignal) {
   };
 }
 
-async function openLane(config: Config, redis: Redis, kind: TaskKind, log: Logger, stop: AbortSignal): Promise<Lane> {
-  const name = taskQueueName(config, kind.name);
+/** A lane: the queue, its events, and (`work`) a worker taking its tasks. */
+async function openLane(config: Config, redis: Redis, kind: TaskKind, log: Logger, stop: AbortSignal, host: string | undefined, work: boolean): Promise<Lane> {
+  const name = taskQueueName(config, kind.name, host);
   const w = config.worker;
   const queue = new Queue(name, { connection: redis, prefix: config.redis.prefix });
   queue.on('error', () => {}); // connection trouble is logged once by the connection itself
@@ -98,6 +105,10 @@ async function openLane(config: Config, redis: Redis, kind: TaskKind, log: Logge
   const events = new QueueEvents(name, { connection: eventsConnection, prefix: config.redis.prefix, lastEventId: tail[0]?.[0] ?? '0-0' });
   events.on('error', () => {});
   events.setMaxListeners(0); // two listeners per task being waited for
+  if (!work) {
+    await events.waitUntilReady();
+    return { kind, queue, events, eventsConnection };
+  }
   const worker = new Worker(name, processorFor(kind, log, stop), {
     connection: redis,
     prefix: config.redis.prefix,
@@ -114,21 +125,33 @@ async function openLane(config: Config, redis: Redis, kind: TaskKind, log: Logge
 }
 
 /** Wait for one task; its result read, it leaves Redis. One the stop overtook is left to finish and age out. */
-async function outcomeOf(lane: Lane, job: Job, stopped: Promise<TaskOutcome>): Promise<TaskOutcome> {
+async function outcomeOf(lane: Lane, job: Job, stopped: Promise<TaskOutcome>, timeoutMs: number | undefined): Promise<TaskOutcome> {
   const finished = job.waitUntilFinished(lane.events).then(
     (value: unknown): TaskOutcome => ({ ok: true, value }),
     (err: unknown): TaskOutcome => ({ ok: false, error: err instanceof Error ? err.message : String(err) }),
   );
-  const outcome = await Promise.race([finished, stopped]);
-  await job.remove().catch(() => {}); // an active task is locked: it finishes and goes with removeOnComplete
+  let timer: NodeJS.Timeout | undefined;
+  const late =
+    timeoutMs === undefined
+      ? new Promise<TaskOutcome>(() => {})
+      : new Promise<TaskOutcome>((resolve) => (timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${Math.round(timeoutMs / 1000)} s`, timedOut: true }), timeoutMs)));
+  const outcome = await Promise.race([finished, stopped, late]).finally(() => clearTimeout(timer));
+  // Withdrawn if no worker took it (a host that comes back later must not do stale work); an active task is locked:
+  // it finishes and goes with removeOnComplete.
+  await job.remove().catch(() => {});
   return outcome;
 }
 
-export async function startTaskQueues(config: Config, redis: Redis, kinds: readonly TaskKind[], log: Logger, stop: AbortSignal): Promise<TaskQueues> {
+/**
+ * `host`: this worker's host; it takes the tasks of host-routed kinds sent to it, and opens (on first use) a
+ * send-only lane to each other host it dispatches to.
+ */
+export async function startTaskQueues(config: Config, redis: Redis, kinds: readonly TaskKind[], log: Logger, stop: AbortSignal, host?: string): Promise<TaskQueues> {
   const lanes = new Map<string, Lane>();
+  const laneKey = (kind: string, to?: string) => (to === undefined ? kind : `${kind}.${to}`);
   const closeAll = async () => {
     const all = [...lanes.values()];
-    await Promise.all(all.map((l) => l.worker.close().catch(() => {})));
+    await Promise.all(all.map((l) => l.worker?.close().catch(() => {})));
     for (const l of all) {
       await l.events.close().catch(() => {});
       l.eventsConnection.disconnect();
@@ -136,27 +159,50 @@ export async function startTaskQueues(config: Config, redis: Redis, kinds: reado
     }
   };
   try {
-    for (const kind of kinds) lanes.set(kind.name, await openLane(config, redis, kind, log, stop));
+    for (const kind of kinds) {
+      if (kind.route !== 'host') lanes.set(kind.name, await openLane(config, redis, kind, log, stop, undefined, true));
+      else if (host !== undefined) lanes.set(laneKey(kind.name, host), await openLane(config, redis, kind, log, stop, host, true));
+    }
   } catch (err) {
     await closeAll();
     throw err;
   }
+  const opening = new Map<string, Promise<Lane>>();
+  const laneTo = (kind: TaskKind, to: string): Promise<Lane> => {
+    const key = laneKey(kind.name, to);
+    const open = lanes.get(key);
+    if (open) return Promise.resolve(open);
+    let p = opening.get(key);
+    if (!p) {
+      p = openLane(config, redis, kind, log, stop, to, false).then((l) => (lanes.set(key, l), l));
+      opening.set(key, p);
+    }
+    return p;
+  };
+  const kindsByName = new Map(kinds.map((k) => [k.name, k]));
 
   const dispatch: TaskDispatch = {
-    async runTasks(kind, payloads, { signal }) {
-      const lane = lanes.get(kind);
-      if (!lane) throw usageError(`no task queue for "${kind}" in this worker (task kinds: ${[...lanes.keys()].join(', ') || 'none'})`);
+    async runTasks(kind, payloads, { signal, timeoutMs }) {
+      const def = kindsByName.get(kind);
+      if (!def) throw usageError(`no task queue for "${kind}" in this worker (task kinds: ${[...kindsByName.keys()].join(', ') || 'none'})`);
       if (payloads.length === 0) return [];
       if (signal.aborted) return payloads.map(() => STOPPED);
       const opts = taskJobOptions(config);
-      const jobs = await lane.queue.addBulk(payloads.map((data) => ({ name: kind, data, opts })));
+      const routed = await Promise.all(
+        payloads.map(async (data) => {
+          const to = def.route === 'host' ? (data as { host?: unknown }).host : undefined;
+          if (def.route === 'host' && typeof to !== 'string') throw usageError(`${kind}: a task routed by host needs a payload with host`);
+          const lane = def.route === 'host' ? await laneTo(def, to as string) : lanes.get(kind)!;
+          return { lane, job: await lane.queue.add(kind, data, opts) };
+        }),
+      );
       let onAbort: (() => void) | undefined;
       const stopped = new Promise<TaskOutcome>((resolve) => {
         onAbort = () => resolve(STOPPED);
         signal.addEventListener('abort', onAbort, { once: true });
       });
       try {
-        return await Promise.all(jobs.map((job) => outcomeOf(lane, job, stopped)));
+        return await Promise.all(routed.map(({ lane, job }) => outcomeOf(lane, job, stopped, timeoutMs)));
       } finally {
         signal.removeEventListener('abort', onAbort!);
       }
@@ -166,7 +212,7 @@ export async function startTaskQueues(config: Config, redis: Redis, kinds: reado
   return {
     dispatch,
     cancelAll: (reason) => {
-      for (const l of lanes.values()) l.worker.cancelAllJobs(reason);
+      for (const l of lanes.values()) l.worker?.cancelAllJobs(reason);
     },
     close: closeAll,
   };

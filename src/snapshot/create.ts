@@ -12,8 +12,9 @@ import { withMaintenanceLock } from '../store/lock.js';
 import { QdrantStore } from '../store/qdrant.js';
 import { layoutFor } from '../layouts/index.js';
 import { copySqlite } from './sqlite-copy.js';
+import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
 import {
-  DIR_MODE, PARTIAL_PREFIX, PENDING_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
+  DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
   storeSnapshotDir, writePrivateFile,
 } from './layout.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
@@ -72,7 +73,10 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
   const root = storeSnapshotDir(config, storeName);
   const lock = lockSnapshots(root, 'snapshot');
   try {
-    const removedPartials = await removePartials(root, storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined, opts.log);
+    const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+    const removedPartials = await removePartials(root, q, opts.log);
+    const removedServer = await removeServerLeftovers(root, q, snapshotCollections(storeConfig), opts.log);
+    if (removedServer.length > 0) opts.log.warn({ store: storeName, removed: removedServer }, 'deleted server-side snapshots left by earlier runs');
     if (removedPartials.length > 0) opts.log.warn({ store: storeName, removed: removedPartials }, 'removed snapshot folders left by an interrupted run');
     const reason = opts.reason ?? 'scheduled';
     const startedAt = opts.now();
@@ -83,7 +87,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     mkdirSync(tmp, { mode: DIR_MODE });
     chmodSync(tmp, DIR_MODE);
     try {
-      const manifest = await buildParts(tmp, storeName, storeConfig, config, opts, reason);
+      const manifest = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
       renameSync(tmp, final);
@@ -102,7 +106,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
   }
 }
 
-async function buildParts(tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
+async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
   const collections = snapshotCollections(storeConfig);
   const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
   if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
@@ -124,11 +128,14 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
     const file = collectionFile(i, collection);
     const at = opts.now();
     const points = await q!.count(collection);
-    const snap = await q!.createSnapshot(collection, opts.signal);
-    // Noted in the partial folder until deleted, so a run killed now has its server-side copy deleted next time.
-    const pending = join(tmp, `${PENDING_PREFIX}${i}.json`);
-    writePrivateFile(pending, JSON.stringify({ collection, snapshot: snap.name }));
-    let downloaded = false;
+    // Noted beside the snapshots before it exists, forgotten once deleted: a run killed meanwhile, or a delete
+    // that fails, leaves the note, and the next run deletes the server-side copy.
+    const note = noteServerSnapshot(root, { collection, snapshot: null, kind: 'created' });
+    const snap = await q!.createSnapshot(collection, opts.signal).catch((err: unknown) => {
+      note.forget(); // no name to delete it by
+      throw err;
+    });
+    note.name(snap.name);
     try {
       opts.signal?.throwIfAborted();
       const got = await q!.downloadSnapshot(collection, snap.name, join(tmp, file), opts.signal);
@@ -138,16 +145,11 @@ async function buildParts(tmp: string, storeName: string, storeConfig: StoreConf
       }
       fsyncPath(join(tmp, file));
       files[file] = got;
-      downloaded = true;
     } finally {
-      // Never leave the server-side copy behind, whatever happened to the download; a failed delete fails the
-      // part, unless the part had failed already (then that first failure is the one reported).
+      // The download is verified either way; a failed delete keeps the note, so the next run deletes it.
       await q!.deleteSnapshot(collection, snap.name).then(
-        () => rmSync(pending, { force: true }),
-        (err: unknown) => {
-          if (downloaded) throw err;
-          opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot');
-        },
+        () => note.forget(),
+        (err: unknown) => opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot; the next snapshot or restore deletes it'),
       );
     }
     return { collection, file, snapshot: snap.name, startedAt: iso(at), finishedAt: iso(opts.now()), qdrantChecksum: snap.checksum, points };

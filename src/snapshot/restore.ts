@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, chmodSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -7,9 +7,11 @@ import { storeError, usageError, WardenError } from '../errors.js';
 import { openDatabase } from '../store/sqlite.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { QdrantStore } from '../store/qdrant.js';
-import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
+import { fsyncPath, sha256File } from './layout.js';
 import { readManifest, type Manifest } from './manifest.js';
 import { snapshotCollections, takeSnapshot } from './create.js';
+import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
+import { applySnapshot, clearLeftovers, fileOwner, finishRestore, keepOwner, rollBack, stagingPath, type FileOwner } from './resume.js';
 
 export interface RestoreOptions {
   now: Clock;
@@ -114,7 +116,8 @@ export function storeUsers(dbPath: string): string[] {
  * 3. each collection is recovered from its uploaded snapshot (priority=snapshot, checksum checked by Qdrant);
  * 4. the staged file atomically replaces the store file.
  * If a Qdrant recovery fails, collections already restored are put back from the pre-restore snapshot and the
- * store file is left untouched.
+ * store file is left untouched. A journal beside the store file records each step (src/snapshot/journal.ts), so a
+ * restore killed half-way is finished (or rolled back) by the next restore or worker start.
  */
 export async function restoreSnapshot(config: Config, storeName: string, dir: string, opts: RestoreOptions): Promise<RestoreResult> {
   const storeConfig = config.stores[storeName];
@@ -135,7 +138,9 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   if (users.length > 0 && !opts.force) throw usageError(`${storeConfig.db} is in use (${users.join(', ')}): stop the agent first, or --force`);
   for (const c of inSnapshot) await q!.collectionExists(c); // reachable now, or fail before anything changes
 
+  const pending = readJournal(storeConfig.db);
   const plan = [
+    ...(pending ? [`finish the interrupted restore from ${pending.from} first (journal ${journalPath(storeConfig.db)})`] : []),
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
     `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
@@ -146,35 +151,36 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   }
 
   await withMaintenanceLock(storeConfig.db, 'restore', async () => {
-    const staged = join(dirname(storeConfig.db), `.${basename(storeConfig.db)}.restore-${process.pid}`);
-    rmSync(staged, { force: true });
+    await clearLeftovers(config, storeName, opts.log, result.steps);
+    const interrupted = readJournal(storeConfig.db);
+    if (interrupted) {
+      const endedAt = await finishRestore(config, storeName, interrupted, opts, result.steps);
+      if (endedAt === from) {
+        result.undo = interrupted.undo;
+        return; // that was this very restore: it is done now
+      }
+    }
+    const staged = stagingPath(storeConfig.db);
+    const file = fileOwner(storeConfig.db);
     try {
-      stageSqlite(join(from, manifest.sqlite.file), staged, manifest, config.busyTimeoutMs);
+      stageSqlite(join(from, manifest.sqlite.file), staged, manifest, config.busyTimeoutMs, file, opts.log);
       const check = await sha256File(join(from, manifest.sqlite.file));
       if (check.sha256 !== manifest.files[manifest.sqlite.file]!.sha256) throw storeError(`${from}: ${manifest.sqlite.file} changed while being restored`);
       result.steps.push(`staged the SQLite copy at ${staged} (integrity ok)`);
 
       result.undo = await undoSnapshot(config, storeName, opts, result);
-      const undoManifest = result.undo ? readManifest(result.undo) : null;
-
-      const done: string[] = [];
-      for (const part of manifest.qdrant) {
-        try {
-          done.push(part.collection);
-          await q!.recoverFromFile(part.collection, join(from, part.file), part.qdrantChecksum);
-          result.steps.push(`recovered Qdrant collection ${part.collection}`);
-        } catch (err) {
-          await rollBack(q!, done, result.undo, undoManifest, err, opts.log);
-          throw err;
-        }
-      }
+      const journal: RestoreJournal = {
+        format: JOURNAL_FORMAT, store: storeName, from, undo: result.undo, direction: 'forward', recovered: [], sqliteDone: false,
+        file, pid: process.pid, startedAt: new Date(opts.now()).toISOString(),
+      };
+      writeJournal(storeConfig.db, journal);
       try {
-        replaceStoreFile(staged, storeConfig.db, config.busyTimeoutMs);
+        await applySnapshot(config, storeName, journal, from, manifest, staged, opts, result.steps);
       } catch (err) {
-        await rollBack(q!, done, result.undo, undoManifest, err, opts.log);
+        await rollBack(config, storeName, journal, err, opts);
         throw err;
       }
-      result.steps.push(`replaced ${storeConfig.db}`);
+      removeJournal(storeConfig.db);
     } finally {
       rmSync(staged, { force: true });
     }
@@ -185,9 +191,10 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
 }
 
 /** Copy the snapshot's SQLite file beside the store, give it the source's journal mode, check it. */
-function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number): void {
+export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger): void {
+  rmSync(staged, { force: true });
   copyFileSync(source, staged);
-  chmodSync(staged, FILE_MODE);
+  keepOwner(staged, file, log);
   const db = openDatabase(staged, { busyTimeoutMs });
   try {
     const integrity = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
@@ -219,34 +226,11 @@ async function undoSnapshot(config: Config, storeName: string, opts: RestoreOpti
   }
 }
 
-async function rollBack(q: QdrantStore, collections: string[], undo: string | null, undoManifest: Manifest | null, cause: unknown, log: Logger): Promise<void> {
-  if (collections.length === 0) return;
-  const failed: string[] = [];
-  for (const c of collections) {
-    const part = undoManifest?.qdrant.find((p) => p.collection === c);
-    try {
-      if (!part || !undo) throw new Error('no pre-restore snapshot of it');
-      await q.recoverFromFile(c, join(undo, part.file), part.qdrantChecksum);
-    } catch (err) {
-      failed.push(`${c} (${(err as Error).message})`);
-    }
-  }
-  if (failed.length > 0) {
-    log.error({ failed, undo }, 'restore failed and rolling Qdrant back failed too');
-    throw storeError(
-      `restore failed (${(cause as Error).message}) and putting Qdrant back failed for ${failed.join(', ')}; the SQLite store is unchanged; ` +
-        (undo ? `restore ${undo} to return to the state before` : 'no pre-restore snapshot exists'),
-      cause,
-    );
-  }
-  log.warn({ collections, undo }, 'restore failed; Qdrant collections put back from the pre-restore snapshot');
-}
-
 /**
  * Atomically swap the staged file in. The old store is checkpointed and closed first so no -wal file of the old
  * database is left next to the new one (SQLite would replay it into the restored file).
  */
-function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: number): void {
+export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: number): void {
   let db: ReturnType<typeof openDatabase> | undefined;
   try {
     db = existsSync(dbPath) ? openDatabase(dbPath, { busyTimeoutMs }) : undefined;

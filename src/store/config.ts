@@ -29,6 +29,8 @@ export const storeSchema = z.strictObject({
   layout: z.enum(['warden', 'mem0']).default('warden'),
   /** The SQLite file: the memory store, or mem0's history.db. */
   db: z.string().min(1),
+  /** The machine that holds the file (its worker's host name); default: the machine reading the config. */
+  host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
   qdrant: qdrantSchema.optional(),
   /** `layout: mem0` only: mem0's collections and where its vectors live (src/layouts/mem0-config.ts). */
   mem0: mem0Schema.optional(),

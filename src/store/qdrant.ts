@@ -277,13 +277,14 @@ export class QdrantStore implements VectorSink {
 
   /**
    * Replace a collection with an uploaded snapshot file (`priority=snapshot`: the snapshot wins over what the
-   * server holds), Qdrant verifying `checksum` before it applies anything. The file is streamed from disk.
+   * server holds), Qdrant verifying `checksum` before it applies anything. The file is streamed from disk. Qdrant
+   * keeps the upload in the collection's snapshot list under `uploadName`: the caller deletes it afterwards.
    */
-  async recoverFromFile(collection: string, file: string, checksum: string): Promise<void> {
+  async recoverFromFile(collection: string, file: string, checksum: string, uploadName = `${collection}.snapshot`): Promise<void> {
     const doing = `recover ${collection} from uploaded snapshot`;
     try {
       const form = new FormData();
-      form.set('snapshot', await openAsBlob(file), `${collection}.snapshot`);
+      form.set('snapshot', await openAsBlob(file), uploadName);
       const res = await fetch(this.url(`${this.snapshotsPath(collection)}/upload`, { wait: 'true', priority: 'snapshot', checksum }), {
         method: 'POST',
         headers: this.headers,

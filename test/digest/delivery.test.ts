@@ -48,21 +48,42 @@ describe('exactly once per day per recipient list', () => {
     expect(stateRows(w.config).map((d) => [d.day, d.status])).toEqual([['2026-11-29', 'sent'], ['2026-11-30', 'sent']]);
   });
 
-  it('two concurrent jobs: one claims and sends, the other stands down', async () => {
+  it('two concurrent jobs: one claims and sends, the other waits for its outcome and sends nothing', async () => {
     const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp);
     const release = smtp.hold();
     const a = runDigestJob(w.config, NOW);
     // Job A is inside DATA, the server holding its reply: the claim is taken, the outcome unknown.
     await vi.waitFor(() => expect(smtp.attempts).toBe(1), { timeout: 10_000, interval: 5 });
-    const b = await runDigestJob(w.config, NOW);
-    expect(b.deliveries[0]!.status).toBe('in-progress');
+    let bDone = false;
+    const b = runDigestJob(w.config, NOW).finally(() => (bDone = true));
+    await new Promise((r) => setTimeout(r, 600));
+    expect(bDone).toBe(false); // B does not report the day settled while A's outcome is unknown
     release();
     expect((await a).deliveries[0]!.status).toBe('sent');
+    expect((await b).deliveries[0]!.status).toBe('already-sent');
     // And a third started at the same instant as another, both from scratch:
     const [c, d] = await Promise.all([runDigestJob(w.config, NOW + DAY), runDigestJob(w.config, NOW + DAY)]);
-    expect([c.deliveries[0]!.status, d.deliveries[0]!.status].sort()).toEqual(['in-progress', 'sent']);
+    expect([c.deliveries[0]!.status, d.deliveries[0]!.status].sort()).toEqual(['already-sent', 'sent']);
     expect(smtp.received).toHaveLength(2);
     expect(smtp.attempts).toBe(2);
+  });
+
+  it('a claim that fails does not silence the day: runs that waited on it take over and one sends', async () => {
+    const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp);
+    smtp.refuse(451);
+    const release = smtp.hold();
+    // the claimant (a CLI run: it does not retry) is inside DATA; three others start meanwhile
+    const claimant = runDigestJob(w.config, NOW).then(() => 'sent', (e: WardenError) => e.kind);
+    await vi.waitFor(() => expect(smtp.attempts).toBe(1), { timeout: 10_000, interval: 5 });
+    const others = [runDigestJob(w.config, NOW), runDigestJob(w.config, NOW + 1000), runDigestJob(w.config, NOW + 2000)];
+    await new Promise((r) => setTimeout(r, 300));
+    smtp.refuse(null); // the server refuses only the message it is holding
+    release();
+    expect(await claimant).toBe('transient');
+    const statuses = (await Promise.all(others)).map((r) => r.deliveries[0]!.status).sort();
+    expect(statuses).toEqual(['already-sent', 'already-sent', 'sent']);
+    expect(smtp.received).toHaveLength(1);
+    expect(stateRows(w.config)[0]).toMatchObject({ status: 'sent', attempts: 2 });
   });
 
   it('one email per store when perStore is set, each exactly once', async () => {
@@ -148,11 +169,16 @@ describe('a crash between "server accepted" and "recorded sent"', () => {
     }));
   }
 
-  it('a fresh claim is left alone: the run that holds it may still be sending', async () => {
-    const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp);
-    crashedClaim(w.config, NOW - 5 * 60_000);
-    expect((await runDigestJob(w.config, NOW)).deliveries[0]!.status).toBe('in-progress');
-    expect(smtp.received).toHaveLength(0);
+  it('a fresh claim is waited on: taken over (same Message-ID) only once claimMinutes have passed', async () => {
+    const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp, { claimMinutes: 0.02 }); // 1.2 s
+    const claim = crashedClaim(w.config, NOW);
+    if (claim.kind !== 'claimed') throw new Error('expected a claim');
+    const started = performance.now();
+    const r = await runDigestJob(w.config, NOW);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(1000); // it waited for the claim to lapse
+    expect(r.deliveries[0]!.status).toBe('sent');
+    expect(smtp.received).toHaveLength(1);
+    expect(smtp.received[0]!.parsed.messageId).toBe(claim.delivery.message_id);
   });
 
   it('a stale claim of the same day is taken over and sent again with the same Message-ID (a duplicate, never a loss)', async () => {

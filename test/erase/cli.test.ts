@@ -41,10 +41,12 @@ describe('memory-warden erase', () => {
     const snaps = cli(['erase', '--config', config, '--store', 'agent', '--subject', 'insulin', '--snapshots'], env);
     expect(snaps.code).toBe(0);
     expect(snaps.stdout).toMatch(/snapshot deleted: .*2026-11-28T060000Z/);
+    expect(snaps.stdout).toMatch(/places: .*state:drift_verdicts 0.*files:snapshot folders 1/);
 
     const list = cli(['erase', 'receipts', '--config', config, '--json'], env);
     expect(list.code).toBe(0);
     expect(list.json().map((r: { memories: number }) => r.memories)).toEqual([1, 0]);
+    expect(JSON.parse(list.json()[0].places)).toContainEqual({ place: 'store:rows', count: 1 });
     expect(list.stdout).not.toMatch(/insulin/);
   });
 

@@ -96,6 +96,11 @@ export interface QdrantTestServer {
   snapshotNames(collection: string): string[];
   /** Corrupt the next snapshot download of this collection (its bytes no longer match the checksum). */
   corruptNextDownload(collection: string): void;
+  /**
+   * A slow recovery: the next upload to this collection is received, then held before it is applied. `reached`
+   * resolves once it is held; `release()` applies it and answers (as Qdrant finishes a recovery whose client died).
+   */
+  holdNextRecovery(collection: string): { reached: Promise<void>; release(): void };
   close(): Promise<void>;
 }
 
@@ -113,6 +118,7 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
   const snapshots = new Map<string, Map<string, Snap>>();
   const violations: string[] = [];
   const corrupt = new Set<string>();
+  const holds = new Map<string, { reached: () => void; released: Promise<void> }>();
   let opId = 0;
   let snapSeq = 0;
 
@@ -295,7 +301,17 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
       const sum = createHash('sha256').update(bytes).digest('hex');
       const expected = q.get('checksum');
       if (expected && expected !== sum) throw new HttpError(400, `Bad request: Snapshot checksum mismatch: expected ${expected}, got ${sum}`);
+      const hold = holds.get(name);
+      if (hold) {
+        holds.delete(name);
+        hold.reached();
+        await hold.released;
+      }
       restoreFrom(name, bytes);
+      // As Qdrant does, the upload stays in the collection's snapshot list under the name it was uploaded with.
+      const snapName = file.name || `${name}-upload-${++snapSeq}.snapshot`;
+      if (!snapshots.has(name)) snapshots.set(name, new Map());
+      snapshots.get(name)!.set(snapName, { name: snapName, bytes, checksum: sum, created: new Date().toISOString().slice(0, 19) });
       return { json: true };
     }],
     ['GET', /^\/collections\/([^/]+)\/snapshots\/([^/]+)$/, (m) => {
@@ -397,6 +413,14 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
     },
     snapshotNames: (collection) => [...(snapshots.get(collection)?.keys() ?? [])],
     corruptNextDownload: (collection) => void corrupt.add(collection),
+    holdNextRecovery(collection) {
+      let release!: () => void;
+      let reached!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const reachedP = new Promise<void>((r) => (reached = r));
+      holds.set(collection, { reached, released });
+      return { reached: reachedP, release };
+    },
     close: () => new Promise<void>((resolve, reject) => {
       server.closeAllConnections();
       server.close((err) => (err ? reject(err) : resolve()));

@@ -49,12 +49,13 @@ export async function startSmtp(opts: { auth?: { user: string; pass: string } } 
     },
     onData(stream, session, cb) {
       state.attempts += 1;
+      const refusal = refuseCode; // decided when the message arrives, even if it is held and released later
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
         void (async () => {
           if (gate) await gate;
-          if (refuseCode !== null) return cb(Object.assign(new Error('Try again later'), { responseCode: refuseCode }));
+          if (refusal !== null) return cb(Object.assign(new Error('Try again later'), { responseCode: refusal }));
           const raw = Buffer.concat(chunks).toString('utf8');
           const parsed = await simpleParser(raw);
           state.received.push({

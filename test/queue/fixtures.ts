@@ -59,6 +59,7 @@ export interface TestConfigInput {
 export function writeConfig(input: TestConfigInput): string {
   const off = { enabled: false };
   const worker = {
+    host: 'solo', // one host, whatever this machine is called (fleet tests name their own)
     http: { port: 0 },
     concurrency: 1,
     attempts: 3,

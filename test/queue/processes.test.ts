@@ -51,7 +51,8 @@ describe('worker processes', () => {
     const input: TestConfigInput = { dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker, prune };
     const file = writeConfig(input);
     const config: Config = loadConfig({ file });
-    const queue = new Queue(config.worker.queue, { connection: conn, prefix });
+    // the store jobs' queue: the one host's (src/queue/hosts.ts)
+    const queue = new Queue(`${config.worker.queue}.solo`, { connection: conn, prefix });
     queue.on('error', () => {});
     queues.push(queue);
     const start = (cfg = file) => {

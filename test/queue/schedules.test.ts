@@ -10,7 +10,7 @@ import { workerSchema } from '../../src/queue/config.js';
 import { createLogger } from '../../src/logger.js';
 import { JOBS } from '../../jobs/index.js';
 import { listSchedulers, planSchedulers, syncSchedulers } from '../../src/queue/schedules.js';
-import { openQueue } from '../../src/queue/worker.js';
+import { openHostQueue, openQueue } from '../../src/queue/queues.js';
 import { createRedis } from '../../src/queue/connection.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { assertBuilt, CLI, loadTestConfig, makeStore, tempDir, writeConfig } from './fixtures.js';
@@ -34,14 +34,25 @@ describe('planSchedulers', () => {
   it('plans one scheduler per store for store jobs and one for a global job, with the configured pattern and time zone', () => {
     const config = loadTestConfig({
       ...base,
-      worker: { timezone: 'Europe/Rome', schedules: { prune: { enabled: true, pattern: '30 2 * * *' }, digest: { enabled: true, pattern: '0 7 * * *' } } },
+      worker: { host: 'h1', timezone: 'Europe/Rome', schedules: { prune: { enabled: true, pattern: '30 2 * * *' }, digest: { enabled: true, pattern: '0 7 * * *' } } },
     });
     const jobs = { prune: JOBS.prune!, digest: fakeJob('digest', 'global') };
     const planned = planSchedulers(config, jobs);
     expect(planned).toEqual([
-      { id: 'prune:a', job: 'prune', store: 'a', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'a' } },
-      { id: 'prune:b', job: 'prune', store: 'b', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'b' } },
-      { id: 'digest', job: 'digest', store: null, pattern: '0 7 * * *', tz: 'Europe/Rome', data: {} },
+      { id: 'prune:a', job: 'prune', store: 'a', host: 'h1', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'a' } },
+      { id: 'prune:b', job: 'prune', store: 'b', host: 'h1', pattern: '30 2 * * *', tz: 'Europe/Rome', data: { store: 'b' } },
+      { id: 'digest', job: 'digest', store: null, host: 'h1', pattern: '0 7 * * *', tz: 'Europe/Rome', data: {} },
+    ]);
+  });
+
+  it("puts each store's jobs on its host: the store's host:, else the host reading the config", () => {
+    const config = loadConfig({
+      env: {},
+      overrides: { stateDb: join(dir, 'state.db'), stores: { a: { db: join(dir, 'a.db'), host: 'box-a' }, b: { db: join(dir, 'b.db') } }, worker: { host: 'here', schedules: { prune: { enabled: true, pattern: '30 2 * * *' } } } },
+    });
+    expect(planSchedulers(config, { prune: JOBS.prune! }, undefined).map((p) => [p.id, p.host])).toEqual([
+      ['prune:a', 'box-a'],
+      ['prune:b', 'here'],
     ]);
   });
 
@@ -103,12 +114,12 @@ describe('syncSchedulers on Redis', () => {
   it('creates one scheduler per job and store, and upserting again (a second replica) adds none', async () => {
     const prefix = uniquePrefix('sync');
     prefixes.push(prefix);
-    const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { schedules } });
-    const queue = openQueue(config, conn);
+    const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { host: 'h1', schedules } });
+    const queue = openHostQueue(config, conn, 'h1');
     try {
       const planned = planSchedulers(config, JOBS, log);
-      await syncSchedulers(queue, config, planned, log);
-      await syncSchedulers(queue, config, planned, log);
+      await syncSchedulers(queue, config, planned, log, 'h1');
+      await syncSchedulers(queue, config, planned, log, 'h1');
       const held = await queue.getJobSchedulers(0, -1);
       expect(held.map((s) => s.key).sort()).toEqual(['integrity:s1', 'integrity:s2', 'prune:s1', 'prune:s2']);
       expect(held.find((s) => s.key === 'prune:s1')).toMatchObject({ name: 'prune', pattern: '30 2 * * *', tz: 'UTC', template: { data: { store: 's1' } } });
@@ -122,10 +133,10 @@ describe('syncSchedulers on Redis', () => {
   it('removes schedulers whose store or job left the config, and keeps those of a job only a newer build has', async () => {
     const prefix = uniquePrefix('sync');
     prefixes.push(prefix);
-    const before = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { schedules } });
-    const queue = openQueue(before, conn);
+    const before = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { host: 'h1', schedules } });
+    const queue = openHostQueue(before, conn, 'h1');
     try {
-      await syncSchedulers(queue, before, planSchedulers(before, JOBS, log), log);
+      await syncSchedulers(queue, before, planSchedulers(before, JOBS, log), log, 'h1');
       // a newer replica scheduled `teleport`, which this build lacks
       await queue.upsertJobScheduler('teleport:s1', { pattern: '0 9 * * 1', tz: 'UTC' }, { name: 'teleport', data: { store: 's1' } });
 
@@ -134,15 +145,15 @@ describe('syncSchedulers on Redis', () => {
         redisUrl: redis.url,
         prefix,
         stores: { s1: stores.s1 },
-        worker: { schedules: { prune: schedules.prune, integrity: { enabled: false }, teleport: { enabled: true, pattern: '0 9 * * 1' } } },
+        worker: { host: 'h1', schedules: { prune: schedules.prune, integrity: { enabled: false }, teleport: { enabled: true, pattern: '0 9 * * 1' } } },
         name: 'after',
       });
-      const result = await syncSchedulers(queue, after, planSchedulers(after, JOBS, log), log);
+      const result = await syncSchedulers(queue, after, planSchedulers(after, JOBS, log), log, 'h1');
       expect(result.removed.sort()).toEqual(['integrity:s1', 'integrity:s2', 'prune:s2']);
       expect(result.kept).toEqual(['teleport:s1']);
       expect((await queue.getJobSchedulers(0, -1)).map((s) => s.key).sort()).toEqual(['prune:s1', 'teleport:s1']);
 
-      const listing = await listSchedulers(queue, planSchedulers(after, JOBS, log));
+      const listing = await listSchedulers([{ host: 'h1', queue }], planSchedulers(after, JOBS, log));
       const prune = listing.find((r) => r.id === 'prune:s1')!;
       expect(prune).toMatchObject({ job: 'prune', store: 's1', inConfig: true, inRedis: true, pattern: '30 2 * * *' });
       expect(Date.parse(prune.next!)).toBeGreaterThan(Date.now() - 1000);
@@ -155,10 +166,10 @@ describe('syncSchedulers on Redis', () => {
   it('names the schedule when a cron pattern is invalid', async () => {
     const prefix = uniquePrefix('sync');
     prefixes.push(prefix);
-    const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { schedules: { prune: { enabled: true, pattern: 'every tuesday' } } } });
-    const queue = openQueue(config, conn);
+    const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { host: 'h1', schedules: { prune: { enabled: true, pattern: 'every tuesday' } } } });
+    const queue = openHostQueue(config, conn, 'h1');
     try {
-      await expect(syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log)).rejects.toThrow(/worker\.schedules\.prune: cannot schedule prune:s1/);
+      await expect(syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log, 'h1')).rejects.toThrow(/worker\.schedules\.prune: cannot schedule prune:s1/);
     } finally {
       await queue.close();
     }
@@ -168,11 +179,11 @@ describe('syncSchedulers on Redis', () => {
     assertBuilt();
     const prefix = uniquePrefix('sync');
     prefixes.push(prefix);
-    const input = { dir, redisUrl: redis.url, prefix, stores, worker: { schedules: { prune: schedules.prune } }, name: 'cli' };
+    const input = { dir, redisUrl: redis.url, prefix, stores, worker: { host: 'h1', schedules: { prune: schedules.prune } }, name: 'cli' };
     const config = loadTestConfig(input);
-    const queue = openQueue(config, conn);
+    const queue = openHostQueue(config, conn, 'h1');
     try {
-      await syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log);
+      await syncSchedulers(queue, config, planSchedulers(config, JOBS, log), log, 'h1');
     } finally {
       await queue.close();
     }
@@ -180,9 +191,44 @@ describe('syncSchedulers on Redis', () => {
     const out = JSON.parse(stdout) as { schedulers: { id: string; next: string | null; pattern: string | null; inRedis: boolean }[] };
     expect(out.schedulers.map((s) => s.id)).toEqual(['prune:s1', 'prune:s2']);
     for (const s of out.schedulers) {
-      expect(s).toMatchObject({ pattern: '30 2 * * *', inRedis: true });
+      expect(s).toMatchObject({ host: 'h1', pattern: '30 2 * * *', inRedis: true });
       expect(new Date(s.next!).getUTCHours()).toBe(2);
       expect(new Date(s.next!).getUTCMinutes()).toBe(30);
+    }
+  });
+
+  it('each host keeps only its own stores\' schedulers; the shared queue only global ones (old store schedulers there go)', async () => {
+    const prefix = uniquePrefix('sync');
+    prefixes.push(prefix);
+    const fleet = (host: string, s2host = 'h2') =>
+      loadConfig({
+        env: {},
+        overrides: { stateDb: join(dir, 'state.db'), redis: { url: redis.url, prefix }, stores: { s1: { db: stores.s1, host: 'h1' }, s2: { db: stores.s2, host: s2host } }, worker: { host, schedules: { ...schedules, snapshot: { enabled: false }, drift: { enabled: false }, digest: { enabled: true, pattern: '0 7 * * *' } } } },
+      });
+    const shared = openQueue(fleet('h1'), conn);
+    const q1 = openHostQueue(fleet('h1'), conn, 'h1');
+    const q2 = openHostQueue(fleet('h2'), conn, 'h2');
+    try {
+      // an older release kept store schedulers on the shared queue
+      await shared.upsertJobScheduler('prune:s1', { pattern: '30 2 * * *', tz: 'UTC' }, { name: 'prune', data: { store: 's1' } });
+      const plan = planSchedulers(fleet('h1'), JOBS, log);
+      const r = await syncSchedulers(shared, fleet('h1'), plan, log, null);
+      expect(r.removed).toEqual(['prune:s1']);
+      await syncSchedulers(q1, fleet('h1'), plan, log, 'h1');
+      await syncSchedulers(q2, fleet('h2'), planSchedulers(fleet('h2'), JOBS, log), log, 'h2');
+      const keys = async (q: typeof shared) => (await q.getJobSchedulers(0, -1)).map((s) => s.key).sort();
+      expect(await keys(shared)).toEqual(['digest']);
+      expect(await keys(q1)).toEqual(['integrity:s1', 'prune:s1']);
+      expect(await keys(q2)).toEqual(['integrity:s2', 'prune:s2']);
+      // s2 moves to h1: h2's next start drops it, h1's adds it
+      const moved = planSchedulers(fleet('h2', 'h1'), JOBS, log);
+      expect((await syncSchedulers(q2, fleet('h2', 'h1'), moved, log, 'h2')).removed.sort()).toEqual(['integrity:s2', 'prune:s2']);
+      await syncSchedulers(q1, fleet('h1', 'h1'), moved, log, 'h1');
+      // every store on h1 now: the digest runs there too (it reads them all there)
+      expect(await keys(q1)).toEqual(['digest', 'integrity:s1', 'integrity:s2', 'prune:s1', 'prune:s2']);
+      expect(await keys(q2)).toEqual([]);
+    } finally {
+      for (const q of [shared, q1, q2]) await q.close();
     }
   });
 });

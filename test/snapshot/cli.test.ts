@@ -77,7 +77,7 @@ describe('kill -9 during a snapshot', () => {
   });
 });
 
-describe('the CLI', () => {
+describe('the CLI', { timeout: 90_000 }, () => {
   it('run snapshot, snapshots list, restore --dry-run and restore', async () => {
     fx = await qdrantFixture(ROWS);
     await fx.seedPoints(ROWS);

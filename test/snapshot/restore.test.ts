@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
@@ -8,6 +8,8 @@ import { openStore } from '../../src/store/open.js';
 import { deleteWithCascade } from '../../src/store/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
+import { journalPath } from '../../src/snapshot/journal.js';
+import { finishPendingRestore } from '../../src/snapshot/resume.js';
 import type { SnapshotResult } from '../../src/snapshot/create.js';
 import type { Config } from '../../src/config.js';
 import { ids, insertRows, type Row } from '../helpers/store.js';
@@ -154,6 +156,7 @@ describe('restore', () => {
     const s = await snap(fx.config());
     await changeBothStores(fx.config());
     const rowsBefore = ids(fx.dbPath);
+    const before = await state();
     proxy = await startFaultProxy(fx.q.url);
     proxy.fail({ method: 'POST', path: new RegExp(`/collections/${fx.collections[1]}/snapshots/upload$`) });
     const err = await restore(fx.config({ url: proxy.url }), s.dir).catch((e: Error) => e);
@@ -161,5 +164,10 @@ describe('restore', () => {
     expect((err as Error).message).toMatch(/pre-restore/);
     expect(ids(fx.dbPath)).toEqual(rowsBefore);
     expect(await fx.pointRows(fx.collections[0])).toEqual([...CHANGED].sort()); // the first one was put back
+    // The journal kept the half-done roll back; once Qdrant answers again, the worker start (or a restore) ends it.
+    expect(existsSync(journalPath(fx.dbPath))).toBe(true);
+    expect(await finishPendingRestore(fx.config(), 'agent', { now: () => T1, log: silentLogger })).toEqual(expect.arrayContaining([expect.stringMatching(/^rolling back/)]));
+    expect(await state()).toEqual(before);
+    expect(existsSync(journalPath(fx.dbPath))).toBe(false);
   });
 });
