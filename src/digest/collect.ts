@@ -9,6 +9,7 @@ import { reviewCutoff } from '../store/rules.js';
 import { layoutOf } from '../layouts/index.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
+import { maskDeep } from '../credentials.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -53,11 +54,15 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
     period: { start: toCanonical(opts.period.start), end: toCanonical(opts.period.end) },
     generatedAt: toCanonical(opts.now),
     scope: opts.scope,
-    stores: sections,
-    failedGlobalJobs,
+    // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
+    // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
+    stores: await maskDeep(sections, SHOWN_EXACT),
+    failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT),
     quiet,
   };
 }
+
+const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name']);
 
 /** The sections of `opts.stores`, each read here: on the host that holds them. */
 export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {

@@ -3,7 +3,7 @@ import type { Finding } from '../findings.js';
 
 /**
  * What one digest says, as data: collected from the stores and the state db (collect.ts), rendered to text
- * and HTML (render.ts) by pure functions. Strings from a store are carried raw here; only render escapes them.
+ * and HTML (render.ts) by pure functions. Strings from a store are carried raw here (credentials masked by collect); only render escapes them.
  */
 export interface DigestModel {
   /** Canonical UTC text of the period [start, end): rows created at or after start and before end. */

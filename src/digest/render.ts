@@ -87,7 +87,7 @@ export function renderText(model: DigestModel): string {
   line(`memory-warden digest: ${model.scope}`);
   line(`Period: ${model.period.start} to ${model.period.end} UTC`);
   line(model.quiet ? 'All quiet: nothing new, no failed job, no integrity problem.' : `${t.newRows} new memories, ${t.flagged} to look twice, ${plural(t.failed, 'failed job')}.`);
-  if (!model.quiet) line('Text from the stores is shown defanged: hxxp[:]// and [.] mark links that were not made clickable.');
+  if (!model.quiet) line('Text from the stores is shown defanged: hxxp[://] and [.] mark links that were not made clickable.');
   for (const s of model.stores) {
     line();
     line(`=== ${s.name} ${'='.repeat(Math.max(3, 66 - s.name.length))}`);
@@ -203,7 +203,7 @@ export function renderHtml(model: DigestModel): string {
       ? `<p style="${S.ok};margin:10px 0 0 0"><b>All quiet:</b> nothing new, no failed job, no integrity problem.</p>`
       : `<p style="margin:10px 0 0 0"><b>${t.newRows}</b> new memories, <b style="${t.flagged ? S.warn : ''}">${t.flagged}</b> to look twice, <b style="${t.failed ? S.bad : ''}">${plural(t.failed, 'failed job')}</b>.</p>`,
   );
-  if (!model.quiet) parts.push(`<p style="${S.muted};margin:6px 0 0 0">Text from the stores is shown defanged: hxxp[:]// and [.] mark links that were not made clickable.</p>`);
+  if (!model.quiet) parts.push(`<p style="${S.muted};margin:6px 0 0 0">Text from the stores is shown defanged: hxxp[://] and [.] mark links that were not made clickable.</p>`);
   parts.push('</div>');
   for (const s of model.stores) parts.push(htmlStore(s, model.quiet));
   if (model.failedGlobalJobs.length > 0) {
