@@ -8,6 +8,7 @@ import { registerDigestCommands } from './commands/digest.js';
 import { registerWorkerCommands } from './commands/worker.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerReviewCommands } from './commands/review.js';
+import { registerServeCommands } from './commands/serve.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   registerWorkerCommands(program);
   registerSnapshotCommands(program);
   registerReviewCommands(program);
+  registerServeCommands(program);
   return program;
 }
 

@@ -9,6 +9,7 @@ import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
+import { reviewWebShape } from './review-web/config.js';
 
 /**
  * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
@@ -33,6 +34,7 @@ export const configSchema = z.strictObject({
     .strictObject({
       afterDays: z.number().nonnegative().default(90),
       batch: z.number().int().positive().default(20),
+      ...reviewWebShape,
     })
     .prefault({}),
   snapshot: z

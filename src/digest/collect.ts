@@ -8,6 +8,7 @@ import { reviewCutoff } from '../store/rules.js';
 import { layoutOf } from '../layouts/index.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
+import { attachReviewLinks } from '../review-web/links.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -98,6 +99,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     section.error = (err as Error).message.split('\n')[0] ?? String(err);
     opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
   }
+  attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
   return section;
 }
 
