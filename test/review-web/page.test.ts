@@ -301,3 +301,82 @@ describe('review page in a real browser', () => {
     await ctx.close();
   });
 });
+
+describe('who may decide', () => {
+  let site: Site;
+  afterEach(async () => {
+    await site?.close();
+  });
+
+  it('behind a proxy: the trusted header names who decided; without it nothing opens', async () => {
+    site = await startSite({ rows: ROWS, review: { auth: { mode: 'proxy', userHeader: 'X-Forwarded-User' } } });
+    const link = await digestLink(site, 'm_pnpm');
+    const { ctx: nobody } = await freshContext(browser);
+    const bare = await nobody.newPage();
+    expect((await bare.goto(link))!.status()).toBe(401);
+    expect(await bare.locator('form').count()).toBe(0);
+    await nobody.close();
+
+    const { ctx } = await freshContext(browser, { 'X-Forwarded-User': 'dana@example.org' });
+    const page = await ctx.newPage();
+    await page.goto(link);
+    expect(await page.locator('input[name=password]').count()).toBe(0);
+    expect(await page.textContent('header')).toContain('Signed in as dana[@]example[.]org');
+    const confirmForm = Object.fromEntries(await card(page, 'm_pnpm').locator('form.confirm input[type=hidden]').evaluateAll((els) => els.map((e) => [(e as HTMLInputElement).name, (e as HTMLInputElement).value])));
+    // The session cookie alone is not enough: another name from the proxy does not inherit dana's session.
+    const other = await ctx.request.post(`${site.url}/store/agent/decide`, { form: confirmForm, headers: { 'X-Forwarded-User': 'eve' } });
+    expect(other.status()).toBe(401);
+    await card(page, 'm_pnpm').locator('form.confirm button').click();
+    await page.waitForSelector('h1:has-text("Done")');
+    const manual = withState(site, (s) => verdictsFor(s, 'agent', 'm_pnpm')).at(-1)!;
+    expect(JSON.parse(manual.evidence!).by).toBe('dana@example.org');
+    await ctx.close();
+  });
+
+  it('a users file: the right password signs in as that user, a wrong one or an unknown name does not', async () => {
+    const { hashPasswordLine } = await import('../../src/review-web/auth.js');
+    const { writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const usersFile = join(tmpdir(), `mw-review-users-${process.pid}-${Date.now()}`);
+    writeFileSync(usersFile, `# reviewers\n${hashPasswordLine('frank', 'frank-secret-1')}\n${hashPasswordLine('grace', 'grace-secret-2')}\n`);
+    site = await startSite({ rows: ROWS, review: { auth: { mode: 'users', usersFile } } });
+    const link = await digestLink(site, 'm_pg');
+    const { ctx } = await freshContext(browser);
+    const page = await ctx.newPage();
+    for (const [user, password] of [['frank', 'grace-secret-2'], ['mallory', 'frank-secret-1'], ['frank', '']]) {
+      await page.goto('about:blank');
+      await page.goto(link);
+      await page.fill('input[name=user]', user!);
+      if (password) await page.fill('input[name=password]', password);
+      else await page.locator('input[name=password]').evaluate((e) => e.removeAttribute('required'));
+      await page.click('button[type=submit]');
+      await page.waitForSelector('text=Wrong name or password');
+      expect(await ctx.cookies()).toEqual([]);
+    }
+    await page.fill('input[name=user]', 'grace');
+    await page.fill('input[name=password]', 'grace-secret-2');
+    await page.click('button[type=submit]');
+    await card(page, 'm_pg').locator('form.confirm button').click();
+    await page.waitForSelector('h1:has-text("Done")');
+    const cookie = (await ctx.cookies())[0]!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+    expect(JSON.parse(withState(site, (s) => verdictsFor(s, 'agent', 'm_pg')).at(-1)!.evidence!).by).toBe('grace');
+    await ctx.close();
+  });
+
+  it('a session opened for one store decides nothing in another', async () => {
+    site = await startSite({ rows: ROWS, stores: { other: [{ id: 'x_1', fact: 'other store', source: 'message:1', confirmed_at: daysAgo(200) }] } });
+    const { ctx } = await freshContext(browser);
+    const page = await ctx.newPage();
+    await signIn(page, await digestLink(site, 'm_pnpm'));
+    const csrf = await card(page, 'm_pnpm').locator('form.confirm input[name=csrf]').inputValue();
+    const res = await ctx.request.post(`${site.url}/store/other/decide`, { form: { csrf, id: 'x_1', action: 'confirm', seen: `${daysAgo(200)}|` } });
+    expect(res.status()).toBe(401);
+    expect((await page.goto(`${site.url}/store/other`))!.status()).toBe(401);
+    const db = new Database(site.config.stores.other!.db, { readonly: true });
+    expect((db.prepare(`SELECT confirmed_at FROM memory WHERE id = 'x_1'`).get() as { confirmed_at: string }).confirmed_at).toBe(daysAgo(200));
+    db.close();
+    await ctx.close();
+  });
+});
