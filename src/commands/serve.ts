@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { selectStore } from '../config.js';
 import { usageError } from '../errors.js';
 import { loadForCommand, print, type StoreOptions } from './common.js';
-import { startReviewServer } from '../review-web/server.js';
 import { reviewKey } from '../review-web/tokens.js';
 import { reviewLink } from '../review-web/links.js';
 import { hashPasswordLine } from '../review-web/auth.js';
@@ -25,6 +24,8 @@ export function registerServeCommands(program: Command): void {
         const withUrl = config.review.url ? config : { ...config, review: { ...config.review, url: `http://${host.includes(':') ? `[${host}]` : host}:${port}` } };
         return print(reviewLink(withUrl, reviewKey(config.review.secretEnv), store, '*', now()));
       }
+      // Loaded only here: the web framework is no cost to every other command's start.
+      const { startReviewServer } = await import('../review-web/server.js');
       const server = await startReviewServer({ config, log, now });
       print(`review page at ${server.url}${config.review.url ? ` (readers reach it as ${config.review.url})` : ''}`);
       await new Promise<void>((resolve) => {
