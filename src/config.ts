@@ -151,6 +151,8 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
+  const auth = isPlainObject(out.review) && isPlainObject(out.review.auth) ? out.review.auth : undefined;
+  if (auth && typeof auth.usersFile === 'string') out.review = { ...(out.review as object), auth: { ...auth, usersFile: abs(auth.usersFile) } };
   return out;
 }
 
