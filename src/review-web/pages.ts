@@ -106,7 +106,7 @@ export function storePage(ctx: PageContext, list: ReviewList, history: DayFigure
   const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
 ${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
 <section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p)).join('\n')}</section>
-<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago; the oldest ${list.next.length} first.</p>${list.next.map((m) => dueCard(ctx, m)).join('\n')}</section>
+<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${list.next.map((m) => dueCard(ctx, m)).join('\n')}</section>
 <section><h2>Last 30 days</h2>${legend()}${gapChart(history)}${activityChart(history)}</section>`;
   return withBase(ctx.base, page(`Review: ${ctx.store}`, body));
 }

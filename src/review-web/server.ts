@@ -41,6 +41,7 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
   const key = reviewKey(config.review.secretEnv, opts.env);
   const auth = makeAuthenticator(config.review.auth, opts.env);
   const sessions = new Sessions();
+  const failures = new FailedSignIns();
   const base = config.review.url ? new URL(config.review.url).pathname.replace(/\/+$/, '') : '';
   const secure = config.review.url?.startsWith('https:') ?? false;
   const sessionMs = config.review.sessionHours * 3_600_000;
@@ -56,7 +57,7 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
   });
   app.use(bodyLimit({ maxSize: 64 * 1024, onError: (c) => c.html(messagePage(base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
 
-  const message = (c: Context, status: 400 | 401 | 403 | 404 | 405 | 409 | 410 | 500, title: string, text: string, back?: string) =>
+  const message = (c: Context, status: 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500, title: string, text: string, back?: string) =>
     c.html(messagePage(base, title, text, back), status);
   const storeUrl = (store: string) => `${base}/store/${encodeURIComponent(store)}`;
 
@@ -127,8 +128,10 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
     const claims = checkLink(c, token);
     if (claims instanceof Response) return claims;
     const user = typeof form.user === 'string' ? form.user.slice(0, 64) : '';
+    if (failures.blocked(now())) return message(c, 429, 'Too many failed sign-ins', 'Sign-in is paused for a few minutes after many wrong passwords. Nothing changed.');
     const who = auth.check(user, typeof form.password === 'string' ? form.password : '');
     if (who === null) {
+      failures.add(now());
       log.warn({ store: claims.store }, 'review page: failed sign-in');
       return c.html(loginPage(base, claims.store, token, auth.mode, true), 401);
     }
@@ -169,6 +172,23 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
     return message(c, 500, 'Something went wrong', 'The request failed; it is in the log. If it was a decision, check the queue before trying again.');
   });
   return app;
+}
+
+/**
+ * A guessing brake for the built-in sign-in: past MAX failures in WINDOW nobody signs in until the window moves on.
+ * Guessing needs a valid link first (they only travel in the digest); this bounds what a leaked link allows.
+ */
+class FailedSignIns {
+  private static readonly MAX = 20;
+  private static readonly WINDOW_MS = 10 * 60_000;
+  private times: number[] = [];
+  add(at: number): void {
+    this.times.push(at);
+  }
+  blocked(at: number): boolean {
+    this.times = this.times.filter((t) => at - t < FailedSignIns.WINDOW_MS);
+    return this.times.length >= FailedSignIns.MAX;
+  }
 }
 
 export async function startReviewServer(opts: ReviewServerOptions): Promise<ReviewServer> {

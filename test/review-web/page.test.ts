@@ -63,7 +63,7 @@ async function signIn(page: Page, link: string, user = 'alice'): Promise<void> {
 
 const card = (page: Page, id: string) => page.locator('article.item').filter({ has: page.locator('h3 code').getByText(id, { exact: true }) });
 
-describe('review page in a real browser', () => {
+describe('review page in a real browser', { timeout: 90_000 }, () => {
   let site: Site;
   afterEach(async () => {
     await site?.close();
@@ -302,7 +302,7 @@ describe('review page in a real browser', () => {
   });
 });
 
-describe('who may decide', () => {
+describe('who may decide', { timeout: 90_000 }, () => {
   let site: Site;
   afterEach(async () => {
     await site?.close();
@@ -362,6 +362,21 @@ describe('who may decide', () => {
     const cookie = (await ctx.cookies())[0]!;
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     expect(JSON.parse(withState(site, (s) => verdictsFor(s, 'agent', 'm_pg')).at(-1)!.evidence!).by).toBe('grace');
+    await ctx.close();
+  });
+
+  it('many wrong passwords pause the sign-in, the right one included, until the window moves on', async () => {
+    site = await startSite({ rows: ROWS });
+    const link = await digestLink(site, 'm_pnpm');
+    const t = new URL(link).searchParams.get('t')!;
+    const { ctx } = await freshContext(browser);
+    for (let i = 0; i < 20; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, user: 'x', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
+    const paused = await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: PASSWORD }, maxRedirects: 0 });
+    expect(paused.status()).toBe(429);
+    expect(await ctx.cookies()).toEqual([]);
+    site.clock.now = NOW + 11 * 60_000;
+    const page = await ctx.newPage();
+    await signIn(page, link);
     await ctx.close();
   });
 
