@@ -3,7 +3,7 @@ import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
 import { openStore } from '../store/open.js';
 import { layoutOf } from '../layouts/index.js';
-import { WardenError } from '../errors.js';
+import { WardenError, coerceError } from '../errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 import type { Instant } from '../time.js';
 import { clip, plain } from '../digest/untrusted.js';
@@ -23,7 +23,7 @@ export interface DecisionForm {
   days?: string;
 }
 
-export type DecisionOutcome = { ok: true; decision: ReviewDecision } | { ok: false; status: 400 | 409; message: string };
+export type DecisionOutcome = { ok: true; decision: ReviewDecision } | { ok: false; status: 400 | 409 | 503; message: string };
 
 export async function readQueue(config: Config, store: string, now: Instant): Promise<{ list: ReviewList; history: DayFigures[]; corrections: boolean }> {
   const handle = openStore(config, store, { readonly: true });
@@ -68,7 +68,10 @@ export async function decide(config: Config, store: string, user: string, form: 
       };
       return { ok: true, decision: await asPerson(user, run) };
     } catch (err) {
-      if (err instanceof WardenError && err.kind === 'usage') return { ok: false, status: 409, message: `${err.message}. Nothing changed.` };
+      const e = coerceError(err);
+      if (e.kind === 'usage') return { ok: false, status: 409, message: `${e.message}. Nothing changed.` };
+      // A prune or snapshot holding the store: the decision was not made, and can simply be made again.
+      if (e.transient) return { ok: false, status: 503, message: `The store is busy (${e.message.split('\n')[0]}). Nothing changed; try again in a minute.` };
       throw err;
     } finally {
       state.close();

@@ -57,7 +57,7 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
   });
   app.use(bodyLimit({ maxSize: 64 * 1024, onError: (c) => c.html(messagePage(base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
 
-  const message = (c: Context, status: 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500, title: string, text: string, back?: string) =>
+  const message = (c: Context, status: 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500 | 503, title: string, text: string, back?: string) =>
     c.html(messagePage(base, title, text, back), status);
   const storeUrl = (store: string) => `${base}/store/${encodeURIComponent(store)}`;
 

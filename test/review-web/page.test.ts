@@ -5,6 +5,7 @@ import { previewDigest } from '../../src/digest/digest.js';
 import { openStateDb } from '../../src/state.js';
 import { verdictsFor, pendingItems } from '../../src/drift/record.js';
 import { cli } from '../helpers/cli.js';
+import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { DAY_MS, toCanonical } from '../../src/time.js';
 import { daysAgo, freshContext, launchChromium, NOW, PASSWORD, startSite, type Site } from './fixtures.js';
 
@@ -125,6 +126,27 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     await card(page, 'm_pnpm').locator('form.expire button').click();
     await page.waitForSelector('h1:has-text("Done")');
     expect(memory(site, 'm_pnpm')!.expires_at).toBe(toCanonical(NOW + 3 * DAY_MS));
+    await ctx.close();
+  });
+
+  it('a store held by a maintenance job: the decision is not made, the page says so, and it can be made after', async () => {
+    site = await startSite({ rows: ROWS });
+    const { ctx } = await freshContext(browser);
+    const page = await ctx.newPage();
+    await signIn(page, await digestLink(site, 'm_pnpm'));
+    const lock = acquireMaintenanceLock(site.dbPath, { holder: 'prune' });
+    try {
+      const [res] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/decide')), card(page, 'm_pnpm').locator('form.confirm button').click()]);
+      expect(res.status()).toBe(503);
+      expect(await page.textContent('main')).toMatch(/store is busy.*Nothing changed/);
+    } finally {
+      lock.release();
+    }
+    expect(memory(site, 'm_pnpm')!.confirmed_at).toBe(daysAgo(120));
+    await page.goto(`${site.url}/store/agent`);
+    await card(page, 'm_pnpm').locator('form.confirm button').click();
+    await page.waitForSelector('h1:has-text("Done")');
+    expect(memory(site, 'm_pnpm')!.confirmed_at).toBe(toCanonical(NOW));
     await ctx.close();
   });
 
