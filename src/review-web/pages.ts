@@ -55,13 +55,13 @@ const ageDays = (confirmedAt: string, now: Instant) => {
   return t === null ? '?' : String(Math.max(0, Math.floor((now - t) / DAY_MS)));
 };
 
-function forms(ctx: PageContext, id: string, seen: string): string {
+function forms(ctx: PageContext, id: string, seen: string, proposed = ''): string {
   const action = `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
   const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${escapeHtml(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
   if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
   return `<div class="forms">${confirm}
-<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2"></textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
+<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${escapeHtml(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
 <form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>
 <form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete</button></form>
 </div>`;
@@ -91,7 +91,9 @@ function evidence(p: PendingItem): string {
 
 function pendingCard(ctx: PageContext, p: PendingItem): string {
   const head = `<h3><code>${html(clip(p.memoryId, 80))}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(clip(p.verifier, 80))}` : ''} <span class="muted">checked ${html(clip(p.checkedAt, 40))}</span></h3>`;
-  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory)) : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
+  // A verifier's proposed replacement is offered as the new fact; the person still names its source.
+  const proposed = (p.evidence as { replacement?: { fact?: unknown } } | null)?.replacement?.fact;
+  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
   return `<article class="item pending" id="${itemAnchor(p.memoryId)}">${head}${body}</article>`;
 }
 
@@ -100,9 +102,9 @@ function dueCard(ctx: PageContext, m: MemoryUnderReview): string {
 }
 
 export function storePage(ctx: PageContext, list: ReviewList, history: DayFigures[], notice?: string): string {
-  // One card per memory: an item waiting for a person is shown once, with its evidence.
+  // One card per memory, with its latest verdict's evidence (a decision resolves all of them at once).
   const seenIds = new Set<string>();
-  const pending = list.pending.filter((p) => !seenIds.has(p.memoryId) && seenIds.add(p.memoryId));
+  const pending = [...list.pending].reverse().filter((p) => !seenIds.has(p.memoryId) && seenIds.add(p.memoryId)).reverse();
   const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
 ${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
 <section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p)).join('\n')}</section>

@@ -3,7 +3,7 @@ import type { Browser, Page } from 'playwright-core';
 import Database from 'better-sqlite3';
 import { previewDigest } from '../../src/digest/digest.js';
 import { openStateDb } from '../../src/state.js';
-import { verdictsFor, pendingItems } from '../../src/drift/record.js';
+import { verdictsFor, pendingItems, recordVerdict } from '../../src/drift/record.js';
 import { cli } from '../helpers/cli.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { DAY_MS, toCanonical } from '../../src/time.js';
@@ -269,6 +269,8 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
       { id: 'm_svg', subject: '<svg onload="window.__pwned=5"></svg>', fact: '<style>body{display:none}</style><a href="https://evil.example">click</a>', source: '"><iframe src="https://evil.example"></iframe>', confirmed_at: daysAgo(140), created_at: daysAgo(140) },
     ];
     site = await startSite({ rows: [...hostile, ROWS[3]!], waiting: ['m_svg'] });
+    const proposal = '</textarea><script>window.__pwned=6</script> Postgres 16';
+    withState(site, (st) => recordVerdict(st, { store: 'agent', memoryId: 'm_svg', verdict: 'contradicted', verifier: 'file', evidence: { reason: '<b>bold</b>', replacement: { fact: proposal } }, checkedAt: NOW - 1000, needsPerson: true }));
     const { ctx, external } = await freshContext(browser);
     const page = await ctx.newPage();
     const dialogs: string[] = [];
@@ -290,6 +292,9 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     const text = (await page.textContent('main'))!;
     expect(text).toContain('<script>window.__pwned=3</script>');
     expect(text).toContain('hxxps[:]//evil[.]example/a');
+    // The verifier's proposal is offered as the new fact, verbatim and inert.
+    expect(await card(page, 'm_svg').locator('form.supersede textarea').inputValue()).toBe(proposal);
+    expect(await card(page, 'm_svg').textContent()).toContain('<b>bold</b>');
     expect(await page.isVisible('main')).toBe(true);
     // The hostile id still decides the right row.
     await card(page, 'm_x"><script>window.__pwned=1</script>').locator('form.confirm button').click();
