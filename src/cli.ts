@@ -10,6 +10,7 @@ import { registerDigestCommands } from './commands/digest.js';
 import { registerFleetCommand, registerWorkerCommands } from './commands/worker.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerReviewCommands } from './commands/review.js';
+import { registerServeCommands } from './commands/serve.js';
 
 
 export function buildProgram(): Command {
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerFleetCommand(program);
   registerSnapshotCommands(program);
   registerReviewCommands(program);
+  registerServeCommands(program);
   return program;
 }
 

@@ -10,6 +10,7 @@ import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
+import { reviewWebShape } from './review-web/config.js';
 
 /**
  * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
@@ -34,6 +35,7 @@ export const configSchema = z.strictObject({
     .strictObject({
       afterDays: z.number().nonnegative().default(90),
       batch: z.number().int().positive().default(20),
+      ...reviewWebShape,
     })
     .prefault({}),
   snapshot: z
@@ -179,6 +181,8 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
+  const auth = isPlainObject(out.review) && isPlainObject(out.review.auth) ? out.review.auth : undefined;
+  if (auth && typeof auth.usersFile === 'string') out.review = { ...(out.review as object), auth: { ...auth, usersFile: abs(auth.usersFile) } };
   return out;
 }
 

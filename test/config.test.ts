@@ -18,7 +18,7 @@ describe('config', () => {
     expect(config.prune).toMatchObject({ supersededAfterDays: 30, batchSize: 10000, expired: true });
     expect(config.stores.agent!.db).toBe(join(dir, 'agent.db'));
     expect(config.smtp!.password).toBe('hunter2');
-    expect(config.review).toEqual({ afterDays: 90, batch: 20 });
+    expect(config.review).toMatchObject({ afterDays: 90, batch: 20, tokenDays: 7, auth: { mode: 'password' } });
   });
 
   it('names the field whose environment variable is missing', () => {

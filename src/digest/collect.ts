@@ -10,6 +10,7 @@ import { layoutOf } from '../layouts/index.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
 import { maskDeep } from '../credentials.js';
+import { attachReviewLinks } from '../review-web/links.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -62,7 +63,8 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
   };
 }
 
-const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name']);
+// Ids and the review page's links (our own, signed) are shown exactly: masking would break them.
+const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name', 'link']);
 
 /** The sections of `opts.stores`, each read here: on the host that holds them. */
 export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {
@@ -122,6 +124,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     section.error = (err as Error).message.split('\n')[0] ?? String(err);
     opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
   }
+  attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
   return section;
 }
 

@@ -49,6 +49,8 @@ export interface ReviewRow {
   fact: string;
   source: string;
   confirmedAt: string;
+  /** Its place on the review page (signed link), when review.url is configured. */
+  link?: string;
 }
 
 export interface FailedJob {
@@ -79,6 +81,8 @@ export interface AwaitingVerdict {
   verifier: string | null;
   evidence: string | null;
   checkedAt: string;
+  /** Its place on the review page (signed link), when review.url is configured. */
+  link?: string;
 }
 
 export interface Maintenance {
