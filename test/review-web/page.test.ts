@@ -291,7 +291,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     expect(await page.locator('main iframe, main img, main a[href*="evil"], main style').count()).toBe(0);
     const text = (await page.textContent('main'))!;
     expect(text).toContain('<script>window.__pwned=3</script>');
-    expect(text).toContain('hxxps[:]//evil[.]example/a');
+    expect(text).toContain('hxxps[://]evil[.]example/a');
     // The verifier's proposal is offered as the new fact, verbatim and inert.
     expect(await card(page, 'm_svg').locator('form.supersede textarea').inputValue()).toBe(proposal);
     expect(await card(page, 'm_svg').textContent()).toContain('<b>bold</b>');
