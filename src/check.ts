@@ -1,6 +1,6 @@
 import type { StoreHandle } from './store/open.js';
 import { journalMode } from './store/sqlite.js';
-import { objectExists, memoryColumns } from './store/schema.js';
+import { liveViewState, memoryColumns } from './store/schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
 import { classifyTime, canonicalSql, toCanonical, type Instant } from './time.js';
 import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
@@ -48,7 +48,10 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   const mode = journalMode(db);
   if (mode !== 'wal') findings.push(finding('not_wal', 'warning', `journal mode is ${mode}, not wal: the agent and maintenance block each other (init switches it on)`));
 
-  if (!objectExists(db, 'view', 'live_memory')) findings.push(finding('no_live_view', 'warning', 'no live_memory view: retrieval should read live rows only (init adds it)'));
+  const view = liveViewState(db);
+  if (view === 'missing') findings.push(finding('no_live_view', 'warning', 'no live_memory view: retrieval should read live rows only (init adds it)'));
+  if (view === 'old') findings.push(finding('old_live_view', 'warning', 'live_memory is an earlier definition that disagrees with prune on some expiry forms (init replaces it)'));
+  if (view === 'foreign') findings.push(finding('foreign_live_view', 'info', 'live_memory is not memory-warden\'s definition: its expiry rule may differ from prune\'s'));
 
   const rows = count(`SELECT count(*) AS n FROM memory`);
   const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL}`, { now: opts.now });

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { coerceError } from './errors.js';
+import { oneLine } from './untrusted.js';
 import { VERSION } from './version.js';
 import { redactText } from './secrets.js';
 import { registerCoreCommands } from './commands/core.js';
@@ -10,6 +11,7 @@ import { registerFleetCommand, registerWorkerCommands } from './commands/worker.
 import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerTargetCommands } from './commands/targets.js';
 import { registerReviewCommands } from './commands/review.js';
+import { registerServeCommands } from './commands/serve.js';
 
 
 export function buildProgram(): Command {
@@ -28,6 +30,7 @@ export function buildProgram(): Command {
   registerSnapshotCommands(program);
   registerTargetCommands(program);
   registerReviewCommands(program);
+  registerServeCommands(program);
   return program;
 }
 
@@ -42,7 +45,7 @@ export async function main(argv: string[]): Promise<number> {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     }
     const e = coerceError(err);
-    process.stderr.write(`memory-warden: ${redactText(e.message.split('\n')[0]!)}\n`);
+    process.stderr.write(`memory-warden: ${oneLine(redactText(e.message.split('\n')[0]!))}\n`);
     return e.exitCode;
   }
 }

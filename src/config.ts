@@ -11,6 +11,7 @@ import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
 import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
+import { reviewWebShape } from './review-web/config.js';
 
 /**
  * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
@@ -35,6 +36,7 @@ export const configSchema = z.strictObject({
     .strictObject({
       afterDays: z.number().nonnegative().default(90),
       batch: z.number().int().positive().default(20),
+      ...reviewWebShape,
     })
     .prefault({}),
   snapshot: z
@@ -107,11 +109,34 @@ function readYaml(file: string): unknown {
   } catch (err) {
     throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
+  let value: unknown;
   try {
-    return YAML.parse(text) ?? {};
+    // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
+    value = YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
   } catch (err) {
     throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
+  assertPlainTree(value, file);
+  return value;
+}
+
+/** Keys that would reach an object's prototype when merged or copied, instead of being config. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * What YAML can build but config must never be: an alias that contains itself (a cycle: every walk below would
+ * recurse until the stack is gone), and prototype keys. Refused naming the file and the key path.
+ */
+function assertPlainTree(value: unknown, file: string, path: string[] = [], open = new Set<object>()): void {
+  if (typeof value !== 'object' || value === null) return;
+  const where = () => path.join('.') || '(root)';
+  if (open.has(value)) throw configError(`config ${file}: ${where()}: an alias that contains itself (a cycle)`);
+  open.add(value);
+  for (const [key, v] of Object.entries(value)) {
+    if (FORBIDDEN_KEYS.has(key)) throw configError(`config ${file}: ${[...path, key].join('.')}: key "${key}" refused (it would reach object prototypes)`);
+    assertPlainTree(v, file, [...path, key], open);
+  }
+  open.delete(value);
 }
 
 export function validateConfig(raw: unknown, source = 'config'): Config {
@@ -160,6 +185,8 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root), targets: resolveTargetPaths(out.snapshot.targets, abs) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
+  const auth = isPlainObject(out.review) && isPlainObject(out.review.auth) ? out.review.auth : undefined;
+  if (auth && typeof auth.usersFile === 'string') out.review = { ...(out.review as object), auth: { ...auth, usersFile: abs(auth.usersFile) } };
   return out;
 }
 

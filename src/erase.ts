@@ -5,6 +5,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
+import { assertIntact } from './store/sqlite.js';
 import { memoryColumns } from './store/schema.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
@@ -21,10 +22,11 @@ import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
-import { mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
+import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
 import { textFinder } from './needles.js';
+import { DEFAULT_COLLECTION } from './layouts/mem0-config.js';
 
 /**
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
@@ -45,6 +47,11 @@ export interface EraseOptions {
   log?: Logger;
   /** Defaults to the store's configured Qdrant. */
   points?: PointStore;
+  /**
+   * mem0: go on although the memory collection is missing or holds no mem0 point while history says memories
+   * exist (the vectors are known to be lost). Without it such an erase refuses: it would find nothing to delete.
+   */
+  vectorsLost?: boolean;
   /** Record the receipt in the state db (default true; never for a dry run). */
   record?: boolean;
   /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
@@ -102,6 +109,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
   if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
+  // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
+  if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
@@ -118,6 +127,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
+      if (!dryRun) assertIntact(store.db, store.path); // VACUUM fails on a damaged file after the rows went
       ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
       fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
       ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
@@ -357,7 +367,7 @@ async function deletedLinkedFrom(h: Mem0Handle, user: string, haveCollection: bo
   const linked = new Set<string>();
   for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true)) {
     for (const e of page) {
-      if ((e.payload.user_id ?? e.payload.userId) === user && Array.isArray(e.payload.linked_memory_ids)) e.payload.linked_memory_ids.forEach((id) => linked.add(String(id)));
+      if (userIdOf(e) === user) linkedIdsOf(e).forEach((id) => linked.add(id));
     }
   }
   const out: string[] = [];
@@ -373,8 +383,9 @@ async function deletedLinkedFrom(h: Mem0Handle, user: string, haveCollection: bo
 
 export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
   const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
-  // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds.
+  // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds, once a person says so.
   const haveCollection = (await h.points.collections()).includes(h.collection);
+  if (!opts.vectorsLost) await assertVectorsFound(h, haveCollection);
   const { ids, texts } = await selectMem0(h, sel, haveCollection, opts.deletedIds ?? []);
   const idList = [...ids];
   const withPoints: string[] = [];
@@ -391,7 +402,7 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   // Vectors first, as everywhere: a crash after this leaves history that a second erase scrubs.
   await h.points.delete(h.collection, withPoints);
   const entityOfSelector = (e: Mem0Point) =>
-    'user' in sel ? (e.payload.user_id ?? e.payload.userId) === sel.user : 'subject' in sel ? containsFolded(e, sel.subject) : false;
+    'user' in sel ? userIdOf(e) === sel.user : 'subject' in sel ? containsFolded(e, sel.subject) : false;
   const links = await unlinkEntities(h, ids, entityOfSelector);
   counts.entityLinksRemoved = links.linksRemoved;
   counts.entitiesDeleted = links.entitiesDeleted;
@@ -405,5 +416,30 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
     counts.deleteRowsAdded = s.deleteRowsAdded;
     counts.messagesDeleted = deleteMessages(store.db, h.dialect, by);
   }).immediate();
+  // A vector store in SQLite files of its own (the TypeScript SDK's) keeps deleted payloads in free pages: VACUUM.
+  await h.points.compact?.();
   return { ids: idList, counts, texts };
+}
+
+/**
+ * Before anything is deleted: history says memories exist, so the memory collection must exist and hold mem0's
+ * points. Otherwise the config names the wrong collection (the other SDK's default, say) and erase would find
+ * nothing while every memory stays readable: a usage error, naming a collection that would fit.
+ */
+async function assertVectorsFound(h: Mem0Handle, haveCollection: boolean): Promise<void> {
+  const alive = h.store.db
+    .prepare(`SELECT count(*) AS n FROM (SELECT ${h.dialect.event} AS event, max(rowid) FROM ${h.dialect.table} WHERE memory_id IS NOT NULL GROUP BY memory_id) WHERE event IS NOT 'DELETE'`)
+    .get() as { n: number };
+  if (alive.n === 0) return;
+  let holdsMem0 = false;
+  if (haveCollection) {
+    const first = await h.points.scroll(h.collection, { limit: h.cfg.pageSize, payload: ['data'] });
+    holdsMem0 = first.points.some((p) => typeof p.payload.data === 'string');
+  }
+  if (holdsMem0) return;
+  const all = await h.points.collections();
+  const fits = all.filter((c) => c !== h.collection && Object.values(DEFAULT_COLLECTION).includes(c as never));
+  const why = haveCollection ? `collection "${h.collection}" holds no mem0 memory` : `there is no collection "${h.collection}"`;
+  const hint = fits.length > 0 ? `; mem0.collection: ${fits.join(' or ')} exists (each SDK's default)` : '';
+  throw usageError(`erase ${h.store.name}: ${why} while ${h.store.path} records ${alive.n} memory(ies): nothing was erased (check mem0.collection${hint}; --vectors-lost if the vectors are really gone)`);
 }

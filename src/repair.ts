@@ -1,6 +1,7 @@
 import type { StoreHandle } from './store/open.js';
 import { deleteRoots, type DeletedRow } from './store/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
+import { assertIntact } from './store/sqlite.js';
 import { memoryColumns } from './store/schema.js';
 import { canonicalSql, classifyTime, parseInstant, toCanonical } from './time.js';
 
@@ -26,6 +27,7 @@ export interface DanglingRepair {
 export async function repairDangling(store: StoreHandle): Promise<DanglingRepair> {
   const out: DanglingRepair = { store: store.name, deleted: 0, dangling: [], cascaded: [] };
   await withMaintenanceLock(store.path, 'repair dangling', async () => {
+    assertIntact(store.db, store.path);
     for (;;) {
       const roots = (store.db.prepare(DANGLING_SQL).all() as { id: string }[]).map((r) => r.id);
       if (roots.length === 0) break;
@@ -68,6 +70,7 @@ export async function repairTimestamps(store: StoreHandle): Promise<TimestampRep
   const out: TimestampRepair = { store: store.name, rewritten: 0, unparseable: 0, changes: [] };
   const cols = [...memoryColumns(store.db)].filter((c) => ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'].includes(c));
   await withMaintenanceLock(store.path, 'repair timestamps', async () => {
+    assertIntact(store.db, store.path);
     for (const col of cols) {
       const odd = store.db
         .prepare(`SELECT id, ${col} AS v FROM memory WHERE ${col} IS NOT NULL AND NOT ${canonicalSql(col)}`)

@@ -1,7 +1,6 @@
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Db } from './store/sqlite.js';
+import { ensurePrivateFile, openHandle, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
 import { DELIVERIES_DDL } from './digest/deliveries.js';
 import { redactSecrets, redactText } from './secrets.js';
@@ -12,8 +11,13 @@ import { redactSecrets, redactText } from './secrets.js';
  * verdicts, erase receipts). Durable on disk: Redis here may keep nothing.
  */
 export function openStateDb(path: string): Db {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const db = new Database(path, { timeout: 5000 });
+  const dir = dirname(path);
+  if (!existsSync(dir)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700); // whatever the umask
+  }
+  ensurePrivateFile(path);
+  const db = openHandle(path, { timeout: 5000 });
   db.pragma('foreign_keys = ON');
   db.pragma('journal_mode = WAL');
   migrateState(db);

@@ -4,6 +4,7 @@ import { createLogger, type Logger } from '../logger.js';
 import { storeNameForPath } from '../store/open.js';
 import { parseInstant, systemClock, type Clock } from '../time.js';
 import { usageError } from '../errors.js';
+import { escapedLine, jsonText, terminalText } from '../untrusted.js';
 
 /** Options every store command accepts. */
 export interface StoreOptions {
@@ -59,10 +60,19 @@ export function clockFrom(text: string | undefined): Clock {
   return () => t;
 }
 
+/** Exact JSON (parses back to the same values), with C1, bidi and other hidden characters as `\uXXXX` escapes. */
 export function printJson(value: unknown): void {
-  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+  process.stdout.write(jsonText(value) + '\n');
 }
 
+/**
+ * Every human-readable line goes out through here: whatever store text it holds, no escape sequence, CR, C1
+ * control or bidi override reaches the terminal (each becomes �). Store text in a line should also be `show`n,
+ * so that its newlines cannot forge lines of their own.
+ */
 export function print(line = ''): void {
-  process.stdout.write(line + '\n');
+  process.stdout.write(terminalText(line) + '\n');
 }
+
+/** Store text for one human-readable line: one line, every hidden character named as `\uXXXX` (../untrusted.ts). */
+export const show = (text: unknown): string => escapedLine(text);

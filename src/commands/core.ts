@@ -1,8 +1,8 @@
 import { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
 import { runJob } from '../runner.js';
 import { JOBS } from '../../jobs/index.js';
-import { openDatabase } from '../store/sqlite.js';
+import { assertIntact, openDatabase } from '../store/sqlite.js';
 import { initSchema } from '../store/schema.js';
 import { openStore } from '../store/open.js';
 import { repairDangling, repairTimestamps } from '../repair.js';
@@ -23,13 +23,17 @@ export function registerCoreCommands(program: Command): void {
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
       const db = openDatabase(opts.db, { create: opts.create ?? false });
       try {
-        const result = await withMaintenanceLock(opts.db, 'init', async () => initSchema(db, opts.db));
+        const result = await withMaintenanceLock(opts.db, 'init', async () => {
+          assertIntact(db, opts.db, 'integrity_check'); // a migration over a damaged file would bake the damage in
+          return initSchema(db, opts.db);
+        });
         if (opts.json) return printJson({ db: opts.db, ...result });
         const changes = [
           result.createdTable && 'created table memory',
           result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
           result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
           result.addedView && 'added view live_memory',
+          result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
           result.addedTrigger && 'added trigger memory_stamp_times',
         ].filter(Boolean);
         print(`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`);
@@ -86,8 +90,8 @@ export function registerCoreCommands(program: Command): void {
         ctx.log.info({ store: store.name, deleted: result.deleted }, 'repair dangling done');
         if (opts.json) return printJson(result);
         print(`${store.name}: deleted ${result.deleted} row(s)`);
-        for (const id of result.dangling) print(`  dangling  ${id}`);
-        for (const id of result.cascaded) print(`  cascaded  ${id}`);
+        for (const id of result.dangling) print(`  dangling  ${show(id)}`);
+        for (const id of result.cascaded) print(`  cascaded  ${show(id)}`);
       } finally {
         store.close();
       }
@@ -102,7 +106,7 @@ export function registerCoreCommands(program: Command): void {
         const result = await repairTimestamps(store);
         if (opts.json) return printJson(result);
         print(`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable left for a person`);
-        for (const c of result.changes) print(`  ${c.id} ${c.column}: ${c.from} -> ${c.to}`);
+        for (const c of result.changes) print(`  ${show(c.id)} ${c.column}: ${show(c.from)} -> ${show(c.to)}`);
       } finally {
         store.close();
       }
@@ -134,13 +138,13 @@ function redactConfig(config: unknown): unknown {
 
 export function printFindings(findings: Finding[], indent = '  '): void {
   for (const f of findings) {
-    print(`${indent}[${f.severity}] ${f.code}: ${f.message}`);
-    if (f.ids && f.ids.length > 0) print(`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`);
+    print(`${indent}[${f.severity}] ${f.code}: ${show(f.message)}`);
+    if (f.ids && f.ids.length > 0) print(`${indent}    ids: ${f.ids.map(show).join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`);
   }
 }
 
 function printCheck(r: CheckReport): void {
-  print(`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`);
+  print(`${r.store} (${show(r.path)}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`);
   print(`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`);
   printFindings(r.problems);
   printFindings(r.notes);

@@ -3,6 +3,7 @@ import { loadForCommand, print, printJson, type StoreOptions } from './common.js
 import { previewDigest, type DigestResult } from '../digest/digest.js';
 import { runJob } from '../runner.js';
 import { usageError } from '../errors.js';
+import { terminalText } from '../untrusted.js';
 
 interface DigestOptions extends StoreOptions {
   preview?: boolean;
@@ -35,7 +36,7 @@ export function registerDigestCommands(program: Command): void {
       if (opts.preview) {
         const preview = await previewDigest(config, { now: now(), log, ...(chosen ? { stores: chosen } : {}), ...(opts.out ? { out: opts.out } : {}) });
         if (opts.json) return printJson({ subject: preview.subject, model: preview.model, ...(opts.out ? { out: opts.out } : {}) });
-        process.stdout.write(`Subject: ${preview.subject}\n\n${preview.text}`);
+        process.stdout.write(terminalText(`Subject: ${preview.subject}\n\n${preview.text}`));
         if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
         return;
       }

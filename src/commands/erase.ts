@@ -11,6 +11,7 @@ interface EraseCliOptions extends StoreOptions {
   ids?: string[];
   dryRun?: boolean;
   snapshots?: boolean;
+  vectorsLost?: boolean;
 }
 
 function selectorFrom(opts: EraseCliOptions): EraseSelector {
@@ -30,13 +31,14 @@ export function registerEraseCommands(program: Command): void {
     .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
     .option('--dry-run', 'say what would be erased; change nothing')
     .option('--snapshots', 'also delete the snapshot folders that still contain the erased text')
+    .option('--vectors-lost', 'mem0: the vector collection is known to be lost (tmpfs reboot): erase from history anyway')
     .option('--now <time>', 'the receipt time (ISO-8601)')
     .option('--json', 'print the receipt as JSON')
     .action(async (opts: EraseCliOptions, c: Command) => {
       const sel = selectorFrom(opts);
       const ctx = storeContext(opts, c);
       const receipt = await erase(ctx.config, ctx.storeName, sel, {
-        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, now: ctx.now, log: ctx.log,
+        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false, now: ctx.now, log: ctx.log,
       });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);

@@ -2,10 +2,12 @@ import { layoutOf } from '../layouts/index.js';
 import type { Command } from 'commander';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
+import { assertIntact } from '../store/sqlite.js';
 import { openStore, type StoreHandle } from '../store/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
-import { addStoreOptions, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
+import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';
+import { maskDeep } from '../credentials.js';
 import { confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 
 /** `review list|confirm|supersede|expire|delete`: the human side of drift re-verification. */
@@ -19,8 +21,9 @@ export function registerReviewCommands(program: Command): void {
     .action(async (opts: StoreOptions, cmd: Command) =>
       withReview(opts, cmd, false, async (ctx, store, state) => {
         const list = await listReview(store, state, ctx.config, ctx.now());
+        // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back).
         if (opts.json) printJson(list);
-        else printList(list);
+        else printList(await maskDeep(list, new Set(['id', 'memoryId', 'store'])));
       }),
     );
 
@@ -64,6 +67,7 @@ async function withReview(
     }
     const state = openStateDb(expandHome(ctx.config.stateDb));
     try {
+      if (writes) assertIntact(store.db, store.path); // a person's decision is not written into a damaged file
       await fn(ctx, store, state);
     } finally {
       state.close();
@@ -76,23 +80,20 @@ async function withReview(
 function report(d: ReviewDecision, opts: StoreOptions): void {
   if (opts.json) return printJson(d);
   const what = {
-    confirm: `confirmed ${d.id}`,
-    supersede: `superseded ${d.id} by ${d.newId}`,
-    expire: `${d.id} expires at ${d.expiresAt}`,
-    delete: `deleted ${d.deleted?.join(', ')}`,
+    confirm: `confirmed ${show(d.id)}`,
+    supersede: `superseded ${show(d.id)} by ${show(d.newId)}`,
+    expire: `${show(d.id)} expires at ${show(d.expiresAt)}`,
+    delete: `deleted ${(d.deleted ?? []).map(show).join(', ')}`,
   }[d.action];
   print(`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`);
 }
-
-/** Memory text is hostile: control characters are shown escaped so they cannot drive the terminal. */
-const show = (text: unknown) => String(text ?? '').replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 function printList(l: ReviewList): void {
   print(`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`);
   if (l.pending.length > 0) print('\nwaiting for a person:');
   for (const p of l.pending) {
     const ev = (p.evidence ?? {}) as { reason?: string; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: string } };
-    print(`  ${show(p.memoryId)}  ${p.verdict}${p.verifier ? ` (${p.verifier})` : ''}  checked ${p.checkedAt}`);
+    print(`  ${show(p.memoryId)}  ${show(p.verdict)}${p.verifier ? ` (${show(p.verifier)})` : ''}  checked ${show(p.checkedAt)}`);
     if (p.memory) print(`      fact: ${show(p.memory.fact)}\n      source: ${show(p.memory.source)}`);
     else print('      (the row no longer exists)');
     if (ev.reason) print(`      reason: ${show(ev.reason)}`);

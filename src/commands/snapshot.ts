@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
 import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
 import { repairOrphans } from '../store/consistency.js';
@@ -39,11 +39,11 @@ export function registerSnapshotCommands(program: Command): void {
       print(`${ctx.storeName}: ${entries.length} snapshot(s) in ${dir}`);
       for (const e of entries) {
         if (e.problem) {
-          print(`  ${e.name}  NOT USABLE: ${e.problem}`);
+          print(`  ${show(e.name)}  NOT USABLE: ${show(e.problem)}`);
           continue;
         }
-        const points = Object.entries(e.points ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
-        print(`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${e.verified}` : ''}`);
+        const points = Object.entries(e.points ?? {}).map(([c, n]) => `${show(c)} ${n}`).join(', ');
+        print(`  ${show(e.name)}  ${show(e.reason)}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${show(e.verified)}` : ''}`);
       }
     });
 
@@ -62,7 +62,7 @@ export function registerSnapshotCommands(program: Command): void {
       if (fetched) result.from = fetched.from;
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
-      for (const s of result.steps) print(`  ${s}`);
+      for (const s of result.steps) print(`  ${show(s)}`);
       if (result.undo) print(`  to undo: memory-warden restore ${result.undo} --store ${result.store}`);
     });
 
@@ -88,7 +88,7 @@ export function registerSnapshotCommands(program: Command): void {
         if (opts.json) return printJson(result);
         print(`${store.name}: ${result.dryRun ? 'would delete' : 'deleted'} ${result.deleted} orphan point(s)`);
         for (const c of result.collections) print(`  ${c.collection}: ${c.deleted}`);
-        for (const id of result.ids) print(`  ${id}`);
+        for (const id of result.ids) print(`  ${show(id)}`);
       } finally {
         store.close();
       }

@@ -9,6 +9,8 @@ import { reviewCutoff } from '../store/rules.js';
 import { layoutOf } from '../layouts/index.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
+import { maskDeep } from '../credentials.js';
+import { attachReviewLinks } from '../review-web/links.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
 export interface Period {
@@ -53,11 +55,16 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
     period: { start: toCanonical(opts.period.start), end: toCanonical(opts.period.end) },
     generatedAt: toCanonical(opts.now),
     scope: opts.scope,
-    stores: sections,
-    failedGlobalJobs,
+    // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
+    // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
+    stores: await maskDeep(sections, SHOWN_EXACT),
+    failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT),
     quiet,
   };
 }
+
+// Ids and the review page's links (our own, signed) are shown exactly: masking would break them.
+const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name', 'link']);
 
 /** The sections of `opts.stores`, each read here: on the host that holds them. */
 export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {
@@ -108,6 +115,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
       const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       section.review.due = review.due;
+      section.review.supersede = layout.corrections;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
       store.close();
@@ -116,6 +124,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     section.error = (err as Error).message.split('\n')[0] ?? String(err);
     opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
   }
+  attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
   return section;
 }
 

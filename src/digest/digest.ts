@@ -4,7 +4,9 @@ import { expandHome } from '../config.js';
 import type { JobContext } from '../job.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { openStateDb } from '../state.js';
-import { coerceError, configError, usageError, type WardenError } from '../errors.js';
+import { coerceError, configError, storeError, usageError, type WardenError } from '../errors.js';
+import { openStore } from '../store/open.js';
+import { assertIntact } from '../store/sqlite.js';
 import { parseInstant, type Instant } from '../time.js';
 import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
@@ -14,6 +16,7 @@ import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
 import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
 import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
 import { spansHosts } from './fleet.js';
+import { hostOfStore, thisHost } from '../queue/hosts.js';
 import { connectRedis } from '../queue/connection.js';
 
 export const ALL_STORES = 'all stores';
@@ -71,6 +74,9 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   if (fleet && !ctx.dispatch) {
     throw usageError(`digest: the stores live on several hosts (${fleet.join(', ')}); each host's sections are read there by the worker: memory-warden enqueue digest`);
   }
+  // Only the stores on this host can be opened here; the others' hosts read theirs (src/digest/fleet.ts).
+  const here = ctx.fleet?.host ?? thisHost(config);
+  assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));
   const state = openStateDb(expandHome(config.stateDb));
   // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
   const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis.url, log))) : undefined;
@@ -156,6 +162,22 @@ async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: Pick
 /** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
 const CLAIM_POLL_MS = 250;
 
+/**
+ * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A
+ * digest that cannot read a store fails as a whole (the job's failure is reported), rather than claiming the
+ * day and mailing a hole.
+ */
+function assertStoresReadable(config: Config, names: string[]): void {
+  for (const name of names) {
+    const store = openStore(config, name, { readonly: true });
+    try {
+      assertIntact(store.db, store.path);
+    } finally {
+      store.close();
+    }
+  }
+}
+
 function summarize(model: DigestModel): { newRows: number; flagged: number } {
   return {
     newRows: model.stores.reduce((n, s) => n + s.newRows.total, 0),
@@ -199,6 +221,9 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
       ctx: { log: opts.log ?? silentLogger, signal },
       fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now }),
     });
+    // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
+    const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));
+    if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
     const rendered = renderDigest(model, { prefix: config.digest.subject });
     if (opts.out) writeFileSync(opts.out, rendered.html);
     return { ...rendered, model };

@@ -3,7 +3,7 @@ import type { Finding } from '../findings.js';
 
 /**
  * What one digest says, as data: collected from the stores and the state db (collect.ts), rendered to text
- * and HTML (render.ts) by pure functions. Strings from a store are carried raw here; only render escapes them.
+ * and HTML (render.ts) by pure functions. Strings from a store are carried raw here (credentials masked by collect); only render escapes them.
  */
 export interface DigestModel {
   /** Canonical UTC text of the period [start, end): rows created at or after start and before end. */
@@ -49,6 +49,8 @@ export interface ReviewRow {
   fact: string;
   source: string;
   confirmedAt: string;
+  /** Its place on the review page (signed link), when review.url is configured. */
+  link?: string;
 }
 
 export interface FailedJob {
@@ -79,6 +81,8 @@ export interface AwaitingVerdict {
   verifier: string | null;
   evidence: string | null;
   checkedAt: string;
+  /** Its place on the review page (signed link), when review.url is configured. */
+  link?: string;
 }
 
 export interface Maintenance {
@@ -99,6 +103,7 @@ export interface StoreSection {
   /** The store could not be read: the digest still goes out, saying so. */
   error?: string;
   newRows: NewRows;
-  review: { due: number; afterDays: number; batch: ReviewRow[] };
+  /** `supersede`: whether the store's layout can supersede (mem0 cannot): the digest suggests only what works. */
+  review: { due: number; afterDays: number; batch: ReviewRow[]; supersede?: boolean };
   maintenance: Maintenance;
 }

@@ -87,7 +87,7 @@ export function renderText(model: DigestModel): string {
   line(`memory-warden digest: ${model.scope}`);
   line(`Period: ${model.period.start} to ${model.period.end} UTC`);
   line(model.quiet ? 'All quiet: nothing new, no failed job, no integrity problem.' : `${t.newRows} new memories, ${t.flagged} to look twice, ${plural(t.failed, 'failed job')}.`);
-  if (!model.quiet) line('Text from the stores is shown defanged: hxxp[:]// and [.] mark links that were not made clickable.');
+  if (!model.quiet) line('Text from the stores is shown defanged: hxxp[://] and [.] mark links that were not made clickable.');
   for (const s of model.stores) {
     line();
     line(`=== ${s.name} ${'='.repeat(Math.max(3, 66 - s.name.length))}`);
@@ -140,8 +140,11 @@ function textReview(s: StoreSection, line: Line): void {
     const cmd = reviewCommands(r.id, s.select);
     line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(maskSecrets(r.fact), 300))}`);
     line(`     source: ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
-    line(`     $ ${cmd.confirm}`);
-    line(`     $ ${cmd.supersede}`);
+    if (r.link) line(`     review on the page: ${r.link}`);
+    else {
+      line(`     $ ${cmd.confirm}`);
+      if (s.review.supersede !== false) line(`     $ ${cmd.supersede}`);
+    }
   }
 }
 
@@ -159,6 +162,7 @@ function textMaintenance(s: StoreSection, line: Line, quiet: boolean): void {
     line(`   drift verdicts awaiting a person: ${m.awaitingPerson.total}`);
     for (const v of m.awaitingPerson.shown) {
       line(`     ${plain(clip(v.memoryId, 80))}: ${plain(v.verdict)}${v.verifier ? ` by ${plain(clip(v.verifier, 80))}` : ''} (${plain(clip(v.checkedAt, 40))})${v.evidence ? `: ${plain(clip(v.evidence, 300))}` : ''}`);
+      if (v.link) line(`       review on the page: ${v.link}`);
     }
   }
   if (m.failedJobs.length === 0) line('   failed jobs since the last digest: none');
@@ -203,7 +207,7 @@ export function renderHtml(model: DigestModel): string {
       ? `<p style="${S.ok};margin:10px 0 0 0"><b>All quiet:</b> nothing new, no failed job, no integrity problem.</p>`
       : `<p style="margin:10px 0 0 0"><b>${t.newRows}</b> new memories, <b style="${t.flagged ? S.warn : ''}">${t.flagged}</b> to look twice, <b style="${t.failed ? S.bad : ''}">${plural(t.failed, 'failed job')}</b>.</p>`,
   );
-  if (!model.quiet) parts.push(`<p style="${S.muted};margin:6px 0 0 0">Text from the stores is shown defanged: hxxp[:]// and [.] mark links that were not made clickable.</p>`);
+  if (!model.quiet) parts.push(`<p style="${S.muted};margin:6px 0 0 0">Text from the stores is shown defanged: hxxp[://] and [.] mark links that were not made clickable.</p>`);
   parts.push('</div>');
   for (const s of model.stores) parts.push(htmlStore(s, model.quiet));
   if (model.failedGlobalJobs.length > 0) {
@@ -257,7 +261,7 @@ function htmlReview(s: StoreSection): string {
     return `<tr>
 <td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
 <td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
-<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code><code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code></td>
+${r.link ? reviewLinkHtml(r.link) : `<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code>${s.review.supersede !== false ? `<code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code>` : ''}`}</td>
 </tr>`;
   });
   return `<h3 style="${S.h3}">Review queue: ${s.review.due} due</h3>
@@ -266,6 +270,11 @@ function htmlReview(s: StoreSection): string {
 <tr><th style="${S.th}">id</th><th style="${S.th}">fact and commands</th></tr>
 ${rows.join('\n')}
 </table>`;
+}
+
+/** The one place a review link becomes HTML: our own signed URL, with our own words; never store text. */
+function reviewLinkHtml(link: string): string {
+  return `<div style="margin:4px 0"><a href="${escapeHtml(link)}">Review on the page</a></div>`;
 }
 
 function htmlJobs(jobs: FailedJob[]): string {
@@ -285,7 +294,7 @@ function htmlMaintenance(s: StoreSection, quiet: boolean): string {
   const verdicts = m.awaitingPerson.total === 0
     ? 'none'
     : `<b>${m.awaitingPerson.total}</b>` + m.awaitingPerson.shown
-        .map((v) => `<div><code style="${S.code}">${html(clip(v.memoryId, 80))}</code> ${html(v.verdict)}${v.verifier ? ` by ${html(clip(v.verifier, 80))}` : ''} <span style="${S.muted}">${html(clip(v.checkedAt, 40))}</span>${v.evidence ? `: ${html(clip(v.evidence, 300))}` : ''}</div>`)
+        .map((v) => `<div><code style="${S.code}">${html(clip(v.memoryId, 80))}</code> ${html(v.verdict)}${v.verifier ? ` by ${html(clip(v.verifier, 80))}` : ''} <span style="${S.muted}">${html(clip(v.checkedAt, 40))}</span>${v.evidence ? `: ${html(clip(v.evidence, 300))}` : ''}${v.link ? reviewLinkHtml(v.link) : ''}</div>`)
         .join('');
   const failed = m.failedJobs.length === 0 ? `<span style="${S.ok}">none</span>` : htmlJobs(m.failedJobs);
   const counts = `rows ${m.rows}, live ${m.live} (gap ${m.rows - m.live})${quiet && s.review.due > 0 ? `, ${s.review.due} due for review` : ''}`;

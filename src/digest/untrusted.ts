@@ -1,50 +1,56 @@
 /**
- * Everything read from a memory store is hostile text: a fact can carry HTML, terminal escapes, CR/LF aimed at
- * mail headers, bidi overrides that make a command read differently from what it runs, and URLs a mail client
- * would turn into links. These are the only ways store text reaches the digest.
+ * Everything read from a memory store is hostile text (see ../untrusted.ts for the terminal side). The digest
+ * adds two things on top of the one sanitiser: credentials are masked (../secrets.ts), and links are defanged so
+ * no mail client's autolinker turns store text into a working link. These are the only ways store text reaches
+ * the digest.
  */
 import type { StoreSelector } from '../store/open.js';
+import { clip, headerText, oneLine } from '../untrusted.js';
+import { maskSecretsSync } from '../credentials.js';
 
-// C0 and C1 controls, DEL, and the format characters that reorder or hide text (bidi overrides, isolates,
-// zero-width joiners, line/paragraph separators, BOM).
-const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u200B-\u200F\u2028-\u202E\u2060-\u2069\uFEFF]/g;
-const NEWLINES = /\r\n|[\r\n\t]/g;
+export { clip, headerText, oneLine };
+/** The synchronous generic rules; the digest model also goes through the secretlint catalogue when collected. */
+export const maskSecrets = maskSecretsSync;
 
-/** One line of plain text: newlines become a visible ⏎, tabs a space, other controls a visible �. */
-export function oneLine(text: unknown): string {
-  return String(text ?? '')
-    .replace(NEWLINES, (m) => (m === '\t' ? ' ' : ' ⏎ '))
-    .replace(CONTROL, '\uFFFD');
-}
-
-/** For a mail header: one line, no control character at all, bounded length. */
-export function headerText(text: unknown, max = 200): string {
-  const line = oneLine(text).replace(/\uFFFD|⏎/g, ' ').replace(/\s+/g, ' ').trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-}
-
-const SCHEME = /\b(https?|ftps?|sftp|file|mailto|javascript|data|vbscript|tel|sms|ssh|git|wss?|news|irc|xmpp|callto|skype)(:)/gi;
-// A dot (or a look-alike that IDN turns into one) followed by a TLD-like label: `example.com`, `README.md`.
-const HOST_DOT = /([\p{L}\p{N}_-])[.\u3002\uFF0E\uFF61](?=[\p{L}][\p{L}\p{N}-])/gu;
+const SCHEME = /\b(https?|ftps?|sftp|file|mailto|javascript|data|vbscript|tel|sms|ssh|git|wss?|news|irc|xmpp|callto|skype)(:)(\/\/)?/gi;
+// What linkify-it (the autolinker of mailparser and many web mail clients) takes as a letter of a host: anything
+// but whitespace, punctuation and controls, so also the � that stands for a hidden character, and `-`, `_`.
+const HOST_CHAR = String.raw`(?:[^\s\p{P}\p{Z}\p{Cc}]|[_-])`;
+const LABEL_START = String.raw`[^\s\p{P}\p{Z}\p{Cc}\p{N}]`;
+// A dot, or a look-alike that IDNA (UTS 46) maps to one: ideographic and halfwidth full stops, fullwidth and
+// small full stops, one-dot leader. NFKC already folds most of them; these stay listed for text that skipped it.
+const DOTS = '[.\u3002\uFF0E\uFF61\uFE52\u2024]';
+// A dot between a host letter and a TLD-like label (a letter then a host letter): `evil.com`, `README.md`.
+const HOST_DOT = new RegExp(`(${HOST_CHAR})${DOTS}(?=${LABEL_START}${HOST_CHAR})`, 'gu');
 // Dotted IPv4 addresses, which autolinkers with fuzzy IP matching link too.
 const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}\b/g;
+// `//host` alone is a protocol-relative link to linkify-it, `localhost` needing no dot.
+const SLASHES = new RegExp(`(^|[^:/\\[])//(?=${HOST_CHAR}|\\[)`, 'gu');
+const AT = new RegExp(`@(?=${HOST_CHAR})`, 'gu');
 
 /**
  * Make links unclickable and un-autolinkable, readable by a person: `https://evil.example/x` becomes
- * `hxxps[:]//evil[.]example/x` (the defanging convention of security mail). Mail clients autolink schemes,
- * `www.` and bare host names with a known TLD; each of those needs a `[.]` or `[:]` to be broken.
+ * `hxxps[://]evil[.]example/x` (the defanging convention of security mail). Mail clients autolink schemes,
+ * `//host`, `www.`, bare host names with a known TLD, e-mail addresses, IPs and @mentions; each of those needs
+ * a `[.]`, `[://]`, `[:]` or `[@]` to be broken. The text must already be `oneLine`: a hidden character inside a
+ * host is a visible � by then, which counts as a letter here exactly as it does for linkify-it.
  */
 export function defang(text: string): string {
   return text
-    .replace(SCHEME, (_, scheme: string) => `${scheme.replace(/^http/i, (h) => (h === 'HTTP' ? 'HXXP' : 'hxxp')).replace(/^ftp/i, 'fxp')}[:]`)
+    .replace(SCHEME, (_, scheme: string, _colon: string, slashes?: string) =>
+      `${scheme.replace(/^http/i, (h) => (h === 'HTTP' ? 'HXXP' : 'hxxp')).replace(/^ftp/i, 'fxp')}[:${slashes ?? ''}]`)
+    .replace(SLASHES, '$1/[/]')
     .replace(IPV4, (ip) => ip.replace(/\./g, '[.]'))
     .replace(HOST_DOT, '$1[.]')
-    .replace(/@(?=[\p{L}\p{N}_])/gu, '[@]');
+    .replace(AT, '[@]');
 }
 
-/** Untrusted store text for the plain-text part: one line, defanged. */
+/**
+ * Untrusted store text for the plain-text part: NFKC first (fullwidth `．／＠：` and other compatibility forms
+ * become the ASCII that browsers and IDNA read them as), credentials masked, one line, defanged.
+ */
 export function plain(text: unknown): string {
-  return defang(oneLine(text));
+  return defang(oneLine(maskSecretsSync(String(text ?? '').normalize('NFKC'))));
 }
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -57,29 +63,6 @@ export function escapeHtml(text: string): string {
 /** Untrusted store text for the HTML part: one line, defanged, escaped. */
 export function html(text: unknown): string {
   return escapeHtml(plain(text));
-}
-
-/**
- * Credentials do not belong in a memory store, and never in an email: a value that looks like one (`sk-…`,
- * `ghp_…`, `AKIA…`, `password: …`, a private key) keeps its first four characters and is masked.
- */
-const SECRET_VALUES = [
-  /\b((?:sk|pk|rk|ghp|gho|ghs|xox[bpas])[-_][A-Za-z0-9_-]{12,})/g,
-  /\b(AKIA[0-9A-Z]{16})\b/g,
-  /\b(?:password|passwd|api[_ -]?key|secret|token|bearer)\b\s*[:=]\s*["']?([^\s"',;]{4,})/gi,
-  /(-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))/g,
-];
-
-export function maskSecrets(text: unknown): string {
-  let out = String(text ?? '');
-  for (const re of SECRET_VALUES) out = out.replace(re, (whole, value: string) => whole.replace(value, `${value.slice(0, 4)}…[masked]`));
-  return out;
-}
-
-/** Shorten long untrusted text (a fact can be a whole page) without cutting a surrogate pair. */
-export function clip(text: unknown, max: number): string {
-  const chars = Array.from(String(text ?? ''));
-  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : chars.join('');
 }
 
 /** An id that may go bare into a shell command line: no quoting needed, not an option, nothing to autolink. */

@@ -1,5 +1,6 @@
 import { layoutOf } from '../layouts/index.js';
 import { userInfo } from 'node:os';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config.js';
 import type { StoreHandle } from '../store/open.js';
 import type { Db } from '../store/sqlite.js';
@@ -74,7 +75,16 @@ export interface ReviewDecision {
   deleted?: string[];
 }
 
+const decider = new AsyncLocalStorage<string>();
+
+/** Run decisions as a named person (the review page's signed-in user); the CLI's decisions are the OS user's. */
+export function asPerson<T>(name: string, fn: () => T): T {
+  return decider.run(name, fn);
+}
+
 const person = () => {
+  const named = decider.getStore();
+  if (named !== undefined) return named;
   try {
     return userInfo().username;
   } catch {

@@ -28,6 +28,11 @@ export interface Layout {
   assertSchema(db: Db, store: StoreConfig): void;
   /** The Qdrant collections that belong to the store (snapshots take them all together). */
   collections(store: StoreConfig): string[];
+  /**
+   * SQLite files besides `db` that hold the store's vectors (mem0's TypeScript SDK keeps them in its own files):
+   * snapshots copy and restore them together with `db`. Only those that exist.
+   */
+  vectorFiles(store: StoreConfig): string[];
   prune(store: StoreHandle, ctx: JobContext, opts: { dryRun: boolean }): Promise<PruneResult>;
   check(store: StoreHandle, ctx: JobContext): Promise<CheckReport>;
   /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */

@@ -7,8 +7,9 @@ import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
 import { toCanonical, type Instant } from '../time.js';
 import type { CheckReport } from '../check.js';
 import { lastEventIndex, type LastEventIndex } from './mem0-history.js';
+import { DEFAULT_COLLECTION } from './mem0-config.js';
 import { scrollAll } from './mem0-points.js';
-import { hasBadExpiration, isMem0Expired, mem0Handle, textOf, type Mem0Options } from './mem0.js';
+import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './mem0.js';
 
 export interface Mem0IntegrityOptions extends Mem0Options {
   now: Instant;
@@ -37,10 +38,14 @@ export async function mem0Integrity(store: StoreHandle, opts: Mem0IntegrityOptio
   const lines = (store.db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
   if (lines.join('; ') !== 'ok') out.push(finding('mem0_history_integrity', 'error', `history.db PRAGMA integrity_check: ${lines.slice(0, 5).join('; ')}`));
 
-  out.push(...tmpfsFindings([...h.cfg.vectorPaths], store.path, opts.mountsFile));
+  // The TypeScript SDK's own vector files are vector paths too.
+  out.push(...tmpfsFindings([...h.cfg.vectorPaths, ...(h.points.files?.() ?? [])], store.path, opts.mountsFile));
 
-  if (!(await h.points.collections()).includes(h.collection)) {
-    out.push(finding('mem0_no_collection', 'error', `Qdrant has no collection "${h.collection}": every memory in history is without its vector`));
+  const collections = await h.points.collections();
+  if (!collections.includes(h.collection)) {
+    const fits = collections.filter((c) => c !== h.collection && Object.values(DEFAULT_COLLECTION).includes(c as never));
+    const hint = fits.length > 0 ? ` (${fits.join(', ')} exists: each SDK's default; check mem0.collection)` : '';
+    out.push(finding('mem0_no_collection', 'error', `the vector store has no collection "${h.collection}": every memory in history is without its vector${hint}`));
     return out;
   }
 
@@ -101,19 +106,18 @@ async function crossCheck(h: ReturnType<typeof mem0Handle>, index: LastEventInde
   return out;
 }
 
-/** Entity links (id in `linked_memory_ids`) to memories with no point. Sampled per page, so memory stays bounded. */
+/** Entity links (id in `linked_memory_ids` / `linkedMemoryIds`) to memories with no point. Sampled per page, so memory stays bounded. */
 async function danglingEntityLinks(h: ReturnType<typeof mem0Handle>): Promise<Tally> {
   const t = new Tally();
   if (!(await h.points.collections()).includes(h.entityCollection)) return t;
-  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, ['linked_memory_ids'])) {
-    const links = [...new Set(page.flatMap((e) => (Array.isArray(e.payload.linked_memory_ids) ? e.payload.linked_memory_ids.map(String) : [])))];
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS])) {
+    const links = [...new Set(page.flatMap(linkedIdsOf))];
     const present = new Set<string>();
     for (let i = 0; i < links.length; i += h.cfg.pageSize) {
       for (const p of await h.points.retrieve(h.collection, links.slice(i, i + h.cfg.pageSize), false)) present.add(p.id);
     }
     for (const e of page) {
-      const linked = Array.isArray(e.payload.linked_memory_ids) ? e.payload.linked_memory_ids.map(String) : [];
-      for (const id of linked) if (!present.has(id)) t.add(`${e.id}->${id}`);
+      for (const id of linkedIdsOf(e)) if (!present.has(id)) t.add(`${e.id}->${id}`);
     }
   }
   return t;

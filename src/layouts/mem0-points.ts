@@ -23,6 +23,10 @@ export interface PointStore {
   delete(collection: string, ids: readonly string[]): Promise<void>;
   /** Set these payload keys (others stay), as mem0's own update does for the keys it changes. */
   setPayload(collection: string, id: string, payload: Record<string, unknown>): Promise<void>;
+  /** A store in local files (the TypeScript SDK's SQLite vector store): the files, for the tmpfs check. */
+  files?(): string[];
+  /** A store in local files: rewrite them so deleted payloads leave no free page behind (erase). */
+  compact?(): Promise<void>;
 }
 
 /** Every page of a collection, one at a time (bounded memory whatever the collection's size). */

@@ -4,14 +4,17 @@ import { silentLogger } from '../logger.js';
 import { storeError } from '../errors.js';
 import { parseInstant, toCanonical, DAY_MS, type Instant } from '../time.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { mem0Schema, entityCollectionOf, type Mem0Config } from './mem0-config.js';
+import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './mem0-config.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './mem0-history.js';
 import { QdrantStore } from '../store/qdrant.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './mem0-points.js';
+import { sqliteVectorStore } from '../mem0-sqlite-vectors/index.js';
+import { expandHome } from '../config.js';
 
 /**
- * The mem0 layout: a mem0 deployment (history.db + Qdrant collections `mem0` and `mem0_entities`) maintained the
- * way mem0 itself would change it, so mem0 and its users see ordinary deletes and updates (docs/mem0-layout.md).
+ * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
+ * TypeScript SDK's own SQLite files) maintained the way mem0 itself would change it, so mem0 and its users see
+ * ordinary deletes and updates (docs/mem0-layout.md).
  * Jobs call these functions when a store says `layout: mem0`; nothing here is reached for the warden layout.
  */
 export interface Mem0Handle {
@@ -31,12 +34,20 @@ export interface Mem0Options {
 export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Handle {
   if (store.config.layout !== 'mem0') throw storeError(`${store.name}: layout is ${store.config.layout}, not mem0`);
   const cfg = mem0Schema.parse(store.config.mem0 ?? {});
-  let points = opts.points;
-  if (!points) {
-    if (!store.config.qdrant) throw storeError(`${store.name}: a mem0 store needs qdrant.url in its config (mem0 keeps its memories in Qdrant)`);
-    points = qdrantPointStore(store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant);
+  const dialect = detectDialect(store.db, store.path, cfg.historyTable);
+  const collection = collectionOf(cfg, dialect.table);
+  const entityCollection = entityCollectionOf(cfg, dialect.table);
+  const points = opts.points ?? mem0PointStore(store, cfg, collection, entityCollection);
+  return { store, cfg, dialect, points, collection, entityCollection };
+}
+
+/** The vector side the config names: Qdrant, or the TypeScript SDK's own SQLite files. */
+function mem0PointStore(store: StoreHandle, cfg: Mem0Config, collection: string, entityCollection: string): PointStore {
+  if (cfg.vectorStore === 'sqlite') {
+    return sqliteVectorStore({ [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) });
   }
-  return { store, cfg, dialect: detectDialect(store.db, store.path, cfg.historyTable), points, collection: cfg.collection, entityCollection: entityCollectionOf(cfg) };
+  if (!store.config.qdrant) throw storeError(`${store.name}: a mem0 store needs qdrant.url in its config, or mem0.vectorStore: sqlite for the TypeScript SDK's own vector store`);
+  return qdrantPointStore(store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant);
 }
 
 // ---- payload, in Python mem0's snake_case or the TypeScript port's camelCase ----
@@ -49,6 +60,16 @@ export const userIdOf = (p: Mem0Point): string | null => str(p.payload.user_id) 
 export const agentIdOf = (p: Mem0Point): string | null => str(p.payload.agent_id) ?? str(p.payload.agentId);
 export const runIdOf = (p: Mem0Point): string | null => str(p.payload.run_id) ?? str(p.payload.runId);
 export const expirationOf = (p: Mem0Point): unknown => p.payload.expiration_date ?? p.payload.expirationDate;
+/** An entity's links: `linked_memory_ids` (Python) or `linkedMemoryIds` (TypeScript). */
+export const LINKED_IDS_KEYS = ['linked_memory_ids', 'linkedMemoryIds'] as const;
+export function linkedIdsOf(e: Mem0Point): string[] {
+  const v = e.payload.linked_memory_ids ?? e.payload.linkedMemoryIds;
+  return Array.isArray(v) ? v.map(String) : [];
+}
+/** The payload patch that sets an entity's links under the key it already uses (the SDK reads only its own). */
+export function linkedIdsPatch(e: Mem0Point, ids: string[]): Record<string, unknown> {
+  return 'linkedMemoryIds' in e.payload && !('linked_memory_ids' in e.payload) ? { linkedMemoryIds: ids } : { linked_memory_ids: ids };
+}
 const isCamel = (p: Mem0Point) => !('updated_at' in p.payload || 'created_at' in p.payload) && ('createdAt' in p.payload || 'updatedAt' in p.payload);
 
 /** Who a memory is about, as mem0 scopes it. */
@@ -144,8 +165,8 @@ export async function expiredMemoryIds(h: Mem0Handle, now: Instant): Promise<str
 /**
  * Delete every memory whose `expiration_date` has passed, exactly as mem0's `delete()` does: the point (wait),
  * then a DELETE row in history carrying the old text, then the memory's id out of every entity's
- * `linked_memory_ids` (an entity left with no link is deleted). Each batch is re-read just before it goes, so a
- * memory whose expiry the agent cleared meanwhile stays.
+ * `linked_memory_ids` / `linkedMemoryIds` (an entity left with no link is deleted). Each batch is re-read just
+ * before it goes, so a memory whose expiry the agent cleared meanwhile stays.
  */
 export interface Mem0PruneOptions extends Mem0Options {
   dryRun?: boolean;
@@ -240,14 +261,14 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
   const doomed: string[] = [];
   for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true)) {
     for (const e of page) {
-      const linked = Array.isArray(e.payload.linked_memory_ids) ? (e.payload.linked_memory_ids as unknown[]) : [];
-      const remaining = linked.filter((id) => !ids.has(String(id)));
+      const linked = linkedIdsOf(e);
+      const remaining = linked.filter((id) => !ids.has(id));
       const removed = linked.length - remaining.length;
       if (alsoDelete(e) || (removed > 0 && remaining.length === 0)) {
         doomed.push(e.id);
         out.linksRemoved += removed;
       } else if (removed > 0) {
-        await h.points.setPayload(h.entityCollection, e.id, { linked_memory_ids: remaining });
+        await h.points.setPayload(h.entityCollection, e.id, linkedIdsPatch(e, remaining));
         out.linksRemoved += removed;
       }
     }

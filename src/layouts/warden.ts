@@ -15,6 +15,7 @@ export const wardenLayout: Layout = {
   name: 'warden',
   assertSchema: (db, store) => assertWardenSchema(db, store.db),
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
+  vectorFiles: () => [],
   prune: (store, ctx, opts) => pruneWarden(store, ctx, opts),
   async check(store, ctx) {
     const now = ctx.now();

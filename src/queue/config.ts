@@ -1,4 +1,29 @@
 import { z } from 'zod';
+import { CronExpressionParser } from 'cron-parser';
+
+/** A time zone Intl (and so cron-parser, through luxon-free Date math) knows: IANA names and UTC. */
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const timeZone = z.string().min(1).refine(isTimeZone, { message: 'not a time zone (an IANA name such as Europe/Rome, or UTC)' });
+
+/**
+ * Checked the way BullMQ will read it when the worker starts (the same cron-parser, parse then next), so a bad
+ * pattern fails `config` and `schedule` naming its schedule, not the worker hours later.
+ */
+const cronPattern = z.string().min(1).superRefine((pattern, ctx) => {
+  try {
+    CronExpressionParser.parse(pattern, { tz: 'UTC' }).next();
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not a cron pattern: ${(err as Error).message}` });
+  }
+});
 
 export const redisSchema = z.strictObject({
   url: z.string().default('redis://127.0.0.1:6379'),
@@ -13,9 +38,9 @@ export const redisSchema = z.strictObject({
  */
 export const scheduleSchema = z.strictObject({
   enabled: z.boolean().default(true),
-  pattern: z.string().min(1).optional(),
+  pattern: cronPattern.optional(),
   every: z.number().int().positive().optional(),
-  tz: z.string().min(1).optional(),
+  tz: timeZone.optional(),
 });
 
 export const DEFAULT_SCHEDULES = {
@@ -42,7 +67,7 @@ export const workerSchema = z.strictObject({
   heartbeatMs: z.number().int().min(100).default(10_000),
   /** A host whose last heartbeat is older than this is silent: `fleet`, /metrics and the digest name it. */
   silentAfterMs: z.number().int().min(1000).default(120_000),
-  timezone: z.string().default('UTC'),
+  timezone: timeZone.default('UTC'),
   /** The BullMQ queue every job goes through; its keys are `<redis.prefix>:<queue>:…`. */
   queue: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a queue name of letters, digits, _ . -').default('maintenance'),
   schedules: z

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync, chmodSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Config } from '../config.js';
 import type { StoreConfig } from '../store/config.js';
 import type { Logger } from '../logger.js';
@@ -113,16 +113,18 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
   const files: Record<string, FileEntry> = {};
   const started = opts.now();
 
-  const sqlitePart = async (): Promise<SqlitePart> => {
-    const file = 'store.db';
+  const sqlitePart = async (source = storeConfig.db, file = 'store.db'): Promise<SqlitePart> => {
     const at = opts.now();
-    const copy = await copySqlite(storeConfig.db, join(tmp, file), config.busyTimeoutMs);
-    if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
+    const copy = await copySqlite(source, join(tmp, file), config.busyTimeoutMs);
+    if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
     fsyncPath(join(tmp, file));
     files[file] = await sha256File(join(tmp, file));
     const rows = copy.tables.memory ?? null;
-    return { file, source: storeConfig.db, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
+    return { file, source, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
   };
+  const vectorFiles = layoutFor(storeConfig).vectorFiles(storeConfig);
+  if (vectorFiles.length > 0) ensurePrivateDir(join(tmp, 'vectors'));
+  const vectorFilePart = (source: string, i: number) => sqlitePart(source, `vectors/${i}-${basename(source).replace(/[^A-Za-z0-9_.-]/g, '_')}`);
 
   const qdrantPart = async (collection: string, i: number): Promise<QdrantPart> => {
     const file = collectionFile(i, collection);
@@ -156,16 +158,19 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
   };
 
   // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
-  const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart)]);
+  const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
-  const [sqlite, ...qdrant] = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as [SqlitePart, ...QdrantPart[]];
+  const values = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value);
+  const sqlite = values[0] as SqlitePart;
+  const qdrant = values.slice(1, 1 + collections.length) as QdrantPart[];
+  const vectorParts = values.slice(1 + collections.length) as SqlitePart[];
   for (const rel of Object.keys(files)) {
     const size = statSync(join(tmp, rel)).size;
     if (size !== files[rel]!.bytes) throw storeError(`snapshot ${storeName}: ${rel} is ${size} bytes on disk, ${files[rel]!.bytes} written`);
   }
-  const starts = [sqlite, ...qdrant].map((p) => Date.parse(p.startedAt));
-  const ends = [sqlite, ...qdrant].map((p) => Date.parse(p.finishedAt));
+  const starts = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.startedAt));
+  const ends = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.finishedAt));
   return {
     format: MANIFEST_FORMAT,
     tool: { name: 'memory-warden', version: toolVersion() },
@@ -177,6 +182,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     skewMs: Math.max(...ends) - Math.min(...starts),
     sqlite,
     qdrant,
+    ...(vectorParts.length > 0 ? { vectorFiles: vectorParts } : {}),
     files,
   };
 }

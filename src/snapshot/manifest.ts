@@ -56,6 +56,8 @@ export interface Manifest {
   skewMs: number;
   sqlite: SqlitePart;
   qdrant: QdrantPart[];
+  /** SQLite files that hold the store's vectors (mem0's TypeScript SDK), copied as the store file is; absent before. */
+  vectorFiles?: SqlitePart[];
   /** sha256 and size of every file in the folder but this one. */
   files: Record<string, FileEntry>;
 }

@@ -36,7 +36,7 @@ export interface RestoreResult {
 /** Check every file the manifest lists, streamed: size and sha256. Throws naming the first file that differs. */
 export async function verifySnapshot(dir: string): Promise<Manifest> {
   const manifest = readManifest(dir);
-  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file)];
+  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
   for (const f of needed) if (!manifest.files[f]) throw storeError(`${dir}: manifest lists no checksum for ${f}`);
   for (const [rel, want] of Object.entries(manifest.files)) {
     const path = join(dir, rel);
@@ -134,7 +134,8 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
 
   const result: RestoreResult = { store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {} };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
-  const users = storeUsers(storeConfig.db);
+  const vectorFiles = manifest.vectorFiles ?? [];
+  const users = [storeConfig.db, ...vectorFiles.map((p) => p.source)].flatMap(storeUsers);
   if (users.length > 0 && !opts.force) throw usageError(`${storeConfig.db} is in use (${users.join(', ')}): stop the agent first, or --force`);
   for (const c of inSnapshot) await q!.collectionExists(c); // reachable now, or fail before anything changes
 
@@ -143,6 +144,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     ...(pending ? [`finish the interrupted restore from ${pending.from} first (journal ${journalPath(storeConfig.db)})`] : []),
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
+    ...vectorFiles.map((p) => `replace ${p.source} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
     `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
   ];
   if (result.dryRun) {
@@ -175,6 +177,14 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
       };
       writeJournal(storeConfig.db, journal);
       try {
+        // mem0's SQLite vector files first, then the collections and the history (applySnapshot): a failure in
+        // between leaves history as it was.
+        for (const part of vectorFiles) {
+          const stagedVectors = join(dirname(part.source), `.${basename(part.source)}.restore-${process.pid}`);
+          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(part.source), opts.log);
+          replaceStoreFile(stagedVectors, part.source, config.busyTimeoutMs);
+          result.steps.push(`replaced ${part.source}`);
+        }
         await applySnapshot(config, storeName, journal, from, manifest, staged, opts, result.steps);
       } catch (err) {
         await rollBack(config, storeName, journal, err, opts);

@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import { ensurePrivateFile, openHandle } from './sqlite.js';
 import { transientError } from '../errors.js';
 
 /**
@@ -18,7 +18,8 @@ export function lockPathFor(dbPath: string): string {
 
 export function acquireMaintenanceLock(dbPath: string, opts: { waitMs?: number; holder?: string } = {}): MaintenanceLock {
   const path = lockPathFor(dbPath);
-  const db = new Database(path, { timeout: opts.waitMs ?? 0 });
+  ensurePrivateFile(path); // beside the store and under the snapshot root alike: 0600, its journal too
+  const db = openHandle(path, { timeout: opts.waitMs ?? 0 });
   try {
     db.pragma('journal_mode = DELETE');
     db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER, job TEXT, since TEXT)');

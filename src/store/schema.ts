@@ -1,5 +1,6 @@
 import type { Db } from './sqlite.js';
 import { storeError } from '../errors.js';
+import { instantShapeSql } from '../time.js';
 
 /** The store of BRIEF.md. */
 export const MEMORY_DDL = `
@@ -22,14 +23,39 @@ export const INDEXES: Record<string, string> = {
 
 /**
  * The brief's view, with the expiry compared as an instant (julianday reads `T`, `Z` and `+HH:MM` forms) rather
- * than as text, and an expiry SQLite cannot read kept live, as prune keeps it.
+ * than as text, by the rule of src/time.ts: what is not an instant there (julianday() cannot read it, or it is no
+ * calendar date, a julian day number, `now`) is kept live, as prune keeps it. Plain SQL: the agent's own
+ * connections evaluate it, without memory-warden's functions.
  */
 export const LIVE_VIEW = `
 CREATE VIEW IF NOT EXISTS live_memory AS
 SELECT id, subject, fact, source, confirmed_at, expires_at
 FROM memory
 WHERE superseded_by IS NULL
-  AND (expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'));`;
+  AND (expires_at IS NULL OR NOT ${instantShapeSql('expires_at')} OR julianday(expires_at) IS NULL
+       OR julianday(expires_at) > julianday('now'));`;
+
+/**
+ * Earlier definitions `init` replaces: the brief's (text comparison, wrong for `T`/`Z` forms all day) and the
+ * first julianday one (which hid `now`, julian day numbers and Feb 30 that prune never deletes). A view that is
+ * none of these was written by someone else: left alone, and reported by check.
+ */
+const OLD_LIVE_VIEWS = [
+  `CREATE VIEW live_memory AS SELECT id, subject, fact, source, confirmed_at, expires_at FROM memory WHERE superseded_by IS NULL AND (expires_at IS NULL OR expires_at > datetime('now'))`,
+  `CREATE VIEW live_memory AS SELECT id, subject, fact, source, confirmed_at, expires_at FROM memory WHERE superseded_by IS NULL AND (expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'))`,
+];
+
+const normalizeSql = (sql: string) => sql.replace(/IF NOT EXISTS\s+/i, '').replace(/\s+/g, ' ').replace(/\s*([(),;])\s*/g, '$1').replace(/;$/, '').trim().toLowerCase();
+
+export type LiveViewState = 'current' | 'missing' | 'old' | 'foreign';
+
+export function liveViewState(db: Db): LiveViewState {
+  const row = db.prepare(`SELECT sql FROM sqlite_schema WHERE type = 'view' AND name = 'live_memory'`).get() as { sql: string } | undefined;
+  if (!row) return 'missing';
+  const sql = normalizeSql(row.sql);
+  if (sql === normalizeSql(LIVE_VIEW)) return 'current';
+  return OLD_LIVE_VIEWS.some((old) => normalizeSql(old) === sql) ? 'old' : 'foreign';
+}
 
 /** Columns without which the store cannot be a memory store at all: a migration cannot invent them. */
 export const CORE_COLUMNS = ['id', 'subject', 'fact'] as const;
@@ -87,13 +113,15 @@ export interface InitResult {
   addedColumns: string[];
   addedIndexes: string[];
   addedView: boolean;
+  /** An earlier definition of live_memory was replaced by the current one. */
+  replacedView: boolean;
   addedTrigger: boolean;
   journalMode: string;
 }
 
 /** Create or migrate, in one transaction, without losing a row. Idempotent: a second run changes nothing. */
 export function initSchema(db: Db, path: string): InitResult {
-  const result: InitResult = { createdTable: false, addedColumns: [], addedIndexes: [], addedView: false, addedTrigger: false, journalMode: '' };
+  const result: InitResult = { createdTable: false, addedColumns: [], addedIndexes: [], addedView: false, replacedView: false, addedTrigger: false, journalMode: '' };
   db.transaction(() => {
     if (!tableExists(db, 'memory')) {
       db.exec(MEMORY_DDL);
@@ -121,9 +149,14 @@ export function initSchema(db: Db, path: string): InitResult {
         result.addedIndexes.push(name);
       }
     }
-    if (!objectExists(db, 'view', 'live_memory')) {
+    const view = liveViewState(db);
+    if (view === 'old') {
+      db.exec('DROP VIEW live_memory');
+      result.replacedView = true;
+    }
+    if (view === 'missing' || view === 'old') {
       db.exec(LIVE_VIEW);
-      result.addedView = true;
+      result.addedView = view === 'missing';
     }
   }).immediate();
   result.journalMode = String(db.pragma('journal_mode = WAL', { simple: true })).toLowerCase();

@@ -153,7 +153,7 @@ describe('digest content, as received by a real SMTP server', () => {
     expect(m.text).toContain('harmless ⏎ Bcc: evil[@]attacker[.]com ⏎ Subject: pwned');
     expect(m.text).not.toMatch(/[\u001b\u0007\u202E]/);
     expect(m.html).not.toMatch(/[\u001b\u0007\u202E]/);
-    expect(m.text).toContain('hxxps[:]//evil[.]example[.]com/login');
+    expect(m.text).toContain('hxxps[://]evil[.]example[.]com/login');
     // A real autolinker (mailparser's linkify-it, full TLD list) finds nothing to link in either part.
     expect(String(m.parsed.textAsHtml)).not.toMatch(/<a\s/i);
     const { simpleParser } = await import('mailparser');

@@ -50,5 +50,11 @@ describe('digest of a mem0 store', () => {
     expect(text).toMatch(/Review queue: 1 live row\(s\) confirmed more than 90 days ago/);
     expect(text).toContain('Alice uses Postgres 15');
     expect(text).toMatch(/rows 4, live 4/);
+    // Only the decisions a mem0 store takes: confirm, never supersede (mem0 has no chain to point at), in both parts.
+    const html = String(smtp.received[0]!.parsed.html);
+    for (const part of [text, html]) {
+      expect(part).toContain('memory-warden review confirm');
+      expect(part).not.toContain('review supersede');
+    }
   });
 });

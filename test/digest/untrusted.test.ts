@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { simpleParser } from 'mailparser';
-import { defang, escapeHtml, headerText, html, oneLine, plain, reviewCommands, shellWord } from '../../src/digest/untrusted.js';
+import { defang, escapeHtml, headerText, html, maskSecrets, oneLine, plain, reviewCommands, shellWord } from '../../src/digest/untrusted.js';
 
 /** mailparser's textAsHtml runs linkify-it with the full TLD list, fuzzy links, e-mails, IPs and @mentions: a real autolinker. */
 async function autolinks(text: string): Promise<string[]> {
@@ -30,7 +30,8 @@ describe('defang', () => {
   });
 
   it('stays readable', () => {
-    expect(defang('https://evil.example/x')).toBe('hxxps[:]//evil[.]example/x');
+    expect(defang('https://evil.example/x')).toBe('hxxps[://]evil[.]example/x');
+    expect(defang('mailto:boss')).toBe('mailto[:]boss');
     // Browsers read an ideographic full stop in a host as a dot.
     expect(defang('evil\u3002com')).toBe('evil[.]com');
     expect(defang('prefers pnpm over npm; Node 20.1')).toBe('prefers pnpm over npm; Node 20.1');
@@ -105,13 +106,12 @@ describe('review commands', () => {
   });
 });
 
-describe('maskSecrets', () => {
-  it('keeps four characters of anything that looks like a credential', async () => {
-    const { maskSecrets } = await import('../../src/digest/untrusted.js');
-    expect(maskSecrets('staging api_key: sk-live-abcdefghijklmnop')).toBe('staging api_key: sk-l…[masked]');
+describe('maskSecrets (the generic rules every render applies)', () => {
+  it('keeps at most a public prefix of anything that looks like a credential', () => {
+    expect(maskSecrets('staging api_key: sk-live-abcdefghijklmnop')).toBe('staging api_key: sk-…[masked]');
     expect(maskSecrets('deploy token ghp_ABCDEFGHIJKLMNOPQRST1234 works')).toBe('deploy token ghp_…[masked] works');
     expect(maskSecrets('aws AKIAABCDEFGHIJKLMNOP here')).toBe('aws AKIA…[masked] here');
-    expect(maskSecrets('db password = "hunter2hunter2"')).toBe('db password = "hunt…[masked]"');
-    expect(maskSecrets('prefers pnpm over npm')).toBe('prefers pnpm over npm');
+    expect(maskSecrets('db password = "hunter2hunter2"')).toBe('db password = "[masked]"');
+    expect(maskSecrets('prefers pnpm over npm; tokens: 5; the secretary: Jane')).toBe('prefers pnpm over npm; tokens: 5; the secretary: Jane');
   });
 });

@@ -249,7 +249,9 @@ describe('erase, mem0 layout', () => {
     const a = await fx.add('Yusuf Demir was in hospital', { user_id: 'yusuf', at: NOW - DAY });
     fx.close();
     await fetch(`${q.url}/collections/${fx.collection}`, { method: 'DELETE', headers: q.apiKey ? { 'api-key': q.apiKey } : {} });
-    const r = await erase(fx.config(), 'm', { subject: 'Demir' }, opts);
+    await expect(erase(fx.config(), 'm', { subject: 'Demir' }, opts)).rejects.toThrow(/there is no collection .* records 1 memory\(ies\): nothing was erased/);
+    expect(rawBytes(fx.historyPath).includes(Buffer.from('hospital'))).toBe(true);
+    const r = await erase(fx.config(), 'm', { subject: 'Demir' }, { ...opts, vectorsLost: true });
     expect(r).toMatchObject({ memories: 1, counts: { points: 0, deleteRowsAdded: 1 } });
     expectNowhere(rawBytes(fx.historyPath), ['Demir', 'hospital']);
     const h = new Database(fx.historyPath, { readonly: true });

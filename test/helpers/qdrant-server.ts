@@ -14,8 +14,8 @@ import { OpenApiValidator } from './openapi.js';
 
 type PointId = string | number;
 type Payload = Record<string, unknown>;
-interface Point { id: PointId; vector: number[]; payload: Payload }
-interface Collection { size: number; distance: string; points: Map<string, Point> }
+interface Point { id: PointId; vector: number[]; payload: Payload; docs?: Record<string, string> }
+interface Collection { size: number; distance: string; points: Map<string, Point>; sparse?: Record<string, unknown> }
 interface Snap { name: string; bytes: Buffer; checksum: string; created: string }
 
 class HttpError extends Error {
@@ -66,6 +66,26 @@ function matches(point: Point, filter: any): boolean {
   if (asArray(filter.must_not).some(cond)) return false;
   const should = asArray(filter.should);
   return should.length === 0 || should.some(cond);
+}
+
+/**
+ * A point's dense vector: the plain array, or the unnamed `""` entry of named vectors whose other entries are
+ * server-side inference documents for the collection's sparse vectors (BM25 text, as mem0's TypeScript SDK sends).
+ * The sparse part changes nothing a test reads, so it is not kept.
+ */
+function denseOf(v: any, c: Collection): unknown {
+  if (Array.isArray(v) || !v || typeof v !== 'object') return v;
+  for (const name of Object.keys(v)) {
+    if (name !== '' && !(c.sparse && name in c.sparse)) throw new HttpError(400, `Wrong input: Not existing vector name error: ${name}`);
+  }
+  return v[''];
+}
+
+/** The text of each inference document of named vectors (kept so a query by text can score against it). */
+function docsOf(v: any): { docs?: Record<string, string> } {
+  if (Array.isArray(v) || !v || typeof v !== 'object') return {};
+  const docs = Object.fromEntries(Object.entries(v).filter(([, d]: [string, any]) => typeof d?.text === 'string').map(([k, d]: [string, any]) => [k, d.text as string]));
+  return Object.keys(docs).length > 0 ? { docs } : {};
 }
 
 function selectPayload(p: Payload, withPayload: unknown): Payload | undefined {
@@ -174,19 +194,19 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
   };
 
   function snapshotBytes(name: string, c: Collection): Buffer {
-    const body = JSON.stringify({ format: 'qdrant-test-server/1', collection: name, size: c.size, distance: c.distance, points: ordered(c) });
+    const body = JSON.stringify({ format: 'qdrant-test-server/1', collection: name, size: c.size, distance: c.distance, ...(c.sparse ? { sparse: c.sparse } : {}), points: ordered(c) });
     return Buffer.from(body, 'utf8');
   }
 
   function restoreFrom(name: string, bytes: Buffer): void {
-    let data: { format?: string; size: number; distance: string; points: Point[] };
+    let data: { format?: string; size: number; distance: string; sparse?: Record<string, unknown>; points: Point[] };
     try {
       data = JSON.parse(bytes.toString('utf8'));
     } catch {
       throw new HttpError(400, 'Bad request: snapshot is not a valid snapshot file');
     }
     if (data.format !== 'qdrant-test-server/1') throw new HttpError(400, 'Bad request: unknown snapshot format');
-    collections.set(name, { size: data.size, distance: data.distance, points: new Map(data.points.map((p) => [key(p.id), p])) });
+    collections.set(name, { size: data.size, distance: data.distance, ...(data.sparse ? { sparse: data.sparse } : {}), points: new Map(data.points.map((p) => [key(p.id), p])) });
   }
 
   type Handler = (m: RegExpExecArray, q: URLSearchParams, body: any, raw: Buffer, req: IncomingMessage) => Promise<{ status?: number; json?: unknown; binary?: Buffer }> | { status?: number; json?: unknown; binary?: Buffer };
@@ -199,8 +219,27 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
       if (collections.has(name)) throw new HttpError(409, `Wrong input: Collection \`${name}\` already exists!`);
       const v = body?.vectors;
       if (!v || typeof v.size !== 'number') throw new HttpError(400, 'test server: only a single unnamed vector config is supported');
-      collections.set(name, { size: v.size, distance: v.distance, points: new Map() });
+      collections.set(name, { size: v.size, distance: v.distance, points: new Map(), ...(body.sparse_vectors ? { sparse: body.sparse_vectors } : {}) });
       return { json: true };
+    }],
+    ['GET', /^\/collections\/([^/]+)$/, (m) => {
+      const c = coll(dec(m[1]));
+      return {
+        json: {
+          status: 'green', optimizer_status: 'ok', segments_count: 1, points_count: c.points.size, indexed_vectors_count: 0, payload_schema: {},
+          config: {
+            params: { vectors: { size: c.size, distance: c.distance }, ...(c.sparse ? { sparse_vectors: c.sparse } : {}) },
+            hnsw_config: { m: 16, ef_construct: 100, full_scan_threshold: 10000 },
+            optimizer_config: { default_segment_number: 0, flush_interval_sec: 5 },
+            wal_config: { wal_capacity_mb: 32, wal_segments_ahead: 0 },
+          },
+        },
+      };
+    }],
+    // Payload indexes change no result here: accepted, as Qdrant does, for a collection that exists.
+    ['PUT', /^\/collections\/([^/]+)\/index$/, (m) => {
+      coll(dec(m[1]));
+      return { json: updated() };
     }],
     ['DELETE', /^\/collections\/([^/]+)$/, (m) => {
       const existed = collections.delete(dec(m[1]));
@@ -210,7 +249,7 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
     ['PUT', /^\/collections\/([^/]+)\/points$/, (m, _q, body) => {
       const c = coll(dec(m[1]));
       const incoming: Point[] = body.points
-        ? body.points.map((p: any) => ({ id: normaliseId(p.id), vector: p.vector, payload: p.payload ?? {} }))
+        ? body.points.map((p: any) => ({ id: normaliseId(p.id), vector: denseOf(p.vector, c), payload: p.payload ?? {}, ...docsOf(p.vector) }))
         : body.batch.ids.map((id: unknown, i: number) => ({ id: normaliseId(id), vector: body.batch.vectors[i], payload: body.batch.payloads?.[i] ?? {} }));
       for (const p of incoming) {
         if (!Array.isArray(p.vector) || p.vector.length !== c.size) throw new HttpError(400, `Wrong input: Vector dimension error: expected dim: ${c.size}`);
@@ -268,6 +307,13 @@ export async function startQdrantTestServer(opts: QdrantTestServerOptions = {}):
     ['POST', /^\/collections\/([^/]+)\/points\/query$/, (m, _q, body) => {
       const c = coll(dec(m[1]));
       const candidates = ordered(c).filter((p) => matches(p, body.filter));
+      if (typeof body.query?.text === 'string' && typeof body.using === 'string') {
+        // Inference by text on a sparse vector (BM25): scored by how many query words the point's document holds.
+        const words = new Set(body.query.text.toLowerCase().split(/\W+/).filter(Boolean));
+        const scored = candidates.map((p) => ({ p, s: (p.docs?.[body.using] ?? '').toLowerCase().split(/\W+/).filter((w) => words.has(w)).length }))
+          .filter((x) => x.s > 0).sort((a, b) => b.s - a.s);
+        return { json: { points: scored.slice(0, body.limit ?? 10).map(({ p, s }) => ({ ...record(p, body.with_payload ?? false, body.with_vector), score: s, version: 0 })) } };
+      }
       const q = Array.isArray(body.query) ? (body.query as number[]) : Array.isArray(body.query?.nearest) ? (body.query.nearest as number[]) : null;
       if (body.query && !q) throw new HttpError(400, 'test server: only dense nearest-vector queries are supported');
       const norm = (v: number[]) => Math.sqrt(v.reduce((s, x) => s + x * x, 0)) || 1;

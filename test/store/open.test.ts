@@ -12,7 +12,8 @@ function fingerprint(path: string) {
   return { bytes: readFileSync(path), mtime: statSync(path).mtimeMs };
 }
 
-describe('refusing what is not a memory store', () => {
+// Each case spawns the CLI several times: on a loaded machine that takes longer than the default 30 s.
+describe('refusing what is not a memory store', { timeout: 120_000 }, () => {
   let dir: string;
   let cleanup: () => void;
   let env: Record<string, string>;
