@@ -133,6 +133,35 @@ describe.each([
   });
 });
 
+describe('credentials', { timeout: 60_000 }, () => {
+  it('come from the environment, and no log line, error or printed config shows them', async () => {
+    const place = await s3Place();
+    try {
+      fx = await qdrantFixture(ROWS.slice(0, 2));
+      const secret = 'wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY';
+      const { target } = asUserWrites({ ...place.config(), name: 'off' });
+      const config = join(fx.dir, 'a.yaml');
+      writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+      const env = { MW_TEST_ACCESSKEYID: place.s3!.accessKeyId, MW_TEST_SECRETACCESSKEY: secret, LOG_LEVEL: 'debug', MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') };
+      const runs = [
+        await cli(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], env),
+        await cli(['snapshots', 'push', '--config', config, '--store', 'agent'], { ...env, MW_TEST_ACCESSKEYID: 'AKWRONGKEY0000' }),
+        await cli(['config', '--config', config], env),
+      ];
+      expect(runs.map((r) => r.code)).toEqual([0, 2, 0]);
+      expect(runs[1]!.stderr).toMatch(/HTTP 403/);
+      for (const r of runs) expect(r.stdout + r.stderr).not.toContain(secret);
+      writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [{ ...target, secretAccessKey: secret }] } })));
+      const literal = await cli(['snapshots', 'push', '--config', config, '--store', 'agent'], env);
+      expect(literal.code).toBe(2);
+      expect(literal.stderr).toMatch(/snapshot.targets.0.secretAccessKey: a credential goes in the environment/);
+      expect(literal.stderr).not.toContain(secret);
+    } finally {
+      await place.stop();
+    }
+  });
+});
+
 const BIG = Array.from({ length: 2600 }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: `${i} `.repeat(1500).slice(0, 4000) }));
 
 describe('kill -9 during an upload', { timeout: 120_000 }, () => {
