@@ -179,6 +179,9 @@ export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, 
       passphrase: config.passphrase,
       password: config.password,
       readyTimeout: config.timeoutMs,
+      // A host that stops answering mid-upload is noticed (and the job fails as transient) instead of hanging.
+      keepaliveInterval: Math.max(1000, Math.floor(config.timeoutMs / 3)),
+      keepaliveCountMax: 3,
       hostVerifier: (key: Buffer) => (seen = hostKeyFingerprint(key)) === want,
     });
   } catch (err) {
