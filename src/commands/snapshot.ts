@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
+import { isAbsolute } from 'node:path';
+import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { usageError } from '../errors.js';
 import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
+import { restoreSnapshot, verifySnapshot, type RestoreResult } from '../snapshot/restore.js';
 import { repairOrphans } from '../store/consistency.js';
 import { openStore } from '../store/open.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
@@ -56,9 +58,15 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = await storeHostElsewhere(ctx);
+      if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
       const fetched = opts.target ? await fetchForRestore(ctx, opts.target, dir) : undefined;
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false })
-        .finally(() => fetched?.cleanup());
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
+        : await restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags }).finally(() => fetched?.cleanup());
       if (fetched) result.from = fetched.from;
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
