@@ -11,6 +11,7 @@ import { eraseKey } from '../../../src/erase-ledger.js';
 import { idMac, userMac, decodeHolds } from '../../../src/snapshot/targets/holds.js';
 import { fetchSnapshot, replicateStore, verifyRemote, withTarget } from '../../../src/snapshot/targets/replicate.js';
 import { readAll, readRemoteManifest } from '../../../src/snapshot/targets/remote-manifest.js';
+import { remoteSnapshotCopies } from '../../../src/erase-targets.js';
 import type { TargetConfig } from '../../../src/snapshot/targets/config.js';
 import type { Config } from '../../../src/config.js';
 import type { WardenError } from '../../../src/errors.js';
@@ -183,5 +184,41 @@ describe('snapshots off the machine: storage faults (loopback S3)', () => {
     expect(err.message).toMatch(/target down/);
     await withTarget(good, 'agent', async (t) => expect(await t.list()).toEqual([local.name]));
     expect(readdirSync(join(fx.dir, 'backups', 'agent'))).toContain(local.name);
+  });
+});
+
+describe('erase over targets (through keyed holds)', () => {
+  let place: TargetPlace;
+  beforeAll(async () => {
+    place = await localPlace();
+  });
+  afterAll(() => place.stop());
+  const look = (config: Config, erased: { ids: string[]; user?: string }, remove = false) =>
+    remoteSnapshotCopies(config, 'agent', erased, { remove, log: silentLogger });
+
+  it('finds by id or user, not others; cannot rule out another key or an unreachable target; deletes with remove', async () => {
+    fx = await qdrantFixture(ROWS);
+    const tcfg = place.config();
+    const config = withTargets([tcfg]);
+    const local = await snapAt(config, T0);
+    await replicate(config);
+    const label = `target:disk/${local.name}`;
+    expect((await look(config, { ids: ['m_ada'] })).found).toEqual([label]);
+    expect((await look(config, { ids: ['m_3', 'no_such'] })).found).toEqual([label]);
+    expect((await look(config, { ids: [], user: 'ada' })).found).toEqual([label]);
+    expect((await look(config, { ids: ['no_such'], user: 'carol' })).found).toEqual([]);
+    expect((await look(config, { ids: ['m_ada '], user: 'Ada' })).found).toEqual([]); // exact ids and users only
+
+    const keyFile = join(fx.dir, 'erase.key');
+    const key = readFileSync(keyFile);
+    rmSync(keyFile); // a new installation key: the holds can no longer be read, so the snapshot cannot be ruled out
+    expect((await look(config, { ids: ['no_such'] })).found).toEqual([label]);
+    writeFileSync(keyFile, key, { mode: 0o600 });
+
+    const gone = { ...tcfg, path: join(fx.dir, 'unmounted') } as TargetConfig;
+    expect((await look(withTargets([gone]), { ids: ['m_ada'] })).found).toEqual([expect.stringMatching(/^target:disk \(unreachable: .*not mounted/)]);
+
+    expect(await look(config, { ids: ['m_ada'] }, true)).toEqual({ found: [label], deleted: [label] });
+    await withTarget(tcfg, 'agent', async (t) => expect(await t.list()).toEqual([]));
   });
 });
