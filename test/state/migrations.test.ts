@@ -184,41 +184,74 @@ describe('state db migrations', () => {
     expect(versionOf(empty)).toBe(0);
   });
 
-  it('processes opening a new state db together all get it whole (the version is read under the write lock)', async () => {
-    const STATE_JS = fileURLToPath(new URL('../../dist/src/state.js', import.meta.url));
-    // Each child loads the code, says so, waits for the start line on stdin, then opens and writes one run.
+  it('opening an up-to-date state db takes no write lock: it works while a writer holds one', () => {
+    const path = freshStateDb('state.db');
+    const writer = new Database(path);
+    try {
+      writer.exec('BEGIN IMMEDIATE');
+      writer.exec(V0_ROWS.job_runs!);
+      const db = openStateDb(path);
+      try {
+        expect(db.prepare('SELECT count(*) AS n FROM job_runs').get()).toEqual({ n: 0 }); // not committed yet
+      } finally {
+        db.close();
+      }
+      writer.exec('COMMIT');
+    } finally {
+      writer.close();
+    }
+  });
+
+  /** Four processes load the code, then are started together on one new state db; each writes a job run. */
+  async function race(path: string, open: string, version: number): Promise<void> {
+    const dist = (p: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/src/${p}`, import.meta.url)));
     const child = `
-      const { openStateDb, recordRunStart } = await import(${JSON.stringify(STATE_JS)});
+      const { openStateDb, recordRunStart } = await import(${dist('state.js')});
+      const { openHandle } = await import(${dist('store/sqlite.js')});
+      const { migrateState } = await import(${dist('state/migrate.js')});
+      const { STATE_MIGRATIONS } = await import(${dist('state/migrations/index.js')});
       process.stdout.write('ready\\n');
       process.stdin.once('data', () => {
-        const db = openStateDb(process.argv[1]);
+        const path = process.argv[1];
+        const db = ${open};
         recordRunStart(db, 'probe', String(process.pid), Date.now());
         process.stdout.write('version ' + db.pragma('user_version', { simple: true }) + '\\n');
         db.close();
         process.exit(0);
       });`;
-    for (let round = 0; round < 4; round++) {
+    const procs = Array.from({ length: 4 }, () => spawn(process.execPath, ['--input-type=module', '-e', child, path], { stdio: ['pipe', 'pipe', 'pipe'] }));
+    const outcomes = procs.map((p) => {
+      let out = '';
+      let err = '';
+      p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      const ready = new Promise<void>((resolve) => p.stdout.on('data', () => out.includes('ready') && resolve()));
+      const done = new Promise<{ code: number | null; out: string; err: string }>((resolve) => p.on('close', (code) => resolve({ code, out, err })));
+      return { ready, done };
+    });
+    await Promise.all(outcomes.map((o) => o.ready));
+    for (const p of procs) p.stdin.end('go\n');
+    for (const r of await Promise.all(outcomes.map((o) => o.done))) {
+      expect(r.err).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.out).toContain(`version ${version}`);
+    }
+    expect(raw(path, (db) => db.prepare(`SELECT count(*) AS n FROM job_runs WHERE job = 'probe'`).get())).toEqual({ n: 4 });
+  }
+
+  it('processes opening a new state db together all get it whole (the version is read under the write lock)', async () => {
+    for (let round = 0; round < 3; round++) {
       const path = join(tmp.dir, `race-${round}`, 'state.db');
-      const procs = Array.from({ length: 4 }, () => spawn(process.execPath, ['--input-type=module', '-e', child, path], { stdio: ['pipe', 'pipe', 'pipe'] }));
-      const outcomes = procs.map((p) => {
-        let out = '';
-        let err = '';
-        p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-        p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-        const ready = new Promise<void>((resolve) => p.stdout.on('data', () => out.includes('ready') && resolve()));
-        const done = new Promise<{ code: number | null; out: string; err: string }>((resolve) => p.on('close', (code) => resolve({ code, out, err })));
-        return { ready, done };
-      });
-      await Promise.all(outcomes.map((o) => o.ready));
-      for (const p of procs) p.stdin.end('go\n');
-      const results = await Promise.all(outcomes.map((o) => o.done));
-      for (const r of results) {
-        expect(r.err).toBe('');
-        expect(r.code).toBe(0);
-        expect(r.out).toContain(`version ${STATE_VERSION}`);
-      }
+      await race(path, 'openStateDb(path)', STATE_VERSION);
       expect(tablesOf(path)).toEqual(TABLES);
-      expect(raw(path, (db) => db.prepare(`SELECT count(*) AS n FROM job_runs WHERE job = 'probe'`).get())).toEqual({ n: 4 });
+    }
+    // A step without IF NOT EXISTS fails if two processes both apply it: each must see the other's version.
+    const once = `{ version: STATE_MIGRATIONS.length + 1, file: '999-once', sql: 'CREATE TABLE once (x)' }`;
+    for (let round = 0; round < 3; round++) {
+      const path = join(tmp.dir, `race-once-${round}.db`);
+      writeFileSync(path, '');
+      await race(path, `(() => { const db = openHandle(path, { timeout: 5000 }); db.pragma('journal_mode = WAL'); migrateState(db, path, [...STATE_MIGRATIONS, ${once}]); return db; })()`, STATE_VERSION + 1);
+      expect(tablesOf(path)).toEqual([...TABLES, 'once'].sort());
     }
   });
 });
