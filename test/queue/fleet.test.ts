@@ -19,7 +19,8 @@ const HOSTS = ['a', 'b', 'c'] as const;
  * Three worker processes on one machine, each started as its own host (`--host a|b|c`) with its own store folder
  * and state db (`${STATE_DIR}`), all from ONE config file that describes the whole fleet, as it is deployed.
  */
-describe('a fleet of hosts sharing one Redis', () => {
+// Real worker processes, three at a time, on a shared 2-core machine: generous time, no timing assertions.
+describe('a fleet of hosts sharing one Redis', { timeout: 180_000 }, () => {
   let redis: TestRedis;
   let conn: Redis;
   const workers: SpawnedWorker[] = [];

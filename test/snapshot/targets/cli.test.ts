@@ -92,7 +92,7 @@ describe.each([
     expect(listed.code, listed.stderr).toBe(0);
     expect(listed.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok', rows: ROWS.length })]);
 
-    const idEnv = encrypted ? { MEMORY_WARDEN_AGE_IDENTITY: identity } : {};
+    const idEnv: Record<string, string> = encrypted ? { MEMORY_WARDEN_AGE_IDENTITY: identity } : {};
     if (encrypted) {
       const refused = await cli(['restore', 'latest', '--config', b.config, '--store', 'agent', '--target', 'off', '--force'], env);
       expect(refused.code).toBe(2);
