@@ -1,10 +1,5 @@
 import type { Command } from 'commander';
 import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
-import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
-import { repairOrphans } from '../store/consistency.js';
-import { openStore } from '../store/open.js';
-import { assertNoPendingRestore } from '../snapshot/journal.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -14,7 +9,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--verify', 'check every file against the sha256 in its manifest')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions & { verify?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ listSnapshots, storeSnapshotDir }, { verifySnapshot }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/restore.js')]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const entries = [];
       for (const s of listSnapshots(dir)) {
@@ -51,7 +47,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const { restoreSnapshot } = await import('../snapshot/restore.js');
       const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
@@ -62,10 +59,11 @@ export function registerSnapshotCommands(program: Command): void {
   const repair = program.commands.find((c) => c.name() === 'repair');
   if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
   // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
-  repair.hook('preAction', (_repair: Command, action: Command) => {
+  repair.hook('preAction', async (_repair: Command, action: Command) => {
     const o = action.opts<StoreOptions & { dryRun?: boolean }>();
     if (o.dryRun) return;
-    const ctx = storeContext(o, action);
+    const ctx = await storeContext(o, action);
+    const { assertNoPendingRestore } = await import('../snapshot/journal.js');
     assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
   });
   addStoreOptions(repair.command('orphans'))
@@ -73,7 +71,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--dry-run', 'count them; delete nothing')
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../store/open.js'), import('../store/consistency.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });
