@@ -7,8 +7,10 @@ import type { JobDefinition } from './job.js';
 export const JOB_LOADERS: Record<string, () => Promise<{ default: JobDefinition<any, any> }>> = {
   digest: () => import('../jobs/digest.js'),
   drift: () => import('../jobs/drift.js'),
+  erase: () => import('../jobs/erase.js'),
   integrity: () => import('../jobs/integrity.js'),
   prune: () => import('../jobs/prune.js'),
+  restore: () => import('../jobs/restore.js'),
   snapshot: () => import('../jobs/snapshot.js'),
 };
 

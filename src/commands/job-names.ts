@@ -5,7 +5,9 @@
 export const JOB_SCOPES: Record<string, 'store' | 'global'> = {
   digest: 'global',
   drift: 'store',
+  erase: 'store',
   integrity: 'store',
   prune: 'store',
+  restore: 'store',
   snapshot: 'store',
 };

@@ -1,5 +1,8 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
+import { isAbsolute } from 'node:path';
+import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { usageError } from '../errors.js';
+import type { RestoreResult } from '../snapshot/restore.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -48,8 +51,13 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const { restoreSnapshot } = await import('../snapshot/restore.js');
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false });
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = await storeHostElsewhere(ctx);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${show(s)}`);
