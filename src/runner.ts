@@ -4,7 +4,7 @@ import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
 import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
-import { JOBS } from '../jobs/index.js';
+import { JOB_LOADERS, loadJob } from './job-loaders.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
@@ -28,8 +28,8 @@ export interface RunOptions {
  * BullMQ worker both come through here, so a job behaves the same whichever started it.
  */
 export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
-  const job = JOBS[name];
-  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+  const job = await loadJob(name);
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_LOADERS).join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;

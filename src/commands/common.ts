@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { loadConfig, selectStore, type Config } from '../config.js';
-import { createLogger, type Logger } from '../logger.js';
-import { storeNameForPath } from '../store/open.js';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
 import { parseInstant, systemClock, type Clock } from '../time.js';
 import { usageError } from '../errors.js';
 import { escapedLine, jsonText, terminalText } from '../untrusted.js';
@@ -37,19 +36,32 @@ export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: stri
   return root.opts();
 }
 
-/** `--db PATH` becomes a store of its own, named after the file, layered over whatever config was given. */
-export function loadForCommand(opts: StoreOptions, cmd: Command): { config: Config; log: Logger; now: Clock } {
-  const overrides = opts.db ? { stores: { [storeNameForPath(opts.db)]: { db: opts.db } } } : undefined;
+/**
+ * `--db PATH` becomes a store of its own, named after the file, layered over whatever config was given.
+ * Config, logger and store code are imported here, when a command runs, not when `--help` lists the commands.
+ */
+export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock }> {
+  const [{ loadConfig }, { createLogger }] = await Promise.all([import('../config.js'), import('../logger.js')]);
+  const dbName = await storeNameForDb(opts.db);
+  const overrides = opts.db ? { stores: { [dbName!]: { db: opts.db } } } : undefined;
   const config = loadConfig({ file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides });
   const g = globalOptions(cmd);
   const log = createLogger({ level: g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level, ...(g.pretty ? { pretty: true } : {}) });
   return { config, log, now: clockFrom(opts.now) };
 }
 
-export function storeContext(opts: StoreOptions, cmd: Command): CommandContext {
-  const base = loadForCommand(opts, cmd);
-  const storeName = opts.db ? storeNameForPath(opts.db) : selectStore(base.config, opts.store).name;
+export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
+  const base = await loadForCommand(opts, cmd);
+  const { selectStore } = await import('../config.js');
+  const storeName = opts.db ? (await storeNameForDb(opts.db))! : selectStore(base.config, opts.store).name;
   return { ...base, storeName };
+}
+
+/** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */
+async function storeNameForDb(db: string | undefined): Promise<string | undefined> {
+  if (!db) return undefined;
+  const { storeNameForPath } = await import('../store/open.js');
+  return storeNameForPath(db);
 }
 
 /** `--now 2026-11-29T06:00:00Z`: run as if it were that instant (tests, what-if dry runs). */
