@@ -38,7 +38,7 @@ export function registerEraseCommands(program: Command): void {
       const sel = selectorFrom(opts);
       const ctx = storeContext(opts, c);
       const receipt = await erase(ctx.config, ctx.storeName, sel, {
-        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false, now: ctx.now, log: ctx.log,
+        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false, now: ctx.now, log: ctx.log, progress: ctx.progress,
       });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);

@@ -52,7 +52,7 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false });
+      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false, progress: ctx.progress });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${show(s)}`);

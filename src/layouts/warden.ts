@@ -23,6 +23,7 @@ export const wardenLayout: Layout = {
       now,
       reviewAfterDays: ctx.config.review.afterDays,
       supersededAfterDays: ctx.config.prune.supersededAfterDays,
+      progress: ctx.progress,
     });
     // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
     return withConsistency(sqlite, store, { now, signal: ctx.signal });
