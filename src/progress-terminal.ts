@@ -39,7 +39,7 @@ export function terminalProgress(out: NodeJS.WritableStream, opts: TerminalProgr
     start(label, total, unit) {
       clear();
       phase = { label, total, unit, done: 0, started: now() };
-      draw(true);
+      if (total !== 0) draw(true); // nothing to do: nothing to show
     },
     tick(n = 1) {
       if (!phase) return;
@@ -58,7 +58,8 @@ export function terminalProgress(out: NodeJS.WritableStream, opts: TerminalProgr
 /** The text of the line: done of total, share, rate, time left (only what is known). */
 export function progressLine(p: { label: string; total: number | undefined; unit: ProgressUnit; done: number }, elapsedMs: number): string {
   const amount = (n: number) => (p.unit === 'bytes' ? bytes(n) : n.toLocaleString('en-US'));
-  const parts = [p.label, p.total === undefined ? `${amount(p.done)} ${p.unit}` : `${amount(p.done)}/${amount(p.total)} ${p.unit}`];
+  const unit = p.unit === 'bytes' ? '' : ` ${p.unit}`; // 6.6 MB, not 6.6 MB bytes
+  const parts = [p.label, p.total === undefined ? `${amount(p.done)}${unit}` : `${amount(p.done)}/${amount(p.total)}${unit}`];
   if (p.total !== undefined && p.total > 0) parts.push(`${Math.min(100, Math.floor((100 * p.done) / p.total))}%`);
   const rate = elapsedMs >= 500 ? (p.done * 1000) / elapsedMs : 0;
   if (rate > 0) {
