@@ -3,7 +3,7 @@
  * option) and never know where it goes: on a terminal the CLI hands them `terminalProgress`
  * (src/progress-terminal.ts); `--json`, a stderr that is not a terminal, and the worker get nothing at all.
  */
-export type ProgressUnit = 'rows' | 'bytes' | 'steps' | 'files';
+export type ProgressUnit = 'rows' | 'points' | 'bytes' | 'steps' | 'files';
 
 export interface Progress {
   /** A new phase: `total` of `unit` to do (unknown: undefined). Ends whatever phase was shown before. */
