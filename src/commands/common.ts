@@ -98,3 +98,14 @@ export function print(line = ''): void {
 
 /** Store text for one human-readable line: one line, every hidden character named as `\uXXXX` (../untrusted.ts). */
 export const show = (text: unknown): string => escapedLine(text);
+
+/**
+ * The host that holds the command's store when it is not this machine (src/queue/hosts.ts), else null: erase and
+ * restore then run there, through that host's queue (src/queue/remote.ts). Loaded only for a store with a host.
+ */
+export async function storeHostElsewhere(ctx: CommandContext): Promise<string | null> {
+  if (ctx.config.stores[ctx.storeName]?.host === undefined) return null;
+  const { hostOfStore, thisHost } = await import('../queue/hosts.js');
+  const host = hostOfStore(ctx.config, ctx.storeName);
+  return host === thisHost(ctx.config) ? null : host;
+}

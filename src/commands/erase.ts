@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
 import { erase, type EraseReceipt, type EraseSelector } from '../erase.js';
 import { listReceipts } from '../erase-receipts.js';
 import { expandHome } from '../config.js';
@@ -37,9 +37,14 @@ export function registerEraseCommands(program: Command): void {
     .action(async (opts: EraseCliOptions, c: Command) => {
       const sel = selectorFrom(opts);
       const ctx = storeContext(opts, c);
-      const receipt = await erase(ctx.config, ctx.storeName, sel, {
-        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false, now: ctx.now, log: ctx.log, progress: ctx.progress,
-      });
+      const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
+      // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
+      const host = await storeHostElsewhere(ctx);
+      const receipt = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({
+            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: 3600, sensitive: true,
+          })) as EraseReceipt)
+        : await erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
       const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
+import { isAbsolute } from 'node:path';
+import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { usageError } from '../errors.js';
 import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
+import { restoreSnapshot, verifySnapshot, type RestoreResult } from '../snapshot/restore.js';
 import { repairOrphans } from '../store/consistency.js';
 import { openStore } from '../store/open.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
@@ -52,7 +54,13 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false, progress: ctx.progress });
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = await storeHostElsewhere(ctx);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
+        : await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${show(s)}`);

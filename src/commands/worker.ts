@@ -1,14 +1,13 @@
 import type { Command } from 'commander';
-import { QueueEvents } from 'bullmq';
 import { loadForCommand, print, printJson } from './common.js';
 import { selectStore } from '../config.js';
-import { coerceError, transientError, usageError } from '../errors.js';
+import { usageError } from '../errors.js';
 import { JOBS } from '../../jobs/index.js';
 import { connectRedis } from '../queue/connection.js';
-import { jobOptions } from '../queue/options.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from '../queue/schedules.js';
 import { startWorker } from '../queue/worker.js';
-import { openHostQueue, openQueue, openQueueFor } from '../queue/queues.js';
+import { openHostQueue, openQueue } from '../queue/queues.js';
+import { runOnHost } from '../queue/remote.js';
 import { configuredHosts, HOST_NAME } from '../queue/hosts.js';
 import { fleetStatus, type FleetJob, type FleetStatus } from '../queue/fleet-status.js';
 import type { Config } from '../config.js';
@@ -92,33 +91,12 @@ export function registerWorkerCommands(program: Command): void {
       const data = store === null ? {} : { store };
       const what = store === null ? name : `${name} ${store}`;
 
-      const redis = await connectRedis(config.redis.url, log);
-      // The store's host's queue: only a worker on the machine that holds the file takes it.
-      const queue = openQueueFor(config, redis, store);
-      const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
-      events.on('error', () => {});
-      try {
-        await events.waitUntilReady();
-        const job = await queue.add(name, data, jobOptions(config));
-        log.info({ job: name, store, jobId: job.id }, 'enqueued; waiting for a worker to run it');
-        let result: unknown;
-        try {
-          result = await job.waitUntilFinished(events, timeoutSec * 1000);
-        } catch (err) {
-          if (/timed out/i.test((err as Error).message)) {
-            throw transientError(`${name}: no result within ${timeoutSec} s; is a worker running${store === null ? '' : ` on host ${queue.name.slice(config.worker.queue.length + 1)}`} (memory-warden worker)? The job stays queued as ${job.id} on ${queue.name}`);
-          }
-          throw coerceError(err, `${what} (job ${job.id})`);
-        }
-        if (opts.json) printJson(result);
-        else print(`${what}: done (job ${job.id})\n${JSON.stringify(result, null, 2)}`);
-        // A check that ran and found problems is exit 1, as for `memory-warden check`.
-        if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
-      } finally {
-        await events.close().catch(() => {});
-        await queue.close().catch(() => {});
-        await redis.quit().catch(() => redis.disconnect());
-      }
+      // On the store's host's queue: only a worker on the machine that holds the file takes it.
+      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
+      if (opts.json) printJson(result);
+      else print(`${what}: done\n${JSON.stringify(result, null, 2)}`);
+      // A check that ran and found problems is exit 1, as for `memory-warden check`.
+      if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
     });
 }
 
