@@ -42,7 +42,7 @@ export function registerEraseCommands(program: Command): void {
         ? ((await (await import('../queue/remote.js')).runOnHost({
             config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: 3600, sensitive: true,
           })) as EraseReceipt)
-        : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log });
+        : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
       const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);

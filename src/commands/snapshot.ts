@@ -57,7 +57,7 @@ export function registerSnapshotCommands(program: Command): void {
       if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
       const result = host
         ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
-        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags });
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${show(s)}`);
