@@ -13,7 +13,7 @@ export type SnapshotPayload = z.infer<typeof payloadSchema>;
  * as an orphan. It also holds the store's maintenance lock while it runs.
  */
 export async function snapshot(payload: SnapshotPayload, ctx: JobContext): Promise<SnapshotResult & { targets: TargetRun[] }> {
-  const result = await takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });
+  const result = await takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal, progress: ctx.progress });
   // Then off the machine: every configured target gets what it lacks. A target that fails fails the job (transient
   // when a retry can help); the local snapshot stays, and the retry uploads whatever is still missing.
   const targets = await replicateStore(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });

@@ -12,6 +12,7 @@ import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerTargetCommands } from './commands/targets.js';
 import { registerReviewCommands } from './commands/review.js';
 import { registerServeCommands } from './commands/serve.js';
+import { endProgress } from './commands/common.js';
 
 
 export function buildProgram(): Command {
@@ -45,6 +46,7 @@ export async function main(argv: string[]): Promise<number> {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     }
     const e = coerceError(err);
+    endProgress();
     process.stderr.write(`memory-warden: ${oneLine(redactText(e.message.split('\n')[0]!))}\n`);
     return e.exitCode;
   }

@@ -22,6 +22,7 @@ import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/index.js';
 import { toCanonical, type Instant } from './time.js';
+import type { Progress } from './progress.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
 import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
@@ -54,6 +55,8 @@ export interface EraseOptions {
   vectorsLost?: boolean;
   /** Record the receipt in the state db (default true; never for a dry run). */
   record?: boolean;
+  /** How far the deletes have got, on a terminal (src/progress.ts). */
+  progress?: Progress;
   /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
   deletedIds?: readonly string[];
 }
@@ -253,11 +256,14 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   if (dryRun || ids.length === 0) return { ids, counts, texts };
   // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
   const deleted: DeletedRow[] = [];
+  opts.progress?.start('erase', roots.length, 'rows');
   for (let i = 0; i < roots.length; ) {
     const step = await deleteRoots(store.db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 } });
     for (const row of step.deleted) deleted.push(row);
     i += step.consumed;
+    opts.progress?.set(i);
   }
+  opts.progress?.done();
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);

@@ -4,11 +4,12 @@ import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
 import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
-import { JOBS } from '../jobs/index.js';
+import { JOB_LOADERS, loadJob } from './job-loaders.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
+import type { Progress } from './progress.js';
 
 export interface RunOptions {
   config: Config;
@@ -21,6 +22,8 @@ export interface RunOptions {
   dispatch?: TaskDispatch;
   /** The worker's host and its view of the fleet (JobContext.fleet); absent under the CLI. */
   fleet?: FleetView;
+  /** The CLI's progress reporter on a terminal (JobContext.progress); the worker gives none. */
+  progress?: Progress;
 }
 
 /**
@@ -28,8 +31,8 @@ export interface RunOptions {
  * BullMQ worker both come through here, so a job behaves the same whichever started it.
  */
 export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
-  const job = JOBS[name];
-  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+  const job = await loadJob(name);
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_LOADERS).join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
@@ -42,6 +45,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     signal: opts.signal ?? new AbortController().signal,
     ...(opts.dispatch ? { dispatch: opts.dispatch } : {}),
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
+    ...(opts.progress ? { progress: opts.progress } : {}),
   };
   const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
   const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;
@@ -57,6 +61,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
     throw e;
   } finally {
+    ctx.progress?.done();
     state?.close();
   }
 }

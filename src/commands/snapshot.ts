@@ -2,12 +2,7 @@ import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
 import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
 import { usageError } from '../errors.js';
-import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { restoreSnapshot, verifySnapshot, type RestoreResult } from '../snapshot/restore.js';
-import { repairOrphans } from '../store/consistency.js';
-import { openStore } from '../store/open.js';
-import { assertNoPendingRestore } from '../snapshot/journal.js';
-import { fetchForRestore, listRemote } from './targets.js';
+import type { RestoreResult } from '../snapshot/restore.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -18,8 +13,9 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--target <name>', 'list the snapshots on this configured target instead (README: Snapshots off the machine)')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
-      if (opts.target) return listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
+      const ctx = await storeContext(opts, cmd);
+      if (opts.target) return (await import('./targets-remote.js')).listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
+      const [{ listSnapshots, storeSnapshotDir }, { verifySnapshot }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/restore.js')]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const entries = [];
       for (const s of listSnapshots(dir)) {
@@ -57,16 +53,17 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--target <name>', 'download the snapshot from this configured target, verify and decrypt it, then restore it')
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
       const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
       // A store on another machine is restored there, by its host's worker, from a folder on that machine.
       const host = await storeHostElsewhere(ctx);
       if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
       if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
-      const fetched = opts.target ? await fetchForRestore(ctx, opts.target, dir) : undefined;
+      const fetched = opts.target ? await (await import('./targets-remote.js')).fetchForRestore(ctx, opts.target, dir) : undefined;
       const result = host
         ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
-        : await restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags }).finally(() => fetched?.cleanup());
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress })
+          .finally(() => fetched?.cleanup());
       if (fetched) result.from = fetched.from;
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
@@ -77,10 +74,11 @@ export function registerSnapshotCommands(program: Command): void {
   const repair = program.commands.find((c) => c.name() === 'repair');
   if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
   // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
-  repair.hook('preAction', (_repair: Command, action: Command) => {
+  repair.hook('preAction', async (_repair: Command, action: Command) => {
     const o = action.opts<StoreOptions & { dryRun?: boolean }>();
     if (o.dryRun) return;
-    const ctx = storeContext(o, action);
+    const ctx = await storeContext(o, action);
+    const { assertNoPendingRestore } = await import('../snapshot/journal.js');
     assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
   });
   addStoreOptions(repair.command('orphans'))
@@ -88,7 +86,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--dry-run', 'count them; delete nothing')
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../store/open.js'), import('../store/consistency.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });

@@ -1,0 +1,73 @@
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { print, printJson, type CommandContext } from './common.js';
+import { usageError } from '../errors.js';
+import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
+import { FETCH_PREFIX, fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
+import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
+import { readJournal } from '../snapshot/journal.js';
+
+/**
+ * The remote side of `snapshots list|verify` and `restore`, with `--target NAME`. The local commands load this
+ * module only when `--target` is given; nothing else of theirs changes.
+ */
+
+/** `snapshots list --target NAME [--verify]`: the target's complete snapshots, oldest first. */
+export async function listRemote(ctx: CommandContext, targetName: string, verify: boolean, json: boolean): Promise<void> {
+  const [tcfg] = targetsFor(ctx.config, ctx.storeName, targetName);
+  const { where, entries } = await withTarget(tcfg!, ctx.storeName, async (t) => {
+    const out = [];
+    for (const name of await t.list()) {
+      const got = await (verify ? verifyRemote(t, name) : readRemoteManifest(t, name)).then((m) => ({ m, problem: null }), (e: Error) => ({ m: null, problem: e.message }));
+      const m = got.m;
+      out.push({
+        name, problem: got.problem, verified: verify ? (got.problem ? got.problem : 'ok') : null,
+        reason: m?.reason ?? null, startedAt: m?.startedAt ?? null, rows: m?.sqlite.rows ?? null,
+        bytes: m ? Object.values(m.remote.objects).reduce((n, o) => n + o.bytes, 0) : null,
+        encryptedFor: m ? [...new Set(Object.values(m.remote.objects).flatMap((o) => o.encrypted?.recipients ?? []))] : null,
+      });
+    }
+    return { where: t.where, entries: out };
+  });
+  if (entries.some((e) => e.problem)) process.exitCode = 1;
+  if (json) return printJson({ store: ctx.storeName, target: targetName, where, snapshots: entries });
+  print(`${ctx.storeName}: ${entries.length} snapshot(s) on target ${targetName} (${where})`);
+  for (const e of entries) {
+    if (e.problem) print(`  ${e.name}  NOT USABLE: ${e.problem}`);
+    else print(`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}  ${e.bytes} bytes${e.encryptedFor!.length ? `  encrypted for ${e.encryptedFor!.length} recipient(s)` : ''}${e.verified ? `  verify: ${e.verified}` : ''}`);
+  }
+}
+
+/**
+ * Download a remote snapshot (`latest` = the newest) into a `.fetch-` folder under the store's snapshot folder:
+ * verified, decrypted, then handed to the ordinary restore. `cleanup` removes it after the restore; one a killed
+ * run left is removed by the next upload run (replicate.ts), unless a pending restore journal still names it.
+ */
+export async function fetchForRestore(ctx: CommandContext, targetName: string, name: string): Promise<{ dir: string; from: string; cleanup(): void }> {
+  const [tcfg] = targetsFor(ctx.config, ctx.storeName, targetName);
+  const root = storeSnapshotDir(ctx.config, ctx.storeName);
+  ensurePrivateDir(root);
+  const lock = lockSnapshots(root, 'fetch'); // no snapshot run removes the folder while it is being filled
+  try {
+    return await withTarget(tcfg!, ctx.storeName, async (t) => {
+      const all = await t.list();
+      const pick = name === 'latest' ? all.filter((n) => !n.endsWith('-pre-restore')).at(-1) : all.find((n) => n === name);
+      if (!pick) throw usageError(`target ${targetName} has no ${name === 'latest' ? 'complete snapshot' : `complete snapshot "${name}"`} of ${ctx.storeName} (${t.where})`);
+      const dir = join(root, `${FETCH_PREFIX}${pick}-${process.pid}-${randomBytes(4).toString('hex')}`);
+      try {
+        await fetchSnapshot(t, tcfg!, pick, dir);
+      } catch (err) {
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
+      ctx.log.info({ store: ctx.storeName, target: targetName, snapshot: pick }, 'remote snapshot downloaded and verified');
+      // Kept while a restore journal still names it: a killed restore resumes from it (or rolls back without it).
+      const db = ctx.config.stores[ctx.storeName]!.db;
+      const cleanup = () => (readJournal(db)?.from === dir ? undefined : rmSync(dir, { recursive: true, force: true }));
+      return { dir, from: `${targetName}:${pick}`, cleanup };
+    });
+  } finally {
+    lock.release();
+  }
+}
