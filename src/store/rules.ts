@@ -27,11 +27,14 @@ export function reviewCutoff(now: Instant, afterDays: number): Instant {
  * cannot read.
  */
 export function instantCompare(col: string, op: '<' | '<=', name: string, canonical = canonicalSql(col)): string {
-  return `(${col} < @${name}Upper AND CASE WHEN ${canonical} THEN ${col} ${op} @${name}Text ELSE warden_epoch(${col}) ${op} @${name}Ms END)`;
+  // Canonical text holds whole seconds: `<= t` is `<= text(t)` and `< t` is `<= text(t - 1 ms)` (text() rounds down),
+  // exact also for an instant with milliseconds, which `< text(t)` was not (it missed t's own second).
+  const text = op === '<' ? `@${name}Before` : `@${name}Text`;
+  return `(${col} < @${name}Upper AND CASE WHEN ${canonical} THEN ${col} <= ${text} ELSE warden_epoch(${col}) ${op} @${name}Ms END)`;
 }
 
 export function instantParams(name: string, at: Instant): Record<string, string | number> {
-  return { [`${name}Text`]: toCanonical(at), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
+  return { [`${name}Text`]: toCanonical(at), [`${name}Before`]: toCanonical(at - 1), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
 }
 
 /**
