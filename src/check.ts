@@ -1,11 +1,13 @@
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
 import type { StoreHandle } from './store/open.js';
 import { journalMode } from './store/sqlite.js';
 import { liveViewState, memoryColumns } from './store/schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import { classifyTime, canonicalSql, toCanonical, type Instant } from './time.js';
-import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
-import { reviewDue as reviewRows, reviewDueCount } from './drift/queue.js';
 import type { Progress } from './progress.js';
+import { classifyTime, canonicalSql, textUpperBound, toCanonical, type Instant } from './time.js';
+import { liveSql, prunableSql, pruneParams, reviewCutoff } from './store/rules.js';
+import { dueSql, reviewDue as reviewRows } from './drift/queue.js';
 
 export interface CheckReport {
   ok: boolean;
@@ -30,7 +32,7 @@ export interface CheckOptions {
   now: Instant;
   reviewAfterDays: number;
   supersededAfterDays: number;
-  /** The scans done of the report's (integrity, counts, chains, sources, timestamps, review, prune), on a terminal. */
+  /** Steps done, on a terminal (src/progress.ts). */
   progress?: Progress;
 }
 
@@ -38,17 +40,54 @@ const TIME_COLUMNS = ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'
 const NOT_NULL_TIMES = new Set(['created_at', 'confirmed_at']);
 
 
+/** checkStore, with PRAGMA integrity_check on a second core (its own connection) while the rows are scanned here. */
+export async function checkStoreConcurrently(store: StoreHandle, opts: CheckOptions): Promise<CheckReport> {
+  const integrity = integrityOnThread(store);
+  let report: Rows;
+  try {
+    report = checkRows(store, opts);
+  } catch (err) {
+    integrity.cancel();
+    throw err;
+  }
+  // A thread that could not run it (no worker, a function the schema needs): here, on the store's connection.
+  return assemble(report, (await integrity.lines) ?? structure(store));
+}
+
 export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport {
+  return assemble(checkRows(store, opts), structure(store));
+}
+
+const integrityCheck = (store: StoreHandle) =>
+  (store.db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
+
+type Rows = Omit<CheckReport, 'integrity' | 'ok' | 'dangling'> & { findings: Finding[] };
+
+/** The report, findings in the order check always gave them: integrity first, dangling after the schema's. */
+function assemble(r: Rows, s: Structure): CheckReport {
+  const integrity = s.integrity.join('; ');
+  const findings = [...r.findings];
+  if (s.dangling.count > 0) {
+    const at = findings.findIndex((f) => !['not_wal', 'no_live_view', 'old_live_view', 'foreign_live_view'].includes(f.code));
+    findings.splice(at < 0 ? findings.length : at, 0, finding('dangling', 'error',
+      `${s.dangling.count} row(s) superseded by a row that no longer exists (foreign keys were off when it was deleted); never reset them to NULL — repair dangling deletes them`,
+      s.dangling.ids, s.dangling.count));
+  }
+  if (integrity !== 'ok') findings.unshift(finding('integrity', 'error', `PRAGMA integrity_check: ${s.integrity.slice(0, 5).join('; ')}`));
+  const problems = findings.filter(isProblem);
+  return {
+    ok: problems.length === 0, store: r.store, path: r.path, checkedAt: r.checkedAt, rows: r.rows, live: r.live, gap: r.gap,
+    integrity, journalMode: r.journalMode, dangling: s.dangling.count, reviewDue: r.reviewDue, problems, notes: findings.filter((f) => !isProblem(f)),
+  };
+}
+
+function checkRows(store: StoreHandle, opts: CheckOptions): Rows {
   const { db } = store;
   const findings: Finding[] = [];
   const count = (sql: string, params: object = {}) => (db.prepare(sql).get(params) as { n: number }).n;
   const ids = (sql: string, params: object = {}) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
 
-  opts.progress?.start('check', 7, 'steps');
-  const integrityLines = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
-  const integrity = integrityLines.join('; ');
-  if (integrity !== 'ok') findings.push(finding('integrity', 'error', `PRAGMA integrity_check: ${integrityLines.slice(0, 5).join('; ')}`));
-
+  opts.progress?.start('check', 4, 'steps');
   const mode = journalMode(db);
   if (mode !== 'wal') findings.push(finding('not_wal', 'warning', `journal mode is ${mode}, not wal: the agent and maintenance block each other (init switches it on)`));
 
@@ -58,67 +97,93 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   if (view === 'foreign') findings.push(finding('foreign_live_view', 'info', 'live_memory is not memory-warden\'s definition: its expiry rule may differ from prune\'s'));
 
   opts.progress?.tick();
-  const rows = count(`SELECT count(*) AS n FROM memory`);
-  const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL}`, { now: opts.now });
-
+  const t = tallyRows(store, opts);
   opts.progress?.tick();
-  const dangling = db
-    .prepare(`SELECT m.id, m.superseded_by FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`)
-    .all() as { id: string; superseded_by: string }[];
-  if (dangling.length > 0) {
-    findings.push(
-      finding('dangling', 'error',
-        `${dangling.length} row(s) superseded by a row that no longer exists (foreign keys were off when it was deleted); never reset them to NULL — repair dangling deletes them`,
-        dangling.map((r) => r.id)),
-    );
+
+  if (t.emptySource > 0) {
+    const sample = ids(`SELECT id FROM memory WHERE source IS NULL OR trim(source) = '' LIMIT ${ID_SAMPLE}`);
+    findings.push(finding('empty_source', 'warning', `${t.emptySource} row(s) with no source: they cannot be re-checked, only deleted`, sample, t.emptySource));
   }
 
-  opts.progress?.tick();
-  const emptySource = ids(`SELECT id FROM memory WHERE source IS NULL OR trim(source) = '' LIMIT ${ID_SAMPLE}`);
-  if (emptySource.length > 0) {
-    const n = count(`SELECT count(*) AS n FROM memory WHERE source IS NULL OR trim(source) = ''`);
-    findings.push(finding('empty_source', 'warning', `${n} row(s) with no source: they cannot be re-checked, only deleted`, emptySource, n));
-  }
-
-  opts.progress?.tick();
-  findings.push(...timeFindings(store));
+  findings.push(...timeFindings(store, TIME_COLUMNS.filter((c) => (t.odd[c] ?? 0) > 0)));
   opts.progress?.tick();
 
   // The same queue drift and the digest work from (src/drift/queue.ts).
   const due = { now: opts.now, afterDays: opts.reviewAfterDays };
-  const reviewDue = reviewDueCount(db, due);
-  if (reviewDue > 0) {
-    const oldest = reviewRows(db, { ...due, limit: ID_SAMPLE }).map((r) => r.id);
-    findings.push(finding('review_due', 'info', `${reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, reviewDue));
+  if (t.reviewDue > 0) {
+    const oldest = reviewRows(db, { ...due, limit: ID_SAMPLE, canonicalOnly: t.odd.confirmed_at === 0 }).map((r) => r.id);
+    findings.push(finding('review_due', 'info', `${t.reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, t.reviewDue));
   }
 
-  opts.progress?.tick();
-  const pending = count(`SELECT count(*) AS n FROM memory WHERE ${PRUNABLE_SQL}`,
-    pruneParams({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }));
-  if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, pending));
-
   opts.progress?.done();
-  const problems = findings.filter(isProblem);
+  if (t.pending > 0) findings.push(finding('prune_pending', 'info', `${t.pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, t.pending));
+
   return {
-    ok: problems.length === 0,
     store: store.name,
     path: store.path,
     checkedAt: toCanonical(opts.now),
-    rows,
-    live,
-    gap: rows - live,
-    integrity,
+    rows: t.rows,
+    live: t.live,
+    gap: t.rows - t.live,
     journalMode: mode,
-    dangling: dangling.length,
-    reviewDue,
-    problems,
-    notes: findings.filter((f) => !isProblem(f)),
+    reviewDue: t.reviewDue,
+    problems: [],
+    notes: [],
+    findings,
+  };
+}
+
+interface Tally {
+  rows: number;
+  live: number;
+  emptySource: number;
+  reviewDue: number;
+  pending: number;
+  /** Per time column, the values that are not canonical (or missing where they may not be). */
+  odd: Record<string, number>;
+}
+
+/**
+ * Every count check reports, in one pass over the table. Each timestamp is tested for canonical form once (one
+ * datetime() call, in the inner query, which the LIMIT keeps from being merged into the outer one); the live,
+ * review and prune rules then compare canonical text as text and send only other forms to warden_epoch. These
+ * are the rules of src/store/rules.ts and src/drift/queue.ts, handed the tested columns.
+ */
+function tallyRows(store: StoreHandle, opts: CheckOptions): Tally {
+  const cols = memoryColumns(store.db);
+  const times = TIME_COLUMNS.filter((c) => cols.has(c));
+  const flag = (c: string) => `canon_${c}`;
+  const others = times.filter((c) => c !== 'confirmed_at');
+  // As a value (not a condition) every part of canonicalSql is evaluated: NULL, the usual expiry, skips them all.
+  const canonical = (c: string) => `CASE WHEN ${c} IS NULL THEN 0 ELSE ${canonicalSql(c)} END`;
+  const tested = `SELECT superseded_by, source, ${times.join(', ')}, ${others.map((c) => `${canonical(c)} AS ${flag(c)}`).join(', ')} FROM memory LIMIT -1`;
+  // confirmed_at is created_at until a row is first confirmed (both default to datetime('now')): tested once.
+  const inner = `SELECT *, CASE WHEN confirmed_at IS created_at THEN ${flag('created_at')} ELSE ${canonical('confirmed_at')} END AS ${flag('confirmed_at')} FROM (${tested}) LIMIT -1`;
+  const odd = times.map((c) => `count(*) FILTER (WHERE ${NOT_NULL_TIMES.has(c) ? `${c} IS NULL OR ` : ''}(${c} IS NOT NULL AND NOT ${flag(c)})) AS odd_${c}`);
+  const live = liveSql(flag('expires_at'));
+  // FILTER clauses, not sum(condition): only a WHERE-like condition stops at the first false AND (or true OR); as
+  // a value SQLite evaluates both sides, and called warden_epoch on every NULL expiry. trim() only for what can
+  // be all spaces: text below '!', or a blob.
+  const sql = `SELECT count(*) AS rows, count(*) FILTER (WHERE ${live}) AS live,
+      count(*) FILTER (WHERE source IS NULL OR ((source < '!' OR source >= x'') AND trim(source) = '')) AS emptySource,
+      count(*) FILTER (WHERE ${live} AND ${dueSql(flag('confirmed_at'))}) AS reviewDue,
+      count(*) FILTER (WHERE ${prunableSql({ expires_at: flag('expires_at'), created_at: flag('created_at') })}) AS pending,
+      ${odd.join(', ')}
+    FROM (${inner})`;
+  const cutoff = reviewCutoff(opts.now, opts.reviewAfterDays);
+  const params = {
+    ...pruneParams({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }),
+    now: opts.now, cutoff, upper: textUpperBound(cutoff),
+  };
+  const r = store.db.prepare(sql).get(params) as Record<string, number>;
+  return {
+    rows: r.rows!, live: r.live!, emptySource: r.emptySource!, reviewDue: r.reviewDue!, pending: r.pending!,
+    odd: Object.fromEntries(times.map((c) => [c, r[`odd_${c}`] ?? 0])),
   };
 }
 
 /** Timestamps not in canonical UTC form (repair timestamps rewrites them) and ones that are not times at all. */
-function timeFindings(store: StoreHandle): Finding[] {
-  const cols = memoryColumns(store.db);
+function timeFindings(store: StoreHandle, columns: readonly string[]): Finding[] {
   // Counts are exact; only a sample of ids is kept, so a store of a million odd timestamps stays small here.
   const tally = () => ({ n: 0, ids: [] as string[] });
   const nonCanonical = tally();
@@ -128,8 +193,7 @@ function timeFindings(store: StoreHandle): Finding[] {
     t.n += 1;
     if (t.ids.length < ID_SAMPLE) t.ids.push(`${id}:${col}`);
   };
-  for (const col of TIME_COLUMNS) {
-    if (!cols.has(col)) continue;
+  for (const col of columns) {
     // canonicalSql holds exactly for valid canonical text; only the rest is looked at in JS. NULL is fine
     // where the column may be empty (expires_at, last_used_at), so those rows are not even read.
     const nullOdd = NOT_NULL_TIMES.has(col) ? `${col} IS NULL OR ` : '';
@@ -144,4 +208,58 @@ function timeFindings(store: StoreHandle): Finding[] {
   if (unparseable.n > 0) out.push(finding('unparseable_time', 'error', `${unparseable.n} timestamp(s) that are not ISO-8601 instants: never treated as expired, fix by hand`, unparseable.ids, unparseable.n));
   if (missing.n > 0) out.push(finding('missing_time', 'warning', `${missing.n} created_at/confirmed_at value(s) missing`, missing.ids, missing.n));
   return out;
+}
+
+/**
+ * PRAGMA integrity_check and foreign_key_check on a worker thread with a connection of its own: integrity_check
+ * reads every page and index, as much time as the rest of check together, and runs beside it on the second core. `lines` is null when the thread
+ * could not do it (the caller then runs it on the store's connection and gets the error there, naming the file).
+ * The worker is eval'd source, so it runs the same from dist/ and from the TypeScript sources under test.
+ */
+const INTEGRITY_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+let lines = null;
+try {
+  const db = new (require(workerData.driver))(workerData.path, { fileMustExist: true, readonly: workerData.readonly });
+  try {
+    db.pragma('busy_timeout = ' + workerData.busyMs);
+    const integrity = db.pragma('integrity_check').map((r) => r.integrity_check);
+    const ids = [];
+    let count = 0;
+    for (const id of db.prepare(workerData.danglingSql).pluck().iterate()) if (count++ < workerData.sample) ids.push(String(id));
+    lines = { integrity, dangling: { count, ids } };
+  } finally { db.close(); }
+} catch { lines = null; }
+parentPort.postMessage(lines);`;
+
+interface Structure {
+  integrity: string[];
+  /** Rows whose superseded_by names no row (PRAGMA foreign_key_check): how many, and the first ids. */
+  dangling: { count: number; ids: string[] };
+}
+
+const DANGLING_SQL = `SELECT m.id FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`;
+
+function structure(store: StoreHandle): Structure {
+  const all = store.db.prepare(DANGLING_SQL).pluck().all() as unknown[];
+  return { integrity: integrityCheck(store), dangling: { count: all.length, ids: all.slice(0, ID_SAMPLE).map(String) } };
+}
+
+function integrityOnThread(store: StoreHandle): { lines: Promise<Structure | null>; cancel(): void } {
+  let worker: Worker;
+  try {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
+    const workerData = { driver, path: store.path, readonly: store.db.readonly, busyMs, danglingSql: DANGLING_SQL, sample: ID_SAMPLE };
+    worker = new Worker(INTEGRITY_WORKER, { eval: true, workerData });
+  } catch {
+    return { lines: Promise.resolve(null), cancel: () => {} };
+  }
+  worker.unref(); // never what keeps the process alive
+  const lines = new Promise<Structure | null>((resolve) => {
+    worker.once('message', (m: Structure | null) => resolve(m && Array.isArray(m.integrity) ? m : null));
+    worker.once('error', () => resolve(null));
+    worker.once('exit', () => resolve(null));
+  });
+  return { lines, cancel: () => void worker.terminate() };
 }

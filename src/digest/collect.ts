@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
+import type { CheckReport } from '../check.js';
 import { openStore, storeSelector } from '../store/open.js';
 import { lastRun } from '../state.js';
 import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
@@ -107,7 +108,8 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     const store = openStore(config, name, { readonly: true });
     try {
       const layout = layoutOf(store);
-      const report = withPendingRestore(await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now }), storeConfig.db);
+      const checked = recentCheck(state, name, storeConfig.db, now) ?? await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now });
+      const report = withPendingRestore(checked, storeConfig.db);
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;
@@ -126,6 +128,25 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   }
   attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
   return section;
+}
+
+/** How old the last integrity run's report may be for the digest to show it instead of checking again. */
+const REUSE_CHECK_MS = 26 * 3_600_000;
+
+/**
+ * The report of the store's last integrity run (the daily `integrity` job, or `run integrity`) when it checked this
+ * same file at most REUSE_CHECK_MS before `now`: the digest then shows its counts and findings rather than reading
+ * every page of the store a second time that day (integrity_check alone is most of a check). Null otherwise: no
+ * run, an older one, another file under the same name, or a result not of a check report's shape.
+ */
+export function recentCheck(state: Db, store: string, path: string, now: Instant): CheckReport | null {
+  const run = lastRun(state, 'integrity', store, 'ok');
+  const r = parseJson(run?.result);
+  if (!r || r.path !== path || typeof r.rows !== 'number' || typeof r.live !== 'number') return null;
+  if (!Array.isArray(r.problems) || !Array.isArray(r.notes) || typeof r.ok !== 'boolean') return null;
+  const at = parseInstant(r.checkedAt);
+  if (at === null || at > now || now - at > REUSE_CHECK_MS) return null;
+  return r as unknown as CheckReport;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Layout } from './index.js';
-import { checkStore } from '../check.js';
+import { checkStoreConcurrently } from '../check.js';
 import { withConsistency } from '../store/consistency.js';
 import { assertWardenSchema } from '../store/schema.js';
 import { pruneWarden } from '../prune.js';
@@ -19,7 +19,7 @@ export const wardenLayout: Layout = {
   prune: (store, ctx, opts) => pruneWarden(store, ctx, opts),
   async check(store, ctx) {
     const now = ctx.now();
-    const sqlite = checkStore(store, {
+    const sqlite = await checkStoreConcurrently(store, {
       now,
       reviewAfterDays: ctx.config.review.afterDays,
       supersededAfterDays: ctx.config.prune.supersededAfterDays,

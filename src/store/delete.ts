@@ -54,7 +54,8 @@ END;`;
 const prepared = new WeakSet<Db>();
 
 function prepareConnection(db: Db): void {
-  if (prepared.has(db)) return;
+  // Not only a mark: setting temp_store (erase does before VACUUM) drops the TEMP objects made here.
+  if (prepared.has(db) && db.prepare(`SELECT 1 FROM temp.sqlite_schema WHERE name = 'warden_capture'`).get() !== undefined) return;
   // TEMP objects in memory: on a file, every captured row also went through the temp file's rollback journal,
   // a fifth of a prune batch's time. Changing temp_store drops TEMP objects, so only while there are none.
   if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');

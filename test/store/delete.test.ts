@@ -48,3 +48,26 @@ describe('deleteRoots with a time budget', () => {
     }
   });
 });
+
+describe('deleteRoots after temp_store changed on its connection', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  // erase sets temp_store back to a file before VACUUM, which drops the capture trigger deleteRoots made: a later
+  // delete on the same connection must make it again, or its cascade would go unreported.
+  it.each(['DEFAULT', 'FILE', 'MEMORY'])('temp_store = %s: the cascade is still captured', async (mode) => {
+    const path = makeStore(join(dir, 'm.db'), [{ id: 'a' }, { id: 'b' }, { id: 'a0', superseded_by: 'a' }, { id: 'b0', superseded_by: 'b' }, { id: 'b00', superseded_by: 'b0' }]);
+    const db = openDatabase(path);
+    try {
+      expect((await deleteRoots(db, ['a'])).deleted.map((r) => r.id).sort()).toEqual(['a', 'a0']);
+      db.pragma(`temp_store = ${mode}`);
+      db.exec('VACUUM');
+      expect((await deleteRoots(db, ['b'])).deleted.map((r) => r.id).sort()).toEqual(['b', 'b0', 'b00']);
+      expect(ids(path)).toEqual([]);
+    } finally {
+      db.close();
+    }
+  });
+});

@@ -6,9 +6,10 @@ import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/open.js';
-import { checkStore } from '../../src/check.js';
+import { checkStore, checkStoreConcurrently } from '../../src/check.js';
+import { reviewDue, reviewDueCount } from '../../src/drift/queue.js';
 import { initSchema, liveViewState } from '../../src/store/schema.js';
-import { instantShapeSql, parseInstant } from '../../src/time.js';
+import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time.js';
 
 /**
  * One rule for every timestamp form: prune's dry run, check's unparseable list and the live_memory view (as the
@@ -171,5 +172,92 @@ WHERE superseded_by IS NULL
     initSchema(db, path);
     expect(liveViewState(db)).toBe('foreign');
     db.close();
+  });
+});
+
+/**
+ * check counts live rows, review-due rows and prune candidates in one SQL pass that compares canonical text as
+ * text and sends only other forms to warden_epoch; the review queue orders by julianday(). Each must agree with
+ * parseInstant on every form, in every column it reads, at a `now` with milliseconds (where a text shortcut
+ * that rounds the wrong way would be off by one second).
+ */
+describe('check\'s one pass and the review queue agree with parseInstant on every form', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  const now = Date.UTC(2026, 11, 1, 12, 0, 0, 500);
+  const reviewAfterDays = 90;
+  const supersededAfterDays = 180;
+  const old = '2025-01-01 00:00:00';
+
+  function storeOf(rows: Row[]) {
+    const path = makeStore(join(dir, `m${rows.length}.db`), rows);
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
+    return openStore(config, 't', { readonly: true });
+  }
+
+  it('live, review due (and its order), prune pending and the odd timestamps', async () => {
+    const cut = now - reviewAfterDays * DAY;
+    const superCut = now - supersededAfterDays * DAY;
+    // Instants exactly at the cutoffs, a millisecond and a second either side, in every form.
+    const at = (t: number) => [t - 1000, t - 500, t - 1, t, t + 1, t + 499, t + 500, t + 1000, t - 3 * DAY, t + 3 * DAY];
+    const texts = (t: number) => [...new Set(at(t).flatMap((ms) => forms(ms)))];
+    const rows: Row[] = [{ id: 'head', created_at: old }];
+    texts(now).forEach((t, i) => rows.push({ id: `e${i}`, created_at: old, confirmed_at: old, expires_at: t }));
+    texts(cut).forEach((t, i) => {
+      rows.push({ id: `c${i}`, created_at: old, confirmed_at: t }); // confirmed differs from created: tested alone
+      rows.push({ id: `d${i}`, created_at: t, confirmed_at: t }); // the same text: tested once for both
+    });
+    texts(superCut).forEach((t, i) => rows.push({ id: `s${i}`, created_at: t, confirmed_at: old, superseded_by: 'head' }));
+    const store = storeOf(rows);
+
+    const ms = (v: string | null | undefined) => (v === null || v === undefined ? null : parseInstant(v));
+    const live = rows.filter((r) => !r.superseded_by && (r.expires_at == null || (ms(r.expires_at) ?? Infinity) > now));
+    const due = live.filter((r) => { const c = ms(r.confirmed_at ?? r.created_at); return c !== null && c < cut; });
+    const pending = rows.filter((r) => {
+      const e = ms(r.expires_at);
+      const c = ms(r.created_at);
+      return (e !== null && e <= now) || (!!r.superseded_by && c !== null && c < superCut);
+    });
+    const order = [...due].sort((a, b) => ms(a.confirmed_at ?? a.created_at)! - ms(b.confirmed_at ?? b.created_at)! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    // Canonical as check has always counted it: SQLite's own `24:00:00` is an instant, but not the canonical form.
+    const canonical = (v: string) => classifyTime(v) === 'canonical' && v.slice(11, 13) !== '24';
+    const odd = (col: 'created_at' | 'confirmed_at' | 'expires_at') =>
+      rows.filter((r) => { const v = col === 'confirmed_at' ? r.confirmed_at ?? r.created_at : r[col]; return v != null && !canonical(v); }).length;
+
+    for (const report of [checkStore(store, { now, reviewAfterDays, supersededAfterDays }), await checkStoreConcurrently(store, { now, reviewAfterDays, supersededAfterDays })]) {
+      expect(report.rows).toBe(rows.length);
+      expect(report.live).toBe(live.length);
+      expect(report.reviewDue).toBe(due.length);
+      const all = [...report.problems, ...report.notes];
+      expect(all.find((f) => f.code === 'prune_pending')?.count).toBe(pending.length);
+      expect(all.find((f) => f.code === 'review_due')?.ids).toEqual(order.slice(0, 50).map((r) => r.id));
+      const times = (code: string) => all.find((f) => f.code === code)?.count ?? 0;
+      expect(times('noncanonical_time') + times('unparseable_time')).toBe(odd('created_at') + odd('confirmed_at') + odd('expires_at'));
+    }
+    // The whole queue, oldest first, as drift and the digest take it.
+    expect(reviewDue(store.db, { now, afterDays: reviewAfterDays }).map((r) => r.id)).toEqual(order.map((r) => r.id));
+    expect(reviewDueCount(store.db, { now, afterDays: reviewAfterDays })).toBe(due.length);
+    expect(due.length).toBeGreaterThan(100);
+    expect(pending.length).toBeGreaterThan(100);
+    store.close();
+  });
+
+  it('on a store of canonical text only, the text-only queue is the same queue', () => {
+    const cut = now - reviewAfterDays * DAY;
+    const rows: Row[] = [];
+    for (let i = 0; i < 300; i++) {
+      const t = toCanonical(cut + (i - 150) * 997);
+      rows.push({ id: `r${i}`, created_at: t, confirmed_at: t, expires_at: i % 7 === 0 ? toCanonical(now + (i % 3 - 1) * 800) : null });
+    }
+    const store = storeOf(rows);
+    const opts = { now, afterDays: reviewAfterDays };
+    const general = reviewDue(store.db, opts).map((r) => r.id);
+    expect(general.length).toBeGreaterThan(50);
+    expect(reviewDue(store.db, { ...opts, canonicalOnly: true }).map((r) => r.id)).toEqual(general);
+    expect(reviewDue(store.db, { ...opts, canonicalOnly: true, limit: 20, exclude: [general[0]!] }).map((r) => r.id)).toEqual(general.slice(1, 21));
+    store.close();
   });
 });
