@@ -12,8 +12,8 @@
  */
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/store/open.js';
-import { checkConsistency, orphansOfPage, scrollPoints } from '../src/store/consistency.js';
-import { QdrantStore } from '../src/store/qdrant.js';
+import { checkConsistency, orphansOfPage, scrollPoints } from '../src/layouts/warden/consistency.js';
+import { QdrantStore } from '../src/vectors/qdrant/index.js';
 
 const [mode, configFile, storeName, pageArg] = process.argv.slice(2);
 const pageSize = Number(pageArg ?? 1000);

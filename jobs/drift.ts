@@ -6,11 +6,11 @@ import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
-import type { Applied } from '../src/drift/apply.js';
+import type { Applied } from '../src/layouts/warden/apply.js';
 import { acceptedReading, madeByDrift, pendingMemoryIds } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { verifyThroughTasks } from '../src/drift/task.js';
-import { layoutOf } from '../src/layouts/index.js';
+import { layoutOf } from '../src/layouts/registry.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type DriftPayload = z.infer<typeof payloadSchema>;
@@ -40,7 +40,7 @@ export interface DriftResult {
  * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run. Under the worker the
  * reads go out as `verify` tasks (src/drift/task.ts), which take no lock; picking the rows and writing the verdicts
  * stay here, so each verdict is applied once, by this job. A mem0 store is reviewed the same way
- * (src/drift/mem0.ts), without automatic supersedes.
+ * (src/layouts/mem0/drift.ts), without automatic supersedes.
  */
 export async function drift(payload: DriftPayload, ctx: JobContext): Promise<DriftResult> {
   const now = ctx.now();

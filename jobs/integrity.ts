@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { openStore } from '../src/store/open.js';
-import type { CheckReport } from '../src/check.js';
-import { layoutOf } from '../src/layouts/index.js';
+import type { CheckReport } from '../src/layouts/warden/check.js';
+import { layoutOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { openStore } from '../src/store/open.js';
-import { layoutOf } from '../src/layouts/index.js';
-import type { PruneResult } from '../src/prune.js';
+import { layoutOf } from '../src/layouts/registry.js';
+import type { PruneResult } from '../src/layouts/warden/prune.js';
 
-export type { PruneResult } from '../src/prune.js';
+export type { PruneResult } from '../src/layouts/warden/prune.js';
 
 export const payloadSchema = z.strictObject({
   store: z.string().min(1),

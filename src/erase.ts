@@ -6,10 +6,10 @@ import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore, type StoreHandle } from './store/open.js';
 import { assertIntact } from './store/sqlite.js';
-import { memoryColumns } from './store/schema.js';
-import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
+import { memoryColumns } from './layouts/warden/schema.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './layouts/warden/delete.js';
 import { withMaintenanceLock } from './store/lock.js';
-import { QdrantStore } from './store/qdrant.js';
+import { QdrantStore } from './vectors/qdrant/index.js';
 import { recordReceipt } from './erase-receipts.js';
 import { snapshotCopies } from './erase-snapshots.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
@@ -19,13 +19,13 @@ import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
 import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
-import { layoutOf } from './layouts/index.js';
+import { layoutOf } from './layouts/registry.js';
 import { toCanonical, type Instant } from './time.js';
-import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0.js';
-import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0-history.js';
-import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './layouts/mem0-points.js';
+import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './layouts/mem0/memories.js';
+import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './layouts/mem0/history.js';
+import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './vectors/contract.js';
 import { textFinder } from './needles.js';
-import { DEFAULT_COLLECTION } from './layouts/mem0-config.js';
+import { DEFAULT_COLLECTION } from './layouts/mem0/config.js';
 
 /**
  * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their

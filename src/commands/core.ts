@@ -3,13 +3,13 @@ import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, 
 import { runJob } from '../runner.js';
 import { JOBS } from '../../jobs/index.js';
 import { assertIntact, openDatabase } from '../store/sqlite.js';
-import { initSchema } from '../store/schema.js';
+import { initSchema } from '../layouts/warden/schema.js';
 import { openStore } from '../store/open.js';
-import { repairDangling, repairTimestamps } from '../repair.js';
+import { repairDangling, repairTimestamps } from '../layouts/warden/repair.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { scrubUrlCredentials } from '../logger.js';
-import type { CheckReport } from '../check.js';
-import type { PruneResult } from '../prune.js';
+import type { CheckReport } from '../layouts/warden/check.js';
+import type { PruneResult } from '../layouts/warden/prune.js';
 import type { Finding } from '../findings.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */

@@ -1,4 +1,4 @@
-import { layoutOf } from '../layouts/index.js';
+import { layoutOf } from '../layouts/registry.js';
 import type { Command } from 'commander';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';

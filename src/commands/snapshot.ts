@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
 import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
-import { repairOrphans } from '../store/consistency.js';
+import { repairOrphans } from '../layouts/warden/consistency.js';
 import { openStore } from '../store/open.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
 

@@ -1,17 +1,17 @@
-import { layoutOf } from '../layouts/index.js';
+import { layoutOf } from '../layouts/registry.js';
 import { userInfo } from 'node:os';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config.js';
 import type { StoreHandle } from '../store/open.js';
 import type { Db } from '../store/sqlite.js';
-import { deleteWithCascade } from '../store/delete.js';
+import { deleteWithCascade } from '../layouts/warden/delete.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../errors.js';
 import { parseDuration, toCanonical, type Instant } from '../time.js';
-import { supersedeRow } from './apply.js';
+import { supersedeRow } from '../layouts/warden/apply.js';
 import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import { mem0Confirm } from '../layouts/mem0.js';
+import { mem0Confirm } from '../layouts/mem0/memories.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in

@@ -2,10 +2,10 @@ import { basename } from 'node:path';
 import type { Config } from '../config.js';
 import { isDeepStrictEqual } from 'node:util';
 import { storeSchema, type StoreConfig } from './config.js';
-import { layoutFor } from '../layouts/index.js';
+import { layoutFor } from '../layouts/registry.js';
 import { openDatabase, type Db } from './sqlite.js';
-import type { VectorSink } from './vectors.js';
-import { qdrantStoreFor } from './qdrant.js';
+import type { VectorSink } from '../vectors/sink.js';
+import { qdrantStoreFor } from '../vectors/qdrant/index.js';
 
 /** One configured store, opened: its SQLite connection and, when configured, its vector side. */
 export interface StoreHandle {

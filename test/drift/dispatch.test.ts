@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { verifyAll, type DispatchOptions } from '../../src/drift/dispatch.js';
-import { applyDecision } from '../../src/drift/apply.js';
+import { applyDecision } from '../../src/layouts/warden/apply.js';
 import { defineVerifier } from '../../src/verifiers/define.js';
 import { createRegistry } from '../../src/verifiers/registry.js';
 import { compileRules } from '../../src/verifiers/rules.js';

@@ -7,7 +7,7 @@ import { prune } from '../../jobs/prune.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { erase } from '../../src/erase.js';
-import { repairDangling } from '../../src/repair.js';
+import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { deleteMemory } from '../../src/drift/review.js';
 import { openStore } from '../../src/store/open.js';
 import { openStateDb } from '../../src/state.js';

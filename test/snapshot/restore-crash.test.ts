@@ -5,7 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/open.js';
-import { deleteWithCascade } from '../../src/store/delete.js';
+import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { journalPath, type RestoreJournal } from '../../src/snapshot/journal.js';
 import { startWorker } from '../../src/queue/worker.js';

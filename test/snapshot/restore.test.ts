@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/open.js';
-import { deleteWithCascade } from '../../src/store/delete.js';
+import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { journalPath } from '../../src/snapshot/journal.js';

@@ -3,9 +3,9 @@ import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/open.js';
-import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/store/consistency.js';
-import { QdrantStore, type PointId } from '../../src/store/qdrant.js';
-import { initSchema, MEMORY_DDL } from '../../src/store/schema.js';
+import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/layouts/warden/consistency.js';
+import { QdrantStore, type PointId } from '../../src/vectors/qdrant/index.js';
+import { initSchema, MEMORY_DDL } from '../../src/layouts/warden/schema.js';
 import { insertRows, type Row } from '../helpers/store.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import type { Config } from '../../src/config.js';
@@ -361,7 +361,7 @@ describe.each(MODES)('consistency with and without row marks (pointId: %s)', (mo
 });
 
 describe('row marks: the cap on their size', () => {
-  // MAX_MARKS in src/store/consistency.ts: 2^28 bits, all collections together.
+  // MAX_MARKS in src/layouts/warden/consistency.ts: 2^28 bits, all collections together.
   const cases = [
     { collections: 1, span: 2 ** 28, marks: true },
     { collections: 1, span: 2 ** 28 + 1, marks: false },

@@ -1,17 +1,17 @@
 import { existsSync } from 'node:fs';
-import type { Layout } from './index.js';
-import type { StoreConfig } from '../store/config.js';
-import { mem0Prune, mem0ReviewDue } from './mem0.js';
-import { applyMem0Decision, mem0Queue } from '../drift/mem0.js';
-import { mem0CheckReport } from './mem0-integrity.js';
-import { mem0NewRows } from './mem0-digest.js';
-import { detectDialect } from './mem0-history.js';
-import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './mem0-config.js';
-import { eraseMem0 } from '../erase.js';
-import { deletionRecorder } from '../erase-ledger.js';
-import { confirmMem0 } from '../drift/review.js';
-import { openDatabase } from '../store/sqlite.js';
-import { expandHome } from '../config.js';
+import type { Layout } from '../registry.js';
+import type { StoreConfig } from '../../store/config.js';
+import { mem0Prune, mem0ReviewDue } from './memories.js';
+import { applyMem0Decision, mem0Queue } from './drift.js';
+import { mem0CheckReport } from './check.js';
+import { mem0NewRows } from './new-rows.js';
+import { detectDialect } from './history.js';
+import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './config.js';
+import { eraseMem0 } from '../../erase.js';
+import { deletionRecorder } from '../../erase-ledger.js';
+import { confirmMem0 } from '../../drift/review.js';
+import { openDatabase } from '../../store/sqlite.js';
+import { expandHome } from '../../config.js';
 
 /** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
 export const mem0Layout: Layout = {

@@ -1,11 +1,11 @@
-import type { JobContext } from './job.js';
-import type { StoreHandle } from './store/open.js';
-import { journalMode, type Db } from './store/sqlite.js';
-import { startCheckpointer } from './store/checkpointer.js';
-import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
-import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
-import { withMaintenanceLock } from './store/lock.js';
-import { toCanonical } from './time.js';
+import type { JobContext } from '../../job.js';
+import type { StoreHandle } from '../../store/open.js';
+import { journalMode, type Db } from '../../store/sqlite.js';
+import { startCheckpointer } from '../../store/checkpointer.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
+import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import { toCanonical } from '../../time.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
 

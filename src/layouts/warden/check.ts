@@ -1,10 +1,10 @@
-import type { StoreHandle } from './store/open.js';
-import { journalMode } from './store/sqlite.js';
-import { liveViewState, memoryColumns } from './store/schema.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import { classifyTime, canonicalSql, toCanonical, type Instant } from './time.js';
-import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
-import { reviewDue as reviewRows, reviewDueCount } from './drift/queue.js';
+import type { StoreHandle } from '../../store/open.js';
+import { journalMode } from '../../store/sqlite.js';
+import { liveViewState, memoryColumns } from './schema.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
+import { classifyTime, canonicalSql, toCanonical, type Instant } from '../../time.js';
+import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './rules.js';
+import { reviewDue as reviewRows, reviewDueCount } from './queue.js';
 
 export interface CheckReport {
   ok: boolean;
@@ -75,7 +75,7 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
 
   findings.push(...timeFindings(store));
 
-  // The same queue drift and the digest work from (src/drift/queue.ts).
+  // The same queue drift and the digest work from (src/layouts/warden/queue.ts).
   const due = { now: opts.now, afterDays: opts.reviewAfterDays };
   const reviewDue = reviewDueCount(db, due);
   if (reviewDue > 0) {

@@ -1,9 +1,9 @@
-import type { StoreHandle } from '../store/open.js';
-import { lookTwiceReasons, type LookTwiceRules } from '../digest/flags.js';
-import type { FlaggedRow, NewRows } from '../digest/model.js';
-import { parseInstant, type Instant } from '../time.js';
-import { scrollAll, type Mem0Point } from './mem0-points.js';
-import { createdAtOf, expirationOf, mem0Handle, sourceOf, subjectOf, textOf, type Mem0Options } from './mem0.js';
+import type { StoreHandle } from '../../store/open.js';
+import { lookTwiceReasons, type LookTwiceRules } from '../../digest/flags.js';
+import type { FlaggedRow, NewRows } from '../../digest/model.js';
+import { parseInstant, type Instant } from '../../time.js';
+import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
+import { createdAtOf, expirationOf, mem0Handle, sourceOf, subjectOf, textOf, type Mem0Options } from './memories.js';
 
 /** A memory added to a mem0 store, in the digest's row shape plus what mem0 records about its origin. */
 export interface Mem0NewMemory {

@@ -1,15 +1,15 @@
-import type { StoreHandle } from '../store/open.js';
-import type { Logger } from '../logger.js';
-import { silentLogger } from '../logger.js';
-import { storeError } from '../errors.js';
-import { parseInstant, toCanonical, DAY_MS, type Instant } from '../time.js';
-import { withMaintenanceLock } from '../store/lock.js';
-import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './mem0-config.js';
-import { detectDialect, insertDeleteRow, type HistoryDialect } from './mem0-history.js';
-import { QdrantStore } from '../store/qdrant.js';
-import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './mem0-points.js';
-import { sqliteVectorStore } from '../mem0-sqlite-vectors/index.js';
-import { expandHome } from '../config.js';
+import type { StoreHandle } from '../../store/open.js';
+import type { Logger } from '../../logger.js';
+import { silentLogger } from '../../logger.js';
+import { storeError } from '../../errors.js';
+import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './config.js';
+import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
+import { QdrantStore } from '../../vectors/qdrant/index.js';
+import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
+import { sqliteVectorStore } from '../../vectors/mem0-sqlite/index.js';
+import { expandHome } from '../../config.js';
 
 /**
  * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the

@@ -3,9 +3,9 @@ import { createWriteStream, openAsBlob } from 'node:fs';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { QdrantClient } from '@qdrant/js-client-rest';
-import type { QdrantConfig } from './config.js';
-import type { VectorSink } from './vectors.js';
-import { storeError, transientError, WardenError } from '../errors.js';
+import type { QdrantConfig } from '../../store/config.js';
+import type { VectorSink } from '../sink.js';
+import { storeError, transientError, WardenError } from '../../errors.js';
 
 export type PointId = string | number;
 

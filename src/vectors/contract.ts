@@ -1,5 +1,5 @@
 import type { QdrantConfig } from '../store/config.js';
-import { QdrantStore, qdrantError } from '../store/qdrant.js';
+import { QdrantStore, qdrantError } from './qdrant/index.js';
 
 /** A Qdrant point as mem0 leaves it: the point id is the memory id, the payload is mem0's (docs/mem0-layout.md). */
 export interface Mem0Point {
@@ -46,7 +46,7 @@ function asPoint(r: { id: string | number; payload?: Record<string, unknown> | n
 /** Qdrant ids are unsigned integers or UUIDs: an all-digit id goes back as the integer it was. */
 const pointKey = (id: string): string | number => (/^(0|[1-9][0-9]*)$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id);
 
-/** The PointStore over the project's Qdrant store (src/store/qdrant.ts): same client, same error classes. */
+/** The PointStore over the project's Qdrant store (src/vectors/qdrant/index.ts): same client, same error classes. */
 export function qdrantPointStore(q: QdrantStore | QdrantConfig): PointStore {
   const store = q instanceof QdrantStore ? q : new QdrantStore(q);
   const client = store.client;

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Instant } from '../time.js';
-import type { Decision } from './dispatch.js';
-import { inBothTransactions, recordVerdict } from './record.js';
+import type { Db } from '../../store/sqlite.js';
+import { toCanonical, type Instant } from '../../time.js';
+import type { Decision } from '../../drift/dispatch.js';
+import { inBothTransactions, recordVerdict } from '../../drift/record.js';
 
 export interface Applied {
   id: string;

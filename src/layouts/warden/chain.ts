@@ -1,7 +1,7 @@
-import type { Db } from './sqlite.js';
-import type { VectorSink } from './vectors.js';
+import type { Db } from '../../store/sqlite.js';
+import type { VectorSink } from '../../vectors/sink.js';
 import type { DeletedRow, RootKey, Sql } from './delete.js';
-import { transientError } from '../errors.js';
+import { transientError } from '../../errors.js';
 
 /**
  * Deep supersede chains, deleted from the oldest version up.

@@ -2,20 +2,20 @@ import type { StoreHandle } from '../store/open.js';
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
-import type { CheckReport } from '../check.js';
-import type { PruneResult } from '../prune.js';
+import type { CheckReport } from './warden/check.js';
+import type { PruneResult } from './warden/prune.js';
 import type { Instant } from '../time.js';
 import type { NewRows } from '../digest/model.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import type { QueueOptions } from '../drift/queue.js';
+import type { QueueOptions } from './warden/queue.js';
 import type { Decision } from '../drift/dispatch.js';
-import type { Applied } from '../drift/apply.js';
+import type { Applied } from './warden/apply.js';
 import type { LookTwiceRules } from '../digest/flags.js';
 import type { Period } from '../digest/collect.js';
 import type { Erased, EraseOptions, EraseSelector } from '../erase.js';
 import type { PendingItem } from '../drift/review.js';
-import { wardenLayout } from './warden.js';
-import { mem0Layout } from './mem0-layout.js';
+import { wardenLayout } from './warden/index.js';
+import { mem0Layout } from './mem0/index.js';
 
 /**
  * A store layout: how each job does the right thing for one kind of store. `warden` is the memory table of the

@@ -1,7 +1,7 @@
-import type { Db } from '../store/sqlite.js';
-import { LIVE_SQL, reviewCutoff } from '../store/rules.js';
-import { textUpperBound, type Instant } from '../time.js';
-import type { MemoryUnderReview } from '../verifiers/types.js';
+import type { Db } from '../../store/sqlite.js';
+import { LIVE_SQL, reviewCutoff } from './rules.js';
+import { textUpperBound, type Instant } from '../../time.js';
+import type { MemoryUnderReview } from '../../verifiers/types.js';
 
 export interface QueueOptions {
   now: Instant;

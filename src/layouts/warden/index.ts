@@ -1,13 +1,13 @@
-import type { Layout } from './index.js';
-import { checkStore } from '../check.js';
-import { withConsistency } from '../store/consistency.js';
-import { assertWardenSchema } from '../store/schema.js';
-import { pruneWarden } from '../prune.js';
-import { newRows } from '../digest/collect.js';
-import { reviewDue, reviewDueCount } from '../drift/queue.js';
-import { applyDecision } from '../drift/apply.js';
-import { eraseWarden } from '../erase.js';
-import { confirmWarden, currentWardenRow } from '../drift/review.js';
+import type { Layout } from '../registry.js';
+import { checkStore } from './check.js';
+import { withConsistency } from './consistency.js';
+import { assertWardenSchema } from './schema.js';
+import { pruneWarden } from './prune.js';
+import { newRows } from '../../digest/collect.js';
+import { reviewDue, reviewDueCount } from './queue.js';
+import { applyDecision } from './apply.js';
+import { eraseWarden } from '../../erase.js';
+import { confirmWarden, currentWardenRow } from '../../drift/review.js';
 
 // Wrappers, not references: the modules they call import this one's registry back (resolved at call time).
 /** The memory table of the brief, with an optional Qdrant side. */

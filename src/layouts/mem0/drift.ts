@@ -1,15 +1,15 @@
-import type { StoreHandle } from '../store/open.js';
-import type { Db } from '../store/sqlite.js';
-import type { Instant } from '../time.js';
-import { mem0Confirm, mem0ReviewDue } from '../layouts/mem0.js';
-import type { MemoryUnderReview } from '../verifiers/types.js';
-import type { Applied } from './apply.js';
-import type { Decision } from './dispatch.js';
-import { recordVerdict } from './record.js';
+import type { StoreHandle } from '../../store/open.js';
+import type { Db } from '../../store/sqlite.js';
+import type { Instant } from '../../time.js';
+import { mem0Confirm, mem0ReviewDue } from './memories.js';
+import type { MemoryUnderReview } from '../../verifiers/types.js';
+import type { Applied } from '../warden/apply.js';
+import type { Decision } from '../../drift/dispatch.js';
+import { recordVerdict } from '../../drift/record.js';
 
 /**
  * Drift on a mem0 deployment (docs/mem0-layout.md). The queue is mem0's memories by `updated_at`; a confirmation
- * sets `updated_at` (src/layouts/mem0.ts). mem0 has no superseded_by, so a contradiction always goes to a person,
+ * sets `updated_at` (src/layouts/mem0/memories.ts). mem0 has no superseded_by, so a contradiction always goes to a person,
  * with the proposed replacement in the evidence; nothing else is written to mem0.
  */
 export async function mem0Queue(store: StoreHandle, now: Instant, afterDays: number, batch: number, exclude: readonly string[]): Promise<MemoryUnderReview[]> {
