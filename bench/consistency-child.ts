@@ -11,7 +11,7 @@
  * Prints one JSON line: the duration and what was counted.
  */
 import { loadConfig } from '../src/config.js';
-import { openStore } from '../src/store/open.js';
+import { openStore } from '../src/layouts/open.js';
 import { checkConsistency, orphansOfPage, scrollPoints } from '../src/layouts/warden/consistency.js';
 import { QdrantStore } from '../src/vectors/qdrant/index.js';
 

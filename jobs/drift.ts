@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { expandHome } from '../src/config.js';
-import { openStore } from '../src/store/open.js';
+import { openStore } from '../src/layouts/open.js';
 import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';

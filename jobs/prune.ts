@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
-import { openStore } from '../src/store/open.js';
+import { openStore } from '../src/layouts/open.js';
 import { layoutOf } from '../src/layouts/registry.js';
 import type { PruneResult } from '../src/layouts/warden/prune.js';
 

@@ -4,7 +4,7 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
-import { openStore, type StoreHandle } from './store/open.js';
+import { openStore, type StoreHandle } from './layouts/open.js';
 import { assertIntact } from './store/sqlite.js';
 import { memoryColumns } from './layouts/warden/schema.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './layouts/warden/delete.js';

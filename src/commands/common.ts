@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig, selectStore, type Config } from '../config.js';
 import { createLogger, type Logger } from '../logger.js';
-import { storeNameForPath } from '../store/open.js';
+import { storeNameForPath } from '../layouts/open.js';
 import { parseInstant, systemClock, type Clock } from '../time.js';
 import { usageError } from '../errors.js';
 import { escapedLine, jsonText, terminalText } from '../untrusted.js';

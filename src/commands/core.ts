@@ -4,7 +4,7 @@ import { runJob } from '../runner.js';
 import { JOBS } from '../../jobs/index.js';
 import { assertIntact, openDatabase } from '../store/sqlite.js';
 import { initSchema } from '../layouts/warden/schema.js';
-import { openStore } from '../store/open.js';
+import { openStore } from '../layouts/open.js';
 import { repairDangling, repairTimestamps } from '../layouts/warden/repair.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { scrubUrlCredentials } from '../logger.js';

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
 import { assertIntact } from '../store/sqlite.js';
-import { openStore, type StoreHandle } from '../store/open.js';
+import { openStore, type StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
 import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';

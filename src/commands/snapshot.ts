@@ -3,7 +3,7 @@ import { addStoreOptions, print, printJson, show, storeContext, type StoreOption
 import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
 import { repairOrphans } from '../layouts/warden/consistency.js';
-import { openStore } from '../store/open.js';
+import { openStore } from '../layouts/open.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */

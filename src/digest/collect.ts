@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
-import { openStore, storeSelector } from '../store/open.js';
+import { openStore, storeSelector } from '../layouts/open.js';
 import { lastRun } from '../state.js';
 import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
 import { reviewCutoff } from '../layouts/warden/rules.js';

@@ -1,4 +1,4 @@
-import type { StoreSelector } from '../store/open.js';
+import type { StoreSelector } from '../layouts/open.js';
 import type { Finding } from '../findings.js';
 
 /**

@@ -2,7 +2,7 @@ import { layoutOf } from '../layouts/registry.js';
 import { userInfo } from 'node:os';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config.js';
-import type { StoreHandle } from '../store/open.js';
+import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { deleteWithCascade } from '../layouts/warden/delete.js';
 import { withMaintenanceLock } from '../store/lock.js';

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../store/open.js';
+import type { StoreHandle } from './open.js';
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
 import type { Db } from '../store/sqlite.js';
-import type { StoreHandle } from '../store/open.js';
+import type { StoreHandle } from '../layouts/open.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceRules } from '../digest/flags.js';
 import { DAY_MS, toCanonical, type Instant } from '../time.js';

@@ -6,7 +6,7 @@ import { validateConfig, type Config } from '../../src/config.js';
 import { erase, type EraseReceipt, type EraseSelector } from '../../src/erase.js';
 import { listReceipts } from '../../src/erase-receipts.js';
 import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { listReview } from '../../src/drift/review.js';
 import { recordVerdict } from '../../src/drift/record.js';
 import { previewDigest } from '../../src/digest/digest.js';

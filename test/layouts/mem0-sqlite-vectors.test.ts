@@ -7,7 +7,7 @@ import { startQdrantTestServer, type QdrantTestServer } from '../helpers/qdrant-
 import { sdkStore, type SdkStore } from './mem0-sdk.js';
 import { sqliteVectorStore } from '../../src/vectors/mem0-sqlite/index.js';
 import { scrollAll } from '../../src/vectors/contract.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { mem0Prune } from '../../src/layouts/mem0/memories.js';
 import { mem0CheckReport, mem0Integrity } from '../../src/layouts/mem0/check.js';
 import { writeFileSync } from 'node:fs';

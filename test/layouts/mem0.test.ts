@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { tempDir } from '../helpers/store.js';
 import { Mem0Fixture, md5, pyIso } from './mem0-fixture.js';
-import { openStore, type StoreHandle } from '../../src/store/open.js';
+import { openStore, type StoreHandle } from '../../src/layouts/open.js';
 import { mem0Confirm, mem0ExpiryInstant, mem0Prune, mem0ReviewDue, normaliseToUtc, pyIsoUtc } from '../../src/layouts/mem0/memories.js';
 import { mem0CheckReport, mem0Integrity, mountOf } from '../../src/layouts/mem0/check.js';
 import { mem0NewMemories, mem0NewRows } from '../../src/layouts/mem0/new-rows.js';

@@ -4,7 +4,7 @@ import { chmodSync, chownSync, existsSync, readdirSync, readFileSync, rmSync, st
 import { basename, dirname, join } from 'node:path';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { journalPath, type RestoreJournal } from '../../src/snapshot/journal.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';

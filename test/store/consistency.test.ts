@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/layouts/warden/consistency.js';
 import { QdrantStore, type PointId } from '../../src/vectors/qdrant/index.js';
 import { initSchema, MEMORY_DDL } from '../../src/layouts/warden/schema.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { checkConsistency } from '../../src/layouts/warden/consistency.js';
 import { QdrantStore } from '../../src/vectors/qdrant/index.js';
 import { repairDangling } from '../../src/layouts/warden/repair.js';

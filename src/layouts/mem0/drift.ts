@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../../store/open.js';
+import type { StoreHandle } from '../open.js';
 import type { Db } from '../../store/sqlite.js';
 import type { Instant } from '../../time.js';
 import { mem0Confirm, mem0ReviewDue } from './memories.js';

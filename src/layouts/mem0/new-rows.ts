@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../../store/open.js';
+import type { StoreHandle } from '../open.js';
 import { lookTwiceReasons, type LookTwiceRules } from '../../digest/flags.js';
 import type { FlaggedRow, NewRows } from '../../digest/model.js';
 import { parseInstant, type Instant } from '../../time.js';

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../../store/open.js';
+import type { StoreHandle } from '../open.js';
 import { journalMode } from '../../store/sqlite.js';
 import { liveViewState, memoryColumns } from './schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';

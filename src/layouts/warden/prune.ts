@@ -1,5 +1,5 @@
 import type { JobContext } from '../../job.js';
-import type { StoreHandle } from '../../store/open.js';
+import type { StoreHandle } from '../open.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';

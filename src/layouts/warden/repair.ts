@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../../store/open.js';
+import type { StoreHandle } from '../open.js';
 import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';

@@ -1,9 +1,9 @@
 import { basename } from 'node:path';
 import type { Config } from '../config.js';
 import { isDeepStrictEqual } from 'node:util';
-import { storeSchema, type StoreConfig } from './config.js';
-import { layoutFor } from '../layouts/registry.js';
-import { openDatabase, type Db } from './sqlite.js';
+import { storeSchema, type StoreConfig } from '../store/config.js';
+import { layoutFor } from './registry.js';
+import { openDatabase, type Db } from '../store/sqlite.js';
 import type { VectorSink } from '../vectors/sink.js';
 import { qdrantStoreFor } from '../vectors/qdrant/index.js';
 
