@@ -7,7 +7,7 @@ import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
 import type { Applied } from '../src/layouts/warden/apply.js';
-import { acceptedReading, madeByDrift, pendingMemoryIds } from '../src/drift/record.js';
+import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { verifyThroughTasks } from '../src/drift/task.js';
 import { layoutOf } from '../src/layouts/registry.js';
@@ -74,7 +74,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {
         // The one place verdicts are written: nothing from the environment reaches the store, the state db or the output.
-        const applied = await layout.applyDrift(store, state, redactDecision(decision), now);
+        const applied = await layout.applyDrift(store, { decision: redactDecision(decision), now, log: verdictLog(state) });
         result[applied.verdict] += 1;
         if (applied.supersededBy) result.superseded += 1;
         if (applied.needsPerson) result.toPerson += 1;

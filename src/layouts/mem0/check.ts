@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { StoreHandle } from '../open.js';
+import type { StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import { toCanonical, type Instant } from '../../time.js';

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../open.js';
+import type { StoreHandle } from '../contract.js';
 import type { Logger } from '../../logger.js';
 import { silentLogger } from '../../logger.js';
 import { storeError } from '../../errors.js';

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../open.js';
+import type { CheckReport, StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
 import { liveViewState, memoryColumns } from './schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
@@ -6,24 +6,7 @@ import { classifyTime, canonicalSql, toCanonical, type Instant } from '../../tim
 import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './rules.js';
 import { reviewDue as reviewRows, reviewDueCount } from './queue.js';
 
-export interface CheckReport {
-  ok: boolean;
-  store: string;
-  path: string;
-  checkedAt: string;
-  rows: number;
-  live: number;
-  /** rows − live: what prune and review have yet to deal with. */
-  gap: number;
-  integrity: string;
-  journalMode: string;
-  dangling: number;
-  reviewDue: number;
-  /** Findings that make the check fail (exit 1). */
-  problems: Finding[];
-  /** Findings worth knowing that are not problems (review due, prune pending). */
-  notes: Finding[];
-}
+export type { CheckReport } from '../contract.js';
 
 export interface CheckOptions {
   now: Instant;

@@ -1,5 +1,5 @@
 import type { Db } from '../../store/sqlite.js';
-import type { StoreHandle } from '../open.js';
+import type { StoreHandle } from '../contract.js';
 import { QdrantStore, type PointId, type PointRecord } from '../../vectors/qdrant/index.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Instant } from '../../time.js';

@@ -1,23 +1,22 @@
-import type { Layout } from '../registry.js';
+import type { Layout } from '../contract.js';
 import { checkStore } from './check.js';
 import { withConsistency } from './consistency.js';
 import { assertWardenSchema } from './schema.js';
 import { pruneWarden } from './prune.js';
-import { newRows } from '../../digest/collect.js';
+import { newRows } from './new-rows.js';
 import { reviewDue, reviewDueCount } from './queue.js';
 import { applyDecision } from './apply.js';
-import { eraseWarden } from '../../erase.js';
-import { confirmWarden, currentWardenRow } from '../../drift/review.js';
+import { eraseWarden } from './erase.js';
+import { confirmWarden, currentWardenRow } from './review.js';
 
-// Wrappers, not references: the modules they call import this one's registry back (resolved at call time).
 /** The memory table of the brief, with an optional Qdrant side. */
 export const wardenLayout: Layout = {
   name: 'warden',
   assertSchema: (db, store) => assertWardenSchema(db, store.db),
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   vectorFiles: () => [],
-  prune: (store, ctx, opts) => pruneWarden(store, ctx, opts),
-  async check(store, ctx) {
+  prune: (store, { ctx, dryRun }) => pruneWarden(store, ctx, { dryRun }),
+  async check(store, { ctx }) {
     const now = ctx.now();
     const sqlite = checkStore(store, {
       now,
@@ -27,14 +26,14 @@ export const wardenLayout: Layout = {
     // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
     return withConsistency(sqlite, store, { now, signal: ctx.signal });
   },
-  newRows: async (store, period, maxRows, rules) => newRows(store.db, period, maxRows, rules),
+  newRows: async (store, { period, maxRows, lookTwice }) => newRows(store.db, period, maxRows, lookTwice),
   reviewDue: async (store, opts) => ({
     due: reviewDueCount(store.db, { ...opts, exclude: [] }),
     batch: reviewDue(store.db, opts),
   }),
-  applyDrift: async (store, state, decision, now) => applyDecision(store.db, state, store.name, decision, now),
-  confirm: async (store, state, id, now, record) => confirmWarden(store, state, id, now, record),
+  applyDrift: async (store, { decision, now, log }) => applyDecision(store.db, log, store.name, decision, now),
+  confirm: async (store, opts) => confirmWarden(store, opts),
   currentMemory: (store, id) => currentWardenRow(store, id),
   corrections: true,
-  erase: (store, sel, dryRun, opts) => eraseWarden(store, sel, dryRun, opts),
+  erase: (store, { selector, dryRun, ...opts }) => eraseWarden(store, selector, dryRun, opts),
 };

@@ -1,5 +1,5 @@
 import type { JobContext } from '../../job.js';
-import type { StoreHandle } from '../open.js';
+import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
@@ -9,20 +9,7 @@ import { toCanonical } from '../../time.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
 
-export interface PruneResult {
-  store: string;
-  now: string;
-  dryRun: boolean;
-  deleted: number;
-  expired: number;
-  superseded: number;
-  cascaded: number;
-  batches: number;
-  /** The deleted (or, dry run, doomed) ids, at most ID_CAP of them. */
-  ids: string[];
-  idsTruncated: boolean;
-  durationMs: number;
-}
+export type { PruneResult } from '../contract.js';
 
 const ID_CAP = 1000;
 /** A batch takes its roots in chunks of about this many milliseconds, so it ends within that of `batchMs`. */

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../open.js';
+import type { StoreHandle } from '../contract.js';
 import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';
