@@ -9,7 +9,7 @@ import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
 import type { Applied } from '../src/layouts/warden/apply.js';
 import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
-import { verifyThroughTasks } from '../src/drift/task.js';
+import { createVerifyTask, verifyThroughTasks } from '../src/drift/task.js';
 import { layoutOf } from '../src/layouts/registry.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
@@ -90,4 +90,12 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
   return result;
 }
 
-export default defineJob({ name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift });
+export default defineJob({
+  name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift,
+  // Under the worker each source read is a `verify` task on its own queue, verify.concurrency at a time.
+  tasks: (config) => [createVerifyTask(config)],
+  // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
+  async prepare(config) {
+    if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
+  },
+});

@@ -3,14 +3,15 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
-import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
-import { JOBS } from '../jobs/index.js';
+import { parsePayload, type FleetView, type JobContext, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 
 export interface RunOptions {
+  /** The jobs this program runs (jobs/index.ts JOBS, handed down by the CLI): the runner imports none. */
+  jobs: JobMap;
   config: Config;
   log: Logger;
   now?: Clock;
@@ -28,8 +29,8 @@ export interface RunOptions {
  * BullMQ worker both come through here, so a job behaves the same whichever started it.
  */
 export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
-  const job = JOBS[name];
-  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+  const job = opts.jobs[name];
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(opts.jobs).join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;

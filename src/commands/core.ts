@@ -48,7 +48,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) => {
       const ctx = storeContext(opts, cmd);
-      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, record: false })) as CheckReport;
+      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, jobs: JOBS, record: false })) as CheckReport;
       if (opts.json) printJson(report);
       else printCheck(report);
       process.exitCode = report.ok ? 0 : 1;
@@ -68,7 +68,7 @@ export function registerCoreCommands(program: Command): void {
         name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false }
         : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
         : { store: ctx.storeName };
-      const result = await runJob(name, payload, { ...ctx, signal: interruptSignal() });
+      const result = await runJob(name, payload, { ...ctx, jobs: JOBS, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
       else if (name === 'integrity') {

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
 import { previewDigest, type DigestResult } from '../digest/digest.js';
 import { runJob } from '../runner.js';
+import { JOBS } from '../../jobs/index.js';
 import { usageError } from '../errors.js';
 import { terminalText } from '../untrusted.js';
 
@@ -40,7 +41,7 @@ export function registerDigestCommands(program: Command): void {
         if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
         return;
       }
-      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { config, log, now })) as DigestResult;
+      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: JOBS, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
       for (const d of result.deliveries) {
         print(`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`);

@@ -31,7 +31,7 @@ export function registerWorkerCommands(program: Command): void {
       const loaded = loadForCommand(opts, cmd);
       const config = withHost(loaded.config, opts.host);
       const log = loaded.log;
-      const running = await startWorker({ config, log });
+      const running = await startWorker({ jobs: JOBS, config, log });
       // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
       process.send?.('ready');
       const stopped = await new Promise<{ drained: boolean }>((resolve) => {

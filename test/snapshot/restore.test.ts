@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -30,7 +31,7 @@ afterEach(async () => {
 });
 
 const snap = (config: Config, at = T0) =>
-  runJob('snapshot', { store: 'agent' }, { config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
+  runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
 const restore = (config: Config, dir: string, o: { force?: boolean; dryRun?: boolean; at?: number } = {}) =>
   restoreSnapshot(config, 'agent', dir, { now: () => o.at ?? T1, log: silentLogger, ...o });
 

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
@@ -96,7 +97,7 @@ describe('consistency check', () => {
   it('the integrity job reports the findings and fails on orphans', async () => {
     fx = await qdrantFixture(rows(3));
     await fx.seedPoints([...rows(3), { id: 'deleted' }]);
-    const report = (await runJob('integrity', { store: 'agent' }, { config: fx.config(), log: silentLogger, now: () => NOW, record: false })) as {
+    const report = (await runJob('integrity', { store: 'agent' }, { jobs: JOBS, config: fx.config(), log: silentLogger, now: () => NOW, record: false })) as {
       ok: boolean; problems: Finding[]; vectors: { collections: { points: number }[] };
     };
     expect(report.ok).toBe(false);
