@@ -1,5 +1,10 @@
 import type { QdrantConfig } from '../store/config.js';
-import { QdrantStore, qdrantError } from './qdrant/index.js';
+
+/**
+ * The vector-store plug point, whole: what a layout reads and writes points through (Qdrant, mem0's TypeScript SDK
+ * SQLite files). Implementations live in src/vectors/<name>/ and are registered in src/vectors/registry.ts; every
+ * one runs test/vectors/contract.test.ts.
+ */
 
 /** A Qdrant point as mem0 leaves it: the point id is the memory id, the payload is mem0's (docs/mem0-layout.md). */
 export interface Mem0Point {
@@ -39,46 +44,14 @@ export async function* scrollAll(points: PointStore, collection: string, pageSiz
   } while (offset !== null && offset !== undefined);
 }
 
-function asPoint(r: { id: string | number; payload?: Record<string, unknown> | null }): Mem0Point {
-  return { id: String(r.id), payload: (r.payload ?? {}) as Record<string, unknown> };
+/** Where a store's vectors are: its Qdrant (a client already open, or its config), or files by collection. */
+export interface VectorPlace {
+  qdrant?: QdrantConfig;
+  /** The store's vector side already open (StoreHandle.vectors): reused when it is this kind's client. */
+  open?: unknown;
+  /** Collection name → SQLite file (mem0's TypeScript SDK keeps one file per collection). */
+  files?: Record<string, string>;
 }
 
-/** Qdrant ids are unsigned integers or UUIDs: an all-digit id goes back as the integer it was. */
-const pointKey = (id: string): string | number => (/^(0|[1-9][0-9]*)$/.test(id) && Number.isSafeInteger(Number(id)) ? Number(id) : id);
-
-/** The PointStore over the project's Qdrant store (src/vectors/qdrant/index.ts): same client, same error classes. */
-export function qdrantPointStore(q: QdrantStore | QdrantConfig): PointStore {
-  const store = q instanceof QdrantStore ? q : new QdrantStore(q);
-  const client = store.client;
-  const call = async <T>(doing: string, fn: () => Promise<T>): Promise<T> => {
-    try {
-      return await fn();
-    } catch (err) {
-      throw qdrantError(doing, err);
-    }
-  };
-  return {
-    collections: () => call('list collections', async () => (await client.getCollections()).collections.map((c) => c.name)),
-    async scroll(collection, opts) {
-      const r = await call(`scroll ${collection}`, () =>
-        client.scroll(collection, {
-          limit: opts.limit,
-          with_payload: opts.payload ?? true,
-          with_vector: false,
-          ...(opts.offset !== null && opts.offset !== undefined ? { offset: opts.offset } : {}),
-        }));
-      const next = r.next_page_offset;
-      return { points: r.points.map(asPoint), next: typeof next === 'string' || typeof next === 'number' ? next : null };
-    },
-    async retrieve(collection, ids, payload = true) {
-      if (ids.length === 0) return [];
-      const r = await call(`retrieve ${ids.length} point(s) from ${collection}`, () =>
-        client.retrieve(collection, { ids: ids.map(pointKey), with_payload: payload, with_vector: false }));
-      return r.map(asPoint);
-    },
-    delete: (collection, ids) => store.deletePoints(collection, ids.map(pointKey)),
-    async setPayload(collection, id, payload) {
-      await call(`set payload of point ${id} in ${collection}`, () => client.setPayload(collection, { wait: true, points: [pointKey(id)], payload }));
-    },
-  };
-}
+/** Opens a PointStore on a place; throws a store error naming what is missing. */
+export type VectorStoreFactory = (place: VectorPlace) => PointStore;

@@ -7,8 +7,8 @@ import { withMaintenanceLock } from '../../store/lock.js';
 import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './config.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
 import { QdrantStore } from '../../vectors/qdrant/index.js';
-import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
-import { sqliteVectorStore } from '../../vectors/mem0-sqlite/index.js';
+import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
+import { VECTOR_STORES } from '../../vectors/registry.js';
 import { expandHome } from '../../config.js';
 
 /**
@@ -44,10 +44,10 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
 /** The vector side the config names: Qdrant, or the TypeScript SDK's own SQLite files. */
 function mem0PointStore(store: StoreHandle, cfg: Mem0Config, collection: string, entityCollection: string): PointStore {
   if (cfg.vectorStore === 'sqlite') {
-    return sqliteVectorStore({ [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) });
+    return VECTOR_STORES.sqlite({ files: { [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) } });
   }
   if (!store.config.qdrant) throw storeError(`${store.name}: a mem0 store needs qdrant.url in its config, or mem0.vectorStore: sqlite for the TypeScript SDK's own vector store`);
-  return qdrantPointStore(store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant);
+  return VECTOR_STORES.qdrant({ qdrant: store.config.qdrant, open: store.vectors });
 }
 
 // ---- payload, in Python mem0's snake_case or the TypeScript port's camelCase ----

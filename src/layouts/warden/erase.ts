@@ -2,7 +2,8 @@ import type { Db } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import { QdrantStore } from '../../vectors/qdrant/index.js';
-import { qdrantPointStore, type Mem0Point, type PointStore } from '../../vectors/contract.js';
+import type { Mem0Point, PointStore } from '../../vectors/contract.js';
+import { qdrantPointStore } from '../../vectors/qdrant/points.js';
 import { sweepCollections } from '../erase-sweep.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../contract.js';
 
