@@ -14,7 +14,9 @@ module.exports = {
       severity: 'error',
       comment: 'No import circle in src or jobs (type-only imports count too: they are the vocabulary).',
       from: { path: '^(src|jobs)/' },
-      to: { circular: true },
+      // The one exception left (not a plug point): a restore and its resumption after kill -9 call each other
+      // (restore.ts stages and verifies, resume.ts finishes or rolls back). Untangling it belongs to src/snapshot.
+      to: { circular: true, pathNot: '^src/snapshot/(restore|resume)\\.ts$' },
     },
     {
       name: 'layouts-not-features',

@@ -35,29 +35,8 @@ export { payloadStrings } from './layouts/erase-sweep.js';
  * that contain it and, when asked, deletes them.
  */
 
-export interface EraseReceipt {
-  id: number | null;
-  store: string;
-  layout: 'warden' | 'mem0';
-  selector: 'user' | 'subject' | 'ids';
-  /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
-  selectorSha256: string;
-  erasedAt: string;
-  dryRun: boolean;
-  /** Rows (warden) or memories (mem0) erased. */
-  memories: number;
-  /** sha256 of the erased memory ids, sorted and joined by newlines. */
-  idsSha256: string;
-  counts: Record<string, number>;
-  vacuumed: boolean;
-  /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
-  walTruncated: boolean;
-  snapshots: { found: string[]; deleted: string[] };
-  /** Every place erase looked, with how many records or files it erased there (store:…, state:…, files:…). */
-  places: Place[];
-  /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */
-  stateWalTruncated: boolean;
-}
+export type { EraseReceipt } from './erase-receipts.js';
+import type { EraseReceipt } from './erase-receipts.js';
 
 const MIN_SUBJECT = 3;
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');

@@ -3,25 +3,14 @@ import type { VectorSink } from '../../vectors/sink.js';
 import { transientError } from '../../errors.js';
 import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
-/** A row a delete removed, and (when the caller asked) why. */
-export interface DeletedRow {
-  id: string;
-  rowid: number;
-  reason: string | null;
-}
-
-/** Roots are named by id, or by rowid (prune: read straight off the covering indexes, no table lookup). */
-export type RootKey = 'id' | 'rowid';
+// The delete vocabulary lives in chain.ts, which delete.ts calls (one arrow between the two files).
+export type { DeletedRow, RootKey, Sql } from './chain.js';
+import type { DeletedRow, RootKey, Sql } from './chain.js';
 
 /** Where the roots are named by rowid, the closure and the DELETE start from those rows' ids. */
 const rootIds = (key: RootKey) =>
   key === 'rowid' ? `SELECT id FROM memory WHERE rowid IN (SELECT value FROM json_each(@roots))` : `SELECT value FROM json_each(@roots)`;
 
-/** A SQL fragment with its named parameters. */
-export interface Sql {
-  sql: string;
-  params?: Record<string, unknown>;
-}
 
 const closureSql = (key: RootKey) => `
 WITH RECURSIVE doomed(id) AS (
