@@ -6,7 +6,7 @@ import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
-import type { Applied } from '../src/layouts/warden/apply.js';
+import type { Applied } from '../src/layouts/contract.js';
 import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { createVerifyTask, verifyThroughTasks } from '../src/drift/task.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { openStore } from '../src/layouts/open.js';
-import type { CheckReport } from '../src/layouts/warden/check.js';
+import type { CheckReport } from '../src/layouts/contract.js';
 import { layoutOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
 
