@@ -1,8 +1,10 @@
 import type { JobDefinition } from '../src/job.js';
 import digest from './digest.js';
 import drift from './drift.js';
+import erase from './erase.js';
 import integrity from './integrity.js';
 import prune from './prune.js';
+import restore from './restore.js';
 import snapshot from './snapshot.js';
 
 /**
@@ -12,8 +14,10 @@ import snapshot from './snapshot.js';
 export const JOBS: Record<string, JobDefinition<any, any>> = {
   digest,
   drift,
+  erase,
   integrity,
   prune,
+  restore,
   snapshot,
 };
 

@@ -12,7 +12,7 @@ export type SnapshotPayload = z.infer<typeof payloadSchema>;
  * as an orphan. It also holds the store's maintenance lock while it runs.
  */
 export async function snapshot(payload: SnapshotPayload, ctx: JobContext): Promise<SnapshotResult> {
-  return takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal });
+  return takeSnapshot(ctx.config, payload.store, { now: ctx.now, log: ctx.log, signal: ctx.signal, progress: ctx.progress });
 }
 
 export default defineJob({ name: 'snapshot', writes: true, schema: payloadSchema, run: snapshot });

@@ -11,6 +11,7 @@ import { registerFleetCommand, registerWorkerCommands } from './commands/worker.
 import { registerSnapshotCommands } from './commands/snapshot.js';
 import { registerReviewCommands } from './commands/review.js';
 import { registerServeCommands } from './commands/serve.js';
+import { endProgress } from './commands/common.js';
 
 
 export function buildProgram(): Command {
@@ -43,6 +44,7 @@ export async function main(argv: string[]): Promise<number> {
       return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
     }
     const e = coerceError(err);
+    endProgress();
     process.stderr.write(`memory-warden: ${oneLine(redactText(e.message.split('\n')[0]!))}\n`);
     return e.exitCode;
   }

@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { dirname, resolve, isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
-import YAML from 'yaml';
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { configError } from './errors.js';
 import { rememberSecret } from './secrets.js';
@@ -61,6 +63,41 @@ export const DEFAULT_CONFIG_PATH = ((): string => {
   return candidates.find((p) => existsSync(p)) ?? candidates[1]!;
 })();
 
+/**
+ * config/default.yaml as parsed by `npm run build` (scripts/config-defaults.ts), beside this module in dist/src/.
+ * Used only while default.yaml still has the sha256 it was parsed from: the YAML parser is ~230 modules, a tenth
+ * of a second of every command's start-up, and a command given no config file needs no YAML but the defaults.
+ */
+export const DEFAULTS_CACHE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), 'default-config.json');
+
+const require = createRequire(import.meta.url);
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** What scripts/config-defaults.ts writes, or undefined when default.yaml's values do not survive JSON exactly. */
+export function defaultsCacheText(yamlText: string): string | undefined {
+  const value = parseYaml(yamlText, DEFAULT_CONFIG_PATH);
+  if (!isDeepStrictEqual(JSON.parse(JSON.stringify(value)), value)) return undefined;
+  return JSON.stringify({ sha256: sha256(yamlText), value });
+}
+
+function cachedDefaults(yamlText: string): unknown {
+  let cache: { sha256?: unknown; value?: unknown };
+  try {
+    cache = JSON.parse(readFileSync(DEFAULTS_CACHE_PATH, 'utf8')) as typeof cache;
+  } catch {
+    return undefined; // not built (tests run the sources), or unreadable: parse the YAML
+  }
+  return cache.sha256 === sha256(yamlText) ? cache.value : undefined;
+}
+
+/** The built-in defaults: from the build's cache while default.yaml is unchanged, else parsed. */
+function readDefaults(): unknown {
+  const text = readText(DEFAULT_CONFIG_PATH);
+  const value = cachedDefaults(text) ?? parseYaml(text, DEFAULT_CONFIG_PATH);
+  assertPlainTree(value, DEFAULT_CONFIG_PATH);
+  return value;
+}
+
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
 /**
@@ -99,20 +136,26 @@ export function merge(base: unknown, over: unknown): unknown {
   return out;
 }
 
-function readYaml(file: string): unknown {
-  let text: string;
+function readText(file: string): string {
   try {
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (err) {
     throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }
-  let value: unknown;
+}
+
+function parseYaml(text: string, file: string): unknown {
+  const YAML = require('yaml') as typeof import('yaml'); // loaded when a file is parsed (readDefaults)
   try {
     // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
-    value = YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
+    return YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
   } catch (err) {
     throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
+}
+
+function readYaml(file: string): unknown {
+  const value = parseYaml(readText(file), file);
   assertPlainTree(value, file);
   return value;
 }
@@ -157,7 +200,7 @@ export interface LoadOptions {
 /** Load, expand and validate. Relative paths in the user's file resolve against that file's folder. */
 export function loadConfig(opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
-  const defaults = readYaml(DEFAULT_CONFIG_PATH);
+  const defaults = readDefaults();
   let user: unknown = {};
   if (opts.file) {
     user = readYaml(opts.file);

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Db } from './store/sqlite.js';
-import { addStateMigration, openStateDb } from './state.js';
+import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
 import { toCanonical, type Instant } from './time.js';
 
@@ -16,16 +16,8 @@ import { toCanonical, type Instant } from './time.js';
  * the state db never holds the user id, and the hash cannot be tested against guessed ids without the key.
  * The warden layout records nothing: its rows carry no user, and its prune leaves no copy of a row in the store
  * (no history table; erase's VACUUM drops the free pages), so nothing of a pruned row waits there to be found.
+ * Table `warden_deletions`: src/state/migrations/005-warden-deletions.ts.
  */
-addStateMigration(`CREATE TABLE IF NOT EXISTS warden_deletions (
-     store       TEXT NOT NULL,
-     memory_id   TEXT NOT NULL,
-     user_hmac   TEXT NOT NULL,
-     deleted_at  TEXT NOT NULL,
-     PRIMARY KEY (store, memory_id)
-   )`);
-addStateMigration(`CREATE INDEX IF NOT EXISTS warden_deletions_by_user ON warden_deletions(store, user_hmac)`);
-
 export const KEY_FILE = 'erase.key';
 
 /**

@@ -1,4 +1,4 @@
-import { addStateMigration, openStateDb } from './state.js';
+import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
 import type { Place } from './erase-state.js';
 
@@ -27,31 +27,10 @@ export interface EraseReceipt {
   stateWalTruncated: boolean;
 }
 
-/** Erase receipts in the state db: what was erased, how much, when; never the text, the user or the ids. */
-addStateMigration(`CREATE TABLE IF NOT EXISTS erase_receipts (
-     id               INTEGER PRIMARY KEY,
-     store            TEXT NOT NULL,
-     layout           TEXT NOT NULL,
-     selector         TEXT NOT NULL CHECK (selector IN ('user', 'subject', 'ids')),
-     selector_sha256  TEXT NOT NULL,
-     erased_at        TEXT NOT NULL,
-     memories         INTEGER NOT NULL,
-     ids_sha256       TEXT NOT NULL,
-     counts           TEXT NOT NULL,
-     vacuumed         INTEGER NOT NULL,
-     wal_truncated    INTEGER NOT NULL,
-     snapshots_found  TEXT NOT NULL,
-     snapshots_deleted TEXT NOT NULL
-   )`);
-
-// Where each erase looked and how much it erased there (never what): one row per place.
-addStateMigration(`CREATE TABLE IF NOT EXISTS erase_receipt_places (
-     receipt_id INTEGER NOT NULL REFERENCES erase_receipts(id) ON DELETE CASCADE,
-     place      TEXT NOT NULL,
-     count      INTEGER NOT NULL,
-     PRIMARY KEY (receipt_id, place)
-   )`);
-
+/**
+ * Erase receipts in the state db (src/state/migrations/004-erase-receipts.ts): what was erased, how much, when;
+ * never the text, the user or the ids.
+ */
 export function recordReceipt(stateDb: string, r: EraseReceipt): number {
   const db = openStateDb(stateDb);
   try {

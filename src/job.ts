@@ -4,6 +4,7 @@ import type { Logger } from './logger.js';
 import type { Config } from './config.js';
 import type { Clock } from './time.js';
 import { usageError } from './errors.js';
+import type { Progress } from './progress.js';
 
 /**
  * What every job gets besides its payload. The CLI (`memory-warden run JOB`) and the BullMQ worker build one
@@ -22,6 +23,8 @@ export interface JobContext {
   dispatch?: TaskDispatch;
   /** Set by the worker only: which host it is, and what Redis knows of the other hosts (src/queue/fleet.ts). */
   fleet?: FleetView;
+  /** Set by the CLI only, on a terminal: how far a long loop has got (src/progress.ts). Never in the worker. */
+  progress?: Progress;
 }
 
 export interface FleetView {
@@ -65,6 +68,13 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
 
 /** Every job, by name: what the CLI hands the runner and the worker (jobs/index.ts is the one in this build). */
 export type JobMap = Readonly<Record<string, JobDefinition<any, any>>>;
+
+/** A job imported only when it is run (src/commands/job-loaders.ts): `check` loads integrity, not the mailer. */
+export interface JobLoader {
+  (name: string): Promise<JobDefinition<any, any> | undefined>;
+  /** Every job it can load, for the unknown-job error. */
+  readonly names: readonly string[];
+}
 
 export interface TaskContext {
   log: Logger;

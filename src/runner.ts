@@ -3,15 +3,19 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
-import { parsePayload, type FleetView, type JobContext, type JobMap, type TaskDispatch } from './job.js';
+import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
+import type { Progress } from './progress.js';
 
 export interface RunOptions {
-  /** The jobs this program runs (jobs/index.ts JOBS, handed down by the CLI): the runner imports none. */
-  jobs: JobMap;
+  /**
+   * The jobs this program runs, handed down by the composition root (the runner imports none): the map
+   * (jobs/index.ts JOBS, the worker's) or a loader that imports only the job run (the CLI's, src/commands/job-loaders.ts).
+   */
+  jobs: JobMap | JobLoader;
   config: Config;
   log: Logger;
   now?: Clock;
@@ -22,6 +26,8 @@ export interface RunOptions {
   dispatch?: TaskDispatch;
   /** The worker's host and its view of the fleet (JobContext.fleet); absent under the CLI. */
   fleet?: FleetView;
+  /** The CLI's progress reporter on a terminal (JobContext.progress); the worker gives none. */
+  progress?: Progress;
 }
 
 /**
@@ -29,8 +35,8 @@ export interface RunOptions {
  * BullMQ worker both come through here, so a job behaves the same whichever started it.
  */
 export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
-  const job = opts.jobs[name];
-  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(opts.jobs).join(', ')})`);
+  const { job, names } = await findJob(opts.jobs, name);
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${names.join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
@@ -43,6 +49,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     signal: opts.signal ?? new AbortController().signal,
     ...(opts.dispatch ? { dispatch: opts.dispatch } : {}),
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
+    ...(opts.progress ? { progress: opts.progress } : {}),
   };
   const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
   const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;
@@ -58,6 +65,12 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
     throw e;
   } finally {
+    ctx.progress?.done();
     state?.close();
   }
+}
+
+async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {
+  if (typeof jobs === 'function') return { job: await jobs(name), names: jobs.names };
+  return { job: Object.hasOwn(jobs, name) ? jobs[name] : undefined, names: Object.keys(jobs) };
 }

@@ -64,9 +64,16 @@ function build(): void {
   pattern = alternatives.length > 0 ? new RegExp(alternatives.join('|'), 'g') : null;
 }
 
+/**
+ * A local file or folder path (`/var/lib/…`, `~/.mem0`, `./backups`): where a file is, not a secret. Every error
+ * about a file names it (a user must see which file), so a path that came from the environment is not hidden.
+ * A URL, or anything with userinfo, is still a secret.
+ */
+const LOCAL_PATH = /^(?:\/|~\/|\.\.?\/)[^\s:@?#]*$/;
+
 /** Remember a value read from the environment variable `name` (called wherever `${NAME}` is expanded). */
 export function rememberSecret(name: string, value: string): void {
-  if (value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
+  if (value.length < MIN_SECRET_LENGTH || LOCAL_PATH.test(value) || secrets.has(value)) return;
   secrets.set(value, { name, value });
   build();
 }

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ensurePrivateFile, openHandle, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
-import { DELIVERIES_DDL } from './digest/deliveries.js';
+import { migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
 
 /**
@@ -19,52 +19,14 @@ export function openStateDb(path: string): Db {
   ensurePrivateFile(path);
   const db = openHandle(path, { timeout: 5000 });
   db.pragma('foreign_keys = ON');
-  db.pragma('journal_mode = WAL');
-  migrateState(db);
+  try {
+    db.pragma('journal_mode = WAL');
+    migrateState(db, path); // its tables: src/state/migrations/, in order
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return db;
-}
-
-/** Each feature adds its tables here, always `IF NOT EXISTS`, never altering an older one in place. */
-const MIGRATIONS: string[] = [
-  `CREATE TABLE IF NOT EXISTS job_runs (
-     id          INTEGER PRIMARY KEY,
-     job         TEXT NOT NULL,
-     store       TEXT,
-     started_at  TEXT NOT NULL,
-     finished_at TEXT,
-     outcome     TEXT NOT NULL CHECK (outcome IN ('running', 'ok', 'failed')),
-     result      TEXT,
-     error       TEXT
-   )`,
-  `CREATE INDEX IF NOT EXISTS job_runs_by_time ON job_runs(finished_at)`,
-  `CREATE INDEX IF NOT EXISTS job_runs_by_job ON job_runs(job, store, outcome, finished_at)`,
-  // Drift: every verdict a verifier (or a person) gave, kept so "changed" can be detected next time and the
-  // digest can list what waits for a person (needs_person = 1 AND resolved_at IS NULL).
-  `CREATE TABLE IF NOT EXISTS drift_verdicts (
-     id           INTEGER PRIMARY KEY,
-     store        TEXT NOT NULL,
-     memory_id    TEXT NOT NULL,
-     verdict      TEXT NOT NULL CHECK (verdict IN ('confirmed', 'contradicted', 'changed', 'unverifiable', 'refused', 'manual')),
-     verifier     TEXT,
-     evidence     TEXT,
-     fingerprint  TEXT,
-     checked_at   TEXT NOT NULL,
-     needs_person INTEGER NOT NULL DEFAULT 0,
-     resolved_at  TEXT,
-     resolution   TEXT
-   )`,
-  `CREATE INDEX IF NOT EXISTS drift_verdicts_by_memory ON drift_verdicts(store, memory_id, checked_at)`,
-  `CREATE INDEX IF NOT EXISTS drift_verdicts_pending ON drift_verdicts(store, needs_person, resolved_at)`,
-  // Digest: one row per (recipient list, day) with the period it covered and whether the server accepted it.
-  DELIVERIES_DDL,
-];
-
-function migrateState(db: Db): void {
-  db.transaction(() => MIGRATIONS.forEach((sql) => db.exec(sql)))();
-}
-
-export function addStateMigration(sql: string): void {
-  if (!MIGRATIONS.includes(sql)) MIGRATIONS.push(sql);
 }
 
 export interface JobRun {

@@ -65,3 +65,14 @@ describe('secrets from the environment', () => {
     for (const f of [token, encodeURIComponent(token), JSON.stringify(token).slice(1, -1), 'ruleKeySecret-77']) expect(text).not.toContain(f);
   });
 });
+
+describe('what counts as a secret from the environment', () => {
+  it('a local file path is not one (errors must name their file); a URL or a token is', () => {
+    rememberSecret('SOME_DIR', '/var/lib/some-secret-looking-dir');
+    rememberSecret('HOME_DIR', '~/.mem0/store');
+    rememberSecret('SOME_URL', 'https://user:pw-9731@example.org/x');
+    rememberSecret('SOME_TOKEN', 'tok-5521-abcdef');
+    expect(redactText('open /var/lib/some-secret-looking-dir/state.db and ~/.mem0/store')).toBe('open /var/lib/some-secret-looking-dir/state.db and ~/.mem0/store');
+    expect(redactText('GET https://user:pw-9731@example.org/x?t=tok-5521-abcdef')).toBe('GET ${SOME_URL}?t=${SOME_TOKEN}');
+  });
+});

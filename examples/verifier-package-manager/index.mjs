@@ -19,7 +19,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { defineVerifier } from 'memory-warden';
 
-/** Lockfiles, most specific first. */
+/** Lockfiles, most specific first. @type {[file: string, manager: string][]} */
 const LOCKFILES = [
   ['pnpm-lock.yaml', 'pnpm'],
   ['bun.lockb', 'bun'],

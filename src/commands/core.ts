@@ -1,14 +1,7 @@
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
-import { runJob } from '../runner.js';
-import { JOBS } from '../../jobs/index.js';
-import { assertIntact, openDatabase } from '../store/sqlite.js';
-import { initSchema } from '../layouts/warden/schema.js';
-import { openStore } from '../layouts/open.js';
-import { repairDangling, repairTimestamps } from '../layouts/warden/repair.js';
-import { withMaintenanceLock } from '../store/lock.js';
-import { scrubUrlCredentials } from '../logger.js';
-import type { CheckReport } from '../layouts/warden/check.js';
+import { JOB_SCOPES } from './job-names.js';
+import type { CheckReport } from '../layouts/contract.js';
 import type { PruneResult } from '../layouts/warden/prune.js';
 import type { Finding } from '../findings.js';
 
@@ -21,6 +14,9 @@ export function registerCoreCommands(program: Command): void {
     .option('--create', 'make a new store file if none exists')
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
+      const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }] = await Promise.all([
+        import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'),
+      ]);
       const db = openDatabase(opts.db, { create: opts.create ?? false });
       try {
         const result = await withMaintenanceLock(opts.db, 'init', async () => {
@@ -47,28 +43,30 @@ export function registerCoreCommands(program: Command): void {
     .option('--now <time>', 'evaluate as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
-      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, jobs: JOBS, record: false })) as CheckReport;
+      const ctx = await storeContext(opts, cmd);
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, jobs: loadJob, record: false })) as CheckReport;
       if (opts.json) printJson(report);
       else printCheck(report);
       process.exitCode = report.ok ? 0 : 1;
     });
 
   const run = program.command('run').description('run one job now, inline, without a queue');
-  for (const [name, job] of Object.entries(JOBS)) {
-    const global = job.scope === 'global';
+  for (const [name, scope] of Object.entries(JOB_SCOPES)) {
+    const global = scope === 'global';
     const cmd = addStoreOptions(run.command(name).description(`run the ${name} job${global ? ' (all stores, or --store NAME)' : ''}`))
       .option('--now <time>', 'run as if it were this ISO-8601 time')
       .option('--json', 'print the result as JSON');
     if (name === 'prune') cmd.option('--dry-run', 'report what would be deleted; delete nothing');
     cmd.action(async (opts: StoreOptions & { dryRun?: boolean }, c: Command) => {
       // A global job (the digest) covers every configured store unless one is named.
-      const ctx = global && !opts.store && !opts.db ? { ...loadForCommand(opts, c), storeName: undefined } : storeContext(opts, c);
+      const ctx = global && !opts.store && !opts.db ? { ...(await loadForCommand(opts, c)), storeName: undefined } : await storeContext(opts, c);
       const payload =
         name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false }
         : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
         : { store: ctx.storeName };
-      const result = await runJob(name, payload, { ...ctx, jobs: JOBS, signal: interruptSignal() });
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
       else if (name === 'integrity') {
@@ -83,7 +81,8 @@ export function registerCoreCommands(program: Command): void {
     .description('delete rows superseded by a row that no longer exists, with their cascade (never reset to NULL)')
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairDangling }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairDangling(store);
@@ -100,7 +99,8 @@ export function registerCoreCommands(program: Command): void {
     .description('rewrite parseable non-canonical timestamps to canonical UTC (YYYY-MM-DD HH:MM:SS)')
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairTimestamps }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairTimestamps(store);
@@ -116,9 +116,10 @@ export function registerCoreCommands(program: Command): void {
     .command('config')
     .description('print the effective configuration (defaults, file, environment) after validation')
     .option('--config <file>', 'config file (YAML)')
-    .action((opts: { config?: string }, cmd: Command) => {
-      const { config } = loadForCommand(opts, cmd);
-      printJson(redactConfig(config));
+    .action(async (opts: { config?: string }, cmd: Command) => {
+      const { config } = await loadForCommand(opts, cmd);
+      const { scrubUrlCredentials } = await import('../logger.js');
+      printJson(redactConfig(config, scrubUrlCredentials));
     });
 }
 
@@ -131,7 +132,7 @@ function interruptSignal(): AbortSignal {
   return controller.signal;
 }
 
-function redactConfig(config: unknown): unknown {
+function redactConfig(config: unknown, scrubUrlCredentials: <T>(value: T) => T): unknown {
   const blanked = JSON.parse(JSON.stringify(config, (k, v) => (/password|apiKey|token/i.test(k) && v ? '[redacted]' : v)));
   return scrubUrlCredentials(blanked);
 }

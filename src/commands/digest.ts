@@ -1,8 +1,6 @@
 import { Command } from 'commander';
 import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
-import { previewDigest, type DigestResult } from '../digest/digest.js';
-import { runJob } from '../runner.js';
-import { JOBS } from '../../jobs/index.js';
+import type { DigestResult } from '../digest/digest.js';
 import { usageError } from '../errors.js';
 import { terminalText } from '../untrusted.js';
 
@@ -32,16 +30,18 @@ export function registerDigestCommands(program: Command): void {
       if (opts.preview === opts.send) throw usageError('digest: choose one of --preview or --send');
       if (opts.out && !opts.preview) throw usageError('digest: --out goes with --preview');
       const stores = (opts.store as unknown as string[] | undefined) ?? [];
-      const { config, log, now } = loadForCommand({ ...opts, store: undefined }, cmd);
+      const { config, log, now } = await loadForCommand({ ...opts, store: undefined }, cmd);
       const chosen = stores.length > 0 ? stores : undefined;
       if (opts.preview) {
+        const { previewDigest } = await import('../digest/digest.js');
         const preview = await previewDigest(config, { now: now(), log, ...(chosen ? { stores: chosen } : {}), ...(opts.out ? { out: opts.out } : {}) });
         if (opts.json) return printJson({ subject: preview.subject, model: preview.model, ...(opts.out ? { out: opts.out } : {}) });
         process.stdout.write(terminalText(`Subject: ${preview.subject}\n\n${preview.text}`));
         if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
         return;
       }
-      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: JOBS, config, log, now })) as DigestResult;
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: loadJob, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
       for (const d of result.deliveries) {
         print(`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`);

@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
-import { erase, type EraseReceipt, type EraseSelector } from '../erase.js';
-import { listReceipts } from '../erase-receipts.js';
-import { expandHome } from '../config.js';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import type { EraseReceipt, EraseSelector } from '../erase.js';
 import { usageError } from '../errors.js';
 
 interface EraseCliOptions extends StoreOptions {
@@ -36,10 +34,15 @@ export function registerEraseCommands(program: Command): void {
     .option('--json', 'print the receipt as JSON')
     .action(async (opts: EraseCliOptions, c: Command) => {
       const sel = selectorFrom(opts);
-      const ctx = storeContext(opts, c);
-      const receipt = await erase(ctx.config, ctx.storeName, sel, {
-        dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false, now: ctx.now, log: ctx.log,
-      });
+      const ctx = await storeContext(opts, c);
+      const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
+      // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
+      const host = await storeHostElsewhere(ctx);
+      const receipt = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({
+            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: 3600, sensitive: true,
+          })) as EraseReceipt)
+        : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
       const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);
@@ -52,10 +55,11 @@ export function registerEraseCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'only this store')
     .option('--json', 'print as JSON')
-    .action((own: StoreOptions, c: Command) => {
+    .action(async (own: StoreOptions, c: Command) => {
       // Options the parent command also defines are parsed by the parent: read both.
       const opts: StoreOptions = { ...(c.parent?.opts() as StoreOptions), ...own };
-      const ctx = loadForCommand(opts, c);
+      const ctx = await loadForCommand(opts, c);
+      const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase-receipts.js'), import('../config.js')]);
       const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
       if (opts.json) return printJson(rows);
       for (const r of rows) print(`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`);

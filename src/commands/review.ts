@@ -1,14 +1,12 @@
-import { layoutOf } from '../layouts/registry.js';
 import type { Command } from 'commander';
-import { expandHome } from '../config.js';
-import { openStateDb } from '../state.js';
-import { assertIntact } from '../store/sqlite.js';
-import { openStore, type StoreHandle } from '../layouts/open.js';
+import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
 import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';
-import { maskDeep } from '../credentials.js';
-import { confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
+import type { ReviewDecision, ReviewList } from '../drift/review.js';
+
+/** The review functions, loaded when a review command runs. */
+const reviewModule = () => import('../drift/review.js');
 
 /** `review list|confirm|supersede|expire|delete`: the human side of drift re-verification. */
 export function registerReviewCommands(program: Command): void {
@@ -20,6 +18,7 @@ export function registerReviewCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) =>
       withReview(opts, cmd, false, async (ctx, store, state) => {
+        const [{ listReview }, { maskDeep }] = await Promise.all([reviewModule(), import('../credentials.js')]);
         const list = await listReview(store, state, ctx.config, ctx.now());
         // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back).
         if (opts.json) printJson(list);
@@ -34,21 +33,21 @@ export function registerReviewCommands(program: Command): void {
       .option('--json', 'print the decision as JSON');
 
   decide('confirm', 'the fact still holds: confirmed_at = now').action(async (id: string, opts: StoreOptions, cmd: Command) =>
-    withReview(opts, cmd, true, async (ctx, store, state) => report(await confirmMemory(store, state, id, ctx.now()), opts)),
+    withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).confirmMemory(store, state, id, ctx.now()), opts)),
   );
   decide('supersede', 'replace the fact: insert the new one and point the old row at it')
     .requiredOption('--fact <text>', 'the corrected fact')
     .requiredOption('--source <text>', 'where the corrected fact comes from')
     .action(async (id: string, opts: StoreOptions & { fact: string; source: string }, cmd: Command) =>
-      withReview(opts, cmd, true, async (ctx, store, state) => report(await supersedeMemory(store, state, id, { fact: opts.fact, source: opts.source }, ctx.now()), opts)),
+      withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).supersedeMemory(store, state, id, { fact: opts.fact, source: opts.source }, ctx.now()), opts)),
     );
   decide('expire', 'the fact decays after all: give it an expiry (prune deletes it then)')
     .requiredOption('--in <duration>', 'from now: 7d, 12h, 30m')
     .action(async (id: string, opts: StoreOptions & { in: string }, cmd: Command) =>
-      withReview(opts, cmd, true, async (ctx, store, state) => report(await expireMemory(store, state, id, opts.in, ctx.now()), opts)),
+      withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).expireMemory(store, state, id, opts.in, ctx.now()), opts)),
     );
   decide('delete', 'delete the row through both stores, with the older versions that point at it').action(async (id: string, opts: StoreOptions, cmd: Command) =>
-    withReview(opts, cmd, true, async (ctx, store, state) => report(await deleteMemory(store, state, id, ctx.now()), opts)),
+    withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).deleteMemory(store, state, id, ctx.now()), opts)),
   );
 }
 
@@ -58,7 +57,10 @@ async function withReview(
   writes: boolean,
   fn: (ctx: CommandContext, store: StoreHandle, state: Db) => void | Promise<void>,
 ): Promise<void> {
-  const ctx = storeContext(opts, cmd);
+  const ctx = await storeContext(opts, cmd);
+  const [{ openStore }, { layoutOf }, { openStateDb }, { assertIntact }, { expandHome }] = await Promise.all([
+    import('../layouts/open.js'), import('../layouts/registry.js'), import('../state.js'), import('../store/sqlite.js'), import('../config.js'),
+  ]);
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {
     const action = cmd.name();

@@ -1,10 +1,6 @@
 import type { Command } from 'commander';
-import { selectStore } from '../config.js';
 import { usageError } from '../errors.js';
 import { loadForCommand, print, type StoreOptions } from './common.js';
-import { reviewKey } from '../review-web/tokens.js';
-import { reviewLink } from '../review-web/links.js';
-import { hashPasswordLine } from '../review-web/auth.js';
 
 /** `serve`: the review page; `--link` prints a signed link to it, `--hash-password` a line for the users file. */
 export function registerServeCommands(program: Command): void {
@@ -16,9 +12,15 @@ export function registerServeCommands(program: Command): void {
     .option('--hash-password <name>', 'read a password from standard input and print a users-file line for it, and exit')
     .option('--now <time>', 'as of this ISO-8601 time')
     .action(async (opts: StoreOptions & { link?: string; hashPassword?: string }, cmd: Command) => {
-      if (opts.hashPassword) return print(hashPasswordLine(opts.hashPassword, await readPassword()));
-      const { config, log, now } = loadForCommand(opts, cmd);
+      if (opts.hashPassword) {
+        const { hashPasswordLine } = await import('../review-web/auth.js');
+        return print(hashPasswordLine(opts.hashPassword, await readPassword()));
+      }
+      const { config, log, now } = await loadForCommand(opts, cmd);
       if (opts.link) {
+        const [{ selectStore }, { reviewKey }, { reviewLink }] = await Promise.all([
+          import('../config.js'), import('../review-web/tokens.js'), import('../review-web/links.js'),
+        ]);
         const store = selectStore(config, opts.link).name;
         const { host, port } = config.review.listen;
         const withUrl = config.review.url ? config : { ...config, review: { ...config.review, url: `http://${host.includes(':') ? `[${host}]` : host}:${port}` } };

@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, show, storeContext, type StoreOptions } from './common.js';
-import { listSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { restoreSnapshot, verifySnapshot } from '../snapshot/restore.js';
-import { repairOrphans } from '../layouts/warden/consistency.js';
-import { openStore } from '../layouts/open.js';
-import { assertNoPendingRestore } from '../snapshot/journal.js';
+import { isAbsolute } from 'node:path';
+import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { usageError } from '../errors.js';
+import type { RestoreResult } from '../snapshot/restore.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
@@ -14,7 +12,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--verify', 'check every file against the sha256 in its manifest')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions & { verify?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ listSnapshots, storeSnapshotDir }, { verifySnapshot }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/restore.js')]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const entries = [];
       for (const s of listSnapshots(dir)) {
@@ -51,8 +50,14 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
     .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
-      const result = await restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, force: opts.force ?? false, dryRun: opts.dryRun ?? false });
+      const ctx = await storeContext(opts, cmd);
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = await storeHostElsewhere(ctx);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress });
       if (opts.json) return printJson(result);
       print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
       for (const s of result.steps) print(`  ${show(s)}`);
@@ -62,10 +67,11 @@ export function registerSnapshotCommands(program: Command): void {
   const repair = program.commands.find((c) => c.name() === 'repair');
   if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
   // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
-  repair.hook('preAction', (_repair: Command, action: Command) => {
+  repair.hook('preAction', async (_repair: Command, action: Command) => {
     const o = action.opts<StoreOptions & { dryRun?: boolean }>();
     if (o.dryRun) return;
-    const ctx = storeContext(o, action);
+    const ctx = await storeContext(o, action);
+    const { assertNoPendingRestore } = await import('../snapshot/journal.js');
     assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
   });
   addStoreOptions(repair.command('orphans'))
@@ -73,7 +79,8 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--dry-run', 'count them; delete nothing')
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
-      const ctx = storeContext(opts, cmd);
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/consistency.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });

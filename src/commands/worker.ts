@@ -1,21 +1,15 @@
 import type { Command } from 'commander';
-import { QueueEvents } from 'bullmq';
 import { loadForCommand, print, printJson } from './common.js';
-import { selectStore } from '../config.js';
-import { coerceError, transientError, usageError } from '../errors.js';
-import { JOBS } from '../../jobs/index.js';
-import { connectRedis } from '../queue/connection.js';
-import { jobOptions } from '../queue/options.js';
-import { listSchedulers, planSchedulers, type SchedulerListing } from '../queue/schedules.js';
-import { startWorker } from '../queue/worker.js';
-import { openHostQueue, openQueue, openQueueFor } from '../queue/queues.js';
-import { configuredHosts, HOST_NAME } from '../queue/hosts.js';
-import { fleetStatus, type FleetJob, type FleetStatus } from '../queue/fleet-status.js';
+import { usageError } from '../errors.js';
+import { JOB_SCOPES } from './job-names.js';
+import type { SchedulerListing } from '../queue/schedules.js';
+import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
 import type { Config } from '../config.js';
 
 /** `--host NAME` is worker.host: which host this process is (src/queue/hosts.ts). */
-function withHost(config: Config, host: string | undefined): Config {
+async function withHost(config: Config, host: string | undefined): Promise<Config> {
   if (host === undefined) return config;
+  const { HOST_NAME } = await import('../queue/hosts.js');
   if (!HOST_NAME.test(host)) throw usageError(`--host: "${host}" is not a host name (letters, digits, _ . -, at most 63)`);
   return { ...config, worker: { ...config.worker, host } };
 }
@@ -28,9 +22,10 @@ export function registerWorkerCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .option('--host <name>', "which host this worker is: it runs only the jobs of this host's stores (default: worker.host, MEMORY_WARDEN_HOST, the machine's name)")
     .action(async (opts: { config?: string; host?: string }, cmd: Command) => {
-      const loaded = loadForCommand(opts, cmd);
-      const config = withHost(loaded.config, opts.host);
+      const loaded = await loadForCommand(opts, cmd);
+      const config = await withHost(loaded.config, opts.host);
       const log = loaded.log;
+      const [{ startWorker }, { JOBS }] = await Promise.all([import('../queue/worker.js'), import('../../jobs/index.js')]);
       const running = await startWorker({ jobs: JOBS, config, log });
       // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
       process.send?.('ready');
@@ -59,7 +54,10 @@ export function registerWorkerCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
-      const { config, log } = loadForCommand(opts, cmd);
+      const { config, log } = await loadForCommand(opts, cmd);
+      const [{ connectRedis }, { openHostQueue, openQueue }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
+        import('../queue/connection.js'), import('../queue/queues.js'), import('../queue/hosts.js'), import('../queue/schedules.js'), import('../../jobs/index.js'),
+      ]);
       const redis = await connectRedis(config.redis.url, log);
       const queues = [{ host: null, queue: openQueue(config, redis) }, ...configuredHosts(config).map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
       try {
@@ -81,44 +79,25 @@ export function registerWorkerCommands(program: Command): void {
     .option('--timeout <seconds>', 'how long to wait for the result', '600')
     .option('--json', 'print the result as JSON')
     .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
-      const def = JOBS[name];
-      if (!def) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+      const scope = JOB_SCOPES[name];
+      if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
       const timeoutSec = Number(opts.timeout);
       if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) throw usageError(`--timeout: "${opts.timeout}" is not a positive number of seconds`);
-      const { config, log } = loadForCommand({ config: opts.config }, cmd);
-      const global = (def.scope ?? 'store') === 'global';
+      const { config, log } = await loadForCommand({ config: opts.config }, cmd);
+      const global = scope === 'global';
       if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);
+      const { selectStore } = await import('../config.js');
       const store = global ? null : selectStore(config, opts.store).name;
       const data = store === null ? {} : { store };
       const what = store === null ? name : `${name} ${store}`;
 
-      const redis = await connectRedis(config.redis.url, log);
-      // The store's host's queue: only a worker on the machine that holds the file takes it.
-      const queue = openQueueFor(config, redis, store);
-      const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
-      events.on('error', () => {});
-      try {
-        await events.waitUntilReady();
-        const job = await queue.add(name, data, jobOptions(config));
-        log.info({ job: name, store, jobId: job.id }, 'enqueued; waiting for a worker to run it');
-        let result: unknown;
-        try {
-          result = await job.waitUntilFinished(events, timeoutSec * 1000);
-        } catch (err) {
-          if (/timed out/i.test((err as Error).message)) {
-            throw transientError(`${name}: no result within ${timeoutSec} s; is a worker running${store === null ? '' : ` on host ${queue.name.slice(config.worker.queue.length + 1)}`} (memory-warden worker)? The job stays queued as ${job.id} on ${queue.name}`);
-          }
-          throw coerceError(err, `${what} (job ${job.id})`);
-        }
-        if (opts.json) printJson(result);
-        else print(`${what}: done (job ${job.id})\n${JSON.stringify(result, null, 2)}`);
-        // A check that ran and found problems is exit 1, as for `memory-warden check`.
-        if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
-      } finally {
-        await events.close().catch(() => {});
-        await queue.close().catch(() => {});
-        await redis.quit().catch(() => redis.disconnect());
-      }
+      // On the store's host's queue: only a worker on the machine that holds the file takes it.
+      const { runOnHost } = await import('../queue/remote.js');
+      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
+      if (opts.json) printJson(result);
+      else print(`${what}: done\n${JSON.stringify(result, null, 2)}`);
+      // A check that ran and found problems is exit 1, as for `memory-warden check`.
+      if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
     });
 }
 
@@ -136,7 +115,10 @@ export function registerFleetCommand(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
-      const { config, log } = loadForCommand(opts, cmd);
+      const { config, log } = await loadForCommand(opts, cmd);
+      const [{ connectRedis }, { fleetStatus }, { JOBS }] = await Promise.all([
+        import('../queue/connection.js'), import('../queue/fleet-status.js'), import('../../jobs/index.js'),
+      ]);
       const redis = await connectRedis(config.redis.url, log);
       try {
         const status = await fleetStatus(config, redis, JOBS, Date.now());

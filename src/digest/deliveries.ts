@@ -5,7 +5,7 @@ import { parseInstant, toCanonical, type Instant } from '../time.js';
 
 /**
  * The delivery record that makes the digest arrive exactly once per day per recipient list (table
- * `digest_deliveries` in the state db, see src/state.ts; a fleet keeps the same record in Redis, src/digest/ledger.ts).
+ * `digest_deliveries` in the state db, src/state/migrations/003-digest-deliveries.ts; a fleet keeps the same record in Redis, src/digest/ledger.ts).
  *
  * - A run first *claims* (list, day) inside BEGIN IMMEDIATE: the UNIQUE key and the write lock mean two
  *   concurrent runs (a retry, a second worker) cannot both hold it. The loser sees `sending` and waits for the
@@ -23,24 +23,6 @@ import { parseInstant, toCanonical, type Instant } from '../time.js';
  */
 
 export type DeliveryStatus = 'sending' | 'sent' | 'failed' | 'quiet';
-
-export const DELIVERIES_DDL = `CREATE TABLE IF NOT EXISTS digest_deliveries (
-     id           INTEGER PRIMARY KEY,
-     list_key     TEXT NOT NULL,
-     day          TEXT NOT NULL,
-     period_start TEXT NOT NULL,
-     period_end   TEXT NOT NULL,
-     status       TEXT NOT NULL CHECK (status IN ('sending', 'sent', 'failed', 'quiet')),
-     claim_token  TEXT,
-     claimed_at   TEXT NOT NULL,
-     attempts     INTEGER NOT NULL DEFAULT 1,
-     message_id   TEXT NOT NULL,
-     sent_at      TEXT,
-     response     TEXT,
-     error        TEXT,
-     summary      TEXT,
-     UNIQUE (list_key, day)
-   )`;
 
 export interface Delivery {
   id: number;

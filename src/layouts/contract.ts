@@ -6,6 +6,7 @@ import type { JobContext } from '../job.js';
 import type { Finding } from '../findings.js';
 import type { Instant } from '../time.js';
 import type { Logger } from '../logger.js';
+import type { Progress } from '../progress.js';
 import type { MemoryUnderReview, Verdict } from '../verifiers/types.js';
 
 /**
@@ -251,6 +252,8 @@ export interface EraseOptions {
   vectorsLost?: boolean;
   /** Record the receipt in the state db (default true; never for a dry run). */
   record?: boolean;
+  /** How far the deletes have got, on a terminal (src/progress.ts). */
+  progress?: Progress;
   /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
   deletedIds?: readonly string[];
 }

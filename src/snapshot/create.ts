@@ -17,6 +17,7 @@ import {
   DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
   storeSnapshotDir, writePrivateFile,
 } from './layout.js';
+import type { Progress } from '../progress.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
 
 export interface SnapshotOptions {
@@ -26,6 +27,8 @@ export interface SnapshotOptions {
   reason?: Manifest['reason'];
   /** Take the store's maintenance lock (default). Restore, which already holds it, says false. */
   storeLock?: boolean;
+  /** Bytes written so far, file by file, on a terminal (src/progress.ts). */
+  progress?: Progress;
 }
 
 export interface SnapshotResult {
@@ -119,6 +122,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
     fsyncPath(join(tmp, file));
     files[file] = await sha256File(join(tmp, file));
+    opts.progress?.tick(files[file]!.bytes);
     const rows = copy.tables.memory ?? null;
     return { file, source, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
   };
@@ -147,6 +151,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
       }
       fsyncPath(join(tmp, file));
       files[file] = got;
+      opts.progress?.tick(got.bytes);
     } finally {
       // The download is verified either way; a failed delete keeps the note, so the next run deletes it.
       await q!.deleteSnapshot(collection, snap.name).then(
@@ -158,7 +163,9 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
   };
 
   // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
+  opts.progress?.start('snapshot', undefined, 'bytes');
   const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
+  opts.progress?.done();
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
   const values = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value);

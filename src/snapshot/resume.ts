@@ -3,6 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Clock } from '../time.js';
+import type { Progress } from '../progress.js';
 import { storeError, usageError } from '../errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { QdrantStore } from '../vectors/qdrant/index.js';
@@ -18,6 +19,8 @@ export type FileOwner = NonNullable<RestoreJournal['file']>;
 interface ApplyOptions {
   now: Clock;
   log: Logger;
+  /** Bytes uploaded to Qdrant so far, on a terminal (src/progress.ts). */
+  progress?: Progress;
 }
 
 const STAGING = (dbPath: string) => `.${basename(dbPath)}.restore-`;
@@ -114,13 +117,16 @@ export async function applySnapshot(
   const storeConfig = config.stores[storeName]!;
   const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
   const root = storeSnapshotDir(config, storeName);
+  opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
   for (const part of manifest.qdrant) {
     if (j.recovered.includes(part.collection)) continue;
     await recoverCollection(q!, root, part, join(dir, part.file), opts);
+    opts.progress?.tick(manifest.files[part.file]?.bytes ?? 0);
     j.recovered.push(part.collection);
     writeJournal(storeConfig.db, j);
     steps.push(`recovered Qdrant collection ${part.collection} from ${dir}`);
   }
+  opts.progress?.done();
   if (j.sqliteDone) return;
   const copy = staged ?? stagingPath(storeConfig.db);
   try {

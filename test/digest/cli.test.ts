@@ -108,7 +108,7 @@ describe('memory-warden digest', () => {
     db.close();
     expect(stale).toEqual([]);
     expect(readdirSync(tmp.dir).filter((f) => f.startsWith('PWNED'))).toEqual([]);
-  });
+  }, 120_000); // eight CLI processes, one per printed command
 
   it('bad SMTP config: exit 2 and one line naming the field', () => {
     writeFileSync(configFile, YAML.stringify({ stateDb: 'state.db', stores: { agent: { db: 'agent.db' } }, smtp: { host: '127.0.0.1', port: smtp.port, user: 'warden' }, digest: { to: ['owner@example.org'] } }));

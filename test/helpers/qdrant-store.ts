@@ -37,7 +37,8 @@ export async function qdrantFixture(rows: Row[], opts: { collections?: number } 
   const collections = Array.from({ length: opts.collections ?? 1 }, (_, i) => q.name(`mem${i}`));
   for (const c of collections) await q.createCollection(c);
   let seq = 1;
-  return {
+  // Typed here, not by the async return: there `this` would also be a PromiseLike.
+  const fixture: QdrantFixture = {
     q, dir, dbPath, collections,
     config(o = {}) {
       return validateConfig(this.raw(o));
@@ -78,4 +79,5 @@ export async function qdrantFixture(rows: Row[], opts: { collections?: number } 
       }
     },
   };
+  return fixture;
 }

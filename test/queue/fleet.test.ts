@@ -19,7 +19,8 @@ const HOSTS = ['a', 'b', 'c'] as const;
  * Three worker processes on one machine, each started as its own host (`--host a|b|c`) with its own store folder
  * and state db (`${STATE_DIR}`), all from ONE config file that describes the whole fleet, as it is deployed.
  */
-describe('a fleet of hosts sharing one Redis', () => {
+// Real worker processes, three at a time, on a shared 2-core machine: generous time, no timing assertions.
+describe('a fleet of hosts sharing one Redis', { timeout: 180_000 }, () => {
   let redis: TestRedis;
   let conn: Redis;
   const workers: SpawnedWorker[] = [];
@@ -60,6 +61,7 @@ describe('a fleet of hosts sharing one Redis', () => {
       file,
       JSON.stringify({
         stateDb: '${STATE_DIR}/state.db',
+        snapshot: { root: '${STATE_DIR}/snapshots' },
         log: { level: 'info' },
         redis: { url: redis.url, prefix },
         worker: {
@@ -175,6 +177,48 @@ describe('a fleet of hosts sharing one Redis', () => {
     expect(JSON.parse(out.stdout)).toMatchObject({ store: 'b1' });
     const ranOn = await until('the enqueued run', () => [a, b].find((w) => w.lines.some((l) => l.msg === 'job done' && l.store === 'b1' && !String(l.jobId).startsWith('repeat:'))));
     expect(ranOn).toBe(b);
+  });
+
+  it("erase and restore of another host's store run on that host, from any machine; the erase payload leaves Redis", async () => {
+    const f = fleet('remote');
+    const b = f.start('b');
+    await b.ready;
+    const asA = { MEMORY_WARDEN_HOST: 'a' };
+    // a snapshot of b1 taken on b, then a change, then a restore asked for from a: b puts the snapshot back
+    const snap = (await f.cli(['enqueue', 'snapshot', '--store', 'b1', '--json'], asA)) as { code?: number; stdout: string; stderr: string };
+    expect(snap.code ?? 0, snap.stderr).toBe(0);
+    const dir = JSON.parse(snap.stdout).dir as string;
+    expect(dir.startsWith(join(f.dir, 'b'))).toBe(true); // under b's own snapshot root
+    const db = openDatabase(f.stores.b1!.db);
+    db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('after_snapshot', 'x', 'written after the snapshot', 'message')`).run();
+    db.close();
+    const relative = (await f.cli(['restore', 'snapshots/x', '--store', 'b1'], asA)) as { code?: number; stderr: string };
+    expect(relative.code).toBe(2);
+    expect(relative.stderr).toMatch(/lives on host b: give the snapshot folder as an absolute path/);
+    const restored = (await f.cli(['restore', dir, '--store', 'b1', '--json', '--force'], asA)) as { code?: number; stdout: string; stderr: string };
+    expect(restored.code ?? 0, restored.stderr).toBe(0);
+    expect(JSON.parse(restored.stdout)).toMatchObject({ store: 'b1', dryRun: false });
+    expect(countRows(f.stores.b1!.db, "id = 'after_snapshot'")).toBe(0);
+    expect(b.lines.some((l) => l.msg === 'job done' && l.job === 'restore' && l.store === 'b1')).toBe(true);
+
+    // erase --subject from a: b erases, the receipt comes back, and no job holding the subject stays in Redis
+    const erased = (await f.cli(['erase', '--store', 'b1', '--subject', 'new on this host', '--json'], asA)) as { code?: number; stdout: string; stderr: string };
+    expect([0, 1]).toContain(erased.code ?? 0);
+    expect(JSON.parse(erased.stdout)).toMatchObject({ store: 'b1', memories: 1 });
+    expect(countRows(f.stores.b1!.db, "id = 'new_on_b'")).toBe(0);
+    const bQueue = new Queue('maintenance.b', { connection: conn, prefix: f.prefix });
+    try {
+      const left = await bQueue.getJobs(['completed', 'failed', 'waiting', 'active', 'delayed']);
+      expect(left.filter((j) => j.name === 'erase')).toEqual([]);
+    } finally {
+      await bQueue.close();
+    }
+    const keys = await conn.keys(`${f.prefix}:*`);
+    for (const k of keys) {
+      const type = await conn.type(k);
+      const dump = type === 'hash' ? JSON.stringify(await conn.hgetall(k)) : type === 'string' ? String(await conn.get(k)) : type === 'list' ? JSON.stringify(await conn.lrange(k, 0, -1)) : type === 'stream' ? JSON.stringify(await conn.xrange(k, '-', '+')) : '';
+      expect(dump.includes('new on this host'), k).toBe(false);
+    }
   });
 
   describe('the digest of a fleet', () => {

@@ -21,7 +21,8 @@ function capture(): { log: Logger; lines: LogLine[] } {
 async function finished(queue: Queue, job: Job): Promise<Job> {
   return until(`job ${job.id} to finish`, async () => {
     const j = await queue.getJob(job.id!);
-    return j && (j.finishedOn || (await j.getState()) === 'failed') ? j : undefined;
+    // The state is read after the hash: read the hash again once the job is done, or its fields may predate that.
+    return j && (j.finishedOn || (await j.getState()) === 'failed') ? queue.getJob(job.id!) : undefined;
   });
 }
 

@@ -10,6 +10,7 @@ import { QdrantStore } from '../../vectors/qdrant/index.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
 import { expandHome } from '../../config.js';
+import type { Progress } from '../../progress.js';
 
 /**
  * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
@@ -149,6 +150,8 @@ export interface Mem0JobContext {
   now: () => Instant;
   log?: Logger;
   signal?: AbortSignal;
+  /** Memories done of the expired ones, on a terminal (src/progress.ts). */
+  progress?: Progress;
 }
 
 const ID_CAP = 1000;
@@ -197,6 +200,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
       try {
+        ctx.progress?.start('prune', candidates.length, 'rows');
         for (let i = 0; i < candidates.length; i += h.cfg.pageSize) {
           if (ctx.signal?.aborted) {
             log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -209,7 +213,9 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
           result.historyRows += ids.length;
           result.batches += 1;
           tally(ids);
+          ctx.progress?.set(Math.min(i + h.cfg.pageSize, candidates.length));
         }
+        ctx.progress?.done();
       } catch (err) {
         // The memories already gone still lose their entity links if Qdrant lets us; the failure is what counts.
         await unlinkEntities(h, new Set(gone)).catch(() => undefined);

@@ -5,6 +5,7 @@ import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import { classifyTime, canonicalSql, toCanonical, type Instant } from '../../time.js';
 import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './rules.js';
 import { reviewDue as reviewRows, reviewDueCount } from './queue.js';
+import type { Progress } from '../../progress.js';
 
 export type { CheckReport } from '../contract.js';
 
@@ -12,6 +13,8 @@ export interface CheckOptions {
   now: Instant;
   reviewAfterDays: number;
   supersededAfterDays: number;
+  /** The scans done of the report's (integrity, counts, chains, sources, timestamps, review, prune), on a terminal. */
+  progress?: Progress;
 }
 
 const TIME_COLUMNS = ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'] as const;
@@ -24,6 +27,7 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   const count = (sql: string, params: object = {}) => (db.prepare(sql).get(params) as { n: number }).n;
   const ids = (sql: string, params: object = {}) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
 
+  opts.progress?.start('check', 7, 'steps');
   const integrityLines = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
   const integrity = integrityLines.join('; ');
   if (integrity !== 'ok') findings.push(finding('integrity', 'error', `PRAGMA integrity_check: ${integrityLines.slice(0, 5).join('; ')}`));
@@ -36,9 +40,11 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   if (view === 'old') findings.push(finding('old_live_view', 'warning', 'live_memory is an earlier definition that disagrees with prune on some expiry forms (init replaces it)'));
   if (view === 'foreign') findings.push(finding('foreign_live_view', 'info', 'live_memory is not memory-warden\'s definition: its expiry rule may differ from prune\'s'));
 
+  opts.progress?.tick();
   const rows = count(`SELECT count(*) AS n FROM memory`);
   const live = count(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL}`, { now: opts.now });
 
+  opts.progress?.tick();
   const dangling = db
     .prepare(`SELECT m.id, m.superseded_by FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`)
     .all() as { id: string; superseded_by: string }[];
@@ -50,13 +56,16 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
     );
   }
 
+  opts.progress?.tick();
   const emptySource = ids(`SELECT id FROM memory WHERE source IS NULL OR trim(source) = '' LIMIT ${ID_SAMPLE}`);
   if (emptySource.length > 0) {
     const n = count(`SELECT count(*) AS n FROM memory WHERE source IS NULL OR trim(source) = ''`);
     findings.push(finding('empty_source', 'warning', `${n} row(s) with no source: they cannot be re-checked, only deleted`, emptySource, n));
   }
 
+  opts.progress?.tick();
   findings.push(...timeFindings(store));
+  opts.progress?.tick();
 
   // The same queue drift and the digest work from (src/layouts/warden/queue.ts).
   const due = { now: opts.now, afterDays: opts.reviewAfterDays };
@@ -66,10 +75,12 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
     findings.push(finding('review_due', 'info', `${reviewDue} live row(s) confirmed more than ${opts.reviewAfterDays} days ago: due for review`, oldest, reviewDue));
   }
 
+  opts.progress?.tick();
   const pending = count(`SELECT count(*) AS n FROM memory WHERE ${PRUNABLE_SQL}`,
     pruneParams({ now: opts.now, expired: true, supersededAfterDays: opts.supersededAfterDays }));
   if (pending > 0) findings.push(finding('prune_pending', 'info', `${pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, pending));
 
+  opts.progress?.done();
   const problems = findings.filter(isProblem);
   return {
     ok: problems.length === 0,

@@ -5,6 +5,7 @@ import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Instant } from '../../time.js';
 import { usageError } from '../../errors.js';
 import { withMaintenanceLock } from '../../store/lock.js';
+import type { Progress } from '../../progress.js';
 
 /**
  * The two stores compared in one streaming pass over Qdrant, page by page, so memory stays flat however large the
@@ -22,6 +23,8 @@ export interface ConsistencyOptions {
   pageSize?: number;
   /** The job's signal: a long comparison stops between pages when the job is cancelled. */
   signal?: AbortSignal;
+  /** Points scrolled so far, on a terminal (src/progress.ts). */
+  progress?: Progress;
 }
 
 export interface CollectionTally {
@@ -178,12 +181,14 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
   const expect = q.config.expectPoints;
   const marks = expect === 'none' ? undefined : RowMarks.for(db, q.collections.length);
 
+  opts.progress?.start('compare', undefined, 'points');
   for (const [index, collection] of q.collections.entries()) {
     const t: CollectionTally = { collection, points: 0, orphanPoints: 0, missingPoints: 0, payloadMismatch: 0, unmappedPoints: 0 };
     tallies.push(t);
     for await (const page of scrollPoints(q, collection, pageSize)) {
       opts.signal?.throwIfAborted();
       t.points += page.length;
+      opts.progress?.tick(page.length);
       const rowids = marks ? new Map<string, number>() : undefined;
       const { orphans: lost, rows, unmapped: nameless, named } = orphansOfPage(db, q, page, rowids ? { rowids } : {});
       if (marks && rowids) markRows(q, page, named, rowids, (rowid) => marks.mark(index, rowid));
@@ -207,6 +212,7 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
   const { missing, liveRows, unmappable } = expect === 'none'
     ? { missing: new Sample(), liveRows: 0, unmappable: 0 }
     : await rowsWithoutPoints(db, q, marks, tallies, { ...opts, pageSize });
+  opts.progress?.done();
 
   const findings: Finding[] = [];
   const where = q.collections.join(', ');

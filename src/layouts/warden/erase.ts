@@ -31,11 +31,14 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   if (dryRun || ids.length === 0) return { ids, counts, texts };
   // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
   const deleted: DeletedRow[] = [];
+  opts.progress?.start('erase', roots.length, 'rows');
   for (let i = 0; i < roots.length; ) {
     const step = await deleteRoots(store.db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 } });
     for (const row of step.deleted) deleted.push(row);
     i += step.consumed;
+    opts.progress?.set(i);
   }
+  opts.progress?.done();
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);

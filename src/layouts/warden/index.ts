@@ -22,9 +22,10 @@ export const wardenLayout: Layout = {
       now,
       reviewAfterDays: ctx.config.review.afterDays,
       supersededAfterDays: ctx.config.prune.supersededAfterDays,
+      progress: ctx.progress,
     });
     // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
-    return withConsistency(sqlite, store, { now, signal: ctx.signal });
+    return withConsistency(sqlite, store, { now, signal: ctx.signal, progress: ctx.progress });
   },
   newRows: async (store, { period, maxRows, lookTwice }) => newRows(store.db, period, maxRows, lookTwice),
   reviewDue: async (store, opts) => ({

@@ -130,6 +130,7 @@ async function deleteInBatches(
       }
       return !ctx.signal.aborted;
     };
+    ctx.progress?.start('prune', candidates.rowids.length, 'rows');
     for (let i = 0; i < candidates.rowids.length; ) {
       if (ctx.signal.aborted) {
         ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -141,6 +142,7 @@ async function deleteInBatches(
       const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
       const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn });
       i += outcome.consumed;
+      ctx.progress?.set(i);
       tally(result, outcome.rowids, outcome.deleted, candidates);
       result.batches += 1;
       const spent = outcome.lockMs - outcome.deleteMs;
@@ -154,6 +156,7 @@ async function deleteInBatches(
     checkpointer?.request();
     await checkpointer?.idle();
   } finally {
+    ctx.progress?.done();
     await checkpointer?.close();
     restore();
   }

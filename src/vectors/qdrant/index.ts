@@ -2,12 +2,15 @@ import { createHash } from 'node:crypto';
 import { createWriteStream, openAsBlob } from 'node:fs';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { QdrantClient } from '@qdrant/js-client-rest';
+import { createRequire } from 'node:module';
+import type { QdrantClient } from '@qdrant/js-client-rest';
 import type { QdrantConfig } from '../../store/config.js';
 import type { VectorSink } from '../sink.js';
 import { storeError, transientError, WardenError } from '../../errors.js';
 
 export type PointId = string | number;
+
+const require = createRequire(import.meta.url);
 
 export interface PointRecord {
   id: PointId;
@@ -55,7 +58,7 @@ export function qdrantError(doing: string, err: unknown): WardenError {
  * wait for Qdrant to apply them (`wait=true`), so a resolved delete means the vectors are gone.
  */
 export class QdrantStore implements VectorSink {
-  readonly client: QdrantClient;
+  private qdrantClient: QdrantClient | undefined;
   readonly collections: readonly string[];
   private readonly baseUrl: string;
   private readonly headers: Record<string, string>;
@@ -65,7 +68,15 @@ export class QdrantStore implements VectorSink {
     this.baseUrl = config.url.replace(/\/+$/, '');
     // The API key goes as a header: the client would otherwise switch to https or warn on stdout.
     this.headers = config.apiKey ? { 'api-key': config.apiKey } : {};
-    this.client = new QdrantClient({ url: this.baseUrl, headers: this.headers, timeout: config.timeoutMs, checkCompatibility: false });
+  }
+
+  /** Made on first use: the client and undici under it take ~100 ms to load, which a command that never talks to Qdrant need not pay. */
+  get client(): QdrantClient {
+    if (!this.qdrantClient) {
+      const { QdrantClient: Client } = require('@qdrant/js-client-rest') as typeof import('@qdrant/js-client-rest');
+      this.qdrantClient = new Client({ url: this.baseUrl, headers: this.headers, timeout: this.config.timeoutMs, checkCompatibility: false });
+    }
+    return this.qdrantClient;
   }
 
   /** The point id of a row, or null when the row id cannot be one (`id` mode needs an unsigned integer or a UUID). */
