@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { expect } from 'vitest';
 
 export interface ChainSpec {
   /** Versions are `${prefix}0` (the newest, the head) … `${prefix}${length - 1}` (the oldest). */
@@ -40,4 +41,15 @@ export function addChain(path: string, spec: ChainSpec): string[] {
     db.close();
   }
   return chainIds(spec);
+}
+
+/** What the store must look like after a delete: valid (nothing dangles, file intact). */
+export function assertValid(path: string): void {
+  const d = new Database(path, { readonly: true });
+  try {
+    expect(d.pragma('foreign_key_check')).toEqual([]);
+    expect(d.pragma('integrity_check', { simple: true })).toBe('ok');
+  } finally {
+    d.close();
+  }
 }

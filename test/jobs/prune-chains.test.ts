@@ -1,8 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
-import { addChain } from '../helpers/chains.js';
+import { addChain, assertValid } from '../helpers/chains.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
@@ -24,16 +23,6 @@ function unrelated(): { rows: Row[]; doomed: string[] } {
     rows.push({ id: `sh${i}`, expires_at: '2026-11-28 00:00:00' }, { id: `sho${i}`, superseded_by: `sh${i}`, created_at: RECENT });
   }
   return { rows, doomed: rows.filter((r) => !r.id.startsWith('live')).map((r) => r.id) };
-}
-
-function assertValid(path: string): void {
-  const d = new Database(path, { readonly: true });
-  try {
-    expect(d.pragma('foreign_key_check')).toEqual([]);
-    expect(d.pragma('integrity_check', { simple: true })).toBe('ok');
-  } finally {
-    d.close();
-  }
 }
 
 describe('maintenance of a store with long supersede chains', () => {

@@ -2,20 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { makeStore, ids, tempDir } from '../helpers/store.js';
-import { addChain } from '../helpers/chains.js';
+import { addChain, assertValid } from '../helpers/chains.js';
 import { openDatabase, type Db } from '../../src/store/sqlite.js';
 import { cascadeClosure, deleteRoots, deleteWithCascade } from '../../src/store/delete.js';
-
-/** What the store must look like after a delete: valid (nothing dangles, file intact). */
-function assertValid(path: string): void {
-  const d = new Database(path, { readonly: true });
-  try {
-    expect(d.pragma('foreign_key_check')).toEqual([]);
-    expect(d.pragma('integrity_check', { simple: true })).toBe('ok');
-  } finally {
-    d.close();
-  }
-}
 
 describe('deleting a supersede chain deeper than SQLite cascades', () => {
   let dir: string;
