@@ -4,6 +4,7 @@ import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, world, withState } from './fixtures.js';
 import { previewDigest } from '../../src/digest/digest.js';
 import { runJob } from '../../src/runner.js';
+import { JOBS } from '../../jobs/index.js';
 import { silentLogger } from '../../src/logger.js';
 
 /**
@@ -26,7 +27,7 @@ describe('digest and the last integrity run', () => {
 
   it('a recent run of the same file is shown; an old one, or one from after now, is not', async () => {
     const w = world(tmp.dir, { agent: rows }, null);
-    await runJob('integrity', { store: 'agent' }, { config: w.config, log: silentLogger, now: () => NOW - 5 * HOUR });
+    await runJob('integrity', { store: 'agent' }, { jobs: JOBS, config: w.config, log: silentLogger, now: () => NOW - 5 * HOUR });
     // Since then the agent wrote a row without a source (a problem) that the run did not see.
     const db = new Database(w.storePath('agent'));
     db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at) VALUES ('c', 's', 'f', '', ?, ?)`).run(at(NOW - HOUR), at(NOW - HOUR));

@@ -5,10 +5,10 @@ import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { checkStore, checkStoreConcurrently } from '../../src/check.js';
-import { reviewDue, reviewDueCount } from '../../src/drift/queue.js';
-import { initSchema, liveViewState } from '../../src/store/schema.js';
+import { openStore } from '../../src/layouts/open.js';
+import { checkStore, checkStoreConcurrently } from '../../src/layouts/warden/check.js';
+import { reviewDue, reviewDueCount } from '../../src/layouts/warden/queue.js';
+import { initSchema, liveViewState } from '../../src/layouts/warden/schema.js';
 import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time.js';
 
 /**

@@ -1,32 +1,15 @@
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import type { StoreHandle } from './store/open.js';
-import { journalMode } from './store/sqlite.js';
-import { liveViewState, memoryColumns } from './store/schema.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import type { Progress } from './progress.js';
-import { classifyTime, canonicalSql, textUpperBound, toCanonical, type Instant } from './time.js';
-import { liveSql, prunableSql, pruneParams, reviewCutoff } from './store/rules.js';
-import { dueSql, reviewDue as reviewRows } from './drift/queue.js';
+import type { CheckReport, StoreHandle } from '../contract.js';
+import { journalMode } from '../../store/sqlite.js';
+import { liveViewState, memoryColumns } from './schema.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
+import type { Progress } from '../../progress.js';
+import { classifyTime, canonicalSql, textUpperBound, toCanonical, type Instant } from '../../time.js';
+import { liveSql, prunableSql, pruneParams, reviewCutoff } from './rules.js';
+import { dueSql, reviewDue as reviewRows } from './queue.js';
 
-export interface CheckReport {
-  ok: boolean;
-  store: string;
-  path: string;
-  checkedAt: string;
-  rows: number;
-  live: number;
-  /** rows − live: what prune and review have yet to deal with. */
-  gap: number;
-  integrity: string;
-  journalMode: string;
-  dangling: number;
-  reviewDue: number;
-  /** Findings that make the check fail (exit 1). */
-  problems: Finding[];
-  /** Findings worth knowing that are not problems (review due, prune pending). */
-  notes: Finding[];
-}
+export type { CheckReport } from '../contract.js';
 
 export interface CheckOptions {
   now: Instant;
@@ -108,7 +91,7 @@ function checkRows(store: StoreHandle, opts: CheckOptions): Rows {
   findings.push(...timeFindings(store, TIME_COLUMNS.filter((c) => (t.odd[c] ?? 0) > 0)));
   opts.progress?.tick();
 
-  // The same queue drift and the digest work from (src/drift/queue.ts).
+  // The same queue drift and the digest work from (src/layouts/warden/queue.ts).
   const due = { now: opts.now, afterDays: opts.reviewAfterDays };
   if (t.reviewDue > 0) {
     const oldest = reviewRows(db, { ...due, limit: ID_SAMPLE, canonicalOnly: t.odd.confirmed_at === 0 }).map((r) => r.id);
