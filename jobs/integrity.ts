@@ -1,12 +1,13 @@
-import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
+import { storePayload } from '../src/job-payload.js';
 import { openStore } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
 import { layoutOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
 
-export const payloadSchema = z.strictObject({ store: z.string().min(1) });
-export type IntegrityPayload = z.infer<typeof payloadSchema>;
+/** `{ store }`, checked without loading zod when it is plainly that (`check`'s start-up). */
+export const payloadSchema = storePayload;
+export type IntegrityPayload = { store: string };
 
 /** The job form of `memory-warden check`: reads only, so it may overlap other jobs of the same store. */
 export async function integrity(payload: IntegrityPayload, ctx: JobContext): Promise<CheckReport> {

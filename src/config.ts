@@ -1,19 +1,22 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { dirname, resolve, isAbsolute } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { homedir } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { configError } from './errors.js';
-import { rememberSecret } from './secrets.js';
 import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
-import { verifySchema, resolveVerifyPaths, RULES_CONFIG_PATH } from './verifiers/config.js';
+import { verifySchema, resolveVerifyPaths } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
 import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
 import { reviewWebShape } from './review-web/config.js';
+import {
+  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, assertPlainTree, expandEnv, isPlainObject, merge, parseYaml,
+  readDefaults, readYaml, sha256, type LoadOptions, type QuickCache,
+} from './config-read.js';
+
+// Reading (defaults, YAML, env, merge) lives in src/config-read.ts, which loads no zod; these were always here.
+export { DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, RULES_CONFIG_PATH, expandEnv, expandHome, merge, selectStore, quickConfig } from './config-read.js';
+export type { LoadOptions } from './config-read.js';
 
 /**
  * Config is read in one direction: defaults (config/default.yaml) → the user's YAML → `${ENV}` expansion →
@@ -54,133 +57,10 @@ export const configSchema = z.strictObject({
   smtp: smtpSchema.optional(),
   digest: digestSchema.prefault({}),
   verify: verifySchema.prefault({}),
-  stores: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a store name of letters, digits, _ . -'), storeSchema).default({}),
+  stores: z.record(z.string().regex(STORE_NAME, 'a store name of letters, digits, _ . -'), storeSchema).default({}),
 });
 
 export type Config = z.infer<typeof configSchema>;
-
-/** The package's config/default.yaml, found from src/ (tests) and from dist/src/ (built) alike. */
-export const DEFAULT_CONFIG_PATH = ((): string => {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [resolve(here, '../config/default.yaml'), resolve(here, '../../config/default.yaml')];
-  return candidates.find((p) => existsSync(p)) ?? candidates[1]!;
-})();
-
-/**
- * config/default.yaml as parsed by `npm run build` (scripts/config-defaults.ts), beside this module in dist/src/.
- * Used only while default.yaml still has the sha256 it was parsed from: the YAML parser is ~230 modules, a tenth
- * of a second of every command's start-up, and a command given no config file needs no YAML but the defaults.
- */
-export const DEFAULTS_CACHE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), 'default-config.json');
-
-const require = createRequire(import.meta.url);
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-
-/** What scripts/config-defaults.ts writes, or undefined when default.yaml's values do not survive JSON exactly. */
-export function defaultsCacheText(yamlText: string): string | undefined {
-  const value = parseYaml(yamlText, DEFAULT_CONFIG_PATH);
-  if (!isDeepStrictEqual(JSON.parse(JSON.stringify(value)), value)) return undefined;
-  return JSON.stringify({ sha256: sha256(yamlText), value });
-}
-
-function cachedDefaults(yamlText: string): unknown {
-  let cache: { sha256?: unknown; value?: unknown };
-  try {
-    cache = JSON.parse(readFileSync(DEFAULTS_CACHE_PATH, 'utf8')) as typeof cache;
-  } catch {
-    return undefined; // not built (tests run the sources), or unreadable: parse the YAML
-  }
-  return cache.sha256 === sha256(yamlText) ? cache.value : undefined;
-}
-
-/** The built-in defaults: from the build's cache while default.yaml is unchanged, else parsed. */
-function readDefaults(): unknown {
-  const text = readText(DEFAULT_CONFIG_PATH);
-  const value = cachedDefaults(text) ?? parseYaml(text, DEFAULT_CONFIG_PATH);
-  assertPlainTree(value, DEFAULT_CONFIG_PATH);
-  return value;
-}
-
-const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
-
-/**
- * Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. Every
- * value taken from the environment is remembered as a secret (src/secrets.ts): it never reaches a record or an output.
- */
-export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
-  if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
-  if (typeof value === 'string') {
-    return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
-      const v = env[name];
-      if (v !== undefined && v !== '') {
-        rememberSecret(name, v);
-        return v;
-      }
-      if (fallback !== undefined) return fallback;
-      throw configError(`config ${path.join('.') || '(root)'}: environment variable ${name} is not set`);
-    });
-  }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k])]));
-  }
-  return value;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Deep merge of plain objects; arrays and scalars from `over` replace those of `base`. */
-export function merge(base: unknown, over: unknown): unknown {
-  if (!isPlainObject(base) || !isPlainObject(over)) return over === undefined ? base : over;
-  const out: Record<string, unknown> = { ...base };
-  for (const [k, v] of Object.entries(over)) out[k] = merge(base[k], v);
-  return out;
-}
-
-function readText(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
-  }
-}
-
-function parseYaml(text: string, file: string): unknown {
-  const YAML = require('yaml') as typeof import('yaml'); // loaded when a file is parsed (readDefaults)
-  try {
-    // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
-    return YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
-  } catch (err) {
-    throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
-  }
-}
-
-function readYaml(file: string): unknown {
-  const value = parseYaml(readText(file), file);
-  assertPlainTree(value, file);
-  return value;
-}
-
-/** Keys that would reach an object's prototype when merged or copied, instead of being config. */
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
-
-/**
- * What YAML can build but config must never be: an alias that contains itself (a cycle: every walk below would
- * recurse until the stack is gone), and prototype keys. Refused naming the file and the key path.
- */
-function assertPlainTree(value: unknown, file: string, path: string[] = [], open = new Set<object>()): void {
-  if (typeof value !== 'object' || value === null) return;
-  const where = () => path.join('.') || '(root)';
-  if (open.has(value)) throw configError(`config ${file}: ${where()}: an alias that contains itself (a cycle)`);
-  open.add(value);
-  for (const [key, v] of Object.entries(value)) {
-    if (FORBIDDEN_KEYS.has(key)) throw configError(`config ${file}: ${[...path, key].join('.')}: key "${key}" refused (it would reach object prototypes)`);
-    assertPlainTree(v, file, [...path, key], open);
-  }
-  open.delete(value);
-}
 
 export function validateConfig(raw: unknown, source = 'config'): Config {
   const result = configSchema.safeParse(raw);
@@ -191,13 +71,6 @@ export function validateConfig(raw: unknown, source = 'config'): Config {
     throw configError(`${source}: ${where}: ${issue.message}${extra}`);
   }
   return result.data;
-}
-
-export interface LoadOptions {
-  file?: string;
-  env?: NodeJS.ProcessEnv;
-  /** Applied last, before validation: e.g. `{ stores: { cli: { db } } }` for `--db PATH`. */
-  overrides?: unknown;
 }
 
 /** Load, expand and validate. Relative paths in the user's file resolve against that file's folder. */
@@ -233,19 +106,60 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   return out;
 }
 
-/** `~/x` → the home folder's x. */
-export function expandHome(path: string, env: NodeJS.ProcessEnv = process.env): string {
-  return path === '~' || path.startsWith('~/') ? (env.HOME ?? homedir()) + path.slice(1) : path;
+/** What scripts/config-defaults.ts writes, or undefined when default.yaml's values do not survive JSON exactly. */
+export function defaultsCacheText(yamlText: string): string | undefined {
+  const value = parseYaml(yamlText, DEFAULT_CONFIG_PATH);
+  if (!isDeepStrictEqual(JSON.parse(JSON.stringify(value)), value)) return undefined;
+  const quick = quickCache(value);
+  return JSON.stringify({ sha256: sha256(yamlText), value, ...(quick ? { quick } : {}) });
 }
 
-/** The store a command works on: `--db PATH` alone needs no config; `--store NAME` picks one from the file. */
-export function selectStore(config: Config, name: string | undefined): { name: string; store: Config['stores'][string] } {
-  const names = Object.keys(config.stores);
-  if (name) {
-    const store = config.stores[name];
-    if (!store) throw configError(`no store named "${name}" in config (stores: ${names.join(', ') || 'none'})`);
-    return { name, store };
+const SENTINEL = '/quick-config/sentinel';
+
+/**
+ * zod's output for the defaults, and the proof of each claim src/config-read.ts quickConfig relies on: each leaf of
+ * QUICK_LEAVES comes out as it went in, a store given only `db` comes out as `store` with that `db`, and the output
+ * survives JSON. Undefined when any claim fails (quickConfig then always defers to zod). `sources` are the compiled
+ * modules this one imports, transitively (the schema's code): the cache stands only while they are unchanged.
+ */
+function quickCache(defaults: unknown): QuickCache | undefined {
+  if (!isPlainObject(defaults) || (defaults.stores !== undefined && !isDeepStrictEqual(defaults.stores, {}))) return undefined;
+  const { stores: _, ...input } = expandEnv(defaults, {}) as Record<string, unknown>;
+  const output = validateConfig(structuredClone(input));
+  if (!isDeepStrictEqual(JSON.parse(JSON.stringify(output)), output)) return undefined;
+  for (const path of QUICK_LEAVES) {
+    const probe = structuredClone(input);
+    let at: Record<string, unknown> = probe;
+    for (const k of path.slice(0, -1)) at = at[k] as Record<string, unknown>;
+    at[path.at(-1)!] = SENTINEL;
+    const got = JSON.stringify(validateConfig(probe));
+    at = JSON.parse(JSON.stringify(output)) as Record<string, unknown>;
+    const want = at;
+    for (const k of path.slice(0, -1)) at = at[k] as Record<string, unknown>;
+    at[path.at(-1)!] = SENTINEL;
+    if (got !== JSON.stringify(want)) return undefined;
   }
-  if (names.length === 1) return { name: names[0]!, store: config.stores[names[0]!]! };
-  throw configError(names.length === 0 ? 'no store given: use --db PATH or --config FILE --store NAME' : `several stores in config: choose one with --store (${names.join(', ')})`);
+  const withStore = validateConfig({ ...structuredClone(input), stores: { s: { db: SENTINEL } } });
+  const store = withStore.stores.s as Record<string, unknown>;
+  if (store.db !== SENTINEL || JSON.stringify(withStore) !== JSON.stringify({ ...output, stores: { s: store } })) return undefined;
+  try {
+    return { input, output: output as Record<string, unknown>, store: { ...store, db: '' }, sources: compiledSources() };
+  } catch {
+    return undefined; // not run from dist/ (the sources under test): no compiled modules to vouch for
+  }
+}
+
+/** sha256 of this compiled module and every relative module it imports statically, by path from dist/src/. */
+function compiledSources(): Record<string, string> {
+  const here = dirname(DEFAULTS_CACHE_PATH);
+  const out: Record<string, string> = {};
+  const visit = (file: string) => {
+    const key = relative(here, file);
+    if (key in out) return;
+    const text = readFileSync(file, 'utf8');
+    out[key] = sha256(text);
+    for (const m of text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.{1,2}\/[^']+\.js)'/gm)) visit(resolve(dirname(file), m[1]!));
+  };
+  visit(resolve(here, 'config.js'));
+  return out;
 }

@@ -48,15 +48,28 @@ export interface TaskDispatch {
   runTasks(kind: string, payloads: readonly unknown[], opts: { signal: AbortSignal; timeoutMs?: number }): Promise<TaskOutcome[]>;
 }
 
+/**
+ * What checks a job's payload: a zod schema, or anything with its `safeParse` (src/job-payload.ts `storePayload`,
+ * which `check` runs with, without loading zod).
+ */
+export interface PayloadSchema<T = unknown> {
+  safeParse(payload: unknown):
+    | { success: true; data: T }
+    | { success: false; error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] } };
+}
+
+/** The payload a schema gives its job. */
+export type PayloadOf<S> = S extends z.ZodType ? z.output<S> : S extends PayloadSchema<infer T> ? T : never;
+
 /** A job: a plain async function of a payload checked on entry by its schema (old jobs outlive code changes). */
-export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
+export interface JobDefinition<S extends PayloadSchema = z.ZodType, R = unknown> {
   name: string;
   /** Writes to the store: never runs beside another writer of the same store (prune, repair, drift, erase, restore). */
   writes: boolean;
   /** `store`: one run per configured store, payload `{ store }`; `global`: one run for all stores (the digest). */
   scope?: 'store' | 'global';
   schema: S;
-  run(payload: z.output<S>, ctx: JobContext): Promise<R>;
+  run(payload: PayloadOf<S>, ctx: JobContext): Promise<R>;
   /**
    * The task kinds this job hands out through ctx.dispatch (drift's source reads, the fleet digest's sections).
    * The worker starts a task queue for each kind every job declares; nothing in the engine names a job's tasks.
@@ -99,13 +112,13 @@ export interface TaskKind {
   run(payload: unknown, ctx: TaskContext): Promise<unknown>;
 }
 
-export function defineJob<S extends z.ZodType, R>(job: JobDefinition<S, R>): JobDefinition<S, R> {
+export function defineJob<S extends PayloadSchema, R>(job: JobDefinition<S, R>): JobDefinition<S, R> {
   return job;
 }
 
 /** Validate a payload; a wrong one is a permanent (usage) error naming the field. */
-export function parsePayload<S extends z.ZodType>(job: JobDefinition<S, unknown>, payload: unknown): z.output<S> {
-  const r = job.schema.safeParse(payload);
+export function parsePayload<S extends PayloadSchema>(job: JobDefinition<S, unknown>, payload: unknown): PayloadOf<S> {
+  const r = job.schema.safeParse(payload) as ReturnType<PayloadSchema<PayloadOf<S>>['safeParse']>;
   if (!r.success) {
     const issue = r.error.issues[0]!;
     throw usageError(`${job.name} payload: ${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);

@@ -1,12 +1,11 @@
 import type { Config } from './config.js';
-import { expandHome } from './config.js';
+import { expandHome } from './config-read.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
 import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
-import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 import type { Progress } from './progress.js';
 
@@ -51,23 +50,33 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
     ...(opts.progress ? { progress: opts.progress } : {}),
   };
-  const state = opts.record === false ? undefined : openStateDb(expandHome(opts.config.stateDb));
-  const runId = state ? recordRunStart(state, name, store, systemClock()) : 0;
+  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store);
   try {
     const result = await job.run(parsed, ctx);
-    if (state) recordRunEnd(state, runId, systemClock(), 'ok', result);
+    record?.end('ok', result);
     return result;
   } catch (err) {
     const coerced = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
     // What the CLI prints and the worker records: no value from the environment in it.
     const message = redactText(coerced.message);
     const e = message === coerced.message ? coerced : new WardenError(coerced.kind, message, { cause: coerced.cause });
-    if (state) recordRunEnd(state, runId, systemClock(), 'failed', e.message);
+    record?.end('failed', e.message);
     throw e;
   } finally {
     ctx.progress?.done();
-    state?.close();
+    record?.close();
   }
+}
+
+/** The run's row in the state db's job_runs; src/state.ts and its migrations load only for a run that is recorded (`check` records none). */
+async function recordRun(config: Config, name: string, store: string | null) {
+  const { openStateDb, recordRunEnd, recordRunStart } = await import('./state.js');
+  const state = openStateDb(expandHome(config.stateDb));
+  const runId = recordRunStart(state, name, store, systemClock());
+  return {
+    end: (outcome: 'ok' | 'failed', detail: unknown) => recordRunEnd(state, runId, systemClock(), outcome, detail),
+    close: () => state.close(),
+  };
 }
 
 async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {

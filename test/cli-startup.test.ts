@@ -11,6 +11,10 @@ import { JOBS } from '../jobs/index.js';
 import { JOB_SCOPES } from '../src/commands/job-names.js';
 import { JOB_LOADERS } from '../src/commands/job-loaders.js';
 import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config.js';
+import type { quickConfig } from '../src/config-read.js';
+import { storePayload, storePayloadZod } from '../src/job-payload.js';
+import { mem0Schema } from '../src/layouts/mem0/config.js';
+import { MEM0_DEFAULTS, mem0Of } from '../src/layouts/mem0/names.js';
 import { DEFAULT_PATTERNS, isTimeZone } from '../src/queue/config.js';
 
 const TRACE_HOOK = fileURLToPath(new URL('./helpers/load-trace.mjs', import.meta.url));
@@ -89,6 +93,27 @@ describe('CLI start-up loads only what the command needs', () => {
     expect(r.own.filter((f) => f.startsWith('jobs/'))).toEqual(['jobs/integrity.js']);
   });
 
+  it('check --db loads no zod and no YAML, and of the layouts only what a check of a warden store runs', () => {
+    const r = traced(dir, ['check', '--db', db, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(['zod', 'yaml'].filter((p) => r.packages.has(p))).toEqual([]);
+    // Loaded when their job runs (src/layouts/warden/index.ts, mem0/index.ts), or only with a config file / a recorded run.
+    const lazy = [
+      'src/config.js', 'src/state.js', 'src/store/config.js', 'src/layouts/mem0/config.js',
+      'src/layouts/warden/prune.js', 'src/layouts/warden/erase.js', 'src/layouts/warden/delete.js', 'src/layouts/warden/consistency.js',
+      'src/layouts/warden/new-rows.js', 'src/layouts/warden/apply.js', 'src/layouts/mem0/memories.js', 'src/layouts/mem0/check.js',
+      'src/layouts/mem0/drift.js', 'src/layouts/mem0/erase.js', 'src/layouts/mem0/new-rows.js',
+    ];
+    expect(lazy.filter((f) => r.own.includes(f))).toEqual([]);
+    expect(r.own).toContain('src/layouts/warden/check.js');
+  });
+
+  it('digest --preview loads neither the mailer nor the Redis client', () => {
+    const r = traced(dir, ['digest', '--preview', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(['nodemailer', 'ioredis', 'bullmq'].filter((p) => r.packages.has(p))).toEqual([]);
+  });
+
   it('check in human form, and a failing check (exit 1), load no more', () => {
     const bad = makeStore(join(dir, 'dangling.db'), [{ id: 'a', fact: 'x', superseded_by: 'gone' }]);
     const r = traced(dir, ['check', '--db', bad]);
@@ -128,6 +153,23 @@ describe('the cheap stand-ins agree with what they stand for', () => {
     }
   });
 
+  it('the integrity job\'s payload check gives zod\'s result for every payload, and loads zod only for a wrong one', () => {
+    const zod = storePayloadZod();
+    const payloads: unknown[] = [
+      { store: 'a' }, { store: 'agent.main_1' }, { store: '' }, { store: 1 }, { store: null }, {}, { store: 'a', extra: 1 },
+      { stores: ['a'] }, null, undefined, 'a', 1, [], ['a'], Object.assign(Object.create(null), { store: 'a' }),
+      Object.assign(Object.create({ inherited: 1 }), { store: 'a' }), { store: 'a', [Symbol('s')]: 1 }, { store: ' ' },
+    ];
+    for (const p of payloads) expect(storePayload.safeParse(p), String(JSON.stringify(p))).toEqual(zod.safeParse(p));
+  });
+
+  it('the mem0 layout\'s defaults are mem0Schema\'s', () => {
+    expect(MEM0_DEFAULTS).toEqual(mem0Schema.parse({}));
+    expect(mem0Of({})).toEqual(mem0Schema.parse({}));
+    const given = mem0Schema.parse({ collection: 'c', vectorStore: 'sqlite' });
+    expect(mem0Of({ mem0: given })).toEqual(mem0Schema.parse(given));
+  });
+
   it('the patterns validated without cron-parser are valid cron for it, and UTC is a time zone for Intl', () => {
     expect(DEFAULT_PATTERNS.size).toBeGreaterThan(0);
     for (const p of DEFAULT_PATTERNS) expect(() => CronExpressionParser.parse(p, { tz: 'UTC' }).next()).not.toThrow();
@@ -159,6 +201,52 @@ describe('the built defaults give exactly the config the YAML gives', () => {
       { env: { HOME: '/h', SMTP_PASSWORD: 'p' }, overrides: undefined },
     ];
     for (const c of cases) expect(built.loadConfig(c)).toEqual(loadConfig(c));
+  });
+
+  it('--db alone, without zod: the build\'s validated defaults give exactly what zod gives, or defer to it', async () => {
+    const read = (await import(join(DIST, 'src/config-read.js'))) as { quickConfig: typeof quickConfig };
+    const quick: LoadOptions[] = [
+      { env: {}, overrides: { stores: { small: { db: '/tmp/small.db' } } } },
+      { env: {}, overrides: undefined },
+      { env: { HOME: '/home/a', MEMORY_WARDEN_STATE: '/var/lib/mw/state.db', REDIS_URL: 'redis://:pw@10.0.0.1:6380' }, overrides: { stores: { s: { db: 'rel/s.db' } } } },
+      { env: { HOME: '/home/b', MEMORY_WARDEN_STATE: '', REDIS_URL: '' }, overrides: { stores: { x: { db: '${HOME}/x.db' } } } },
+      { env: { REDIS_URL: 'not a url at all' }, overrides: { stores: { a: { db: '/a.db' }, b: { db: '/b.db' } } } },
+      { env: { HOME: '/h', SMTP_PASSWORD: 'p' }, overrides: undefined },
+    ];
+    for (const c of quick) {
+      const got = read.quickConfig(c);
+      expect(got, JSON.stringify(c)).toBeDefined();
+      expect(JSON.stringify(got)).toBe(JSON.stringify(loadConfig(c))); // the same values, in the same key order
+    }
+    // What the rules do not cover goes to zod: a config file, other overrides, an empty path, a name zod refuses.
+    const deferred: LoadOptions[] = [
+      { env: {}, file: join(DIST, '../config/default.yaml') },
+      { env: {}, overrides: { stores: { a: { db: '/a.db', layout: 'mem0' } } } },
+      { env: {}, overrides: { stores: { a: { db: '' } } } },
+      { env: { EMPTY: '' }, overrides: { stores: { a: { db: '${EMPTY:-}' } } } },
+      { env: {}, overrides: { stores: { 'a b': { db: '/a.db' } } } },
+      { env: {}, overrides: { stores: { a: { db: 1 } } } },
+      { env: {}, overrides: { busyTimeoutMs: 1 } },
+      { env: {}, overrides: { stores: { a: { db: '/a.db' } }, log: { level: 'warn' } } },
+    ];
+    for (const c of deferred) expect(read.quickConfig(c), JSON.stringify(c)).toBeUndefined();
+    // An unset variable is the same error either way.
+    const unset: LoadOptions = { env: {}, overrides: { stores: { x: { db: '${NOPE}/x.db' } } } };
+    expect(() => read.quickConfig(unset)).toThrow(/environment variable NOPE is not set/);
+    expect(() => loadConfig(unset)).toThrow(/environment variable NOPE is not set/);
+  });
+
+  it('a cache made by another build of the schema is not used', async () => {
+    const good = readFileSync(cachePath, 'utf8');
+    const cache = JSON.parse(good) as { quick: { sources: Record<string, string> } };
+    expect(Object.keys(cache.quick.sources)).toEqual(expect.arrayContaining(['config.js', 'store/config.js', 'queue/config.js']));
+    try {
+      writeFileSync(cachePath, JSON.stringify({ ...cache, quick: { ...cache.quick, sources: { ...cache.quick.sources, 'store/config.js': '0'.repeat(64) } } }));
+      const read = (await import(join(DIST, 'src/config-read.js'))) as { quickConfig: typeof quickConfig };
+      expect(read.quickConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } })).toBeUndefined();
+    } finally {
+      writeFileSync(cachePath, good);
+    }
   });
 
   it('a cache for another default.yaml is not used', async () => {

@@ -44,10 +44,12 @@ export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: stri
  * Config, logger and store code are imported here, when a command runs, not when `--help` lists the commands.
  */
 export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress }> {
-  const [{ loadConfig }, { createLogger }] = await Promise.all([import('../config.js'), import('../logger.js')]);
+  const [{ quickConfig }, { createLogger }] = await Promise.all([import('../config-read.js'), import('../logger.js')]);
   const dbName = await storeNameForDb(opts.db);
   const overrides = opts.db ? { stores: { [dbName!]: { db: opts.db } } } : undefined;
-  const config = loadConfig({ file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides });
+  const load = { file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides };
+  // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
+  const config = quickConfig(load) ?? (await import('../config.js')).loadConfig(load);
   const g = globalOptions(cmd);
   const level = g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level;
   const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
@@ -74,7 +76,7 @@ export function endProgress(): void {
 
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
   const base = await loadForCommand(opts, cmd);
-  const { selectStore } = await import('../config.js');
+  const { selectStore } = await import('../config-read.js');
   const storeName = opts.db ? (await storeNameForDb(opts.db))! : selectStore(base.config, opts.store).name;
   return { ...base, storeName };
 }

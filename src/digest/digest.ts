@@ -12,12 +12,11 @@ import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
 import { renderDigest, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
-import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
 import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
 import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
 import { spansHosts } from './fleet.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
-import { connectRedis } from '../queue/connection.js';
+import type { Redis } from 'ioredis';
 
 export const ALL_STORES = 'all stores';
 
@@ -68,6 +67,7 @@ export interface DigestResult {
  */
 export async function runDigest(payload: { stores?: string[] }, ctx: JobContext): Promise<DigestResult> {
   const { config, log } = ctx;
+  const { checkSendConfig, createTransport, sendDigestMail } = await import('./send.js'); // the mailer: sending only
   const cfg = checkSendConfig(config);
   const groups = digestGroups(config, payload.stores);
   const fleet = spansHosts(config);
@@ -176,6 +176,11 @@ function assertStoresReadable(config: Config, names: string[]): void {
       store.close();
     }
   }
+}
+
+/** Redis and its client are loaded only for a fleet's digest (stores on several hosts). */
+async function connectRedis(url: string, log?: Logger): Promise<Redis> {
+  return (await import('../queue/connection.js')).connectRedis(url, log);
 }
 
 function summarize(model: DigestModel): { newRows: number; flagged: number } {

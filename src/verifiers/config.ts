@@ -82,4 +82,4 @@ export function resolveVerifyPaths(verify: unknown, abs: (p: unknown) => unknown
 }
 
 /** `verify.rules` is expanded by the rule compiler, not by loadConfig: `${group}` there is not an env variable. */
-export const RULES_CONFIG_PATH = 'verify.rules';
+export { RULES_CONFIG_PATH } from '../config-read.js';

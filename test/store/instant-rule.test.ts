@@ -7,7 +7,8 @@ import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { checkStore, checkStoreConcurrently } from '../../src/layouts/warden/check.js';
-import { reviewDue, reviewDueCount } from '../../src/layouts/warden/queue.js';
+import { reviewDue, reviewDueCount, reviewQueue } from '../../src/layouts/warden/queue.js';
+import { newRows } from '../../src/layouts/warden/new-rows.js';
 import { initSchema, liveViewState } from '../../src/layouts/warden/schema.js';
 import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time.js';
 
@@ -240,9 +241,51 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
     // The whole queue, oldest first, as drift and the digest take it.
     expect(reviewDue(store.db, { now, afterDays: reviewAfterDays }).map((r) => r.id)).toEqual(order.map((r) => r.id));
     expect(reviewDueCount(store.db, { now, afterDays: reviewAfterDays })).toBe(due.length);
+    // The digest's and drift's one-scan form: the same count (exclude or not) and the same oldest rows.
+    const exclude = [order[0]!.id, order[3]!.id, 'no-such-id'];
+    const rest = order.filter((r) => !exclude.includes(r.id));
+    for (const limit of [undefined, 0, 1, 20, order.length + 5]) {
+      const q = reviewQueue(store.db, { now, afterDays: reviewAfterDays, exclude, ...(limit === undefined ? {} : { limit }) });
+      expect(q.due).toBe(due.length);
+      expect(q.batch).toEqual(reviewDue(store.db, { now, afterDays: reviewAfterDays, exclude, ...(limit === undefined ? {} : { limit }) }));
+      expect(q.batch.map((r) => r.id)).toEqual(rest.slice(0, limit ?? rest.length).map((r) => r.id));
+    }
+    const everyone = reviewQueue(store.db, { now, afterDays: reviewAfterDays, exclude: order.map((r) => r.id) });
+    expect(everyone).toEqual({ due: due.length, batch: [] });
     expect(due.length).toBeGreaterThan(100);
     expect(pending.length).toBeGreaterThan(100);
     store.close();
+  });
+
+  it('the digest\'s new rows: created in [start, end) as instants, newest first, with and without the created_at index', () => {
+    // A period whose ends carry milliseconds (a digest's `now`), and one on whole seconds (a sent digest's).
+    for (const [start, end] of [[now - DAY, now], [now - DAY - 500, now - 500]] as const) {
+      const rows: Row[] = [{ id: 'head', created_at: old }];
+      const near = (t: number) => [t - 1000, t - 500, t - 1, t, t + 1, t + 499, t + 500, t + 1000, t - 3 * DAY, t + 3 * DAY];
+      [...new Set([...near(start), ...near(end), start + HOUR].flatMap((ms) => forms(ms)))].forEach((t, i) => rows.push({ id: `n${i}`, created_at: t, confirmed_at: old }));
+      const path = makeStore(join(dir, `new-${start}.db`), rows);
+      const inPeriod = rows.filter((r) => { const c = parseInstant(r.created_at); return c !== null && c >= start && c < end; });
+      const newest = [...inPeriod].sort((a, b) => parseInstant(b.created_at)! - parseInstant(a.created_at)! || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+      const flag = (row: { fact: unknown }) => (Number(String(row.fact).replace(/\D/g, '')) % 3 === 0 ? ['every third'] : []);
+      const flagged = newest.filter((r) => flag({ fact: `fact of ${r.id}` }).length > 0);
+      const expected = [...flagged, ...newest.filter((r) => !flagged.includes(r))].slice(0, 40).map((r) => r.id);
+      expect(inPeriod.length).toBeGreaterThan(60);
+      for (const index of [true, false]) {
+        const db = new Database(path);
+        if (!index) db.exec('DROP INDEX memory_created');
+        db.close();
+        const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
+        const store = openStore(config, 't', { readonly: true });
+        const plan = store.db.prepare(`EXPLAIN QUERY PLAN SELECT id FROM memory WHERE created_at >= '2026' AND created_at < '2027'`).all() as { detail: string }[];
+        expect(plan.some((p) => p.detail.includes('memory_created'))).toBe(index);
+        const got = newRows(store.db, { start, end }, 40, flag);
+        expect(got.total).toBe(inPeriod.length);
+        expect(got.flagged).toBe(flagged.length);
+        expect(got.shown.map((r) => r.id)).toEqual(expected);
+        expect(got.more).toBe(inPeriod.length - 40);
+        store.close();
+      }
+    }
   });
 
   it('on a store of canonical text only, the text-only queue is the same queue', () => {

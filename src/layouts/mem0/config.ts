@@ -36,18 +36,5 @@ export const mem0Schema = z.strictObject({
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
 
-/** Each SDK's default collection, by the history table it writes. */
-export const DEFAULT_COLLECTION = { history: 'mem0', memory_history: 'memories' } as const;
-
-export function collectionOf(cfg: Mem0Config, table: keyof typeof DEFAULT_COLLECTION): string {
-  return cfg.collection ?? DEFAULT_COLLECTION[table];
-}
-
-export function entityCollectionOf(cfg: Mem0Config, table: keyof typeof DEFAULT_COLLECTION): string {
-  return cfg.entityCollection ?? `${collectionOf(cfg, table)}_entities`;
-}
-
-/** The TypeScript SDK's entity file: `vector_store.db` → `vector_store_entities.db` (its `getEntityStore`). */
-export function entityVectorDbOf(cfg: Mem0Config): string {
-  return cfg.entityVectorDb ?? cfg.vectorDb.replace(/\.db$/, '_entities.db');
-}
+// The names derived from the config, without zod (the layout's sync methods run at every store's open).
+export { DEFAULT_COLLECTION, MEM0_DEFAULTS, collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';

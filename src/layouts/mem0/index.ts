@@ -1,51 +1,52 @@
 import { existsSync } from 'node:fs';
 import type { Layout } from '../contract.js';
 import type { StoreConfig } from '../../store/config.js';
-import { mem0Prune, mem0ReviewDue } from './memories.js';
-import { applyMem0Decision, confirmMem0, mem0Queue } from './drift.js';
-import { mem0CheckReport } from './check.js';
-import { mem0NewRows } from './new-rows.js';
 import { detectDialect } from './history.js';
-import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './config.js';
-import { eraseMem0 } from './erase.js';
+import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Of } from './names.js';
 import { openDatabase } from '../../store/sqlite.js';
-import { expandHome } from '../../config.js';
+import { expandHome } from '../../config-read.js';
 
-/** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
+/**
+ * mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). The registry loads this module for
+ * every command; each job's code (and zod, for the mem0 section's schema) is imported when a job of a mem0 store
+ * runs.
+ */
 export const mem0Layout: Layout = {
   name: 'mem0',
   assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
   collections(store) {
-    const mem0 = mem0Schema.parse(store.mem0 ?? {});
+    const mem0 = mem0Of(store);
     if (mem0.vectorStore === 'sqlite') return [...new Set(store.qdrant?.collections ?? [])];
     const table = historyTableOf(store);
     return [...new Set([...(store.qdrant?.collections ?? []), collectionOf(mem0, table), entityCollectionOf(mem0, table)])];
   },
   vectorFiles(store) {
-    const mem0 = mem0Schema.parse(store.mem0 ?? {});
+    const mem0 = mem0Of(store);
     if (mem0.vectorStore !== 'sqlite') return [];
     return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
   },
   // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).
-  prune: (store, { ctx, dryRun, beforeDelete }) => mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
+  prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./memories.js')).mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {
+    const [{ mem0CheckReport }, { mem0ReviewDue }] = await Promise.all([import('./check.js'), import('./memories.js')]);
     const report = await mem0CheckReport(store, { now: ctx.now() });
     // The same count `review list` shows: one function decides what is due (nothing to read without the collection).
     const readable = !report.problems.some((p) => p.code === 'mem0_no_collection');
     report.reviewDue = readable ? (await mem0ReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0)).due : 0;
     return report;
   },
-  newRows: (store, { period, maxRows, lookTwice }) => mem0NewRows(store, period, maxRows, lookTwice),
+  newRows: async (store, { period, maxRows, lookTwice }) => (await import('./new-rows.js')).mem0NewRows(store, period, maxRows, lookTwice),
   async reviewDue(store, opts) {
+    const [{ mem0ReviewDue }, { mem0Queue }] = await Promise.all([import('./memories.js'), import('./drift.js')]);
     const { due } = await mem0ReviewDue(store, opts.now, opts.afterDays, 0);
     return { due, batch: await mem0Queue(store, opts.now, opts.afterDays, opts.limit ?? Number.MAX_SAFE_INTEGER, opts.exclude ?? []) };
   },
-  applyDrift: (store, { decision, now, log }) => applyMem0Decision(store, log, decision, now),
-  confirm: (store, opts) => confirmMem0(store, opts),
+  applyDrift: async (store, { decision, now, log }) => (await import('./drift.js')).applyMem0Decision(store, log, decision, now),
+  confirm: async (store, opts) => (await import('./drift.js')).confirmMem0(store, opts),
   // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
   currentMemory: () => null,
   corrections: false,
-  erase: (store, { selector, dryRun, ...opts }) => eraseMem0(store, selector, dryRun, opts),
+  erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMem0(store, selector, dryRun, opts),
 };
 
 /** Which SDK wrote the history file, for its default collection names (read-only; a missing file reads as Python). */

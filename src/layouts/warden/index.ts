@@ -1,40 +1,37 @@
 import type { Layout } from '../contract.js';
-import { checkStoreConcurrently } from './check.js';
-import { withConsistency } from './consistency.js';
 import { assertWardenSchema } from './schema.js';
-import { pruneWarden } from './prune.js';
-import { newRows } from './new-rows.js';
-import { reviewDue, reviewDueCount } from './queue.js';
-import { applyDecision } from './apply.js';
-import { eraseWarden } from './erase.js';
-import { confirmWarden, currentWardenRow } from './review.js';
+import { currentWardenRow } from './review.js';
 
-/** The memory table of the brief, with an optional Qdrant side. */
+/**
+ * The memory table of the brief, with an optional Qdrant side. Each job's code is imported when that job asks for
+ * it: `check` loads the check, not prune's deletes, erase's sweeps or the Qdrant consistency check of a store
+ * that has no Qdrant (test/cli-startup.test.ts lists what `check` loads).
+ */
 export const wardenLayout: Layout = {
   name: 'warden',
   assertSchema: (db, store) => assertWardenSchema(db, store.db),
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   vectorFiles: () => [],
-  prune: (store, { ctx, dryRun }) => pruneWarden(store, ctx, { dryRun }),
+  prune: async (store, { ctx, dryRun }) => (await import('./prune.js')).pruneWarden(store, ctx, { dryRun }),
   async check(store, { ctx }) {
     const now = ctx.now();
+    const { checkStoreConcurrently } = await import('./check.js');
     const sqlite = await checkStoreConcurrently(store, {
       now,
       reviewAfterDays: ctx.config.review.afterDays,
       supersededAfterDays: ctx.config.prune.supersededAfterDays,
       progress: ctx.progress,
     });
+    if (!store.vectors) return sqlite; // what withConsistency returns too, with nothing to compare
     // With a Qdrant side: orphan points, rows without a point, payload text differing (streamed, page by page).
+    const { withConsistency } = await import('./consistency.js');
     return withConsistency(sqlite, store, { now, signal: ctx.signal, progress: ctx.progress });
   },
-  newRows: async (store, { period, maxRows, lookTwice }) => newRows(store.db, period, maxRows, lookTwice),
-  reviewDue: async (store, opts) => ({
-    due: reviewDueCount(store.db, { ...opts, exclude: [] }),
-    batch: reviewDue(store.db, opts),
-  }),
-  applyDrift: async (store, { decision, now, log }) => applyDecision(store.db, log, store.name, decision, now),
-  confirm: async (store, opts) => confirmWarden(store, opts),
+  newRows: async (store, { period, maxRows, lookTwice }) => (await import('./new-rows.js')).newRows(store.db, period, maxRows, lookTwice),
+  reviewDue: async (store, opts) => (await import('./queue.js')).reviewQueue(store.db, opts),
+  applyDrift: async (store, { decision, now, log }) => (await import('./apply.js')).applyDecision(store.db, log, store.name, decision, now),
+  confirm: async (store, opts) => (await import('./review.js')).confirmWarden(store, opts),
   currentMemory: (store, id) => currentWardenRow(store, id),
   corrections: true,
-  erase: (store, { selector, dryRun, ...opts }) => eraseWarden(store, selector, dryRun, opts),
+  erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWarden(store, selector, dryRun, opts),
 };

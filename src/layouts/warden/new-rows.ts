@@ -1,27 +1,38 @@
 import type { Db } from '../../store/sqlite.js';
-import { textUpperBound, DAY_MS } from '../../time.js';
+import { canonicalSql, textUpperBound, toCanonical, DAY_MS } from '../../time.js';
 import { clip } from '../../untrusted.js';
 import type { FlaggedRow, LookTwice, NewRows, Period } from '../contract.js';
 
 /**
  * Rows whose created_at, as an instant, falls in [start, end). The text bounds only skip rows that cannot
- * qualify (any ISO-8601 text of an instant sorts within two days of its UTC date); warden_epoch decides.
- * Every row is looked at once, so both counts are exact while only 2 × maxRows rows are kept in memory.
+ * qualify (any ISO-8601 text of an instant sorts within two days of its UTC date), and let SQLite read just that
+ * range off the memory_created index where `init` made one (src/layouts/warden/schema.ts). Canonical text then
+ * compares as text (it holds whole seconds: `>= start` is `> text(start − 1 ms)`, `< end` is `<= text(end − 1 ms)`);
+ * only other forms reach warden_epoch. Newest first by julianday(), which reads every instant as parseInstant
+ * does, to the millisecond (test/store/instant-rule.test.ts). Every row is looked at once, so both counts are
+ * exact while only 2 × maxRows rows are kept in memory.
  */
+const NEW_ROWS_SQL = `
+  SELECT id, subject, fact, source, created_at, expires_at FROM memory
+  WHERE created_at >= @lower AND created_at < @upper
+    AND CASE WHEN ${canonicalSql('created_at')} THEN created_at > @startBefore AND created_at <= @endBefore
+        ELSE warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end END
+  ORDER BY julianday(created_at) DESC, id DESC`;
+
 export function newRows(db: Db, period: Period, maxRows: number, lookTwice: LookTwice): NewRows {
-  const stmt = db.prepare(`
-    SELECT id, subject, fact, source, created_at, expires_at FROM memory
-    WHERE created_at >= @lower AND created_at < @upper
-      AND warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end
-    ORDER BY warden_epoch(created_at) DESC, id DESC`);
   const lower = new Date(period.start - 2 * DAY_MS).toISOString().slice(0, 10);
+  const params = {
+    lower, upper: textUpperBound(period.end), start: period.start, end: period.end,
+    startBefore: toCanonical(period.start - 1), endBefore: toCanonical(period.end - 1),
+  };
   const flagged: FlaggedRow[] = [];
   const rest: FlaggedRow[] = [];
   let total = 0;
   let flaggedCount = 0;
-  for (const r of stmt.iterate({ lower, upper: textUpperBound(period.end), start: period.start, end: period.end }) as Iterable<Record<string, unknown>>) {
+  // Raw rows (arrays): tens of thousands a day pass here, and only the kept ones become objects.
+  for (const r of db.prepare(NEW_ROWS_SQL).raw().iterate(params) as Iterable<unknown[]>) {
     total += 1;
-    const reasons = lookTwice({ subject: r.subject, fact: r.fact, source: r.source });
+    const reasons = lookTwice({ subject: r[1], fact: r[2], source: r[3] });
     if (reasons.length > 0) flaggedCount += 1;
     const list = reasons.length > 0 ? flagged : rest;
     if (list.length < maxRows) list.push({ ...memoryRow(r), reasons });
@@ -34,13 +45,13 @@ export function newRows(db: Db, period: Period, maxRows: number, lookTwice: Look
 const KEEP_CHARS = 2000;
 const keep = (v: unknown) => clip(v, KEEP_CHARS);
 
-function memoryRow(r: Record<string, unknown>) {
+function memoryRow([id, subject, fact, source, createdAt, expiresAt]: unknown[]) {
   return {
-    id: String(r.id),
-    subject: keep(r.subject),
-    fact: keep(r.fact),
-    source: r.source === null || r.source === undefined ? '' : keep(r.source),
-    createdAt: String(r.created_at ?? ''),
-    expiresAt: r.expires_at === null || r.expires_at === undefined ? null : String(r.expires_at),
+    id: String(id),
+    subject: keep(subject),
+    fact: keep(fact),
+    source: source === null || source === undefined ? '' : keep(source),
+    createdAt: String(createdAt ?? ''),
+    expiresAt: expiresAt === null || expiresAt === undefined ? null : String(expiresAt),
   };
 }

@@ -40,6 +40,22 @@ export function reviewDue(db: Db, opts: QueueOptions): MemoryUnderReview[] {
   return db.prepare(DUE_SQL).all(dueParams(opts)) as MemoryUnderReview[];
 }
 
+/**
+ * How many rows are due (all of them, `exclude` or not) and the oldest `limit` not in `exclude`, from one scan of
+ * the table: the due rows' keys are kept once (a materialized CTE) and both answers read from them. Two
+ * statements (reviewDueCount, then reviewDue) read every row twice; this is what the digest asks for.
+ */
+export function reviewQueue(db: Db, opts: QueueOptions): { due: number; batch: MemoryUnderReview[] } {
+  const rows = db.prepare(QUEUE_SQL).all(dueParams(opts)) as (MemoryUnderReview & { due: number })[];
+  const due = rows[0]?.due ?? (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL} AND ${dueSql()}`).get(dueParams(opts)) as { n: number }).n;
+  return { due, batch: rows.map(({ due: _, ...row }) => row) };
+}
+const QUEUE_SQL = `WITH due AS MATERIALIZED (SELECT rowid AS r, julianday(confirmed_at) AS k, id FROM memory WHERE ${LIVE_SQL} AND ${dueSql()})
+SELECT m.id, m.subject, m.fact, m.source, m.confirmed_at, (SELECT count(*) FROM due) AS due
+FROM (SELECT r, k, id FROM due WHERE id NOT IN (SELECT value FROM json_each(@exclude)) ORDER BY k, id LIMIT @limit) AS b
+JOIN memory AS m ON m.rowid = b.r
+ORDER BY b.k, b.id`;
+
 /** How many rows are due, all of them (the queue's length before the weekly batch is taken). */
 export function reviewDueCount(db: Db, opts: QueueOptions): number {
   return (db.prepare(DUE_COUNT_SQL).get(dueParams(opts)) as { n: number }).n;

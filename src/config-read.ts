@@ -1,0 +1,248 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { homedir } from 'node:os';
+import { isDeepStrictEqual } from 'node:util';
+import { configError } from './errors.js';
+import { rememberSecret } from './secrets.js';
+import type { Config } from './config.js';
+
+/**
+ * Reading config, without validating it: the defaults (config/default.yaml, or the build's parsed copy), YAML
+ * files, `${ENV}` expansion, merging. No zod and no YAML parser load here: src/config.ts validates, and
+ * `quickConfig` below gives a run with no config file its validated config from the build's cache.
+ */
+
+/** The package's config/default.yaml, found from src/ (tests) and from dist/src/ (built) alike. */
+export const DEFAULT_CONFIG_PATH = ((): string => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [resolve(here, '../config/default.yaml'), resolve(here, '../../config/default.yaml')];
+  return candidates.find((p) => existsSync(p)) ?? candidates[1]!;
+})();
+
+/**
+ * config/default.yaml as parsed by `npm run build` (scripts/config-defaults.ts), beside this module in dist/src/.
+ * Used only while default.yaml still has the sha256 it was parsed from: the YAML parser is ~230 modules, a tenth
+ * of a second of every command's start-up, and a command given no config file needs no YAML but the defaults.
+ */
+export const DEFAULTS_CACHE_PATH = resolve(dirname(fileURLToPath(import.meta.url)), 'default-config.json');
+
+/** `verify.rules` keeps its `${group}` templates: the rule compiler expands the environment there. */
+export const RULES_CONFIG_PATH = 'verify.rules';
+
+const require = createRequire(import.meta.url);
+export const sha256 = (text: string | Buffer) => createHash('sha256').update(text).digest('hex');
+
+/** What scripts/config-defaults.ts writes (src/config.ts adds the validated part). */
+export interface DefaultsCache {
+  sha256: string;
+  value: unknown;
+  quick?: QuickCache;
+}
+
+/**
+ * The validated config of a run given no config file, as zod gave it at build time for the defaults expanded with
+ * an empty environment (`input` → `output`), and the compiled modules that define the schema with their sha256:
+ * the cache stands only while every one of them is unchanged (a schema rebuilt without `npm run build` is not
+ * trusted). src/config.ts `quickCache` makes it and checks every claim quickConfig relies on.
+ */
+export interface QuickCache {
+  /** The defaults expanded with no environment, without `stores`. */
+  input: Record<string, unknown>;
+  output: Record<string, unknown>;
+  /** A store given only its `db`, validated: `db` stands for any non-empty text. */
+  store: Record<string, unknown>;
+  sources: Record<string, string>;
+}
+
+function readCache(yamlText: string): DefaultsCache | undefined {
+  let cache: DefaultsCache;
+  try {
+    cache = JSON.parse(readFileSync(DEFAULTS_CACHE_PATH, 'utf8')) as DefaultsCache;
+  } catch {
+    return undefined; // not built (tests run the sources), or unreadable: parse the YAML
+  }
+  return cache.sha256 === sha256(yamlText) ? cache : undefined;
+}
+
+/** The built-in defaults: from the build's cache while default.yaml is unchanged, else parsed. */
+export function readDefaults(): unknown {
+  const text = readText(DEFAULT_CONFIG_PATH);
+  const cached = readCache(text);
+  const value = cached ? cached.value : parseYaml(text, DEFAULT_CONFIG_PATH);
+  assertPlainTree(value, DEFAULT_CONFIG_PATH);
+  return value;
+}
+
+const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/**
+ * Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. Every
+ * value taken from the environment is remembered as a secret (src/secrets.ts): it never reaches a record or an output.
+ */
+export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
+  if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
+  if (typeof value === 'string') {
+    return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
+      const v = env[name];
+      if (v !== undefined && v !== '') {
+        rememberSecret(name, v);
+        return v;
+      }
+      if (fallback !== undefined) return fallback;
+      throw configError(`config ${path.join('.') || '(root)'}: environment variable ${name} is not set`);
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k])]));
+  }
+  return value;
+}
+
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Deep merge of plain objects; arrays and scalars from `over` replace those of `base`. */
+export function merge(base: unknown, over: unknown): unknown {
+  if (!isPlainObject(base) || !isPlainObject(over)) return over === undefined ? base : over;
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) out[k] = merge(base[k], v);
+  return out;
+}
+
+export function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+}
+
+export function parseYaml(text: string, file: string): unknown {
+  const YAML = require('yaml') as typeof import('yaml'); // loaded when a file is parsed (readDefaults)
+  try {
+    // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
+    return YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
+  } catch (err) {
+    throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+export function readYaml(file: string): unknown {
+  const value = parseYaml(readText(file), file);
+  assertPlainTree(value, file);
+  return value;
+}
+
+/** Keys that would reach an object's prototype when merged or copied, instead of being config. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * What YAML can build but config must never be: an alias that contains itself (a cycle: every walk below would
+ * recurse until the stack is gone), and prototype keys. Refused naming the file and the key path.
+ */
+export function assertPlainTree(value: unknown, file: string, path: string[] = [], open = new Set<object>()): void {
+  if (typeof value !== 'object' || value === null) return;
+  const where = () => path.join('.') || '(root)';
+  if (open.has(value)) throw configError(`config ${file}: ${where()}: an alias that contains itself (a cycle)`);
+  open.add(value);
+  for (const [key, v] of Object.entries(value)) {
+    if (FORBIDDEN_KEYS.has(key)) throw configError(`config ${file}: ${[...path, key].join('.')}: key "${key}" refused (it would reach object prototypes)`);
+    assertPlainTree(v, file, [...path, key], open);
+  }
+  open.delete(value);
+}
+
+export interface LoadOptions {
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Applied last, before validation: e.g. `{ stores: { cli: { db } } }` for `--db PATH`. */
+  overrides?: unknown;
+}
+
+/** Leaves of the defaults that take their value from the environment and that the schema passes through as given. */
+export const QUICK_LEAVES = [['stateDb'], ['redis', 'url']] as const;
+export const STORE_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/**
+ * The validated config of a run given no config file (`--db PATH`, or nothing), without zod: the build's cache
+ * (above) holds zod's output for the defaults, and the only parts that can differ at run time are the leaves that
+ * come from the environment (QUICK_LEAVES, any non-empty text) and the stores `--db` adds (a name and a path).
+ * Anything else, or a value those rules do not cover, returns undefined: src/config.ts validates it with zod,
+ * which also words the error. test/cli-startup.test.ts compares the two loaders.
+ */
+export function quickConfig(opts: LoadOptions): Config | undefined {
+  if (opts.file) return undefined;
+  const text = readText(DEFAULT_CONFIG_PATH);
+  const quick = readCache(text)?.quick;
+  if (!quick || !sourcesUnchanged(quick.sources)) return undefined;
+  const stores = onlyStorePaths(opts.overrides);
+  if (stores === undefined) return undefined;
+  const defaults = readDefaults();
+  // As loadConfig: merged, then expanded (an unset variable is the same error, each secret remembered).
+  const expanded = expandEnv(merge(defaults, opts.overrides), opts.env ?? process.env) as Record<string, unknown>;
+  const output = structuredClone(quick.output);
+  const rest = structuredClone(expanded);
+  for (const path of QUICK_LEAVES) {
+    const v = get(expanded, path);
+    if (typeof v !== 'string' || v === '') return undefined;
+    set(output, path, v);
+    set(rest, path, get(quick.input, path));
+  }
+  delete rest.stores; // the build's input has none (defaults name no store)
+  if (!isDeepStrictEqual(rest, quick.input)) return undefined;
+  const validStores: Record<string, unknown> = {};
+  for (const name of Object.keys(stores)) {
+    const db = (expanded.stores as Record<string, { db: unknown }>)[name]!.db;
+    if (!STORE_NAME.test(name) || typeof db !== 'string' || db === '') return undefined;
+    validStores[name] = { ...quick.store, db };
+  }
+  output.stores = validStores;
+  return output as Config;
+}
+
+/** `{ stores: { name: { db } } }` (what `--db` adds) or nothing; undefined for any other override. */
+function onlyStorePaths(overrides: unknown): Record<string, unknown> | undefined {
+  if (overrides === undefined) return {};
+  if (!isPlainObject(overrides) || Object.keys(overrides).join() !== 'stores' || !isPlainObject(overrides.stores)) return undefined;
+  for (const s of Object.values(overrides.stores)) if (!isPlainObject(s) || Object.keys(s).join() !== 'db') return undefined;
+  return overrides.stores;
+}
+
+function sourcesUnchanged(sources: Record<string, string>): boolean {
+  const base = dirname(DEFAULTS_CACHE_PATH);
+  try {
+    return Object.entries(sources).every(([file, hash]) => sha256(readFileSync(resolve(base, file))) === hash);
+  } catch {
+    return false;
+  }
+}
+
+const get = (o: Record<string, unknown>, path: readonly string[]): unknown =>
+  path.reduce<unknown>((v, k) => (isPlainObject(v) ? v[k] : undefined), o);
+
+function set(o: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  const parent = get(o, path.slice(0, -1));
+  if (isPlainObject(parent)) parent[path.at(-1)!] = value;
+}
+
+/** `~/x` → the home folder's x. */
+export function expandHome(path: string, env: NodeJS.ProcessEnv = process.env): string {
+  return path === '~' || path.startsWith('~/') ? (env.HOME ?? homedir()) + path.slice(1) : path;
+}
+
+/** The store a command works on: `--db PATH` alone needs no config; `--store NAME` picks one from the file. */
+export function selectStore(config: Config, name: string | undefined): { name: string; store: Config['stores'][string] } {
+  const names = Object.keys(config.stores);
+  if (name) {
+    const store = config.stores[name];
+    if (!store) throw configError(`no store named "${name}" in config (stores: ${names.join(', ') || 'none'})`);
+    return { name, store };
+  }
+  if (names.length === 1) return { name: names[0]!, store: config.stores[names[0]!]! };
+  throw configError(names.length === 0 ? 'no store given: use --db PATH or --config FILE --store NAME' : `several stores in config: choose one with --store (${names.join(', ')})`);
+}
