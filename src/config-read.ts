@@ -7,7 +7,6 @@ import { homedir } from 'node:os';
 import { isDeepStrictEqual } from 'node:util';
 import { configError } from './errors.js';
 import { rememberSecret } from './secrets.js';
-import type { Config } from './config.js';
 
 /**
  * Reading config, without validating it: the defaults (config/default.yaml, or the build's parsed copy), YAML
@@ -175,7 +174,7 @@ export const STORE_NAME = /^[A-Za-z0-9_.-]+$/;
  * Anything else, or a value those rules do not cover, returns undefined: src/config.ts validates it with zod,
  * which also words the error. test/cli-startup.test.ts compares the two loaders.
  */
-export function quickConfig(opts: LoadOptions): Config | undefined {
+export function quickConfig(opts: LoadOptions): Record<string, unknown> | undefined {
   if (opts.file) return undefined;
   const text = readText(DEFAULT_CONFIG_PATH);
   const quick = readCache(text)?.quick;
@@ -202,7 +201,7 @@ export function quickConfig(opts: LoadOptions): Config | undefined {
     validStores[name] = { ...quick.store, db };
   }
   output.stores = validStores;
-  return output as Config;
+  return output;
 }
 
 /** `{ stores: { name: { db } } }` (what `--db` adds) or nothing; undefined for any other override. */
@@ -236,7 +235,7 @@ export function expandHome(path: string, env: NodeJS.ProcessEnv = process.env): 
 }
 
 /** The store a command works on: `--db PATH` alone needs no config; `--store NAME` picks one from the file. */
-export function selectStore(config: Config, name: string | undefined): { name: string; store: Config['stores'][string] } {
+export function selectStore<S>(config: { stores: Record<string, S> }, name: string | undefined): { name: string; store: S } {
   const names = Object.keys(config.stores);
   if (name) {
     const store = config.stores[name];

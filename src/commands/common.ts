@@ -49,7 +49,8 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
   const overrides = opts.db ? { stores: { [dbName!]: { db: opts.db } } } : undefined;
   const load = { file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides };
   // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
-  const config = quickConfig(load) ?? (await import('../config.js')).loadConfig(load);
+  // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
+  const config = (quickConfig(load) as Config | undefined) ?? (await import('../config.js')).loadConfig(load);
   const g = globalOptions(cmd);
   const level = g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level;
   const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });

@@ -7,7 +7,7 @@ import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import { toCanonical, type Instant } from '../../time.js';
 import type { CheckReport } from '../warden/check.js';
 import { lastEventIndex, type LastEventIndex } from './history.js';
-import { DEFAULT_COLLECTION } from './config.js';
+import { DEFAULT_COLLECTION } from './names.js';
 import { scrollAll } from '../../vectors/contract.js';
 import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './memories.js';
 

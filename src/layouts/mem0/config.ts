@@ -36,5 +36,5 @@ export const mem0Schema = z.strictObject({
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
 
-// The names derived from the config, without zod (the layout's sync methods run at every store's open).
-export { DEFAULT_COLLECTION, MEM0_DEFAULTS, collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';
+// The defaults and the names derived from this section are in ./names.ts, without zod (the layout's sync methods
+// run for every store that is opened).

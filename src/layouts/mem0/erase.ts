@@ -3,7 +3,7 @@ import { usageError } from '../../errors.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
 import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './history.js';
 import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
-import { DEFAULT_COLLECTION } from './config.js';
+import { DEFAULT_COLLECTION } from './names.js';
 import { payloadStrings, sweepCollections } from '../erase-sweep.js';
 
 /** The mem0 layout's erase (src/erase.ts runs it): points, entity links, history text and kept conversation. */

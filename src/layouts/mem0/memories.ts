@@ -4,12 +4,13 @@ import { silentLogger } from '../../logger.js';
 import { storeError } from '../../errors.js';
 import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
 import { withMaintenanceLock } from '../../store/lock.js';
-import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './config.js';
+import { mem0Schema, type Mem0Config } from './config.js';
+import { collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
 import { QdrantStore } from '../../vectors/qdrant/index.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
-import { expandHome } from '../../config.js';
+import { expandHome } from '../../config-read.js';
 import type { Progress } from '../../progress.js';
 
 /**
