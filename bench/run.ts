@@ -1,0 +1,165 @@
+/**
+ * `npm run bench`: every operation as a user runs it — the whole `memory-warden …` process — side by side with
+ * its baseline in the same run, at the same fixed `--now`, on a fresh copy of a generated store for every run
+ * (the copy not timed). A and B alternate (A first on even runs, B first on odd), each wrapped in
+ * `/usr/bin/time -v` for its peak RSS. Prints, per operation, each side's median time and peak RSS, and the
+ * median and min–max of the paired ratios A/B.
+ *
+ *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,erase,agent,start]
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildStore, freshCopy } from './store.js';
+
+const args = process.argv.slice(2);
+const arg = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const SIZES = (arg('rows') ?? '1000000').split(',').map(Number);
+const RUNS = Number(arg('runs') ?? 3);
+const ONLY = arg('only')?.split(',');
+const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const dir = join(root, 'bench-out');
+const CLI = join(root, 'dist/src/cli.js');
+const WRITER = join(root, 'dist/bench/agent-writer.js');
+/** The fixed instant both sides run at: the store is generated around it. */
+const NOW_ISO = '2026-12-01T00:00:00Z';
+const NOW_SQL = '2026-12-01 00:00:00';
+
+/** The brief's prune, as the systemd timer ran it, at the same instant memory-warden is given. */
+const PRUNE_SQL = `PRAGMA foreign_keys = ON;
+DELETE FROM memory WHERE expires_at IS NOT NULL AND expires_at <= datetime('${NOW_SQL}');
+DELETE FROM memory WHERE superseded_by IS NOT NULL AND created_at < datetime('${NOW_SQL}', '-180 days');`;
+const CHECK_SQL = `PRAGMA integrity_check; PRAGMA foreign_key_check;`;
+const ERASE_SQL = `PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;
+DELETE FROM memory WHERE subject = 'user7';
+VACUUM;
+PRAGMA wal_checkpoint(TRUNCATE);`;
+
+interface Cmd {
+  argv: string[];
+  input?: string;
+  /** Exit codes that mean it ran (check exits 1 when it finds problems, which the generated store has). */
+  ok?: number[];
+}
+interface Measure { ms: number; rssKb: number; writer?: WriterSummary }
+interface WriterSummary { writes: number; errors: number; p99: number; max: number }
+interface Case {
+  name: string;
+  target: string;
+  /** Each side is built from the path of the fresh copy it runs on. */
+  a: (db: string) => Cmd;
+  b: (db: string) => Cmd;
+  /** The store both run on: the generated one, or a 10-row one for start-up. */
+  small?: boolean;
+  /** An agent inserting every 5 ms during both runs. */
+  agent?: boolean;
+}
+
+const warden = (...rest: string[]): string[] => [process.execPath, CLI, ...rest];
+const sqlite = (db: string, sql: string): Cmd => ({ argv: ['sqlite3', '-cmd', '.timeout 5000', db], input: sql });
+
+function cases(config: string): Case[] {
+  const mw = (db: string, ...rest: string[]): Cmd => ({ argv: warden(...rest, '--config', config, '--db', db), ok: [0, 1] });
+  const all: Case[] = [
+    { name: 'prune', target: '≤1.3x', a: (db) => mw(db, 'run', 'prune', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, PRUNE_SQL) },
+    { name: 'agent', target: '≤1.3x; agent max ≤50 ms, p99 ≤35 ms', agent: true, a: (db) => mw(db, 'run', 'prune', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, PRUNE_SQL) },
+    { name: 'check', target: '≤1.3x', a: (db) => mw(db, 'check', '--json', '--now', NOW_ISO), b: (db) => sqlite(db, CHECK_SQL) },
+    { name: 'digest', target: '≤0.5x check', a: (db) => mw(db, 'digest', '--preview', '--now', NOW_ISO), b: (db) => mw(db, 'check', '--json', '--now', NOW_ISO) },
+    { name: 'erase', target: '≤1.2x, RSS flat', a: (db) => mw(db, 'erase', '--user', 'user7', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, ERASE_SQL) },
+    { name: 'start', target: '≤2.5x', small: true, a: () => ({ argv: warden('--help') }), b: () => ({ argv: [process.execPath, '-e', '0'] }) },
+    { name: 'start-check', target: '≤2.5x', small: true, a: (db) => mw(db, 'check', '--json'), b: () => ({ argv: [process.execPath, '-e', '0'] }) },
+  ];
+  return all.filter((c) => !ONLY || ONLY.includes(c.name));
+}
+
+/** Runs `cmd` under /usr/bin/time -v: wall time as the parent sees it, and the child's peak RSS. */
+function measure(cmd: Cmd): Promise<Measure> {
+  return new Promise((resolveRun, reject) => {
+    const t0 = performance.now();
+    const child = spawn('/usr/bin/time', ['-v', ...cmd.argv], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    child.stdin.end(cmd.input ?? '');
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      const ms = performance.now() - t0;
+      if (!(cmd.ok ?? [0]).includes(code ?? -1)) return reject(new Error(`${cmd.argv.join(' ')} exited ${code}: ${err.slice(-2000)}`));
+      const rss = /Maximum resident set size \(kbytes\): (\d+)/.exec(err);
+      resolveRun({ ms, rssKb: rss ? Number(rss[1]) : 0 });
+    });
+  });
+}
+
+/** An agent-like writer on `db` (an INSERT every 5 ms, 5 s busy timeout) for the duration of `fn`. */
+async function withAgent(db: string, fn: () => Promise<Measure>): Promise<Measure> {
+  const writer = spawn(process.execPath, [WRITER, db, '5'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  writer.stdout.on('data', (d) => (out += d));
+  await new Promise<void>((r) => writer.stdout.once('data', () => r()));
+  const m = await fn();
+  writer.kill('SIGTERM');
+  await new Promise((r) => writer.once('exit', r));
+  return { ...m, writer: JSON.parse(out.trim().split('\n').at(-1)!) as WriterSummary };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+async function runCase(c: Case, template: string, small: string): Promise<string> {
+  const copy = join(dir, `${c.name}.db`);
+  const one = async (side: 'a' | 'b'): Promise<Measure> => {
+    freshCopy(c.small ? small : template, copy);
+    const cmd = c[side](copy);
+    return c.agent ? withAgent(copy, () => measure(cmd)) : measure(cmd);
+  };
+  const as: Measure[] = [];
+  const bs: Measure[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    if (i % 2 === 0) {
+      as.push(await one('a'));
+      bs.push(await one('b'));
+    } else {
+      bs.push(await one('b'));
+      as.push(await one('a'));
+    }
+  }
+  const ratios = as.map((a, i) => a.ms / bs[i]!.ms);
+  const secs = (ms: Measure[]) => `${(median(ms.map((m) => m.ms)) / 1000).toFixed(2)} s, ${Math.round(Math.max(...ms.map((m) => m.rssKb)) / 1024)} MB`;
+  const agent = (ms: Measure[]) =>
+    c.agent ? `; agent max ${Math.max(...ms.map((m) => m.writer!.max)).toFixed(0)} / p99 ${median(ms.map((m) => m.writer!.p99)).toFixed(0)} ms, errors ${ms.reduce((n, m) => n + m.writer!.errors, 0)}` : '';
+  return `| ${c.name} | ${secs(as)}${agent(as)} | ${secs(bs)}${agent(bs)} | ${median(ratios).toFixed(2)}x (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}) | ${c.target} |`;
+}
+
+async function main(): Promise<void> {
+  for (const bin of [CLI, WRITER, '/usr/bin/time']) if (!existsSync(bin)) throw new Error(`bench: ${bin} is missing (npm run build; apt-get install time)`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const config = join(dir, 'bench.yaml');
+  writeFileSync(config, `stateDb: ${join(dir, 'state.db')}\nlog:\n  level: warn\n`);
+  const small = join(dir, 'small.db');
+  buildStore(small, 10, Date.parse(NOW_ISO));
+  for (const rows of SIZES) {
+    const template = join(dir, `template-${rows}.db`);
+    const t = performance.now();
+    buildStore(template, rows, Date.parse(NOW_ISO));
+    console.log(`\n${rows.toLocaleString('en')} rows (built in ${((performance.now() - t) / 1000).toFixed(1)} s), ${RUNS} runs each, node ${process.version}, --now ${NOW_ISO}`);
+    console.log('| operation | memory-warden (median, peak RSS) | baseline (median, peak RSS) | ratio: median (min–max) | target |');
+    console.log('|---|---|---|---|---|');
+    for (const c of cases(config)) console.log(await runCase(c, template, small));
+    rmSync(template, { force: true });
+  }
+  console.log('\nbaselines: prune, agent: sqlite3 CLI running the brief\'s SQL at --now; check: PRAGMA integrity_check + foreign_key_check;');
+  console.log('digest: memory-warden check on the same store; erase: DELETE + secure_delete + VACUUM + checkpoint; start: node -e 0');
+  if (!args.includes('--keep')) rmSync(dir, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(`bench: ${(err as Error).message}`);
+  process.exit(1);
+});

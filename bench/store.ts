@@ -1,0 +1,58 @@
+/**
+ * The benchmark store: `rows` memories in the brief's layout, generated deterministically around a fixed `now`.
+ *
+ * - 25% expired (up to 30 days before now), 4% expiring later, 10% superseded and created 200–400 days ago,
+ *   1% dangling chains (superseded_by names a row that does not exist);
+ * - created up to 400 days back, and 5% in the day before now (the digest's new rows);
+ * - subjects `user0` … `user99`: each user owns 1% of the rows (erase --user).
+ */
+import Database from 'better-sqlite3';
+import { closeSync, copyFileSync, fsyncSync, openSync, rmSync } from 'node:fs';
+import { initSchema } from '../src/store/schema.js';
+import { toCanonical } from '../src/time.js';
+
+const DAY = 86_400_000;
+export const USERS = 100;
+
+export function buildStore(path: string, rows: number, now: number): void {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  initSchema(db, path);
+  db.pragma('foreign_keys = OFF');
+  const insert = db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at, expires_at, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  db.transaction(() => {
+    for (let i = 0; i < rows; i++) {
+      const r = rand();
+      const fresh = rand() < 0.05;
+      let createdAt = toCanonical(fresh ? now - Math.floor(rand() * (DAY - 3_600_000)) - 3_600_000 : now - Math.floor(rand() * 400 + 1) * DAY);
+      let expires: string | null = null;
+      let superseded: string | null = null;
+      if (r < 0.25) expires = toCanonical(now - Math.floor(rand() * 30 + 1) * DAY);
+      else if (r < 0.35) {
+        createdAt = toCanonical(now - Math.floor(200 + rand() * 200) * DAY);
+        superseded = `m${Math.floor(rand() * rows)}`;
+      } else if (r < 0.36) superseded = `gone${i}`;
+      else if (r < 0.4) expires = toCanonical(now + Math.floor(rand() * 30 + 1) * DAY);
+      insert.run(`m${i}`, `user${i % USERS}`, `fact number ${i}: the agent learned something worth keeping for a while`, 'message:bench', createdAt, createdAt, expires, superseded);
+    }
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+}
+
+/**
+ * A copy of the template for one run, on disk before the run starts. Left dirty in the page cache, the copy would
+ * be written back by the kernel during some later run, and every fsync of that run would queue behind it.
+ */
+export function freshCopy(template: string, db: string): void {
+  for (const suffix of ['', '-wal', '-shm', '-journal', '.warden-lock']) rmSync(db + suffix, { force: true });
+  copyFileSync(template, db);
+  const fd = openSync(db, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

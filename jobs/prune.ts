@@ -1,0 +1,31 @@
+import { z } from 'zod';
+import { defineJob, type JobContext } from '../src/job.js';
+import { openStore } from '../src/store/open.js';
+import { layoutOf } from '../src/layouts/index.js';
+import type { PruneResult } from '../src/prune.js';
+
+export type { PruneResult } from '../src/prune.js';
+
+export const payloadSchema = z.strictObject({
+  store: z.string().min(1),
+  dryRun: z.boolean().default(false),
+});
+export type PrunePayload = z.infer<typeof payloadSchema>;
+
+/**
+ * Delete what decays: rows expired at `now`, and superseded rows created more than `supersededAfterDays` before
+ * it, with the older versions behind them, through both stores. The layout knows how (src/layouts/).
+ */
+export async function prune(payload: PrunePayload, ctx: JobContext): Promise<PruneResult> {
+  const store = openStore(ctx.config, payload.store);
+  try {
+    const result = await layoutOf(store).prune(store, ctx, { dryRun: payload.dryRun });
+    const { deleted, expired, superseded, cascaded, dryRun } = result;
+    ctx.log.info({ deleted, expired, superseded, cascaded, dryRun }, 'prune done');
+    return result;
+  } finally {
+    store.close();
+  }
+}
+
+export default defineJob({ name: 'prune', writes: true, schema: payloadSchema, run: prune });

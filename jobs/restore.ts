@@ -1,0 +1,18 @@
+import { z } from 'zod';
+import { defineJob, type JobContext } from '../src/job.js';
+import { restoreSnapshot, type RestoreResult } from '../src/snapshot/restore.js';
+
+/** `restore DIR` on the store's host, where DIR is (src/queue/remote.ts): what the command sends from elsewhere. */
+export const payloadSchema = z.strictObject({
+  store: z.string().min(1),
+  dir: z.string().min(1),
+  force: z.boolean().default(false),
+  dryRun: z.boolean().default(false),
+});
+export type RestorePayload = z.infer<typeof payloadSchema>;
+
+export async function restoreJob(p: RestorePayload, ctx: JobContext): Promise<RestoreResult> {
+  return restoreSnapshot(ctx.config, p.store, p.dir, { now: ctx.now, log: ctx.log, force: p.force, dryRun: p.dryRun });
+}
+
+export default defineJob({ name: 'restore', writes: true, schema: payloadSchema, run: restoreJob });

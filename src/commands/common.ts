@@ -1,0 +1,123 @@
+import type { Command } from 'commander';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { parseInstant, systemClock, type Clock } from '../time.js';
+import { usageError } from '../errors.js';
+import { escapedLine, jsonText, terminalText } from '../untrusted.js';
+import { noProgress, type Progress } from '../progress.js';
+import { terminalProgress } from '../progress-terminal.js';
+
+/** Options every store command accepts. */
+export interface StoreOptions {
+  config?: string;
+  store?: string;
+  db?: string;
+  now?: string;
+  json?: boolean;
+  pretty?: boolean;
+}
+
+export function addStoreOptions(cmd: Command): Command {
+  return cmd
+    .option('--config <file>', 'config file (YAML); without it, --db alone is enough')
+    .option('--store <name>', 'which configured store')
+    .option('--db <path>', 'the SQLite store to work on, without a config file');
+}
+
+export interface CommandContext {
+  config: Config;
+  storeName: string;
+  log: Logger;
+  now: Clock;
+  progress: Progress;
+}
+
+/** The global options live on the root program; read them from any subcommand. */
+export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: string } {
+  let root = cmd;
+  while (root.parent) root = root.parent;
+  return root.opts();
+}
+
+/**
+ * `--db PATH` becomes a store of its own, named after the file, layered over whatever config was given.
+ * Config, logger and store code are imported here, when a command runs, not when `--help` lists the commands.
+ */
+export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress }> {
+  const [{ loadConfig }, { createLogger }] = await Promise.all([import('../config.js'), import('../logger.js')]);
+  const dbName = await storeNameForDb(opts.db);
+  const overrides = opts.db ? { stores: { [dbName!]: { db: opts.db } } } : undefined;
+  const config = loadConfig({ file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides });
+  const g = globalOptions(cmd);
+  const level = g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level;
+  const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
+  return { config, log, now: clockFrom(opts.now), progress: progressFor(opts, level) };
+}
+
+let shownProgress: Progress | undefined;
+
+/**
+ * A progress line on stderr only for a person at a terminal: never with --json (a script reads stdout and may log
+ * stderr), never when stderr is a file or pipe, and not at debug or trace level, whose log lines come during the
+ * long loops and would be cut up by the redraws. At info and above, logs come at a job's start and end.
+ */
+function progressFor(opts: StoreOptions, level: string): Progress {
+  if (opts.json || process.stderr.isTTY !== true || level === 'debug' || level === 'trace') return noProgress;
+  shownProgress ??= terminalProgress(process.stderr);
+  return shownProgress;
+}
+
+/** Take any progress line away (before an error message is written over it). */
+export function endProgress(): void {
+  shownProgress?.done();
+}
+
+export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
+  const base = await loadForCommand(opts, cmd);
+  const { selectStore } = await import('../config.js');
+  const storeName = opts.db ? (await storeNameForDb(opts.db))! : selectStore(base.config, opts.store).name;
+  return { ...base, storeName };
+}
+
+/** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */
+async function storeNameForDb(db: string | undefined): Promise<string | undefined> {
+  if (!db) return undefined;
+  const { storeNameForPath } = await import('../store/open.js');
+  return storeNameForPath(db);
+}
+
+/** `--now 2026-11-29T06:00:00Z`: run as if it were that instant (tests, what-if dry runs). */
+export function clockFrom(text: string | undefined): Clock {
+  if (!text) return systemClock;
+  const t = parseInstant(text);
+  if (t === null) throw usageError(`--now: "${text}" is not an ISO-8601 time`);
+  return () => t;
+}
+
+/** Exact JSON (parses back to the same values), with C1, bidi and other hidden characters as `\uXXXX` escapes. */
+export function printJson(value: unknown): void {
+  process.stdout.write(jsonText(value) + '\n');
+}
+
+/**
+ * Every human-readable line goes out through here: whatever store text it holds, no escape sequence, CR, C1
+ * control or bidi override reaches the terminal (each becomes �). Store text in a line should also be `show`n,
+ * so that its newlines cannot forge lines of their own.
+ */
+export function print(line = ''): void {
+  process.stdout.write(terminalText(line) + '\n');
+}
+
+/** Store text for one human-readable line: one line, every hidden character named as `\uXXXX` (../untrusted.ts). */
+export const show = (text: unknown): string => escapedLine(text);
+
+/**
+ * The host that holds the command's store when it is not this machine (src/queue/hosts.ts), else null: erase and
+ * restore then run there, through that host's queue (src/queue/remote.ts). Loaded only for a store with a host.
+ */
+export async function storeHostElsewhere(ctx: CommandContext): Promise<string | null> {
+  if (ctx.config.stores[ctx.storeName]?.host === undefined) return null;
+  const { hostOfStore, thisHost } = await import('../queue/hosts.js');
+  const host = hostOfStore(ctx.config, ctx.storeName);
+  return host === thisHost(ctx.config) ? null : host;
+}

@@ -1,0 +1,50 @@
+import { Command } from 'commander';
+import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
+import type { DigestResult } from '../digest/digest.js';
+import { usageError } from '../errors.js';
+import { terminalText } from '../untrusted.js';
+
+interface DigestOptions extends StoreOptions {
+  preview?: boolean;
+  send?: boolean;
+  out?: string;
+  only?: string[];
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** `digest --preview [--out FILE.html]` renders without sending; `digest --send` is `run digest`. */
+export function registerDigestCommands(program: Command): void {
+  program
+    .command('digest')
+    .description('the daily digest email: --preview renders it (text to stdout, HTML to --out), --send sends it once per day')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--db <path>', 'a SQLite store to preview, without a config file')
+    .option('--store <name>', 'only this store (repeat for several); default every configured store', collect)
+    .option('--preview', 'render without sending or recording anything')
+    .option('--out <file>', 'with --preview: write the HTML part to this file')
+    .option('--send', 'send it now (once per day per recipient list: a second --send the same day sends nothing)')
+    .option('--now <time>', 'as if it were this ISO-8601 time')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: DigestOptions, cmd: Command) => {
+      if (opts.preview === opts.send) throw usageError('digest: choose one of --preview or --send');
+      if (opts.out && !opts.preview) throw usageError('digest: --out goes with --preview');
+      const stores = (opts.store as unknown as string[] | undefined) ?? [];
+      const { config, log, now } = await loadForCommand({ ...opts, store: undefined }, cmd);
+      const chosen = stores.length > 0 ? stores : undefined;
+      if (opts.preview) {
+        const { previewDigest } = await import('../digest/digest.js');
+        const preview = await previewDigest(config, { now: now(), log, ...(chosen ? { stores: chosen } : {}), ...(opts.out ? { out: opts.out } : {}) });
+        if (opts.json) return printJson({ subject: preview.subject, model: preview.model, ...(opts.out ? { out: opts.out } : {}) });
+        process.stdout.write(terminalText(`Subject: ${preview.subject}\n\n${preview.text}`));
+        if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
+        return;
+      }
+      const { runJob } = await import('../runner.js');
+      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { config, log, now })) as DigestResult;
+      if (opts.json) return printJson(result);
+      for (const d of result.deliveries) {
+        print(`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`);
+      }
+    });
+}

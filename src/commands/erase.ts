@@ -1,0 +1,78 @@
+import type { Command } from 'commander';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import type { EraseReceipt, EraseSelector } from '../erase.js';
+import { usageError } from '../errors.js';
+
+interface EraseCliOptions extends StoreOptions {
+  user?: string;
+  subject?: string;
+  ids?: string[];
+  dryRun?: boolean;
+  snapshots?: boolean;
+  vectorsLost?: boolean;
+}
+
+function selectorFrom(opts: EraseCliOptions): EraseSelector {
+  const given = [opts.user !== undefined, opts.subject !== undefined, opts.ids !== undefined].filter(Boolean).length;
+  if (given !== 1) throw usageError('erase: give exactly one of --user ID, --subject TEXT, --ids ID...');
+  if (opts.user !== undefined) return { user: opts.user };
+  if (opts.subject !== undefined) return { subject: opts.subject };
+  return { ids: opts.ids! };
+}
+
+/** erase (right to erasure) and erase receipts. */
+export function registerEraseCommands(program: Command): void {
+  const cmd = addStoreOptions(program.command('erase'))
+    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL), 2 could not run')
+    .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
+    .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
+    .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
+    .option('--dry-run', 'say what would be erased; change nothing')
+    .option('--snapshots', 'also delete the snapshot folders that still contain the erased text')
+    .option('--vectors-lost', 'mem0: the vector collection is known to be lost (tmpfs reboot): erase from history anyway')
+    .option('--now <time>', 'the receipt time (ISO-8601)')
+    .option('--json', 'print the receipt as JSON')
+    .action(async (opts: EraseCliOptions, c: Command) => {
+      const sel = selectorFrom(opts);
+      const ctx = await storeContext(opts, c);
+      const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
+      // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
+      const host = await storeHostElsewhere(ctx);
+      const receipt = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({
+            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: 3600, sensitive: true,
+          })) as EraseReceipt)
+        : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
+      if (opts.json) printJson(receipt);
+      else printReceipt(receipt);
+      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);
+      process.exitCode = remains ? 1 : 0;
+    });
+
+  cmd
+    .command('receipts')
+    .description('list the stored erase receipts (no content: counts, hashes, times)')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--store <name>', 'only this store')
+    .option('--json', 'print as JSON')
+    .action(async (own: StoreOptions, c: Command) => {
+      // Options the parent command also defines are parsed by the parent: read both.
+      const opts: StoreOptions = { ...(c.parent?.opts() as StoreOptions), ...own };
+      const ctx = await loadForCommand(opts, c);
+      const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase-receipts.js'), import('../config.js')]);
+      const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
+      if (opts.json) return printJson(rows);
+      for (const r of rows) print(`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`);
+    });
+}
+
+function printReceipt(r: EraseReceipt): void {
+  const verb = r.dryRun ? 'would erase' : 'erased';
+  print(`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`);
+  print(`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  print(`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`);
+  if (!r.dryRun) print(`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`);
+  if (!r.dryRun && !r.stateWalTruncated) print(`  state db WAL truncated NO: the worker held it; run erase again when it is idle`);
+  for (const dir of r.snapshots.found) print(`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${dir}`);
+  if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print('  (--snapshots deletes those folders)');
+}

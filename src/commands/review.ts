@@ -1,0 +1,108 @@
+import type { Command } from 'commander';
+import type { StoreHandle } from '../store/open.js';
+import type { Db } from '../store/sqlite.js';
+import { usageError } from '../errors.js';
+import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';
+import type { ReviewDecision, ReviewList } from '../drift/review.js';
+
+/** The review functions, loaded when a review command runs. */
+const reviewModule = () => import('../drift/review.js');
+
+/** `review list|confirm|supersede|expire|delete`: the human side of drift re-verification. */
+export function registerReviewCommands(program: Command): void {
+  const review = program.command('review').description('the review queue: what drift could not settle, and a person\'s decisions');
+
+  addStoreOptions(review.command('list'))
+    .description('rows due for review and what waits for a person, with the evidence')
+    .option('--now <time>', 'as of this ISO-8601 time')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: StoreOptions, cmd: Command) =>
+      withReview(opts, cmd, false, async (ctx, store, state) => {
+        const [{ listReview }, { maskDeep }] = await Promise.all([reviewModule(), import('../credentials.js')]);
+        const list = await listReview(store, state, ctx.config, ctx.now());
+        // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back).
+        if (opts.json) printJson(list);
+        else printList(await maskDeep(list, new Set(['id', 'memoryId', 'store'])));
+      }),
+    );
+
+  const decide = (name: string, description: string) =>
+    addStoreOptions(review.command(name).argument('<id>', 'memory id'))
+      .description(description)
+      .option('--now <time>', 'as of this ISO-8601 time')
+      .option('--json', 'print the decision as JSON');
+
+  decide('confirm', 'the fact still holds: confirmed_at = now').action(async (id: string, opts: StoreOptions, cmd: Command) =>
+    withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).confirmMemory(store, state, id, ctx.now()), opts)),
+  );
+  decide('supersede', 'replace the fact: insert the new one and point the old row at it')
+    .requiredOption('--fact <text>', 'the corrected fact')
+    .requiredOption('--source <text>', 'where the corrected fact comes from')
+    .action(async (id: string, opts: StoreOptions & { fact: string; source: string }, cmd: Command) =>
+      withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).supersedeMemory(store, state, id, { fact: opts.fact, source: opts.source }, ctx.now()), opts)),
+    );
+  decide('expire', 'the fact decays after all: give it an expiry (prune deletes it then)')
+    .requiredOption('--in <duration>', 'from now: 7d, 12h, 30m')
+    .action(async (id: string, opts: StoreOptions & { in: string }, cmd: Command) =>
+      withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).expireMemory(store, state, id, opts.in, ctx.now()), opts)),
+    );
+  decide('delete', 'delete the row through both stores, with the older versions that point at it').action(async (id: string, opts: StoreOptions, cmd: Command) =>
+    withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).deleteMemory(store, state, id, ctx.now()), opts)),
+  );
+}
+
+async function withReview(
+  opts: StoreOptions,
+  cmd: Command,
+  writes: boolean,
+  fn: (ctx: CommandContext, store: StoreHandle, state: Db) => void | Promise<void>,
+): Promise<void> {
+  const ctx = await storeContext(opts, cmd);
+  const [{ openStore }, { layoutOf }, { openStateDb }, { assertIntact }, { expandHome }] = await Promise.all([
+    import('../store/open.js'), import('../layouts/index.js'), import('../state.js'), import('../store/sqlite.js'), import('../config.js'),
+  ]);
+  const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
+  try {
+    const action = cmd.name();
+    if (!layoutOf(store).corrections && action !== 'list' && action !== 'confirm') {
+      throw usageError(`review ${action}: store ${store.name} is a mem0 store, which has no supersede chain or expiry column; change it through mem0 (erase --ids deletes)`);
+    }
+    const state = openStateDb(expandHome(ctx.config.stateDb));
+    try {
+      if (writes) assertIntact(store.db, store.path); // a person's decision is not written into a damaged file
+      await fn(ctx, store, state);
+    } finally {
+      state.close();
+    }
+  } finally {
+    store.close();
+  }
+}
+
+function report(d: ReviewDecision, opts: StoreOptions): void {
+  if (opts.json) return printJson(d);
+  const what = {
+    confirm: `confirmed ${show(d.id)}`,
+    supersede: `superseded ${show(d.id)} by ${show(d.newId)}`,
+    expire: `${show(d.id)} expires at ${show(d.expiresAt)}`,
+    delete: `deleted ${(d.deleted ?? []).map(show).join(', ')}`,
+  }[d.action];
+  print(`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`);
+}
+
+function printList(l: ReviewList): void {
+  print(`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`);
+  if (l.pending.length > 0) print('\nwaiting for a person:');
+  for (const p of l.pending) {
+    const ev = (p.evidence ?? {}) as { reason?: string; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: string } };
+    print(`  ${show(p.memoryId)}  ${show(p.verdict)}${p.verifier ? ` (${show(p.verifier)})` : ''}  checked ${show(p.checkedAt)}`);
+    if (p.memory) print(`      fact: ${show(p.memory.fact)}\n      source: ${show(p.memory.source)}`);
+    else print('      (the row no longer exists)');
+    if (ev.reason) print(`      reason: ${show(ev.reason)}`);
+    if (ev.previous) print(`      before: ${show(JSON.stringify(ev.previous.value))}`);
+    if (ev.current && 'value' in ev.current) print(`      now: ${show(JSON.stringify(ev.current.value))}`);
+    if (ev.replacement?.fact) print(`      proposed: ${show(ev.replacement.fact)}`);
+  }
+  if (l.next.length > 0) print(`\nnext drift run takes (${l.next.length}):`);
+  for (const r of l.next) print(`  ${show(r.id)}  confirmed ${show(r.confirmed_at)}  ${show(r.fact)}  [${show(r.source)}]`);
+}

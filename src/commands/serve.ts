@@ -1,0 +1,47 @@
+import type { Command } from 'commander';
+import { usageError } from '../errors.js';
+import { loadForCommand, print, type StoreOptions } from './common.js';
+
+/** `serve`: the review page; `--link` prints a signed link to it, `--hash-password` a line for the users file. */
+export function registerServeCommands(program: Command): void {
+  program
+    .command('serve')
+    .description('serve the review page (loopback by default; README "Reviewing")')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--link <store>', 'print a signed link that opens this store\'s review page, and exit')
+    .option('--hash-password <name>', 'read a password from standard input and print a users-file line for it, and exit')
+    .option('--now <time>', 'as of this ISO-8601 time')
+    .action(async (opts: StoreOptions & { link?: string; hashPassword?: string }, cmd: Command) => {
+      if (opts.hashPassword) {
+        const { hashPasswordLine } = await import('../review-web/auth.js');
+        return print(hashPasswordLine(opts.hashPassword, await readPassword()));
+      }
+      const { config, log, now } = await loadForCommand(opts, cmd);
+      if (opts.link) {
+        const [{ selectStore }, { reviewKey }, { reviewLink }] = await Promise.all([
+          import('../config.js'), import('../review-web/tokens.js'), import('../review-web/links.js'),
+        ]);
+        const store = selectStore(config, opts.link).name;
+        const { host, port } = config.review.listen;
+        const withUrl = config.review.url ? config : { ...config, review: { ...config.review, url: `http://${host.includes(':') ? `[${host}]` : host}:${port}` } };
+        return print(reviewLink(withUrl, reviewKey(config.review.secretEnv), store, '*', now()));
+      }
+      // Loaded only here: the web framework is no cost to every other command's start.
+      const { startReviewServer } = await import('../review-web/server.js');
+      const server = await startReviewServer({ config, log, now });
+      print(`review page at ${server.url}${config.review.url ? ` (readers reach it as ${config.review.url})` : ''}`);
+      await new Promise<void>((resolve) => {
+        const stop = () => void server.close().then(resolve);
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+      });
+    });
+}
+
+async function readPassword(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  const password = Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0] ?? '';
+  if (password.length < 8) throw usageError('serve --hash-password: give a password of at least 8 characters on standard input');
+  return password;
+}

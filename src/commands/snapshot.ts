@@ -1,0 +1,96 @@
+import type { Command } from 'commander';
+import { isAbsolute } from 'node:path';
+import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { usageError } from '../errors.js';
+import type { RestoreResult } from '../snapshot/restore.js';
+
+/** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
+export function registerSnapshotCommands(program: Command): void {
+  const snapshots = program.command('snapshots').description('coordinated SQLite + Qdrant snapshots of a store');
+  addStoreOptions(snapshots.command('list'))
+    .description('list the snapshot folders of a store, oldest first (exit 1 if --verify finds a bad one)')
+    .option('--verify', 'check every file against the sha256 in its manifest')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: StoreOptions & { verify?: boolean }, cmd: Command) => {
+      const ctx = await storeContext(opts, cmd);
+      const [{ listSnapshots, storeSnapshotDir }, { verifySnapshot }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/restore.js')]);
+      const dir = storeSnapshotDir(ctx.config, ctx.storeName);
+      const entries = [];
+      for (const s of listSnapshots(dir)) {
+        let verified: string | undefined;
+        if (opts.verify && s.manifest) {
+          verified = await verifySnapshot(s.dir).then(() => 'ok', (err: Error) => err.message);
+        }
+        const m = s.manifest;
+        entries.push({
+          name: s.name, dir: s.dir, problem: s.problem ?? null, verified: verified ?? null,
+          reason: m?.reason ?? null, startedAt: m?.startedAt ?? null, skewMs: m?.skewMs ?? null, rows: m?.sqlite.rows ?? null,
+          points: m ? Object.fromEntries(m.qdrant.map((p) => [p.collection, p.points])) : null,
+          bytes: m ? Object.values(m.files).reduce((n, f) => n + f.bytes, 0) : null,
+        });
+      }
+      const bad = entries.filter((e) => e.problem || (e.verified && e.verified !== 'ok'));
+      if (bad.length > 0) process.exitCode = 1;
+      if (opts.json) return printJson({ store: ctx.storeName, dir, snapshots: entries });
+      print(`${ctx.storeName}: ${entries.length} snapshot(s) in ${dir}`);
+      for (const e of entries) {
+        if (e.problem) {
+          print(`  ${show(e.name)}  NOT USABLE: ${show(e.problem)}`);
+          continue;
+        }
+        const points = Object.entries(e.points ?? {}).map(([c, n]) => `${show(c)} ${n}`).join(', ');
+        print(`  ${show(e.name)}  ${show(e.reason)}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${show(e.verified)}` : ''}`);
+      }
+    });
+
+  addStoreOptions(program.command('restore').argument('<dir>', 'the snapshot folder'))
+    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
+    .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
+    .option('--dry-run', 'verify and say what would be done; change nothing')
+    .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
+    .option('--json', 'print one JSON object')
+    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean }, cmd: Command) => {
+      const ctx = await storeContext(opts, cmd);
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = await storeHostElsewhere(ctx);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress });
+      if (opts.json) return printJson(result);
+      print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
+      for (const s of result.steps) print(`  ${show(s)}`);
+      if (result.undo) print(`  to undo: memory-warden restore ${result.undo} --store ${result.store}`);
+    });
+
+  const repair = program.commands.find((c) => c.name() === 'repair');
+  if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
+  // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
+  repair.hook('preAction', async (_repair: Command, action: Command) => {
+    const o = action.opts<StoreOptions & { dryRun?: boolean }>();
+    if (o.dryRun) return;
+    const ctx = await storeContext(o, action);
+    const { assertNoPendingRestore } = await import('../snapshot/journal.js');
+    assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
+  });
+  addStoreOptions(repair.command('orphans'))
+    .description('delete Qdrant points whose row no longer exists (deleted memories retrieval still returns)')
+    .option('--dry-run', 'count them; delete nothing')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
+      const ctx = await storeContext(opts, cmd);
+      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../store/open.js'), import('../store/consistency.js')]);
+      const store = openStore(ctx.config, ctx.storeName);
+      try {
+        const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });
+        ctx.log.info({ store: store.name, deleted: result.deleted, dryRun: result.dryRun }, 'repair orphans done');
+        if (opts.json) return printJson(result);
+        print(`${store.name}: ${result.dryRun ? 'would delete' : 'deleted'} ${result.deleted} orphan point(s)`);
+        for (const c of result.collections) print(`  ${c.collection}: ${c.deleted}`);
+        for (const id of result.ids) print(`  ${show(id)}`);
+      } finally {
+        store.close();
+      }
+    });
+}

@@ -1,0 +1,147 @@
+import type { Command } from 'commander';
+import { loadForCommand, print, printJson } from './common.js';
+import { usageError } from '../errors.js';
+import { JOB_SCOPES } from './job-names.js';
+import type { SchedulerListing } from '../queue/schedules.js';
+import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
+import type { Config } from '../config.js';
+
+/** `--host NAME` is worker.host: which host this process is (src/queue/hosts.ts). */
+async function withHost(config: Config, host: string | undefined): Promise<Config> {
+  if (host === undefined) return config;
+  const { HOST_NAME } = await import('../queue/hosts.js');
+  if (!HOST_NAME.test(host)) throw usageError(`--host: "${host}" is not a host name (letters, digits, _ . -, at most 63)`);
+  return { ...config, worker: { ...config.worker, host } };
+}
+
+/** worker, schedule, enqueue: everything that goes through Redis. */
+export function registerWorkerCommands(program: Command): void {
+  program
+    .command('worker')
+    .description('run the scheduled worker: job schedulers from config, jobs from Redis, /metrics and /healthz')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--host <name>', "which host this worker is: it runs only the jobs of this host's stores (default: worker.host, MEMORY_WARDEN_HOST, the machine's name)")
+    .action(async (opts: { config?: string; host?: string }, cmd: Command) => {
+      const loaded = await loadForCommand(opts, cmd);
+      const config = await withHost(loaded.config, opts.host);
+      const log = loaded.log;
+      const { startWorker } = await import('../queue/worker.js');
+      const running = await startWorker({ config, log });
+      // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
+      process.send?.('ready');
+      const stopped = await new Promise<{ drained: boolean }>((resolve) => {
+        let signalled = false;
+        const onSignal = (signal: NodeJS.Signals) => {
+          if (signalled) {
+            log.warn({ signal }, 'second signal: exiting now; a running job is picked up again by another worker');
+            process.exit(2);
+          }
+          signalled = true;
+          running.shutdown(signal).then(resolve, () => resolve({ drained: false }));
+        };
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+      });
+      process.exitCode = 0;
+      // Everything is closed; if a stray handle still holds the loop open, do not hang the service manager.
+      setTimeout(() => process.exit(process.exitCode ?? 0), 2000).unref();
+      void stopped;
+    });
+
+  program
+    .command('schedule')
+    .description('list every job scheduler with its next run time (from config and Redis)')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
+      const { config, log } = await loadForCommand(opts, cmd);
+      const [{ connectRedis }, { openHostQueue, openQueue }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
+        import('../queue/connection.js'), import('../queue/queues.js'), import('../queue/hosts.js'), import('../queue/schedules.js'), import('../../jobs/index.js'),
+      ]);
+      const redis = await connectRedis(config.redis.url, log);
+      const queues = [{ host: null, queue: openQueue(config, redis) }, ...configuredHosts(config).map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
+      try {
+        const rows = await listSchedulers(queues, planSchedulers(config, JOBS, log));
+        if (opts.json) return printJson({ prefix: config.redis.prefix, queue: config.worker.queue, schedulers: rows });
+        if (rows.length === 0) print('no job schedulers: no stores configured, or every schedule disabled');
+        for (const r of rows) print(formatScheduler(r));
+      } finally {
+        for (const q of queues) await q.queue.close();
+        await redis.quit();
+      }
+    });
+
+  program
+    .command('enqueue <job>')
+    .description("run one job now through the queue (on the store's host: a worker must be running there) and wait for its result")
+    .option('--config <file>', 'config file (YAML)')
+    .option('--store <name>', 'which configured store (store jobs)')
+    .option('--timeout <seconds>', 'how long to wait for the result', '600')
+    .option('--json', 'print the result as JSON')
+    .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
+      const scope = JOB_SCOPES[name];
+      if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
+      const timeoutSec = Number(opts.timeout);
+      if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) throw usageError(`--timeout: "${opts.timeout}" is not a positive number of seconds`);
+      const { config, log } = await loadForCommand({ config: opts.config }, cmd);
+      const global = scope === 'global';
+      if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);
+      const { selectStore } = await import('../config.js');
+      const store = global ? null : selectStore(config, opts.store).name;
+      const data = store === null ? {} : { store };
+      const what = store === null ? name : `${name} ${store}`;
+
+      // On the store's host's queue: only a worker on the machine that holds the file takes it.
+      const { runOnHost } = await import('../queue/remote.js');
+      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
+      if (opts.json) printJson(result);
+      else print(`${what}: done\n${JSON.stringify(result, null, 2)}`);
+      // A check that ran and found problems is exit 1, as for `memory-warden check`.
+      if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
+    });
+}
+
+function formatScheduler(r: SchedulerListing): string {
+  const when = r.every !== null ? `every ${r.every} ms` : `${r.pattern} (${r.tz ?? 'UTC'})`;
+  const status = r.inConfig && r.inRedis ? `next ${r.next ?? '?'}` : r.inConfig ? 'not in Redis yet: starts with the next worker' : 'not in config: removed at the next worker start';
+  return `${r.id.padEnd(28)} ${(r.host ?? '(any host)').padEnd(16)} ${when.padEnd(28)} ${status}`;
+}
+
+/** `memory-warden fleet`: every host, its stores, each job's last success and next run, what is overdue. */
+export function registerFleetCommand(program: Command): void {
+  program
+    .command('fleet')
+    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent or a job overdue")
+    .option('--config <file>', 'config file (YAML)')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
+      const { config, log } = await loadForCommand(opts, cmd);
+      const [{ connectRedis }, { fleetStatus }, { JOBS }] = await Promise.all([
+        import('../queue/connection.js'), import('../queue/fleet-status.js'), import('../../jobs/index.js'),
+      ]);
+      const redis = await connectRedis(config.redis.url, log);
+      try {
+        const status = await fleetStatus(config, redis, JOBS, Date.now());
+        if (opts.json) printJson(status);
+        else printFleet(status);
+        if (status.silent.length > 0 || status.overdue.length > 0) process.exitCode = 1;
+      } finally {
+        await redis.quit().catch(() => redis.disconnect());
+      }
+    });
+}
+
+function printFleet(s: FleetStatus): void {
+  const job = (j: FleetJob) => `    ${j.job.padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
+  for (const h of s.hosts) {
+    const state = h.neverSeen ? 'never seen' : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
+    print(`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`);
+    for (const st of h.stores) {
+      print(`  ${st.store}`);
+      for (const j of st.jobs) print(job(j));
+    }
+  }
+  if (s.global.length > 0) print('(every store)');
+  for (const j of s.global) print(job(j));
+  print(`${s.silent.length} silent host(s), ${s.overdue.length} overdue job(s)`);
+}

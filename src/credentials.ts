@@ -1,0 +1,136 @@
+/**
+ * Credentials do not belong in a memory store, and never in an email or a terminal scrollback. Two layers find
+ * them: secretlint's recommended preset (@secretlint/secretlint-rule-preset-recommend, the catalogue maintained
+ * for secret scanning; 11.x, the last line for Node 20: AWS, GCP, GitHub, Slack, npm, OpenAI, Anthropic, SendGrid,
+ * private keys, basic-auth URLs, database connection strings, …), asynchronous, and the generic forms below that a
+ * scanner of files leaves out or only reports in context (passwords in URLs, `?token=` parameters, `password=`
+ * and `Authorization:` lines, JWTs, PEM/PGP blocks, GitLab/Stripe/Google and other bare token formats),
+ * synchronous so every render can apply them.
+ * A masked value keeps at most its public prefix (`ghp_`, `AKIA`, `xoxb-`): never a character of the secret.
+ */
+import type { SecretLintCoreConfig } from '@secretlint/types';
+
+// Prefixes that say what kind of token it was and are the same in every token of that kind.
+const PUBLIC_PREFIX = /^(?:github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ)/;
+
+/** The mask of one secret value. */
+export function maskValue(value: string): string {
+  const prefix = PUBLIC_PREFIX.exec(value)?.[0];
+  return prefix ? `${prefix}…[masked]` : '[masked]';
+}
+
+// Each rule masks its capture group (or the whole match when it has none). Quotes may come escaped (`\"`):
+// drift evidence and job results are JSON inside text.
+const GENERIC: RegExp[] = [
+  // PEM and PGP private key blocks, to their END line or the end of the text (a clipped key is still a key).
+  /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/g,
+  // Password in a URL's userinfo: postgres://user:PASS@host, https://:TOKEN@host.
+  /(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:([^\s/?#@]+)@/gi,
+  // Credentials in query parameters: ?api_key=…, &token=…, &X-Amz-Signature=…
+  /[?&;][\w.-]*?(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)[\w.-]*=([^&\s#"'<>]+)/gi,
+  // `Authorization: Bearer …`, `Authorization: Basic …`, `Proxy-Authorization: …`, a bare `Bearer …`.
+  /\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:[A-Za-z]+\s+)?([^\s"'\\,;]{4,})/gi,
+  /\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)/gi,
+  // Assignments: password=…, aws_secret_access_key = …, "apiKey": "…", client-secret: …
+  // (The name starts at a word start, tried once per word: a long run of word characters stays linear.)
+  /(?<![\w.-])[\w.-]*?(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
+  // JWTs (header.payload.signature, base64url JSON).
+  /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
+  // Token formats that need no context: cloud keys, forge and chat tokens, AI and payment API keys.
+  /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}\b/g,
+  /\bAIza[0-9A-Za-z_-]{35}/g,
+  /\bya29\.[0-9A-Za-z_-]{20,}/g,
+  /\b(?:github_pat_[A-Za-z0-9_]{20,}|gh[pousr]_[A-Za-z0-9]{20,})/g,
+  /\bgl(?:pat|dt|ptt|rt|cbt|ft|oas|imt|soat|agent)-[A-Za-z0-9_-]{20,}/g,
+  /\bxox[abposre]-[A-Za-z0-9-]{10,}/g,
+  /\bhooks\.slack\.com\/services\/[A-Za-z0-9/]+/g,
+  /\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{12,}/g,
+  /\b(?:npm|hf)_[A-Za-z0-9]{30,}/g,
+  /\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}/g,
+];
+
+/** The generic rules only: synchronous, for every string a render shows. */
+export function maskSecretsSync(text: unknown): string {
+  let out = String(text ?? '');
+  for (const re of GENERIC) {
+    out = out.replace(re, (whole: string, ...rest: unknown[]) => {
+      const value = typeof rest[0] === 'string' ? rest[0] : undefined;
+      if (value === undefined) return maskValue(whole);
+      return value.includes('[masked]') ? whole : whole.replace(value, maskValue(value));
+    });
+  }
+  return out;
+}
+
+// Loaded on first use: most commands never show store text, and need not pay for the catalogue at start.
+let catalogue: Promise<{ lintSource: typeof import('@secretlint/core').lintSource; config: SecretLintCoreConfig }> | undefined;
+
+function loadCatalogue() {
+  catalogue ??= Promise.all([
+    import('@secretlint/core'),
+    import('@secretlint/secretlint-rule-preset-recommend'),
+    import('@secretlint/profiler'),
+  ]).then(([core, preset, profiler]) => {
+    // secretlint's core always profiles: every run leaves performance marks in the process-wide timeline and in
+    // its profiler, never dropped, and measuring looks marks up by name. In a worker masking thousands of strings
+    // a day that is memory without end, and a digest of 250 rows blocked the event loop for seconds. Nothing here
+    // reads the profile; core only ever calls `mark`, so it marks nothing.
+    profiler.secretLintProfiler.mark = () => {};
+    return {
+      lintSource: core.lintSource,
+      config: {
+        rules: [
+          {
+            id: '@secretlint/secretlint-rule-preset-recommend',
+            rule: preset.creator,
+            // Bare AWS access key ids too, not only `aws_secret_access_key = …` lines.
+            rules: [{ id: '@secretlint/secretlint-rule-aws', options: { enableIDScanRule: true } }],
+          },
+        ],
+      },
+    };
+  });
+  return catalogue;
+}
+
+/**
+ * The secret values the catalogue finds in the text. A rule's report carries the value in its `data` (a rule's
+ * `range` is not always the value's own: the AWS rule's starts at the key name), else the range is the value.
+ */
+async function catalogueFinds(text: string): Promise<string[]> {
+  const { lintSource, config } = await loadCatalogue();
+  const result = await lintSource({
+    source: { content: text, filePath: 'memory.txt', contentType: 'text' },
+    options: { config, noPhysicFilePath: true },
+  });
+  const found = new Set<string>();
+  for (const m of result.messages) {
+    const values = Object.values(m.data ?? {}).filter((v): v is string => typeof v === 'string' && v.length >= 6 && text.includes(v));
+    if (values.length > 0) values.forEach((v) => found.add(v));
+    else found.add(text.slice(m.range[0], m.range[1]));
+  }
+  // Longest first, so a value that contains another is masked whole.
+  return [...found].filter((v) => v.trim() !== '').sort((x, y) => y.length - x.length);
+}
+
+/** Both layers: every occurrence of what the catalogue finds, then the generic rules. */
+export async function maskSecrets(text: unknown): Promise<string> {
+  let out = String(text ?? '');
+  // No token of the catalogue is this short (timestamps, verdicts, counts): the generic rules are enough.
+  if (out.trim().length < 12) return maskSecretsSync(out);
+  for (const value of await catalogueFinds(out)) out = out.split(value).join(maskValue(value));
+  return maskSecretsSync(out);
+}
+
+/**
+ * Every string in a value, masked, except under the keys named (ids a person must be able to type back).
+ * For a whole digest model or review list before it is shown.
+ */
+export async function maskDeep<T>(value: T, keep: ReadonlySet<string> = new Set()): Promise<T> {
+  if (typeof value === 'string') return (await maskSecrets(value)) as T;
+  if (Array.isArray(value)) return (await Promise.all(value.map((v) => maskDeep(v, keep)))) as T;
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = keep.has(k) ? v : await maskDeep(v, keep);
+  return out as T;
+}

@@ -1,0 +1,242 @@
+import type { Config } from '../config.js';
+import { withPendingRestore } from '../snapshot/journal.js';
+import type { Db } from '../store/sqlite.js';
+import type { JobContext } from '../job.js';
+import { openStore, storeSelector } from '../store/open.js';
+import { lastRun } from '../state.js';
+import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
+import { reviewCutoff } from '../store/rules.js';
+import { layoutOf } from '../layouts/index.js';
+import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
+import { clip } from './untrusted.js';
+import { maskDeep } from '../credentials.js';
+import { attachReviewLinks } from '../review-web/links.js';
+import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
+
+export interface Period {
+  start: Instant;
+  end: Instant;
+}
+
+export interface CollectOptions {
+  config: Config;
+  /** The state db: job runs, drift verdicts. */
+  state: Db;
+  stores: string[];
+  period: Period;
+  now: Instant;
+  /** `all stores` or the store name of a per-store digest. */
+  scope: string;
+  /** For calling the integrity job's function (logger, signal); its clock is `now`. */
+  ctx: Pick<JobContext, 'log' | 'signal'>;
+  /**
+   * Stores on other hosts of a fleet: `elsewhere` names a store's host when it is not this one, and `sections`
+   * collects them there (src/digest/fleet.ts). Without it every store is read here.
+   */
+  fleet?: {
+    elsewhere(store: string): string | null;
+    sections(stores: string[]): Promise<StoreSection[]>;
+  };
+}
+
+const AWAITING_SHOWN = 20;
+
+/** Gather everything one digest says. Reads only; a store that cannot be read becomes a section saying so. */
+export async function collectDigest(opts: CollectOptions): Promise<DigestModel> {
+  const remote = opts.fleet ? opts.stores.filter((s) => opts.fleet!.elsewhere(s) !== null) : [];
+  const byName = new Map((await collectSections({ ...opts, stores: opts.stores.filter((s) => !remote.includes(s)) })).map((s) => [s.name, s]));
+  if (remote.length > 0) for (const s of await opts.fleet!.sections(remote)) if (remote.includes(s.name)) byName.set(s.name, s);
+  const sections = opts.stores.map((name) => byName.get(name) ?? { ...emptySection(name, opts.config.review.afterDays), error: 'no report' });
+  const failedGlobalJobs = failedJobs(opts.state, opts.period, null);
+  const quiet =
+    failedGlobalJobs.length === 0 &&
+    sections.every((s) => !s.error && s.newRows.total === 0 && s.maintenance.failedJobs.length === 0 && s.maintenance.problems.length === 0);
+  return {
+    period: { start: toCanonical(opts.period.start), end: toCanonical(opts.period.end) },
+    generatedAt: toCanonical(opts.now),
+    scope: opts.scope,
+    // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
+    // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
+    stores: await maskDeep(sections, SHOWN_EXACT),
+    failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT),
+    quiet,
+  };
+}
+
+// Ids and the review page's links (our own, signed) are shown exactly: masking would break them.
+const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name', 'link']);
+
+/** The sections of `opts.stores`, each read here: on the host that holds them. */
+export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {
+  const rules = lookTwiceRules(opts.config.digest.lookTwice);
+  const sections: StoreSection[] = [];
+  for (const name of opts.stores) sections.push(await collectStore(name, rules, opts));
+  return sections;
+}
+
+export function emptySection(name: string, afterDays: number): StoreSection {
+  return {
+    name,
+    select: { flag: '--store', value: name },
+    newRows: { total: 0, flagged: 0, shown: [], more: 0 },
+    review: { due: 0, afterDays, batch: [] },
+    maintenance: {
+      rows: 0, live: 0, problems: [], notes: [],
+      pruned: { runs: 0, deleted: 0, expired: 0, superseded: 0, cascaded: 0 },
+      lastSnapshot: null, awaitingPerson: { total: 0, shown: [] }, failedJobs: [],
+    },
+  };
+}
+
+async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOptions): Promise<StoreSection> {
+  const { config, state, period, now } = opts;
+  const section = emptySection(name, config.review.afterDays);
+  // What the state db knows never depends on the store being readable.
+  section.maintenance.pruned = pruneSummary(state, name, period);
+  section.maintenance.lastSnapshot = lastSnapshot(state, name, now);
+  section.maintenance.awaitingPerson = awaitingPerson(state, name);
+  section.maintenance.failedJobs = failedJobs(state, period, name);
+
+  const storeConfig = config.stores[name];
+  if (!storeConfig) {
+    section.error = 'not in config';
+    return section;
+  }
+  section.select = storeSelector(name, storeConfig);
+  try {
+    const store = openStore(config, name, { readonly: true });
+    try {
+      const layout = layoutOf(store);
+      const report = withPendingRestore(await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now }), storeConfig.db);
+      section.maintenance.rows = report.rows;
+      section.maintenance.live = report.live;
+      section.maintenance.problems = report.problems;
+      section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
+      section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
+      const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
+      section.review.due = review.due;
+      section.review.supersede = layout.corrections;
+      section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
+    } finally {
+      store.close();
+    }
+  } catch (err) {
+    section.error = (err as Error).message.split('\n')[0] ?? String(err);
+    opts.ctx.log.warn({ store: name, err: section.error }, 'digest could not read store');
+  }
+  attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
+  return section;
+}
+
+/**
+ * Rows whose created_at, as an instant, falls in [start, end). The text bounds only skip rows that cannot
+ * qualify (any ISO-8601 text of an instant sorts within two days of its UTC date); warden_epoch decides.
+ * Every row is looked at once, so both counts are exact while only 2 × maxRows rows are kept in memory.
+ */
+export function newRows(db: Db, period: Period, maxRows: number, rules: LookTwiceRules): NewRows {
+  const stmt = db.prepare(`
+    SELECT id, subject, fact, source, created_at, expires_at FROM memory
+    WHERE created_at >= @lower AND created_at < @upper
+      AND warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end
+    ORDER BY warden_epoch(created_at) DESC, id DESC`);
+  const lower = new Date(period.start - 2 * DAY_MS).toISOString().slice(0, 10);
+  const flagged: FlaggedRow[] = [];
+  const rest: FlaggedRow[] = [];
+  let total = 0;
+  let flaggedCount = 0;
+  for (const r of stmt.iterate({ lower, upper: textUpperBound(period.end), start: period.start, end: period.end }) as Iterable<Record<string, unknown>>) {
+    total += 1;
+    const reasons = lookTwiceReasons({ subject: r.subject, fact: r.fact, source: r.source }, rules);
+    if (reasons.length > 0) flaggedCount += 1;
+    const list = reasons.length > 0 ? flagged : rest;
+    if (list.length < maxRows) list.push({ ...memoryRow(r), reasons });
+  }
+  const shown = [...flagged, ...rest].slice(0, maxRows);
+  return { total, flagged: flaggedCount, shown, more: total - shown.length };
+}
+
+// Up to 2 × maxRows rows are held at once and a fact can be a whole fetched page: keep what render can show.
+const KEEP_CHARS = 2000;
+const keep = (v: unknown) => clip(v, KEEP_CHARS);
+
+function memoryRow(r: Record<string, unknown>) {
+  return {
+    id: String(r.id),
+    subject: keep(r.subject),
+    fact: keep(r.fact),
+    source: r.source === null || r.source === undefined ? '' : keep(r.source),
+    createdAt: String(r.created_at ?? ''),
+    expiresAt: r.expires_at === null || r.expires_at === undefined ? null : String(r.expires_at),
+  };
+}
+
+/** job_runs times are written canonical by the runner, so text comparison is exact here. */
+function periodText(period: Period): [string, string] {
+  return [toCanonical(period.start), toCanonical(period.end)];
+}
+
+export function failedJobs(state: Db, period: Period, store: string | null): FailedJob[] {
+  const sql = `SELECT job, store, finished_at, error FROM job_runs
+    WHERE outcome = 'failed' AND finished_at >= ? AND finished_at < ? AND store IS ?
+    ORDER BY finished_at DESC, id DESC`;
+  return (state.prepare(sql).all(...periodText(period), store) as Record<string, unknown>[]).map((r) => ({
+    job: String(r.job), store: r.store === null ? null : String(r.store), finishedAt: String(r.finished_at), error: String(r.error ?? ''),
+  }));
+}
+
+function parseJson(text: unknown): Record<string, unknown> | null {
+  if (typeof text !== 'string') return null;
+  try {
+    const v: unknown = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+export function pruneSummary(state: Db, store: string, period: Period): PruneSummary {
+  const runs = state.prepare(`SELECT result FROM job_runs WHERE job = 'prune' AND store = ? AND outcome = 'ok' AND finished_at >= ? AND finished_at < ?`)
+    .all(store, ...periodText(period)) as { result: string | null }[];
+  const sum: PruneSummary = { runs: 0, deleted: 0, expired: 0, superseded: 0, cascaded: 0 };
+  for (const run of runs) {
+    const r = parseJson(run.result);
+    if (!r || r.dryRun === true) continue;
+    sum.runs += 1;
+    sum.deleted += num(r.deleted);
+    sum.expired += num(r.expired);
+    sum.superseded += num(r.superseded);
+    sum.cascaded += num(r.cascaded);
+  }
+  return sum;
+}
+
+/**
+ * The last snapshot run that succeeded. Its result is read defensively (the snapshot job owns its shape): a
+ * folder or path if it names one, the first parseable time it carries, else when the run finished.
+ */
+export function lastSnapshot(state: Db, store: string, now: Instant): SnapshotSummary | null {
+  const run = lastRun(state, 'snapshot', store, 'ok');
+  if (!run) return null;
+  const r = parseJson(run.result) ?? {};
+  const where = ['folder', 'path', 'dir', 'directory', 'target'].map((k) => r[k]).find((v) => typeof v === 'string' && v !== '') as string | undefined;
+  const times = ['takenAt', 'taken_at', 'finishedAt', 'finished_at', 'at', 'time', 'startedAt', 'started_at', 'now'].map((k) => r[k]);
+  const taken = times.map(parseInstant).find((t) => t !== null) ?? parseInstant(run.finished_at) ?? parseInstant(run.started_at);
+  if (taken === null || taken === undefined) return { where: where ?? null, takenAt: String(run.finished_at ?? ''), ageHours: NaN };
+  return { where: where ?? null, takenAt: toCanonical(taken), ageHours: Math.max(0, (now - taken) / 3_600_000) };
+}
+
+export function awaitingPerson(state: Db, store: string): { total: number; shown: AwaitingVerdict[] } {
+  const where = `store = ? AND needs_person = 1 AND resolved_at IS NULL`;
+  const total = (state.prepare(`SELECT count(*) AS n FROM drift_verdicts WHERE ${where}`).get(store) as { n: number }).n;
+  const rows = state.prepare(`SELECT memory_id, verdict, verifier, evidence, checked_at FROM drift_verdicts WHERE ${where} ORDER BY checked_at, id LIMIT ${AWAITING_SHOWN}`)
+    .all(store) as Record<string, unknown>[];
+  return {
+    total,
+    shown: rows.map((r) => ({
+      memoryId: String(r.memory_id), verdict: String(r.verdict), verifier: r.verifier === null ? null : String(r.verifier),
+      evidence: r.evidence === null ? null : String(r.evidence), checkedAt: String(r.checked_at),
+    })),
+  };
+}

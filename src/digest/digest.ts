@@ -1,0 +1,233 @@
+import { writeFileSync } from 'node:fs';
+import type { Config } from '../config.js';
+import { expandHome } from '../config.js';
+import type { JobContext } from '../job.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { openStateDb } from '../state.js';
+import { coerceError, configError, storeError, usageError, type WardenError } from '../errors.js';
+import { openStore } from '../store/open.js';
+import { assertIntact } from '../store/sqlite.js';
+import { parseInstant, type Instant } from '../time.js';
+import { collectDigest } from './collect.js';
+import { fleetSections } from './fleet.js';
+import { renderDigest, type RenderedDigest } from './render.js';
+import type { DigestModel } from './model.js';
+import { checkSendConfig, createTransport, sendDigestMail } from './send.js';
+import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
+import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
+import { spansHosts } from './fleet.js';
+import { hostOfStore, thisHost } from '../queue/hosts.js';
+import { connectRedis } from '../queue/connection.js';
+
+export const ALL_STORES = 'all stores';
+
+export interface DigestGroup {
+  /** `all stores`, or one store's name (perStore), or the chosen stores joined by `,`. */
+  scope: string;
+  stores: string[];
+}
+
+/** Which emails this run sends: one covering the chosen stores, or one per store. Unknown names are refused. */
+export function digestGroups(config: Config, chosen?: string[]): DigestGroup[] {
+  const all = Object.keys(config.stores);
+  if (all.length === 0) throw configError('stores: none configured; the digest has nothing to report (or use digest --preview --db PATH)');
+  const names = chosen && chosen.length > 0 ? [...new Set(chosen)] : all;
+  const unknown = names.filter((n) => !config.stores[n]);
+  if (unknown.length > 0) throw usageError(`no store named ${unknown.map((n) => `"${n}"`).join(', ')} in config (stores: ${all.join(', ') || 'none'})`);
+  if (config.digest.perStore) return names.map((n) => ({ scope: n, stores: [n] }));
+  const everything = names.length === all.length;
+  return [{ scope: everything ? ALL_STORES : [...names].sort().join(','), stores: everything ? all : names }];
+}
+
+/** The end of a period: now − settle, on a whole second (periods are stored as canonical text). */
+export function periodEnd(config: Config, now: Instant): Instant {
+  return Math.floor((now - config.digest.settleSeconds * 1000) / 1000) * 1000;
+}
+
+export interface DeliveryResult {
+  scope: string;
+  day: string;
+  /** sent: the server accepted it now; quiet: nothing new and allQuiet is off; already-sent / in-progress: not sent by this run. */
+  status: 'sent' | 'quiet' | 'already-sent' | 'in-progress' | 'failed';
+  periodStart: string;
+  periodEnd: string;
+  messageId: string;
+  newRows?: number;
+  flagged?: number;
+  error?: string;
+}
+
+export interface DigestResult {
+  deliveries: DeliveryResult[];
+}
+
+/**
+ * The digest job: for each email (one, or one per store), claim (list, day), collect, render, send, record.
+ * Config is checked before anything is claimed. Every email is attempted; the first failure is thrown after, a
+ * transient one when any is transient (so the retry sends what is still unsent, and nothing that was sent).
+ */
+export async function runDigest(payload: { stores?: string[] }, ctx: JobContext): Promise<DigestResult> {
+  const { config, log } = ctx;
+  const cfg = checkSendConfig(config);
+  const groups = digestGroups(config, payload.stores);
+  const fleet = spansHosts(config);
+  if (fleet && !ctx.dispatch) {
+    throw usageError(`digest: the stores live on several hosts (${fleet.join(', ')}); each host's sections are read there by the worker: memory-warden enqueue digest`);
+  }
+  // Only the stores on this host can be opened here; the others' hosts read theirs (src/digest/fleet.ts).
+  const here = ctx.fleet?.host ?? thisHost(config);
+  assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));
+  const state = openStateDb(expandHome(config.stateDb));
+  // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
+  const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis.url, log))) : undefined;
+  const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+  const transport = createTransport(cfg.smtp);
+  const results: DeliveryResult[] = [];
+  const errors: WardenError[] = [];
+  try {
+    for (const group of groups) {
+      const now = ctx.now();
+      const claim = await claimOrWait(ledger, {
+        key: listKey(cfg.to, group.scope),
+        now,
+        end: periodEnd(config, now),
+        firstPeriodMs: config.digest.firstPeriodHours * 3_600_000,
+        claimMs: config.digest.claimMinutes * 60_000,
+        timeZone: digestTimeZone(config),
+      }, ctx);
+      const d = claim.delivery;
+      const base = { scope: group.scope, day: d.day, periodStart: d.period_start, periodEnd: d.period_end, messageId: d.message_id };
+      if (claim.kind !== 'claimed') {
+        log.info({ scope: group.scope, day: d.day, status: claim.kind }, 'digest not sent by this run');
+        results.push({ ...base, status: claim.kind });
+        continue;
+      }
+      if (claim.takenOver) log.warn({ scope: group.scope, day: d.day, messageId: d.message_id }, 'digest claim taken over from a run that vanished; sending again with the same Message-ID');
+      try {
+        const period = { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! };
+        const model = await collectDigest({
+          config, state, stores: group.stores, scope: group.scope, now, ctx, period,
+          fleet: fleetSections(config, ctx, { scope: group.scope, period, now }),
+        });
+        const summary = summarize(model);
+        if (model.quiet && !config.digest.allQuiet) {
+          await ledger.markQuiet(d, claim.token, ctx.now());
+          log.info({ scope: group.scope, day: d.day }, 'digest: all quiet, nothing sent (allQuiet is off)');
+          results.push({ ...base, status: 'quiet', ...summary });
+          continue;
+        }
+        const rendered = renderDigest(model, { prefix: config.digest.subject });
+        const accepted = await sendDigestMail(transport, cfg, { ...rendered, messageId: d.message_id, period: { start: d.period_start, end: d.period_end } }, ctx.signal);
+        await ledger.markSent(d, ctx.now(), accepted.response, summary);
+        log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
+        results.push({ ...base, status: 'sent', ...summary });
+      } catch (err) {
+        const e = coerceError(err, `digest ${group.scope}`);
+        await ledger.markFailed(d, claim.token, e.message);
+        log.error({ scope: group.scope, day: d.day, err: e.message, transient: e.transient }, 'digest not sent');
+        results.push({ ...base, status: 'failed', error: e.message });
+        errors.push(e);
+      }
+    }
+  } finally {
+    transport.close();
+    state.close();
+    if (redis && redis !== ctx.fleet?.redis) await redis.quit().catch(() => redis.disconnect());
+  }
+  if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
+  return { deliveries: results };
+}
+
+/**
+ * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
+ * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
+ * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
+ */
+async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: Pick<JobContext, 'now' | 'signal' | 'log'>): Promise<Claim> {
+  // The job's clock, moved on by the real time spent waiting (a clock fixed by --now or a test still lets the
+  // claim expire).
+  const began = performance.now();
+  for (let waited = false; ; waited = true) {
+    const claim = await ledger.claim({ ...opts, now: ctx.now() + Math.floor(performance.now() - began) });
+    if (claim.kind !== 'in-progress') return claim;
+    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
+    if (ctx.signal.aborted) return claim;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, CLAIM_POLL_MS);
+      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
+  }
+}
+
+/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
+const CLAIM_POLL_MS = 250;
+
+/**
+ * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A
+ * digest that cannot read a store fails as a whole (the job's failure is reported), rather than claiming the
+ * day and mailing a hole.
+ */
+function assertStoresReadable(config: Config, names: string[]): void {
+  for (const name of names) {
+    const store = openStore(config, name, { readonly: true });
+    try {
+      assertIntact(store.db, store.path);
+    } finally {
+      store.close();
+    }
+  }
+}
+
+function summarize(model: DigestModel): { newRows: number; flagged: number } {
+  return {
+    newRows: model.stores.reduce((n, s) => n + s.newRows.total, 0),
+    flagged: model.stores.reduce((n, s) => n + s.newRows.flagged, 0),
+  };
+}
+
+export interface PreviewOptions {
+  now?: Instant;
+  stores?: string[];
+  log?: Logger;
+  /** Write the HTML part here. */
+  out?: string;
+}
+
+export interface Preview extends RenderedDigest {
+  model: DigestModel;
+}
+
+/**
+ * The digest as it would be sent now, without sending or recording anything: one email covering the chosen
+ * stores, from where the last sent digest of the configured list ended. Needs no SMTP config.
+ */
+export async function previewDigest(config: Config, opts: PreviewOptions = {}): Promise<Preview> {
+  const now = opts.now ?? Date.now();
+  const groups = digestGroups({ ...config, digest: { ...config.digest, perStore: false } }, opts.stores);
+  const group = groups[0]!;
+  const state = openStateDb(expandHome(config.stateDb));
+  try {
+    // Nothing is recorded, so no settle margin: a row written a moment ago shows in the preview.
+    const end = now;
+    const firstMs = config.digest.firstPeriodHours * 3_600_000;
+    const keys = config.digest.perStore ? group.stores : [group.scope];
+    const redis = spansHosts(config) ? await connectRedis(config.redis.url, opts.log) : undefined;
+    const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+    const starts = await Promise.all(keys.map((scope) => ledger.periodStart(listKey(config.digest.to, scope), end, firstMs))).finally(() => redis?.disconnect());
+    const start = Math.min(...starts);
+    const signal = new AbortController().signal;
+    const model = await collectDigest({
+      config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
+      ctx: { log: opts.log ?? silentLogger, signal },
+      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now }),
+    });
+    // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
+    const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));
+    if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
+    const rendered = renderDigest(model, { prefix: config.digest.subject });
+    if (opts.out) writeFileSync(opts.out, rendered.html);
+    return { ...rendered, model };
+  } finally {
+    state.close();
+  }
+}

@@ -1,0 +1,111 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Db } from '../store/sqlite.js';
+import { toCanonical, type Instant } from '../time.js';
+import { claimDelivery, dayOf, markFailed, markQuiet, markSent, periodStart, type Claim, type ClaimOptions, type Delivery } from './deliveries.js';
+
+/**
+ * Where the digest's exactly-once record lives (src/digest/deliveries.ts explains the protocol): the state db
+ * when every store is on one host (the digest then runs on that host), Redis when the stores live on several
+ * hosts, so that a retry taken by any machine's worker finds the same claims and the same periods.
+ */
+export interface DeliveryLedger {
+  claim(opts: ClaimOptions): Promise<Claim>;
+  /** Where the next period of `key` starts (for the preview). */
+  periodStart(key: string, end: Instant, firstPeriodMs: number): Promise<Instant>;
+  markSent(d: Delivery, at: Instant, response: string, summary: unknown): Promise<void>;
+  markQuiet(d: Delivery, token: string, at: Instant): Promise<void>;
+  markFailed(d: Delivery, token: string, error: string): Promise<void>;
+}
+
+export function stateLedger(db: Db): DeliveryLedger {
+  return {
+    claim: async (opts) => claimDelivery(db, opts),
+    periodStart: async (key, end, firstMs) => periodStart(db, key, end, firstMs),
+    markSent: async (d, at, response, summary) => markSent(db, d.id, at, response, summary),
+    markQuiet: async (d, token, at) => markQuiet(db, d.id, token, at),
+    markFailed: async (d, token, error) => markFailed(db, d.id, token, error),
+  };
+}
+
+// One delivery per (list, day): a hash. `covered`: the end of the last sent or quiet period (ms); `tried`: the
+// earliest period start ever claimed (ms), so a first digest that never got out loses nothing.
+const CLAIM = `
+local now, finish, firstMs, claimMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local status = redis.call('HGET', KEYS[1], 'status')
+if status then
+  if status == 'sent' or status == 'quiet' then return 'already-sent' end
+  if status == 'sending' and now - tonumber(redis.call('HGET', KEYS[1], 'claimed_at')) < claimMs then return 'in-progress' end
+  local pend = math.max(tonumber(redis.call('HGET', KEYS[1], 'period_end')), finish)
+  redis.call('HSET', KEYS[1], 'status', 'sending', 'claim_token', ARGV[5], 'claimed_at', now, 'period_end', pend, 'error', '')
+  redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+  if status == 'sending' then return 'taken-over' end
+  return 'claimed'
+end
+local start
+local covered = redis.call('GET', KEYS[2])
+local tried = redis.call('GET', KEYS[3])
+if covered then start = math.min(tonumber(covered), finish)
+elseif tried then start = math.min(tonumber(tried), finish)
+else start = finish - firstMs end
+redis.call('HSET', KEYS[1], 'list_key', ARGV[7], 'day', ARGV[8], 'period_start', start, 'period_end', finish, 'status', 'sending',
+  'claim_token', ARGV[5], 'claimed_at', now, 'attempts', 1, 'message_id', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[9])
+if not tried or tonumber(tried) > start then redis.call('SET', KEYS[3], start) end
+return 'claimed'`;
+
+// Only our own claim ends quiet or failed (never overwrite a sent written by whoever took over); sent is written
+// whoever holds the claim now, and moves `covered`.
+const SETTLE = `
+local status, token = redis.call('HGET', KEYS[1], 'status'), redis.call('HGET', KEYS[1], 'claim_token')
+if not status then return 0 end
+if ARGV[1] ~= 'sent' and (status ~= 'sending' or token ~= ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'sent_at', ARGV[3], 'response', ARGV[4], 'summary', ARGV[5], 'error', ARGV[6])
+if ARGV[1] == 'sent' or ARGV[1] == 'quiet' then
+  local pend = tonumber(redis.call('HGET', KEYS[1], 'period_end'))
+  local covered = redis.call('GET', KEYS[2])
+  if not covered or tonumber(covered) < pend then redis.call('SET', KEYS[2], pend) end
+end
+return 1`;
+
+/** Kept for 90 days: long enough for any retry or takeover of that day. */
+const KEEP_MS = 90 * 86_400_000;
+
+export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
+  const base = (key: string) => `${prefix}:digest:${createHash('sha256').update(key).digest('hex').slice(0, 24)}`;
+  const keysOf = (key: string, day: string) => [`${base(key)}:day:${day}`, `${base(key)}:covered`, `${base(key)}:tried`];
+  const read = async (key: string, day: string): Promise<Delivery> => {
+    const h = await redis.hgetall(keysOf(key, day)[0]!);
+    const ms = (v: string | undefined) => toCanonical(Number(v));
+    return {
+      id: 0, list_key: h.list_key ?? key, day, period_start: ms(h.period_start), period_end: ms(h.period_end),
+      status: h.status as Delivery['status'], claim_token: h.claim_token || null, claimed_at: ms(h.claimed_at),
+      attempts: Number(h.attempts ?? 1), message_id: h.message_id ?? '', sent_at: h.sent_at || null,
+      response: h.response || null, error: h.error || null, summary: h.summary || null,
+    };
+  };
+  const settle = async (d: Delivery, status: 'sent' | 'quiet' | 'failed', token: string, fields: { at?: Instant; response?: string; summary?: unknown; error?: string }) => {
+    await redis.eval(SETTLE, 2, ...keysOf(d.list_key, d.day).slice(0, 2), status, token, fields.at === undefined ? '' : toCanonical(fields.at),
+      fields.response ?? '', fields.summary === undefined ? '' : JSON.stringify(fields.summary), fields.error ?? '');
+  };
+  return {
+    async claim(opts) {
+      const day = dayOf(opts.end, opts.timeZone);
+      const token = randomBytes(12).toString('hex');
+      const messageId = `<digest.${day}.${createHash('sha256').update(opts.key).digest('hex').slice(0, 12)}.${token.slice(0, 8)}@memory-warden>`;
+      const kind = (await redis.eval(CLAIM, 3, ...keysOf(opts.key, day), opts.now, opts.end, opts.firstPeriodMs, opts.claimMs, token, messageId, opts.key, day, KEEP_MS)) as string;
+      const delivery = await read(opts.key, day);
+      if (kind === 'already-sent' || kind === 'in-progress') return { kind, delivery };
+      return { kind: 'claimed', delivery, token, takenOver: kind === 'taken-over' };
+    },
+    async periodStart(key, end, firstPeriodMs) {
+      const [, covered, tried] = keysOf(key, '-');
+      const [c, t] = await redis.mget(covered!, tried!);
+      if (c !== null && c !== undefined) return Math.min(Number(c), end);
+      return Math.min(t !== null && t !== undefined ? Number(t) : end - firstPeriodMs, end);
+    },
+    markSent: (d, at, response, summary) => settle(d, 'sent', '', { at, response, summary }),
+    markQuiet: (d, token, at) => settle(d, 'quiet', token, { at }),
+    markFailed: (d, token, error) => settle(d, 'failed', token, { error }),
+  };
+}

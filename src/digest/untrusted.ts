@@ -1,0 +1,105 @@
+/**
+ * Everything read from a memory store is hostile text (see ../untrusted.ts for the terminal side). The digest
+ * adds two things on top of the one sanitiser: credentials are masked (../secrets.ts), and links are defanged so
+ * no mail client's autolinker turns store text into a working link. These are the only ways store text reaches
+ * the digest.
+ */
+import type { StoreSelector } from '../store/open.js';
+import { clip, headerText, oneLine } from '../untrusted.js';
+import { maskSecretsSync } from '../credentials.js';
+
+export { clip, headerText, oneLine };
+/** The synchronous generic rules; the digest model also goes through the secretlint catalogue when collected. */
+export const maskSecrets = maskSecretsSync;
+
+const SCHEME = /\b(https?|ftps?|sftp|file|mailto|javascript|data|vbscript|tel|sms|ssh|git|wss?|news|irc|xmpp|callto|skype)(:)(\/\/)?/gi;
+// What linkify-it (the autolinker of mailparser and many web mail clients) takes as a letter of a host: anything
+// but whitespace, punctuation and controls, so also the � that stands for a hidden character, and `-`, `_`.
+const HOST_CHAR = String.raw`(?:[^\s\p{P}\p{Z}\p{Cc}]|[_-])`;
+const LABEL_START = String.raw`[^\s\p{P}\p{Z}\p{Cc}\p{N}]`;
+// A dot, or a look-alike that IDNA (UTS 46) maps to one: ideographic and halfwidth full stops, fullwidth and
+// small full stops, one-dot leader. NFKC already folds most of them; these stay listed for text that skipped it.
+const DOTS = '[.\u3002\uFF0E\uFF61\uFE52\u2024]';
+// A dot between a host letter and a TLD-like label (a letter then a host letter): `evil.com`, `README.md`.
+const HOST_DOT = new RegExp(`(${HOST_CHAR})${DOTS}(?=${LABEL_START}${HOST_CHAR})`, 'gu');
+// Dotted IPv4 addresses, which autolinkers with fuzzy IP matching link too.
+const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}\b/g;
+// `//host` alone is a protocol-relative link to linkify-it, `localhost` needing no dot.
+const SLASHES = new RegExp(`(^|[^:/\\[])//(?=${HOST_CHAR}|\\[)`, 'gu');
+const AT = new RegExp(`@(?=${HOST_CHAR})`, 'gu');
+
+/**
+ * Make links unclickable and un-autolinkable, readable by a person: `https://evil.example/x` becomes
+ * `hxxps[://]evil[.]example/x` (the defanging convention of security mail). Mail clients autolink schemes,
+ * `//host`, `www.`, bare host names with a known TLD, e-mail addresses, IPs and @mentions; each of those needs
+ * a `[.]`, `[://]`, `[:]` or `[@]` to be broken. The text must already be `oneLine`: a hidden character inside a
+ * host is a visible � by then, which counts as a letter here exactly as it does for linkify-it.
+ */
+export function defang(text: string): string {
+  return text
+    .replace(SCHEME, (_, scheme: string, _colon: string, slashes?: string) =>
+      `${scheme.replace(/^http/i, (h) => (h === 'HTTP' ? 'HXXP' : 'hxxp')).replace(/^ftp/i, 'fxp')}[:${slashes ?? ''}]`)
+    .replace(SLASHES, '$1/[/]')
+    .replace(IPV4, (ip) => ip.replace(/\./g, '[.]'))
+    .replace(HOST_DOT, '$1[.]')
+    .replace(AT, '[@]');
+}
+
+/**
+ * Untrusted store text for the plain-text part: NFKC first (fullwidth `．／＠：` and other compatibility forms
+ * become the ASCII that browsers and IDNA read them as), credentials masked, one line, defanged.
+ */
+export function plain(text: unknown): string {
+  return defang(oneLine(maskSecretsSync(String(text ?? '').normalize('NFKC'))));
+}
+
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** Escape for HTML text and attribute values. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+}
+
+/** Untrusted store text for the HTML part: one line, defanged, escaped. */
+export function html(text: unknown): string {
+  return escapeHtml(plain(text));
+}
+
+/** An id that may go bare into a shell command line: no quoting needed, not an option, nothing to autolink. */
+const PLAIN_ID = /^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$/;
+export const isPlainId = (id: string) => PLAIN_ID.test(id) && defang(id) === id;
+
+/**
+ * One shell word for an id from the store. Plain ids go bare. Anything else is written as `$'…'` with every byte
+ * that is not an ASCII letter, digit, `_`, `-` or space as `\xHH`, so the word holds no quote, backslash,
+ * newline, `$`, backtick, invisible character or host-like dot that could end it, hide part of it or become a
+ * link. (A shell without `$'…'` still reads one single-quoted literal: a wrong id at worst, never a command.)
+ */
+export function shellWord(id: string): string {
+  if (isPlainId(id)) return id;
+  let out = '';
+  for (const byte of Buffer.from(id, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    out += /[A-Za-z0-9_ -]/.test(c) ? c : `\\x${byte.toString(16).padStart(2, '0')}`;
+  }
+  return `$'${out}'`;
+}
+
+/** A path from config (trusted, but it may hold spaces) as one shell word: bare when plain, else single-quoted. */
+function shellPath(path: string): string {
+  return /^[A-Za-z0-9_./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The review commands a person runs for one row, naming the store the way `storeSelector` chose. A non-plain
+ * id goes after `--`, so even an id like `--help` or `-rf` is an operand, never an option.
+ */
+export function reviewCommands(id: string, store: StoreSelector): { confirm: string; supersede: string } {
+  const s = `${store.flag} ${store.flag === '--db' ? shellPath(store.value) : shellWord(store.value)}`;
+  const sup = `--fact 'NEW FACT' --source 'WHERE IT CAME FROM'`;
+  if (isPlainId(id)) {
+    return { confirm: `memory-warden review confirm ${id} ${s}`, supersede: `memory-warden review supersede ${id} ${sup} ${s}` };
+  }
+  const w = shellWord(id);
+  return { confirm: `memory-warden review confirm ${s} -- ${w}`, supersede: `memory-warden review supersede ${sup} ${s} -- ${w}` };
+}

@@ -1,0 +1,204 @@
+import { layoutOf } from '../layouts/index.js';
+import { userInfo } from 'node:os';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Config } from '../config.js';
+import type { StoreHandle } from '../store/open.js';
+import type { Db } from '../store/sqlite.js';
+import { deleteWithCascade } from '../store/delete.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { usageError } from '../errors.js';
+import { parseDuration, toCanonical, type Instant } from '../time.js';
+import { supersedeRow } from './apply.js';
+import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, type VerdictRow } from './record.js';
+import type { MemoryUnderReview } from '../verifiers/types.js';
+import { mem0Confirm } from '../layouts/mem0.js';
+
+/**
+ * What a person does with the review queue. Each decision is one transaction on the store with its record in
+ * the state db (verdict `manual`, with the resolution), and it resolves whatever of that memory waited for a person.
+ */
+
+export interface PendingItem {
+  id: number;
+  memoryId: string;
+  verdict: VerdictRow['verdict'];
+  verifier: string | null;
+  checkedAt: string;
+  evidence: unknown;
+  /** The row as it is now; null when it no longer exists. */
+  memory: (MemoryUnderReview & { superseded_by: string | null }) | null;
+}
+
+export interface ReviewList {
+  store: string;
+  now: string;
+  /** Every live row due for review, waiting ones included. */
+  dueTotal: number;
+  /** What the next drift run takes (at most review.batch), oldest first. */
+  next: MemoryUnderReview[];
+  /** What waits for a person, with its evidence. */
+  pending: PendingItem[];
+}
+
+export async function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
+  const { afterDays, batch } = config.review;
+  const waiting = pendingMemoryIds(state, store.name);
+  const layout = layoutOf(store);
+  const { due: dueTotal, batch: next } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
+  return {
+    store: store.name,
+    now: toCanonical(now),
+    dueTotal,
+    next,
+    pending: pendingItems(state, store.name).map((p) => ({
+      id: p.id,
+      memoryId: p.memory_id,
+      verdict: p.verdict,
+      verifier: p.verifier,
+      checkedAt: p.checked_at,
+      evidence: p.evidence ? JSON.parse(p.evidence) : null,
+      memory: layout.currentMemory(store, p.memory_id),
+    })),
+  };
+}
+
+export interface ReviewDecision {
+  store: string;
+  id: string;
+  action: 'confirm' | 'supersede' | 'expire' | 'delete';
+  /** drift_verdicts.resolution: confirmed, superseded:<new id>, expires:<time>, deleted */
+  resolution: string;
+  /** Items that were waiting for a person and are now resolved. */
+  resolved: number;
+  newId?: string;
+  expiresAt?: string;
+  deleted?: string[];
+}
+
+const decider = new AsyncLocalStorage<string>();
+
+/** Run decisions as a named person (the review page's signed-in user); the CLI's decisions are the OS user's. */
+export function asPerson<T>(name: string, fn: () => T): T {
+  return decider.run(name, fn);
+}
+
+const person = () => {
+  const named = decider.getStore();
+  if (named !== undefined) return named;
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? 'unknown';
+  }
+};
+
+function liveRow(db: Db, store: string, id: string): { id: string; superseded_by: string | null } {
+  const row = db.prepare(`SELECT id, superseded_by FROM memory WHERE id = ?`).get(id) as { id: string; superseded_by: string | null } | undefined;
+  if (!row) throw usageError(`no memory ${JSON.stringify(id)} in store ${store}`);
+  if (row.superseded_by !== null) throw usageError(`memory ${id} is already superseded by ${row.superseded_by}; review that one`);
+  return row;
+}
+
+/** The manual record, resolving the pending items. Inside the state transaction. */
+function recordManual(state: Db, store: string, id: string, now: Instant, resolution: string, detail: Record<string, unknown>): number {
+  const waiting = pendingItems(state, store, id);
+  // A person accepting a reading makes it the one "changed" is measured from next time.
+  const reading = [...waiting].reverse().find((p) => p.fingerprint !== null);
+  recordVerdict(state, {
+    store, memoryId: id, verdict: 'manual', verifier: reading?.verifier ?? null,
+    evidence: { by: person(), ...detail, ...(reading ? { current: JSON.parse(reading.evidence ?? '{}').current } : {}) },
+    fingerprint: resolution === 'confirmed' ? reading?.fingerprint ?? null : null,
+    checkedAt: now, resolvedAt: now, resolution,
+  });
+  return resolvePending(state, store, id, now, resolution);
+}
+
+export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
+  return withMaintenanceLock(store.path, 'review confirm', async () => {
+    const record = () => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
+    const resolved = await layoutOf(store).confirm(store, state, id, now, record);
+    return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
+  });
+}
+
+/** The brief's table: the stamp and its record in one transaction on each database. */
+export function confirmWarden(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): number {
+  return inBothTransactions(state, store.db, () => {
+    liveRow(store.db, store.name, id);
+    store.db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(toCanonical(now), id);
+    return record();
+  });
+}
+
+/** mem0: the stamp goes through mem0's own update (no shared transaction with the state db), then the record. */
+export async function confirmMem0(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): Promise<number> {
+  if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+  return state.transaction(record).immediate();
+}
+
+export function currentWardenRow(store: StoreHandle, id: string): PendingItem['memory'] {
+  const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`).get(id);
+  return (row as PendingItem['memory'] | undefined) ?? null;
+}
+
+export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant): Promise<ReviewDecision> {
+  if (next.fact.trim() === '') throw usageError('review supersede: --fact must not be empty');
+  if (next.source.trim() === '') throw usageError('review supersede: --source must not be empty (a fact that cannot be traced cannot be re-checked)');
+  return withMaintenanceLock(store.path, 'review supersede', async () =>
+    inBothTransactions(state, store.db, () => {
+      liveRow(store.db, store.name, id);
+      const newId = supersedeRow(store.db, id, next, now);
+      const resolution = `superseded:${newId}`;
+      const resolved = recordManual(state, store.name, id, now, resolution, { action: 'supersede', newId, fact: next.fact, source: next.source });
+      return { store: store.name, id, action: 'supersede' as const, resolution, resolved, newId };
+    }),
+  );
+}
+
+/** The fact decays after all: give it an expiry (the next prune deletes it) instead of reviewing it again. */
+export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant): Promise<ReviewDecision> {
+  const ms = parseDuration(inText);
+  if (ms === null) throw usageError(`review expire: --in "${inText}" is not a duration like 7d, 12h, 30m`);
+  const expiresAt = toCanonical(now + ms);
+  return withMaintenanceLock(store.path, 'review expire', async () =>
+    inBothTransactions(state, store.db, () => {
+      liveRow(store.db, store.name, id);
+      store.db.prepare(`UPDATE memory SET expires_at = ? WHERE id = ?`).run(expiresAt, id);
+      const resolution = `expires:${expiresAt}`;
+      const resolved = recordManual(state, store.name, id, now, resolution, { action: 'expire', expiresAt });
+      return { store: store.name, id, action: 'expire' as const, resolution, resolved, expiresAt };
+    }),
+  );
+}
+
+/**
+ * Delete through both stores with the cascade (older versions pointing at it go too). The record is written in
+ * a state transaction opened inside the store's delete transaction and committed right after it.
+ */
+export async function deleteMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
+  return withMaintenanceLock(store.path, 'review delete', async () => {
+    const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`).get(id);
+    if (!exists) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+    let resolved = 0;
+    try {
+      const deleted = await deleteWithCascade(store.db, [id], {
+        vectors: store.vectors,
+        beforeCommit: (rows) => {
+          state.exec('BEGIN IMMEDIATE');
+          for (const r of rows) {
+            resolved += recordManual(state, store.name, r.id, now, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });
+          }
+        },
+        // A deep chain goes over several store transactions: each one's records are committed right after it.
+        afterCommit: () => {
+          if (state.inTransaction) state.exec('COMMIT');
+        },
+      });
+      if (state.inTransaction) state.exec('COMMIT');
+      if (deleted.length === 0) throw usageError(`memory ${id} was deleted by someone else meanwhile`);
+      return { store: store.name, id, action: 'delete' as const, resolution: 'deleted', resolved, deleted: deleted.map((r) => r.id) };
+    } finally {
+      if (state.inTransaction) state.exec('ROLLBACK');
+    }
+  });
+}

@@ -1,0 +1,147 @@
+import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { qdrantStoreFor } from './store/qdrant.js';
+import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
+import { snapshotCollections } from './snapshot/create.js';
+import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
+import { removeStaleStaging } from './snapshot/resume.js';
+import { bytesFinder } from './needles.js';
+
+export interface SnapshotCopies {
+  /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
+  found: string[];
+  deleted: string[];
+}
+
+/**
+ * Every copy of the store that may still hold erased text: snapshot folders that contain it (searched), and every
+ * server-side Qdrant snapshot of the store's collections (taken before the erase, they hold its points; they cannot
+ * be searched without downloading them). `remove` deletes them all. Staging copies left by killed restores are
+ * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
+ */
+export async function snapshotCopies(
+  config: Config, storeName: string, texts: string[], subject: string | undefined, opts: { remove: boolean; locked: boolean; log: Logger },
+): Promise<SnapshotCopies> {
+  const storeConfig = config.stores[storeName]!;
+  const root = storeSnapshotDir(config, storeName);
+  if (opts.locked) {
+    const stale = removeStaleStaging(storeConfig.db);
+    if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
+  }
+  const found = await snapshotsContaining(root, texts, subject);
+  const deleted: string[] = [];
+  const q = qdrantStoreFor(storeConfig);
+  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
+  const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
+  found.push(...server.map(label));
+  if (!opts.remove || found.length === 0) return { found, deleted };
+  const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
+  try {
+    for (const dir of found.filter((f) => !f.startsWith('qdrant:'))) {
+      rmSync(dir, { recursive: true, force: true });
+      deleted.push(dir);
+    }
+    for (const s of server) {
+      await deleteServerSnapshot(root, q!, s);
+      deleted.push(label(s));
+    }
+  } finally {
+    lock.release();
+  }
+  return { found, deleted };
+}
+
+/**
+ * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
+ * it finds the text in SQLite copies (free pages included) and in payload JSON; a snapshot that compresses its
+ * payloads is beyond it (README, Erase).
+ *
+ * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
+ * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
+ * pages is still found. Symlinks are not followed.
+ */
+export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
+  const search = searchFor(texts, subject);
+  if (!search) return [];
+  let entries: string[];
+  try {
+    entries = readdirSync(storeRoot).sort();
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  for (const name of entries) {
+    if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
+    const dir = join(storeRoot, name);
+    if (!lstatSync(dir).isDirectory()) continue;
+    for (const file of filesUnder(dir)) {
+      if (await fileContains(file, search)) {
+        out.push(dir);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
+export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+  const search = searchFor(texts, subject);
+  return search !== null && fileContains(file, search);
+}
+
+/** One pass over a file finds every text (src/needles.ts); null when there is nothing to look for. */
+function searchFor(texts: string[], subject?: string) {
+  const needles = needleBytes(texts);
+  const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
+  if (needles.length === 0 && folded.length === 0) return null;
+  return { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
+}
+
+function needleBytes(texts: string[]): Buffer[] {
+  const out = new Map<string, Buffer>();
+  for (const t of new Set(texts)) {
+    for (const form of [t, JSON.stringify(t).slice(1, -1)]) {
+      const b = Buffer.from(form, 'utf8').subarray(0, 64);
+      if (b.length >= 4) out.set(b.toString('hex'), b);
+    }
+  }
+  return [...out.values()];
+}
+
+/** ASCII lower case of raw bytes (UTF-8 multi-byte sequences never contain bytes below 0x80). */
+function foldBytes(b: Buffer): Buffer {
+  const out = Buffer.from(b);
+  for (let i = 0; i < out.length; i++) if (out[i]! >= 0x41 && out[i]! <= 0x5a) out[i] = out[i]! + 0x20;
+  return out;
+}
+
+function* filesUnder(dir: string): Generator<string> {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) yield* filesUnder(p);
+    else if (e.isFile()) yield p;
+  }
+}
+
+/** The needles, searched all at once (src/needles.ts), and how many bytes a match can span across two chunks. */
+interface Search {
+  exact: (hay: Buffer) => boolean;
+  folded: ((hay: Buffer) => boolean) | null;
+  overlap: number;
+}
+
+/** Streamed in 1 MiB chunks, each searched with the tail of the previous one so no match is split. */
+async function fileContains(file: string, { exact, folded, overlap }: Search): Promise<boolean> {
+  let tail = Buffer.alloc(0);
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
+    const buf = Buffer.concat([tail, chunk as Buffer]);
+    if (exact(buf)) return true;
+    if (folded && folded(foldBytes(buf))) return true;
+    tail = buf.subarray(Math.max(0, buf.length - overlap));
+  }
+  return false;
+}
+

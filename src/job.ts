@@ -1,0 +1,74 @@
+import type { z } from 'zod';
+import type { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
+import type { Config } from './config.js';
+import type { Clock } from './time.js';
+import { usageError } from './errors.js';
+import type { Progress } from './progress.js';
+
+/**
+ * What every job gets besides its payload. The CLI (`memory-warden run JOB`) and the BullMQ worker build one
+ * of these and call the same job function; neither reimplements a job.
+ */
+export interface JobContext {
+  config: Config;
+  log: Logger;
+  /** The job's notion of "now": injected so tests never sleep and `--now` works. */
+  now: Clock;
+  signal: AbortSignal;
+  /**
+   * Set by the worker only: hand work out as tasks on its queues and wait for the results (drift's source reads,
+   * one BullMQ job per memory). Without it a job does that work inline, as under `memory-warden run`.
+   */
+  dispatch?: TaskDispatch;
+  /** Set by the worker only: which host it is, and what Redis knows of the other hosts (src/queue/fleet.ts). */
+  fleet?: FleetView;
+  /** Set by the CLI only, on a terminal: how far a long loop has got (src/progress.ts). Never in the worker. */
+  progress?: Progress;
+}
+
+export interface FleetView {
+  host: string;
+  /** The worker's Redis connection: fleet-wide records (the digest's exactly-once ledger) live there. */
+  redis: Redis;
+  /** A host's last heartbeat (ISO-8601), or null when none was ever seen. */
+  lastSeen(host: string): Promise<string | null>;
+}
+
+/** What one task came to: its return value, or why it failed after its retries (or never ran: the job was stopped). */
+export type TaskOutcome = { ok: true; value: unknown } | { ok: false; error: string; stopped?: boolean; timedOut?: boolean };
+
+export interface TaskDispatch {
+  /**
+   * Run one task of `kind` per payload and wait for them all; outcomes in the payloads' order. How many run at once
+   * is the task queue's business. When `signal` aborts, tasks not yet finished come back `stopped`; after
+   * `timeoutMs`, `timedOut` (and a task no worker took yet is withdrawn). A kind routed by host takes each payload's
+   * `host` and runs it only on a worker of that host.
+   */
+  runTasks(kind: string, payloads: readonly unknown[], opts: { signal: AbortSignal; timeoutMs?: number }): Promise<TaskOutcome[]>;
+}
+
+/** A job: a plain async function of a payload checked on entry by its schema (old jobs outlive code changes). */
+export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
+  name: string;
+  /** Writes to the store: never runs beside another writer of the same store (prune, repair, drift, erase, restore). */
+  writes: boolean;
+  /** `store`: one run per configured store, payload `{ store }`; `global`: one run for all stores (the digest). */
+  scope?: 'store' | 'global';
+  schema: S;
+  run(payload: z.output<S>, ctx: JobContext): Promise<R>;
+}
+
+export function defineJob<S extends z.ZodType, R>(job: JobDefinition<S, R>): JobDefinition<S, R> {
+  return job;
+}
+
+/** Validate a payload; a wrong one is a permanent (usage) error naming the field. */
+export function parsePayload<S extends z.ZodType>(job: JobDefinition<S, unknown>, payload: unknown): z.output<S> {
+  const r = job.schema.safeParse(payload);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw usageError(`${job.name} payload: ${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
+  }
+  return r.data;
+}

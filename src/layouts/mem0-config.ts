@@ -1,0 +1,53 @@
+import { z } from 'zod';
+
+/**
+ * Where a mem0 deployment keeps what memory-warden looks after. The history file is the store's `db`; the vectors
+ * are in Qdrant (`qdrant.url`) or, the TypeScript SDK's default, in its own SQLite files (`vectorStore: sqlite`).
+ * This section names mem0's collections and, for the tmpfs check, where the vectors live on this machine.
+ * Defaults are mem0's own, for whichever SDK wrote the history file (docs/mem0-layout.md).
+ */
+export const mem0Schema = z.strictObject({
+  /**
+   * mem0's `collection_name` (Python) or `collectionName` (TypeScript). Unset: the SDK's default, `mem0` for a
+   * Python history (`history` table) and `memories` for a TypeScript one (`memory_history`).
+   */
+  collection: z.string().min(1).optional(),
+  /** mem0 derives it as `<collection>_entities`; set it only if yours differs. */
+  entityCollection: z.string().min(1).optional(),
+  /** `auto` finds `history` (Python mem0) or `memory_history` (the TypeScript SDK). */
+  historyTable: z.enum(['auto', 'history', 'memory_history']).default('auto'),
+  /**
+   * Where the vectors are: `qdrant` (the store's `qdrant.url`), or `sqlite`, the TypeScript SDK's default
+   * `memory` provider (a `vectors` table in `vectorDb`, its entities in `<vectorDb without .db>_entities.db`).
+   */
+  vectorStore: z.enum(['qdrant', 'sqlite']).default('qdrant'),
+  /** `vectorStore: sqlite`: the SDK's `vectorStore.config.dbPath` (default `~/.mem0/vector_store.db`). */
+  vectorDb: z.string().min(1).default('~/.mem0/vector_store.db'),
+  /** `vectorStore: sqlite`: the entity store's file; the SDK derives it from vectorDb, set it only if yours differs. */
+  entityVectorDb: z.string().min(1).optional(),
+  /**
+   * Folders on this machine that hold the vectors: mem0's local Qdrant `path` (default `/tmp/qdrant`) or the
+   * Qdrant server's storage folder. The integrity check reports any that sits on tmpfs (lost at reboot).
+   */
+  vectorPaths: z.array(z.string().min(1)).default([]),
+  /** Points read per Qdrant scroll page by prune, integrity, digest and erase. */
+  pageSize: z.number().int().positive().max(10_000).default(256),
+});
+
+export type Mem0Config = z.infer<typeof mem0Schema>;
+
+/** Each SDK's default collection, by the history table it writes. */
+export const DEFAULT_COLLECTION = { history: 'mem0', memory_history: 'memories' } as const;
+
+export function collectionOf(cfg: Mem0Config, table: keyof typeof DEFAULT_COLLECTION): string {
+  return cfg.collection ?? DEFAULT_COLLECTION[table];
+}
+
+export function entityCollectionOf(cfg: Mem0Config, table: keyof typeof DEFAULT_COLLECTION): string {
+  return cfg.entityCollection ?? `${collectionOf(cfg, table)}_entities`;
+}
+
+/** The TypeScript SDK's entity file: `vector_store.db` → `vector_store_entities.db` (its `getEntityStore`). */
+export function entityVectorDbOf(cfg: Mem0Config): string {
+  return cfg.entityVectorDb ?? cfg.vectorDb.replace(/\.db$/, '_entities.db');
+}

@@ -1,0 +1,68 @@
+import { existsSync } from 'node:fs';
+import type { Layout } from './index.js';
+import type { StoreConfig } from '../store/config.js';
+import { mem0Prune, mem0ReviewDue } from './mem0.js';
+import { applyMem0Decision, mem0Queue } from '../drift/mem0.js';
+import { mem0CheckReport } from './mem0-integrity.js';
+import { mem0NewRows } from './mem0-digest.js';
+import { detectDialect } from './mem0-history.js';
+import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './mem0-config.js';
+import { eraseMem0 } from '../erase.js';
+import { deletionRecorder } from '../erase-ledger.js';
+import { confirmMem0 } from '../drift/review.js';
+import { openDatabase } from '../store/sqlite.js';
+import { expandHome } from '../config.js';
+
+/** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
+export const mem0Layout: Layout = {
+  name: 'mem0',
+  assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
+  collections(store) {
+    const mem0 = mem0Schema.parse(store.mem0 ?? {});
+    if (mem0.vectorStore === 'sqlite') return [...new Set(store.qdrant?.collections ?? [])];
+    const table = historyTableOf(store);
+    return [...new Set([...(store.qdrant?.collections ?? []), collectionOf(mem0, table), entityCollectionOf(mem0, table)])];
+  },
+  vectorFiles(store) {
+    const mem0 = mem0Schema.parse(store.mem0 ?? {});
+    if (mem0.vectorStore !== 'sqlite') return [];
+    return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
+  },
+  // Each memory the prune deletes is recorded with a keyed hash of its user, so erase --user still finds it.
+  prune: (store, ctx, opts) => mem0Prune(store, ctx, { ...opts, beforeDelete: deletionRecorder(ctx.config, store.name) }),
+  async check(store, ctx) {
+    const report = await mem0CheckReport(store, { now: ctx.now() });
+    // The same count `review list` shows: one function decides what is due (nothing to read without the collection).
+    const readable = !report.problems.some((p) => p.code === 'mem0_no_collection');
+    report.reviewDue = readable ? (await mem0ReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0)).due : 0;
+    return report;
+  },
+  newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),
+  async reviewDue(store, opts) {
+    const { due } = await mem0ReviewDue(store, opts.now, opts.afterDays, 0);
+    return { due, batch: await mem0Queue(store, opts.now, opts.afterDays, opts.limit ?? Number.MAX_SAFE_INTEGER, opts.exclude ?? []) };
+  },
+  applyDrift: (store, state, decision, now) => applyMem0Decision(store, state, decision, now),
+  confirm: (store, state, id, now, record) => confirmMem0(store, state, id, now, record),
+  // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
+  currentMemory: () => null,
+  corrections: false,
+  erase: (store, sel, dryRun, opts) => eraseMem0(store, sel, dryRun, opts),
+};
+
+/** Which SDK wrote the history file, for its default collection names (read-only; a missing file reads as Python). */
+function historyTableOf(store: StoreConfig): 'history' | 'memory_history' {
+  const wanted = store.mem0?.historyTable ?? 'auto';
+  if (wanted !== 'auto') return wanted;
+  if (store.mem0?.collection) return 'history'; // named explicitly: the default is not used
+  try {
+    const db = openDatabase(expandHome(store.db), { readonly: true });
+    try {
+      return detectDialect(db, store.db, 'auto').table;
+    } finally {
+      db.close();
+    }
+  } catch {
+    return 'history';
+  }
+}

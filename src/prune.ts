@@ -1,0 +1,197 @@
+import type { JobContext } from './job.js';
+import type { StoreHandle } from './store/open.js';
+import { journalMode, type Db } from './store/sqlite.js';
+import { startCheckpointer } from './store/checkpointer.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
+import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
+import { withMaintenanceLock } from './store/lock.js';
+import { toCanonical } from './time.js';
+
+type PruneReason = 'expired' | 'superseded' | 'cascaded';
+
+export interface PruneResult {
+  store: string;
+  now: string;
+  dryRun: boolean;
+  deleted: number;
+  expired: number;
+  superseded: number;
+  cascaded: number;
+  batches: number;
+  /** The deleted (or, dry run, doomed) ids, at most ID_CAP of them. */
+  ids: string[];
+  idsTruncated: boolean;
+  durationMs: number;
+}
+
+const ID_CAP = 1000;
+/** A batch takes its roots in chunks of about this many milliseconds, so it ends within that of `batchMs`. */
+const CHUNK_MS = 3;
+/** Every this many batches the prune lets the checkpoint catch up, so that the WAL starts again from the top. */
+const WAL_BATCHES = 4;
+
+/** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
+export interface Candidates {
+  rowids: Float64Array;
+  superseded: Uint8Array;
+}
+
+/**
+ * Both rules' candidates, read from the indexes (rowids only: the expiry index covers the expired rule, so those
+ * cost no table lookup at all). In rowid order: consecutive batches then touch neighbouring table pages, so each
+ * page is written to the WAL about once instead of once per batch. A row both rules select counts as expired.
+ */
+export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidates {
+  const params = pruneParams(rules);
+  const sorted = (sql: string) => Float64Array.from(store.db.prepare(sql).pluck().all(params) as number[]).sort();
+  const expired = rules.expired ? sorted(`SELECT rowid FROM memory WHERE ${EXPIRED_SQL}`) : new Float64Array(0);
+  const superseded = sorted(`SELECT rowid FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
+  const out: Candidates = { rowids: new Float64Array(expired.length + superseded.length), superseded: new Uint8Array(expired.length + superseded.length) };
+  let n = 0;
+  for (let e = 0, s = 0; e < expired.length || s < superseded.length; n++) {
+    if (s >= superseded.length || (e < expired.length && expired[e]! <= superseded[s]!)) {
+      if (s < superseded.length && expired[e] === superseded[s]) s++;
+      out.rowids[n] = expired[e++]!;
+    } else {
+      out.rowids[n] = superseded[s++]!;
+      out.superseded[n] = 1;
+    }
+  }
+  return { rowids: out.rowids.subarray(0, n), superseded: out.superseded.subarray(0, n) };
+}
+
+/** The rule that selected `rowid`, or 'cascaded' when none did (binary search: the rowids are sorted). */
+function reasonOf(c: Candidates, rowid: number): PruneReason {
+  let lo = 0;
+  let hi = c.rowids.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const at = c.rowids[mid]!;
+    if (at === rowid) return c.superseded[mid] ? 'superseded' : 'expired';
+    if (at < rowid) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return 'cascaded';
+}
+
+/** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
+function tally(result: PruneResult, rowids: readonly number[], rows: readonly DeletedRow[], candidates: Candidates): void {
+  for (const rowid of rowids) result[reasonOf(candidates, rowid)] += 1;
+  result.deleted += rowids.length;
+  for (const row of rows.slice(0, ID_CAP - result.ids.length)) result.ids.push(row.id);
+  result.idsTruncated = result.deleted > result.ids.length;
+}
+
+/** Prune of the brief's memory table (with its Qdrant side when configured), in short batches. */
+export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun }: { dryRun: boolean }): Promise<PruneResult> {
+  const started = Date.now();
+  const opts = ctx.config.prune;
+  const rules: PruneRules = { now: ctx.now(), expired: opts.expired, supersededAfterDays: opts.supersededAfterDays };
+  const result: PruneResult = {
+    store: store.name, now: toCanonical(rules.now), dryRun,
+    deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
+  };
+  const candidates = pruneCandidates(store, rules);
+  if (dryRun) {
+    const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
+    tally(result, doomed.map((r) => r.rowid), doomed, candidates);
+  } else if (candidates.rowids.length > 0) {
+    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
+  }
+  result.durationMs = Date.now() - started;
+  return result;
+}
+
+/**
+ * The agent's writes get in between batches. SQLite has no queue of waiting writers: a writer that finds the lock
+ * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
+ * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
+ * inside it. The window closes as soon as another connection has committed (the writer that was waiting got in),
+ * so a busy agent costs the prune only the time until its next retry. Several writers fare better with windows
+ * that always last `pauseMs` (`prune.windowEndsOnCommit: false`): one whose retries have backed off to 50 or
+ * 100 ms sleeps rarely hits a window that the first commit ended.
+ *
+ * Each batch's checkpoint runs on a thread of its own (src/store/checkpointer.ts) while the window and the next
+ * batch go on, so the agent's commits find the pages already being copied and never copy them themselves. A WAL
+ * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
+ * waits for the checkpoint to finish: the WAL never holds more than those few batches.
+ */
+async function deleteInBatches(
+  store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult,
+): Promise<void> {
+  const opts = ctx.config.prune;
+  const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
+  const restore = tuneForPrune(store.db);
+  const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
+  try {
+    // Start small (the first batch meets a cold cache); then each batch is offered the roots that should fill
+    // batchMs and a little over, at most twice the last offer, and takes chunks of them until its time is up.
+    let offer = Math.min(opts.batchSize, 100);
+    let chunk = 50;
+    let overhead = 0; // lock time beyond the deletes (collecting what went, the commit), smoothed
+    let windows = 0;
+    // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
+    const letWritersIn = async (): Promise<boolean> => {
+      const window = performance.now();
+      const version = dataVersion(store.db);
+      checkpointer?.request();
+      if (++windows % WAL_BATCHES === 0) await checkpointer?.idle();
+      // The window closes early once another connection has committed: the writer that was waiting got in.
+      const open = () => !opts.windowEndsOnCommit || dataVersion(store.db) === version;
+      while (performance.now() - window < opts.pauseMs && open() && !ctx.signal.aborted) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      return !ctx.signal.aborted;
+    };
+    ctx.progress?.start('prune', candidates.rowids.length, 'rows');
+    for (let i = 0; i < candidates.rowids.length; ) {
+      if (ctx.signal.aborted) {
+        ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+        return;
+      }
+      const roots = Array.from(candidates.rowids.subarray(i, i + offer));
+      // The last chunk starts inside the budget and ends after it: on average half a chunk over.
+      const budget = { ms: Math.max(1, opts.batchMs - overhead - CHUNK_MS / 2), chunk };
+      const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
+      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn });
+      i += outcome.consumed;
+      ctx.progress?.set(i);
+      tally(result, outcome.rowids, outcome.deleted, candidates);
+      result.batches += 1;
+      const spent = outcome.lockMs - outcome.deleteMs;
+      overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
+      const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
+      chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
+      offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * opts.batchMs) / msPerRoot)));
+      if (i >= candidates.rowids.length) break;
+      await letWritersIn();
+    }
+    checkpointer?.request();
+    await checkpointer?.idle();
+  } finally {
+    ctx.progress?.done();
+    await checkpointer?.close();
+    restore();
+  }
+}
+
+/**
+ * For the length of the prune: a page cache of 64 MB, so that the few thousand pages a batch dirties stay in it
+ * until the commit instead of spilling to the WAL halfway, and no checkpoint inside the prune's own commits (the
+ * checkpointer thread does them).
+ */
+function tuneForPrune(db: Db): () => void {
+  const cacheSize = db.pragma('cache_size', { simple: true }) as number;
+  const autoCheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
+  db.pragma('cache_size = -65536');
+  db.pragma('wal_autocheckpoint = 0');
+  return () => {
+    db.pragma(`cache_size = ${cacheSize}`);
+    db.pragma(`wal_autocheckpoint = ${autoCheckpoint}`);
+  };
+}
+
+/** Changes when another connection commits (PRAGMA data_version), whichever process it is in. */
+function dataVersion(db: Db): number {
+  return db.pragma('data_version', { simple: true }) as number;
+}

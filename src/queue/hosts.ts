@@ -1,0 +1,48 @@
+import { hostname } from 'node:os';
+import type { Config } from '../config.js';
+import { configError } from '../errors.js';
+
+/**
+ * Where a store lives. Every store belongs to one host, the machine that holds its file: `host:` in the store's
+ * config, or, without it, the machine reading the config. A worker is one host (`worker --host NAME`,
+ * `worker.host`, MEMORY_WARDEN_HOST, else the machine's name) and takes only its own stores' jobs, from its own
+ * queue, `<worker.queue>.<host>`; jobs for every store at once (the digest) stay on `<worker.queue>`.
+ */
+export const HOST_NAME = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/;
+
+/** The host this process is. */
+export function thisHost(config: Config, env: NodeJS.ProcessEnv = process.env): string {
+  const name = config.worker.host ?? (env.MEMORY_WARDEN_HOST || hostname().split('.')[0] || 'localhost');
+  if (!HOST_NAME.test(name)) throw configError(`host "${name}": a host name is letters, digits, _ . - (at most 63), as in worker --host or MEMORY_WARDEN_HOST`);
+  return name;
+}
+
+/** The host that holds `store`. */
+export function hostOfStore(config: Config, store: string, env: NodeJS.ProcessEnv = process.env): string {
+  return config.stores[store]?.host ?? thisHost(config, env);
+}
+
+/** Every host the config names, this one included, sorted. */
+export function configuredHosts(config: Config, env: NodeJS.ProcessEnv = process.env): string[] {
+  return [...new Set([thisHost(config, env), ...Object.keys(config.stores).map((s) => hostOfStore(config, s, env))])].sort();
+}
+
+/** The queue of one host's store jobs. */
+export function hostQueueName(config: Config, host: string): string {
+  return `${config.worker.queue}.${host}`;
+}
+
+/** The stores `host` holds. */
+export function storesOn(config: Config, host: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.keys(config.stores).filter((s) => hostOfStore(config, s, env) === host).sort();
+}
+
+/**
+ * Where a job for every store at once (the digest) runs: on the one host that holds every store, when there is
+ * one (it reads them all there, and keeps its records in that host's state db); on any worker, from the shared
+ * queue, when the stores live on several hosts (src/digest/fleet.ts).
+ */
+export function globalHost(config: Config, env: NodeJS.ProcessEnv = process.env): string | null {
+  const hosts = new Set(Object.keys(config.stores).map((s) => hostOfStore(config, s, env)));
+  return hosts.size === 1 ? [...hosts][0]! : null;
+}

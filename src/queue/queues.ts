@@ -1,0 +1,26 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { globalHost, hostOfStore, hostQueueName } from './hosts.js';
+
+/** The shared queue on the configured prefix (jobs for every store at once), sharing one connection. */
+export function openQueue(config: Config, redis: Redis): Queue {
+  return openNamedQueue(config, redis, config.worker.queue);
+}
+
+/** The queue of one host's store jobs (src/queue/hosts.ts). */
+export function openHostQueue(config: Config, redis: Redis, host: string): Queue {
+  return openNamedQueue(config, redis, hostQueueName(config, host));
+}
+
+/** The queue a job for `store` goes to: its host's; a global job (store null) where globalHost says. */
+export function openQueueFor(config: Config, redis: Redis, store: string | null): Queue {
+  const host = store === null ? globalHost(config) : hostOfStore(config, store);
+  return host === null ? openQueue(config, redis) : openHostQueue(config, redis, host);
+}
+
+function openNamedQueue(config: Config, redis: Redis, name: string): Queue {
+  const queue = new Queue(name, { connection: redis, prefix: config.redis.prefix });
+  queue.on('error', () => {}); // connection trouble is logged once by the connection itself
+  return queue;
+}

@@ -1,0 +1,146 @@
+import type { Queue } from 'bullmq';
+import type { Config } from '../config.js';
+import type { JobDefinition } from '../job.js';
+import type { Logger } from '../logger.js';
+import { configError } from '../errors.js';
+import { jobOptions } from './options.js';
+import { globalHost, hostOfStore } from './hosts.js';
+
+/** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
+export interface PlannedScheduler {
+  /** `prune:agent` for a store job, `digest` for a global one: stable, so every replica upserts the same one. */
+  id: string;
+  job: string;
+  store: string | null;
+  /** The host whose queue runs it (src/queue/hosts.ts); null: the shared queue, any worker (a fleet's global jobs). */
+  host: string | null;
+  pattern?: string;
+  every?: number;
+  tz?: string;
+  data: Record<string, unknown>;
+}
+
+export function schedulerId(job: string, store: string | null): string {
+  return store === null ? job : `${job}:${store}`;
+}
+
+/**
+ * What the config asks for, given the jobs this build has. A schedule for a job missing from JOBS is skipped with
+ * a warning (its job may be in a newer release), never a crash.
+ */
+export function planSchedulers(config: Config, jobs: Record<string, JobDefinition<any, any>>, log?: Logger): PlannedScheduler[] {
+  const planned: PlannedScheduler[] = [];
+  const stores = Object.keys(config.stores).sort();
+  for (const [name, schedule] of Object.entries(config.worker.schedules)) {
+    if (!schedule.enabled) continue;
+    const job = jobs[name];
+    if (!job) {
+      log?.warn({ job: name }, 'schedule names a job this build does not have; skipped');
+      continue;
+    }
+    const when = schedule.every !== undefined ? { every: schedule.every } : { pattern: schedule.pattern!, tz: schedule.tz ?? config.worker.timezone };
+    if ((job.scope ?? 'store') === 'global') {
+      planned.push({ id: schedulerId(name, null), job: name, store: null, host: globalHost(config), ...when, data: {} });
+    } else {
+      for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, host: hostOfStore(config, store), ...when, data: { store } });
+    }
+  }
+  return planned;
+}
+
+/** The job (and store) a scheduler found in Redis belongs to, from its template or, failing that, its id. */
+function ownerOf(s: { key: string; id?: string | null; name: string; template?: { data?: unknown } }): { id: string; job: string; store: string | null } {
+  const id = s.id ?? s.key;
+  const data = s.template?.data as { store?: unknown } | undefined;
+  const store = typeof data?.store === 'string' ? data.store : id.includes(':') ? id.slice(id.indexOf(':') + 1) : null;
+  return { id, job: s.name, store };
+}
+
+export interface SyncResult {
+  upserted: string[];
+  removed: string[];
+  /** Left in place: their job is configured but this build lacks it; a newer replica may run it. */
+  kept: string[];
+}
+
+/**
+ * Make one queue hold exactly its planned schedulers: the shared queue the global ones (`host` null), a host's
+ * queue that host's stores' ones. Every planned one is upserted (idempotent: replicas starting from the same config
+ * upsert the same ids, so nothing is scheduled twice); those whose job or store left the config, or whose store
+ * moved to another host, are removed. A worker syncs only the shared queue and its own host's.
+ */
+export async function syncSchedulers(queue: Queue, config: Config, planned: PlannedScheduler[], log: Logger, host: string | null = null): Promise<SyncResult> {
+  const result: SyncResult = { upserted: [], removed: [], kept: [] };
+  const opts = jobOptions(config);
+  const mine = planned.filter((p) => p.host === host);
+  for (const p of mine) {
+    const repeat = p.every !== undefined ? { every: p.every } : { pattern: p.pattern!, tz: p.tz };
+    try {
+      await queue.upsertJobScheduler(p.id, repeat, { name: p.job, data: p.data, opts });
+    } catch (err) {
+      const where = `worker.schedules.${p.job}`;
+      throw configError(`${where}: cannot schedule ${p.id} (${repeat.pattern ?? `every ${repeat.every} ms`}): ${(err as Error).message.split('\n')[0]}`);
+    }
+    result.upserted.push(p.id);
+  }
+  const wanted = new Set(mine.map((p) => p.id));
+  // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes); a global
+  // one on the queue of the host that holds every store, or on the shared queue (src/queue/hosts.ts globalHost).
+  const belongs = (store: string | null) => (store === null ? globalHost(config) === host : store in config.stores && hostOfStore(config, store) === host);
+  for (const existing of await queue.getJobSchedulers(0, -1)) {
+    const owner = ownerOf(existing);
+    if (wanted.has(owner.id)) continue;
+    const schedule = config.worker.schedules[owner.job];
+    if (belongs(owner.store) && schedule?.enabled && !planned.some((p) => p.job === owner.job)) {
+      // Configured, but not planned: this build lacks the job. Another replica may have it; leave it.
+      result.kept.push(owner.id);
+      continue;
+    }
+    await queue.removeJobScheduler(owner.id);
+    result.removed.push(owner.id);
+  }
+  log.info({ queue: queue.name, upserted: result.upserted.length, removed: result.removed, kept: result.kept }, 'job schedulers in sync with config');
+  return result;
+}
+
+export interface SchedulerListing {
+  id: string;
+  job: string;
+  store: string | null;
+  host: string | null;
+  pattern: string | null;
+  every: number | null;
+  tz: string | null;
+  /** Next run, ISO-8601 UTC; null when Redis does not hold this scheduler (no worker has started with it yet). */
+  next: string | null;
+  inConfig: boolean;
+  inRedis: boolean;
+}
+
+/**
+ * Every scheduler the config plans or Redis holds, with its next run. Reads only. `queues`: the shared queue
+ * (host null) and each host's.
+ */
+export async function listSchedulers(queues: { host: string | null; queue: Queue }[], planned: PlannedScheduler[]): Promise<SchedulerListing[]> {
+  const rows = new Map<string, SchedulerListing>();
+  for (const p of planned) {
+    rows.set(p.id, { id: p.id, job: p.job, store: p.store, host: p.host, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next: null, inConfig: true, inRedis: false });
+  }
+  const held = await Promise.all(queues.map(async ({ host, queue }) => ({ host, schedulers: await queue.getJobSchedulers(0, -1, true) })));
+  for (const { host, schedulers } of held) for (const s of schedulers) {
+    const owner = ownerOf(s);
+    const want = rows.get(owner.id);
+    // The same id on a queue it does not belong to (a store that moved host): its own row, not in config.
+    const key = want && want.host !== host ? `${owner.id}@${host ?? '*'}` : owner.id;
+    const row = (want && want.host === host ? want : undefined) ?? { ...owner, host, pattern: null, every: null, tz: null, next: null, inConfig: false, inRedis: true };
+    rows.set(key, {
+      ...row,
+      pattern: s.pattern ?? row.pattern,
+      every: s.every !== undefined && s.every !== null ? Number(s.every) : row.every,
+      tz: s.tz ?? row.tz,
+      next: s.next ? new Date(Number(s.next)).toISOString() : null,
+      inRedis: true,
+    });
+  }
+  return [...rows.values()].sort((a, b) => a.id.localeCompare(b.id));
+}

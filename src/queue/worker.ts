@@ -1,0 +1,301 @@
+import { prepareVerification } from '../drift/setup.js';
+import { hostname } from 'node:os';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { expandHome } from '../config.js';
+import { coerceError, configError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { runJob } from '../runner.js';
+import { JOBS } from '../../jobs/index.js';
+import { systemClock, type Clock } from '../time.js';
+import { openStateDb } from '../state.js';
+import { WorkerMetrics } from '../metrics.js';
+import { startHttpServer, type Health, type HttpHandle } from '../http.js';
+import { connectRedis, redactRedisUrl } from './connection.js';
+import { storeLockKey, withStoreLock } from './lock.js';
+import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
+import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
+import { openHostQueue, openQueue } from './queues.js';
+import { VERSION } from '../version.js';
+import { startTaskQueues, type TaskQueues } from './tasks.js';
+import { createVerifyTask } from '../drift/task.js';
+import { createDigestSectionsTask } from '../digest/fleet.js';
+import type { TaskDispatch } from '../job.js';
+import { finishInterruptedRestores } from '../snapshot/resume.js';
+
+export interface StartOptions {
+  config: Config;
+  log: Logger;
+  /** The jobs' clock; the wall clock unless a test injects one. */
+  now?: Clock;
+  metrics?: WorkerMetrics;
+}
+
+export interface RunningWorker {
+  /** Which host this worker is: it takes the jobs of this host's stores only. */
+  host: string;
+  /** The shared queue: jobs for every store at once (the digest). */
+  queue: Queue;
+  /** This host's queue: its stores' jobs. */
+  hostQueue: Queue;
+  /** The worker on the shared queue. */
+  worker: Worker;
+  /** The worker on this host's queue. */
+  hostWorker: Worker;
+  redis: Redis;
+  metrics: WorkerMetrics;
+  http?: HttpHandle;
+  schedulers: SyncResult;
+  health(): Promise<Health>;
+  /** Stop taking jobs, let running ones finish (bounded by worker.shutdownTimeoutMs), close everything. */
+  shutdown(reason?: string): Promise<{ drained: boolean }>;
+}
+
+export { openQueue, openHostQueue, openQueueFor } from './queues.js';
+
+/** Run-time state the processor and health check share. */
+interface WorkerState {
+  shuttingDown: boolean;
+  stop: AbortController;
+}
+
+/**
+ * The processor: the queue is only the transport and the clock. The job itself is the same `runJob` that
+ * `memory-warden run` calls; this adds the cross-machine store lock for writers, the log lines, the metrics and
+ * the retry decision (transient → thrown as is, BullMQ retries with backoff; anything else → UnrecoverableError).
+ */
+function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics, state: WorkerState, dispatch: TaskDispatch, host: string) {
+  const { config, log } = opts;
+  const holder = `${host}:${process.pid}`;
+  return async (job: Job, _token?: string, bullSignal?: AbortSignal): Promise<unknown> => {
+    const def = JOBS[job.name];
+    const store = typeof (job.data as { store?: unknown } | undefined)?.store === 'string' ? (job.data as { store: string }).store : null;
+    const attempt = job.attemptsMade + 1;
+    const jobLog = log.child({ job: job.name, store, jobId: job.id, attempt });
+    if (!def) {
+      jobLog.error({ outcome: 'failed', retry: false }, 'job failed: this build has no such job');
+      throw new UnrecoverableError(`unknown job "${job.name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+    }
+    // Only the host that holds a store's file may run its jobs: elsewhere the file is not there (or is another one).
+    if (store !== null && store in config.stores && hostOfStore(config, store) !== host) {
+      const owner = hostOfStore(config, store);
+      jobLog.error({ outcome: 'failed', retry: false, owner }, 'job failed: the store lives on another host');
+      throw new UnrecoverableError(`${job.name} ${store}: the store lives on host "${owner}", not on this worker's host "${host}"; its jobs go to queue ${hostQueueName(config, owner)}`);
+    }
+    const started = performance.now();
+    jobLog.info({ writes: def.writes }, 'job start');
+    const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
+    const fleet = { host, redis, lastSeen: async (h: string) => (await readHeartbeats(redis, config.redis.prefix)).find((b) => b.host === h)?.lastSeen ?? null };
+    const run = (lost?: AbortSignal) =>
+      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
+    try {
+      // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
+      // (every writer takes withMaintenanceLock around its writes), both held while it writes.
+      const result =
+        def.writes && store !== null
+          ? await withStoreLock(redis, storeLockKey(config.redis.prefix, store), { ...config.worker.storeLock, holder: `${job.name}@${holder}`, log: jobLog }, run)
+          : await run();
+      const seconds = (performance.now() - started) / 1000;
+      metrics.recordRun(job.name, store, 'ok', seconds, { result });
+      await recordSuccess(redis, config.redis.prefix, job.name, store, new Date()).catch(() => {}); // best effort: fleet view only
+      jobLog.info({ durationMs: Math.round(seconds * 1000), outcome: 'ok' }, 'job done');
+      return result;
+    } catch (err) {
+      const e = coerceError(err);
+      const seconds = (performance.now() - started) / 1000;
+      const retry = e.transient && attempt < (job.opts.attempts ?? 1);
+      metrics.recordRun(job.name, store, 'failed', seconds, { retried: retry });
+      jobLog.error({ durationMs: Math.round(seconds * 1000), outcome: 'failed', retry, kind: e.kind, err: e.message }, 'job failed');
+      if (e.transient) throw e;
+      throw new UnrecoverableError(e.message);
+    }
+  };
+}
+
+/** Last successful run per store and job, from the state db (survives restarts, unlike the metrics). */
+function lastSuccesses(config: Config): Record<string, Record<string, string>> {
+  const db = openStateDb(expandHome(config.stateDb));
+  try {
+    const rows = db
+      .prepare(`SELECT job, coalesce(store, '*') AS store, max(finished_at) AS at FROM job_runs WHERE outcome = 'ok' GROUP BY job, store`)
+      .all() as { job: string; store: string; at: string }[];
+    const out: Record<string, Record<string, string>> = {};
+    for (const r of rows) (out[r.store] ??= {})[r.job] = r.at;
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> {
+  if (redis.status !== 'ready') return false;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      redis.ping().then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
+  const { config, log } = opts;
+  const metrics = opts.metrics ?? new WorkerMetrics();
+  // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
+  if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
+  // A restore killed half-way left one store on the snapshot and one not: finish it before any writer runs.
+  await finishInterruptedRestores(config, log, opts.now ?? systemClock);
+  const redis = await connectRedis(config.redis.url, log);
+  const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
+  const host = thisHost(config);
+  metrics.registry.setDefaultLabels({ host });
+  const queue = openQueue(config, redis);
+  const hostQueue = openHostQueue(config, redis, host);
+  let worker: Worker | undefined;
+  let hostWorker: Worker | undefined;
+  let heartbeat: NodeJS.Timeout | undefined;
+  let http: HttpHandle | undefined;
+  let tasks: TaskQueues | undefined;
+  try {
+    // Drift's source reads run as tasks on their own queue (src/drift/task.ts), verify.concurrency at a time.
+    // A fleet digest's sections are read on each store's host (src/digest/fleet.ts): routed to this host's lane.
+    tasks = await startTaskQueues(config, redis, [createVerifyTask(config), createDigestSectionsTask(config)], log, state.stop.signal, host);
+    const taskQueues = tasks;
+    // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
+    const planned = planSchedulers(config, JOBS, log);
+    const shared = await syncSchedulers(queue, config, planned, log, null);
+    const own = await syncSchedulers(hostQueue, config, planned, log, host);
+    const schedulers: SyncResult = { upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed], kept: [...shared.kept, ...own.kept] };
+    const w = config.worker;
+    const processor = makeProcessor(opts, redis, metrics, state, taskQueues.dispatch, host);
+    const startOne = (name: string) => {
+      const bw = new Worker(name, processor, {
+        connection: redis,
+        prefix: config.redis.prefix,
+        name: `${host}:${hostname()}:${process.pid}`,
+        concurrency: w.concurrency,
+        lockDuration: w.lockDurationMs,
+        stalledInterval: w.stalledIntervalMs,
+        maxStalledCount: w.maxStalledCount,
+      });
+      bw.on('error', (err) => log.debug({ err: err.message }, 'worker connection error'));
+      bw.on('stalled', (jobId) => log.warn({ jobId }, 'job stalled (its worker stopped without finishing); it runs again'));
+      return bw;
+    };
+    worker = startOne(config.worker.queue);
+    hostWorker = startOne(hostQueueName(config, host));
+    await Promise.all([worker.waitUntilReady(), hostWorker.waitUntilReady()]);
+    const running = worker;
+    const runningHost = hostWorker;
+
+    const startedAt = new Date().toISOString();
+    const beat = (stopped?: boolean) => {
+      const b: Heartbeat = { host, version: VERSION, pid: process.pid, startedAt, lastSeen: new Date().toISOString(), stores: storesOn(config, host), ...(stopped ? { stopped } : {}) };
+      return writeHeartbeat(redis, config.redis.prefix, b).catch((err: Error) => log.debug({ err: err.message }, 'heartbeat not written'));
+    };
+    await beat();
+    heartbeat = setInterval(() => void beat(), w.heartbeatMs);
+    heartbeat.unref();
+
+    const health = async (): Promise<Health> => {
+      const up = await redisReachable(redis);
+      metrics.redisUp.set(up ? 1 : 0);
+      const workerState = state.shuttingDown ? 'stopping' : running.isRunning() && runningHost.isRunning() ? 'running' : 'stopped';
+      let stores: Record<string, Record<string, string>> | string;
+      try {
+        stores = lastSuccesses(config);
+      } catch (err) {
+        stores = `state db unreadable: ${(err as Error).message}`;
+      }
+      return { ok: up && workerState === 'running', redis: up ? 'up' : 'down', worker: workerState, lastSuccess: stores };
+    };
+
+    if (w.http.enabled) {
+      try {
+        http = await startHttpServer({
+          host: w.http.host,
+          port: w.http.port,
+          log,
+          health,
+          metrics: async () => {
+            const up = await redisReachable(redis);
+            metrics.redisUp.set(up ? 1 : 0);
+            if (up) {
+              const now = Date.now();
+              const beats = await readHeartbeats(redis, config.redis.prefix).catch(() => []);
+              metrics.recordFleet(beats.map((b) => ({ host: b.host, lastSeen: b.lastSeen, silent: isSilent(b, now, w.silentAfterMs) })));
+            }
+            return { contentType: metrics.contentType, body: await metrics.text() };
+          },
+        });
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? (err as Error).message;
+        throw configError(`worker.http: cannot listen on ${w.http.host}:${w.http.port} (${code}); choose another worker.http.port or set worker.http.enabled: false`);
+      }
+    }
+
+    log.info({ host, redis: redactRedisUrl(config.redis.url), prefix: config.redis.prefix, queue: config.worker.queue, hostQueue: hostQueue.name, concurrency: w.concurrency, schedulers: schedulers.upserted.length }, 'worker ready');
+
+    let closing: Promise<{ drained: boolean }> | undefined;
+    const shutdown = (reason = 'shutdown') =>
+      (closing ??= (async () => {
+        state.shuttingDown = true;
+        const began = Date.now();
+        log.info({ reason, timeoutMs: w.shutdownTimeoutMs }, 'shutting down: taking no new jobs, letting running ones finish');
+        clearInterval(heartbeat);
+        const closed = Promise.all([running.close(), runningHost.close()]);
+        let drained = await settlesWithin(closed, w.shutdownTimeoutMs);
+        if (!drained) {
+          log.warn({ timeoutMs: w.shutdownTimeoutMs }, 'shutdown timeout: telling running jobs to stop');
+          state.stop.abort();
+          running.cancelAllJobs('worker shutting down');
+          runningHost.cancelAllJobs('worker shutting down');
+          taskQueues.cancelAll('worker shutting down');
+          // Jobs that ignore the signal are left to stalled-job recovery: their lock lapses, another worker reruns them.
+          drained = await settlesWithin(closed, Math.min(10_000, Math.max(1000, w.shutdownTimeoutMs)));
+        }
+        // Only now: the jobs that were draining may have been waiting for their tasks. Tasks still running (for
+        // another worker's job) get what is left of the timeout, then are told to stop; they are retried elsewhere.
+        const tasksClosed = taskQueues.close();
+        if (!(await settlesWithin(tasksClosed, Math.max(1000, w.shutdownTimeoutMs - (Date.now() - began))))) {
+          state.stop.abort();
+          taskQueues.cancelAll('worker shutting down');
+          drained = (await settlesWithin(tasksClosed, 10_000)) && drained;
+        }
+        await http?.close();
+        await beat(true);
+        await queue.close().catch(() => {});
+        await hostQueue.close().catch(() => {});
+        if (drained) await redis.quit().catch(() => redis.disconnect());
+        else redis.disconnect();
+        log.info({ drained }, 'worker stopped');
+        return { drained };
+      })());
+
+    return { host, queue, hostQueue, worker: running, hostWorker: runningHost, redis, metrics, http, schedulers, health, shutdown };
+  } catch (err) {
+    clearInterval(heartbeat);
+    await http?.close();
+    await worker?.close(true).catch(() => {});
+    await hostWorker?.close(true).catch(() => {});
+    await tasks?.close();
+    await queue.close().catch(() => {});
+    await hostQueue.close().catch(() => {});
+    redis.disconnect();
+    throw err;
+  }
+}
+
+function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(() => true, () => true),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]).finally(() => clearTimeout(timer));
+}

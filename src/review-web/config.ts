@@ -1,0 +1,38 @@
+import { z } from 'zod';
+
+/**
+ * The review page's keys, under `review:` beside afterDays and batch. Without `url` the digest keeps its shell
+ * commands; `memory-warden serve` still serves the page to whoever opens it with a link from `serve --link`.
+ */
+export const reviewWebShape = {
+  /** The page's address as readers reach it (through the reverse proxy, if any); digest links start here. */
+  url: z.url({ protocol: /^https?$/ }).optional(),
+  /** The environment variable holding the key that signs links (at least 32 characters). */
+  secretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('MEMORY_WARDEN_REVIEW_KEY'),
+  /** How long a digest link opens the page. */
+  tokenDays: z.number().positive().max(90).default(7),
+  /** How long a signed-in session lasts without a new link. */
+  sessionHours: z.number().positive().max(24 * 30).default(12),
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(9478),
+    })
+    .prefault({}),
+  auth: z
+    .strictObject({
+      /** proxy: a reverse proxy with its own login; password: one shared password; users: names and hashed passwords from a file. */
+      mode: z.enum(['proxy', 'password', 'users']).default('password'),
+      /** proxy mode: the header naming the signed-in user (X-Forwarded-User); trusted only when set here. */
+      userHeader: z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name').optional(),
+      /** password mode: the environment variable holding the shared password. */
+      passwordEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('MEMORY_WARDEN_REVIEW_PASSWORD'),
+      /** users mode: a file of `name:scrypt:salt:hash` lines (`memory-warden serve --hash-password NAME` writes one). */
+      usersFile: z.string().min(1).optional(),
+    })
+    .prefault({}),
+};
+
+export type ReviewWebConfig = {
+  [K in keyof typeof reviewWebShape]: z.output<(typeof reviewWebShape)[K]>;
+};

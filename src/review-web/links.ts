@@ -1,0 +1,31 @@
+import type { Config } from '../config.js';
+import type { StoreSection } from '../digest/model.js';
+import { DAY_MS, type Instant } from '../time.js';
+import { itemAnchor, reviewKey, signLink } from './tokens.js';
+
+/**
+ * The page link for one item of one store: `<review.url>/open?t=TOKEN#m-…`. The token is bound to the store and
+ * the item and expires after review.tokenDays. Only the token and a derived anchor come from the item, never its text.
+ */
+export function reviewLink(config: Config, key: Buffer, store: string, item: string, now: Instant): string {
+  const base = config.review.url!.replace(/\/+$/, '');
+  const token = signLink(key, { store, item, expires: now + config.review.tokenDays * DAY_MS });
+  return `${base}/open?t=${token}${item === '*' ? '' : `#${itemAnchor(item)}`}`;
+}
+
+/**
+ * Give the digest's review items their page links when review.url is configured. Without a signing key the
+ * digest keeps its shell commands (and says why in the log) rather than not going out.
+ */
+export function attachReviewLinks(section: StoreSection, config: Config, now: Instant, warn: (msg: string) => void): void {
+  if (!config.review.url) return;
+  let key: Buffer;
+  try {
+    key = reviewKey(config.review.secretEnv);
+  } catch (err) {
+    warn(`digest: no review links (${(err as Error).message})`);
+    return;
+  }
+  for (const r of section.review.batch) r.link = reviewLink(config, key, section.name, r.id, now);
+  for (const v of section.maintenance.awaitingPerson.shown) v.link = reviewLink(config, key, section.name, v.memoryId, now);
+}

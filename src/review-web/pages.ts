@@ -1,0 +1,114 @@
+import type { PendingItem, ReviewList } from '../drift/review.js';
+import type { MemoryUnderReview } from '../verifiers/types.js';
+import { clip, escapeHtml, html, maskSecrets } from '../digest/untrusted.js';
+import { DAY_MS, parseInstant, type Instant } from '../time.js';
+import { itemAnchor } from './tokens.js';
+import { activityChart, gapChart, legend } from './chart.js';
+import type { DayFigures } from './history.js';
+
+/**
+ * Plain server-rendered HTML. Store text goes through the digest's own `html()` (one line, defanged, escaped) so
+ * it reads the same inert way as in the email; our own values go through `escapeHtml`. No inline script or style:
+ * the CSP forbids both, and the stylesheet is /static/review.css.
+ */
+export interface PageContext {
+  /** The path the page lives under behind a proxy (review.url's path), '' at the root. */
+  base: string;
+  store: string;
+  user: string;
+  corrections: boolean;
+  now: Instant;
+  /** A fresh one-time nonce for each form. */
+  nonce: () => string;
+}
+
+export function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><link rel="stylesheet" href="STATIC_CSS"></head>
+<body><main>${body}</main></body></html>`;
+}
+
+/** A page that explains (an expired link, a refused form): a heading and a paragraph, nothing from the request. */
+export function messagePage(base: string, title: string, text: string, back?: string): string {
+  const link = back ? `<p><a href="${escapeHtml(back)}">Back to the review queue</a></p>` : '';
+  return withBase(base, page(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p>${link}`));
+}
+
+const withBase = (base: string, doc: string) => doc.replace('STATIC_CSS', `${escapeHtml(base)}/static/review.css`);
+
+export function loginPage(base: string, store: string, token: string, mode: 'password' | 'users', failed: boolean): string {
+  const who = mode === 'users' ? 'Your name' : 'Your name (recorded with your decisions)';
+  const body = `<h1>Review ${escapeHtml(store)}</h1>
+${failed ? '<p class="bad">Wrong name or password.</p>' : ''}
+<form method="post" action="${escapeHtml(base)}/login" class="login">
+<input type="hidden" name="t" value="${escapeHtml(token)}">
+<label>${who} <input name="user" autocomplete="username" required maxlength="64"></label>
+<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button>
+</form>`;
+  return withBase(base, page(`Sign in: ${store}`, body));
+}
+
+const ageDays = (confirmedAt: string, now: Instant) => {
+  const t = parseInstant(confirmedAt);
+  return t === null ? '?' : String(Math.max(0, Math.floor((now - t) / DAY_MS)));
+};
+
+function forms(ctx: PageContext, id: string, seen: string, proposed = ''): string {
+  const action = `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
+  const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${escapeHtml(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
+  const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
+  if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
+  return `<div class="forms">${confirm}
+<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${escapeHtml(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
+<form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>
+<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete</button></form>
+</div>`;
+}
+
+/** What a form was rendered against: a decision on a row that changed since is refused as already decided. */
+export const seenState = (m: { confirmed_at?: string | null; superseded_by?: string | null } | null) => (m ? `${m.confirmed_at ?? ''}|${m.superseded_by ?? ''}` : 'gone');
+
+function fields(m: MemoryUnderReview, now: Instant): string {
+  return `<dl>
+<dt>fact</dt><dd class="fact">${html(clip(maskSecrets(m.fact), 2000))}</dd>
+<dt>subject</dt><dd>${html(clip(m.subject, 300))}</dd>
+<dt>source</dt><dd>${m.source.trim() === '' ? '<i class="bad">none</i>' : html(clip(m.source, 500))}</dd>
+<dt>confirmed</dt><dd>${html(clip(m.confirmed_at, 40))} (${ageDays(m.confirmed_at, now)} days ago)</dd>
+</dl>`;
+}
+
+function evidence(p: PendingItem): string {
+  const ev = (p.evidence ?? {}) as { reason?: unknown; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: unknown } };
+  const rows: string[] = [];
+  if (ev.reason) rows.push(`<dt>reason</dt><dd>${html(clip(ev.reason, 500))}</dd>`);
+  if (ev.previous) rows.push(`<dt>before</dt><dd>${html(clip(JSON.stringify(ev.previous.value), 500))}</dd>`);
+  if (ev.current && 'value' in ev.current) rows.push(`<dt>now</dt><dd>${html(clip(JSON.stringify(ev.current.value), 500))}</dd>`);
+  if (ev.replacement?.fact) rows.push(`<dt>proposed</dt><dd>${html(clip(ev.replacement.fact, 500))}</dd>`);
+  return rows.length > 0 ? `<dl class="evidence">${rows.join('')}</dl>` : '';
+}
+
+function pendingCard(ctx: PageContext, p: PendingItem): string {
+  const head = `<h3><code>${html(clip(p.memoryId, 80))}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(clip(p.verifier, 80))}` : ''} <span class="muted">checked ${html(clip(p.checkedAt, 40))}</span></h3>`;
+  // A verifier's proposed replacement is offered as the new fact; the person still names its source.
+  const proposed = (p.evidence as { replacement?: { fact?: unknown } } | null)?.replacement?.fact;
+  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
+  return `<article class="item pending" id="${itemAnchor(p.memoryId)}">${head}${body}</article>`;
+}
+
+function dueCard(ctx: PageContext, m: MemoryUnderReview): string {
+  return `<article class="item due" id="${itemAnchor(m.id)}"><h3><code>${html(clip(m.id, 80))}</code></h3>${fields(m, ctx.now)}${forms(ctx, m.id, seenState(m as MemoryUnderReview & { superseded_by?: null }))}</article>`;
+}
+
+export function storePage(ctx: PageContext, list: ReviewList, history: DayFigures[], notice?: string): string {
+  // One card per memory, with its latest verdict's evidence (a decision resolves all of them at once).
+  const seenIds = new Set<string>();
+  const pending = [...list.pending].reverse().filter((p) => !seenIds.has(p.memoryId) && seenIds.add(p.memoryId)).reverse();
+  const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
+${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
+<section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p)).join('\n')}</section>
+<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${list.next.map((m) => dueCard(ctx, m)).join('\n')}</section>
+<section><h2>Last 30 days</h2>${legend()}${gapChart(history)}${activityChart(history)}</section>`;
+  return withBase(ctx.base, page(`Review: ${ctx.store}`, body));
+}

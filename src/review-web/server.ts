@@ -1,0 +1,149 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { serve, type ServerType } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { systemClock, type Clock } from '../time.js';
+import { configError } from '../errors.js';
+import { itemAnchor } from './tokens.js';
+import { loginPage, messagePage } from './pages.js';
+import { decide, decisionText, type DecisionForm } from './decide.js';
+import { REVIEW_CSS } from './style.js';
+import { ReviewSite } from './site.js';
+
+export interface ReviewServerOptions {
+  config: Config;
+  log: Logger;
+  now?: Clock;
+  env?: NodeJS.ProcessEnv;
+  /** Overrides review.listen (tests bind port 0). */
+  listen?: { host: string; port: number };
+}
+
+export interface ReviewServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/**
+ * The review page: GET opens and shows, only POST decides. A signed link opens the page for its store (after the
+ * sign-in, unless a proxy in front did that) and starts a session bound to that store; each decision is a POST
+ * carrying a one-time form nonce of that session.
+ */
+export function reviewApp(opts: ReviewServerOptions): Hono {
+  const site = new ReviewSite(opts.config, opts.log, opts.now ?? systemClock, opts.env);
+  const app = new Hono();
+  app.use(async (c, next) => {
+    await next();
+    c.header('Content-Security-Policy', CSP);
+    c.header('X-Content-Type-Options', 'nosniff');
+    c.header('Referrer-Policy', 'no-referrer');
+    c.header('X-Frame-Options', 'DENY');
+    c.header('Cache-Control', 'no-store');
+  });
+  app.use(bodyLimit({ maxSize: 64 * 1024, onError: (c) => c.html(messagePage(site.base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
+  app.get('/static/review.css', (c) => c.body(REVIEW_CSS, 200, { 'Content-Type': 'text/css; charset=utf-8' }));
+  app.get('/', (c) => site.message(c, 404, 'memory-warden review', 'Open this page from a link in the digest email.'));
+  linkRoutes(app, site);
+  decisionRoutes(app, site);
+  app.notFound((c) => site.message(c, 404, 'Not found', 'Nothing here. Open the review page from a link in the digest email.'));
+  app.onError((err, c) => {
+    site.log.error({ err: err.message, path: c.req.path }, 'review page: request failed');
+    return site.message(c, 500, 'Something went wrong', 'The request failed; it is in the log. If it was a decision, check the queue before trying again.');
+  });
+  return app;
+}
+
+/** Opening a link, signing in, showing a store: nothing here changes a store. */
+function linkRoutes(app: Hono, site: ReviewSite): void {
+  const { auth, log } = site;
+  app.get('/open', async (c) => {
+    const token = c.req.query('t') ?? '';
+    const claims = site.checkLink(c, token);
+    if (claims instanceof Response) return claims;
+    const existing = site.session(c);
+    if (auth.mode !== 'proxy') {
+      if (existing && existing.store === claims.store) return site.showStore(c, existing, claims.item);
+      return c.html(loginPage(site.base, claims.store, token, auth.mode, false), 200);
+    }
+    const user = site.proxyUser(c);
+    if (user === null) return site.message(c, 401, 'Not signed in', `The proxy in front of this page did not name a user (${site.config.review.auth.userHeader}).`);
+    const s = existing && existing.store === claims.store && existing.user === user ? existing : site.startSession(c, claims, user);
+    return site.showStore(c, s, claims.item);
+  });
+
+  app.post('/login', async (c) => {
+    if (auth.mode === 'proxy') return site.message(c, 404, 'Not here', 'Sign-in is done by the proxy in front of this page.');
+    const form = await c.req.parseBody();
+    const token = typeof form.t === 'string' ? form.t : '';
+    const claims = site.checkLink(c, token);
+    if (claims instanceof Response) return claims;
+    if (site.failures.blocked(site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in is paused for a few minutes after many wrong passwords. Nothing changed.');
+    const user = typeof form.user === 'string' ? form.user.slice(0, 64) : '';
+    const who = auth.check(user, typeof form.password === 'string' ? form.password : '');
+    if (who === null) {
+      site.failures.add(site.now());
+      log.warn({ store: claims.store }, 'review page: failed sign-in');
+      return c.html(loginPage(site.base, claims.store, token, auth.mode, true), 401);
+    }
+    site.startSession(c, claims, who);
+    log.info({ store: claims.store, user: who }, 'review page: signed in');
+    return c.redirect(`${site.storeUrl(claims.store)}${claims.item === '*' ? '' : `#${itemAnchor(claims.item)}`}`, 303);
+  });
+
+  app.get('/store/:store', async (c) => {
+    const s = site.sessionFor(c, c.req.param('store'));
+    if (!s) return site.message(c, 401, 'Not signed in for this store', 'Open the page from a link in the digest email.');
+    return site.showStore(c, s);
+  });
+}
+
+/** Decisions: POST only, within the store's session, each form's nonce spent once. */
+function decisionRoutes(app: Hono, site: ReviewSite): void {
+  app.on(['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH'], '/store/:store/decide', (c) =>
+    site.message(c, 405, 'Decisions are made with the buttons', 'Opening this address decides nothing; use the buttons on the review page. Nothing changed.', site.storeUrl(c.req.param('store'))),
+  );
+
+  app.post('/store/:store/decide', async (c) => {
+    const store = c.req.param('store');
+    const back = site.storeUrl(store);
+    const s = site.sessionFor(c, store);
+    if (!s) return site.message(c, 401, 'Not signed in for this store', 'Open the page from a link in the digest email. Nothing changed.');
+    const body = await c.req.parseBody();
+    const field = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
+    const spent = site.sessions.spend(s, field('csrf') ?? '');
+    if (spent === 'replayed') return site.message(c, 409, 'Already sent', 'This form was sent before (a reload or a replay); it was acted on once. Nothing changed now.', back);
+    if (spent === 'unknown') return site.message(c, 403, 'Form not accepted', 'This form did not come from your session of the review page. Nothing changed.', back);
+    const form: DecisionForm = { action: field('action') ?? '', id: field('id') ?? '', seen: field('seen') ?? '', fact: field('fact'), source: field('source'), days: field('days') };
+    const out = await decide(site.config, store, s.user, form, site.now());
+    if (!out.ok) return site.message(c, out.status, 'Not done', out.message, back);
+    site.log.info({ store, user: s.user, action: out.decision.action, id: out.decision.id }, 'review page: decision');
+    return c.html(messagePage(site.base, 'Done', decisionText(out.decision), back));
+  });
+}
+
+export async function startReviewServer(opts: ReviewServerOptions): Promise<ReviewServer> {
+  const app = reviewApp(opts);
+  const listen = opts.listen ?? opts.config.review.listen;
+  let server: ServerType | undefined;
+  const addr = await new Promise<AddressInfo>((resolve, reject) => {
+    server = serve({ fetch: app.fetch, port: listen.port, hostname: listen.host }, (info) => resolve(info));
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(configError(`review.listen: cannot listen on ${listen.host}:${listen.port} (${err.code ?? err.message}); choose another review.listen.port`)),
+    );
+  });
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+  opts.log.info({ url }, 'review page listening');
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server!.close(() => resolve());
+        (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+      }),
+  };
+}

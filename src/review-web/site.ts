@@ -1,0 +1,111 @@
+import type { Context } from 'hono';
+import { getCookie, setCookie } from 'hono/cookie';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Clock } from '../time.js';
+import { reviewKey, verifyLink, type LinkClaims } from './tokens.js';
+import { makeAuthenticator, type Authenticator } from './auth.js';
+import { Sessions, type Session } from './sessions.js';
+import { messagePage, storePage } from './pages.js';
+import { readQueue } from './decide.js';
+
+export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500 | 503;
+const COOKIE = 'mw_review';
+
+/**
+ * What every route of the review page shares: the signing key, the sign-in, the sessions, and the few steps that
+ * several routes take (check a link, find the request's session, draw a store's page, explain a refusal).
+ */
+export class ReviewSite {
+  readonly key: Buffer;
+  readonly auth: Authenticator;
+  readonly sessions = new Sessions();
+  readonly failures = new FailedSignIns();
+  /** The path the page lives under behind a proxy (review.url's path), '' at the root. */
+  readonly base: string;
+  private readonly secure: boolean;
+  private readonly sessionMs: number;
+
+  constructor(readonly config: Config, readonly log: Logger, readonly now: Clock, env?: NodeJS.ProcessEnv) {
+    this.key = reviewKey(config.review.secretEnv, env);
+    this.auth = makeAuthenticator(config.review.auth, env);
+    this.base = config.review.url ? new URL(config.review.url).pathname.replace(/\/+$/, '') : '';
+    this.secure = config.review.url?.startsWith('https:') ?? false;
+    this.sessionMs = config.review.sessionHours * 3_600_000;
+  }
+
+  message(c: Context, status: Status, title: string, text: string, back?: string): Response {
+    return c.html(messagePage(this.base, title, text, back), status);
+  }
+
+  storeUrl(store: string): string {
+    return `${this.base}/store/${encodeURIComponent(store)}`;
+  }
+
+  /** In proxy mode the user is whoever the proxy names, when config trusts its header; null: the proxy named nobody. */
+  proxyUser(c: Context): string | null {
+    if (this.auth.mode !== 'proxy') return null;
+    if (!this.auth.userHeader) return 'review page (behind proxy)';
+    const v = c.req.header(this.auth.userHeader)?.trim();
+    return v && v.length <= 200 ? v : null;
+  }
+
+  startSession(c: Context, claims: LinkClaims, user: string): Session {
+    const s = this.sessions.create(claims.store, user, this.now() + this.sessionMs, this.now());
+    setCookie(c, COOKIE, s.id, { httpOnly: true, sameSite: 'Strict', secure: this.secure, path: this.base || '/', maxAge: Math.floor(this.sessionMs / 1000) });
+    return s;
+  }
+
+  /** The request's session, whatever store it covers. */
+  session(c: Context): Session | undefined {
+    return this.sessions.get(getCookie(c, COOKIE), this.now());
+  }
+
+  /** The session this request carries, if it covers `store` (and, behind a proxy, the same person). */
+  sessionFor(c: Context, store: string): Session | undefined {
+    const s = this.session(c);
+    if (!s || s.store !== store) return undefined;
+    if (this.auth.mode === 'proxy' && this.proxyUser(c) !== s.user) return undefined;
+    return s;
+  }
+
+  /** The link's claims, or the page that says why it opens nothing (never a stack trace). */
+  checkLink(c: Context, token: string): LinkClaims | Response {
+    const r = verifyLink(this.key, token, this.now());
+    if (r.ok) {
+      if (!this.config.stores[r.claims.store]) return this.message(c, 404, 'No such store', 'This link names a store that is not in the configuration any more.');
+      return r.claims;
+    }
+    if (r.reason === 'expired') {
+      const when = new Date(r.expires!).toISOString().slice(0, 16).replace('T', ' ');
+      return this.message(c, 410, 'This link has expired', `Review links open the page for ${this.config.review.tokenDays} days; this one expired at ${when} UTC. The next digest carries fresh links.`);
+    }
+    return this.message(c, 400, 'This link is not valid', 'The link is damaged or was not made by this memory-warden (its signature does not match). Open the page from the digest email.');
+  }
+
+  async showStore(c: Context, s: Session, item?: string): Promise<Response> {
+    const { list, history, corrections } = await readQueue(this.config, s.store, this.now());
+    const listed = [...list.pending.map((p) => p.memoryId), ...list.next.map((m) => m.id)];
+    const gone = item !== undefined && item !== '*' && !listed.includes(item);
+    const notice = gone ? 'The item this link points at no longer waits for review: it was decided already, or is not due any more.' : undefined;
+    const ctx = { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
+    return c.html(storePage(ctx, list, history, notice));
+  }
+}
+
+/**
+ * A guessing brake for the built-in sign-in: past MAX failures in WINDOW nobody signs in until the window moves on.
+ * Guessing needs a valid link first (they only travel in the digest); this bounds what a leaked link allows.
+ */
+export class FailedSignIns {
+  private static readonly MAX = 20;
+  private static readonly WINDOW_MS = 10 * 60_000;
+  private times: number[] = [];
+  add(at: number): void {
+    this.times.push(at);
+  }
+  blocked(at: number): boolean {
+    this.times = this.times.filter((t) => at - t < FailedSignIns.WINDOW_MS);
+    return this.times.length >= FailedSignIns.MAX;
+  }
+}

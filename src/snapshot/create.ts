@@ -1,0 +1,195 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, renameSync, rmSync, chmodSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { Config } from '../config.js';
+import type { StoreConfig } from '../store/config.js';
+import type { Logger } from '../logger.js';
+import type { Clock } from '../time.js';
+import { toFolderStamp } from '../time.js';
+import { coerceError, storeError, usageError } from '../errors.js';
+import { openStore } from '../store/open.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { QdrantStore } from '../store/qdrant.js';
+import { layoutFor } from '../layouts/index.js';
+import { copySqlite } from './sqlite-copy.js';
+import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
+import {
+  DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
+  storeSnapshotDir, writePrivateFile,
+} from './layout.js';
+import type { Progress } from '../progress.js';
+import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
+
+export interface SnapshotOptions {
+  now: Clock;
+  log: Logger;
+  signal?: AbortSignal;
+  reason?: Manifest['reason'];
+  /** Take the store's maintenance lock (default). Restore, which already holds it, says false. */
+  storeLock?: boolean;
+  /** Bytes written so far, file by file, on a terminal (src/progress.ts). */
+  progress?: Progress;
+}
+
+export interface SnapshotResult {
+  store: string;
+  name: string;
+  dir: string;
+  skewMs: number;
+  bytes: number;
+  rows: number | null;
+  points: Record<string, number>;
+  /** Older snapshots deleted by retention. */
+  pruned: string[];
+  /** Leftovers of interrupted runs that were removed. */
+  removedPartials: string[];
+}
+
+/** Every collection of a store: the configured ones, and for mem0 its memory and entity collections. */
+export function snapshotCollections(store: StoreConfig): string[] {
+  return layoutFor(store).collections(store);
+}
+
+/** `2-my collection` → `2-my_collection.snapshot`: a safe file name, unique by index. */
+function collectionFile(i: number, name: string): string {
+  return `qdrant/${i}-${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.snapshot`;
+}
+
+const iso = (t: number) => new Date(t).toISOString();
+
+/**
+ * One coordinated snapshot of a store: the SQLite copy and every collection's Qdrant snapshot, started together,
+ * built in a `.partial-` folder, each part verified (integrity_check `ok`; sha256 equal to Qdrant's checksum),
+ * the manifest written last, then the folder renamed into place. Any failure removes the partial folder and
+ * leaves every earlier snapshot as it was. Writers of the store (prune, repair) are kept out meanwhile, so the
+ * two parts are never split by memory-warden's own delete.
+ */
+export async function takeSnapshot(config: Config, storeName: string, opts: SnapshotOptions): Promise<SnapshotResult> {
+  const storeConfig = config.stores[storeName];
+  if (!storeConfig) throw usageError(`no store named "${storeName}"`);
+  openStore(config, storeName).close(); // the store must exist and be of its layout before anything is written
+  const run = () => snapshotLocked(config, storeName, storeConfig, opts);
+  return opts.storeLock === false ? run() : withMaintenanceLock(storeConfig.db, 'snapshot', run);
+}
+
+async function snapshotLocked(config: Config, storeName: string, storeConfig: StoreConfig, opts: SnapshotOptions): Promise<SnapshotResult> {
+  const root = storeSnapshotDir(config, storeName);
+  const lock = lockSnapshots(root, 'snapshot');
+  try {
+    const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+    const removedPartials = await removePartials(root, q, opts.log);
+    const removedServer = await removeServerLeftovers(root, q, snapshotCollections(storeConfig), opts.log);
+    if (removedServer.length > 0) opts.log.warn({ store: storeName, removed: removedServer }, 'deleted server-side snapshots left by earlier runs');
+    if (removedPartials.length > 0) opts.log.warn({ store: storeName, removed: removedPartials }, 'removed snapshot folders left by an interrupted run');
+    const reason = opts.reason ?? 'scheduled';
+    const startedAt = opts.now();
+    const name = toFolderStamp(startedAt) + (reason === 'pre-restore' ? '-pre-restore' : '');
+    const final = join(root, name);
+    if (existsSync(final)) throw usageError(`snapshot ${final} already exists; one snapshot per store and second`);
+    const tmp = join(root, `${PARTIAL_PREFIX}${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
+    mkdirSync(tmp, { mode: DIR_MODE });
+    chmodSync(tmp, DIR_MODE);
+    try {
+      const manifest = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
+      writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+      fsyncPath(tmp);
+      renameSync(tmp, final);
+      fsyncPath(root);
+      const bytes = Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0);
+      const pruned = reason === 'scheduled' ? applyRetention(root, config.snapshot.keep) : [];
+      const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
+      opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
+      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: manifest.sqlite.rows, points, pruned, removedPartials };
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  } finally {
+    lock.release();
+  }
+}
+
+async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
+  const collections = snapshotCollections(storeConfig);
+  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
+  const files: Record<string, FileEntry> = {};
+  const started = opts.now();
+
+  const sqlitePart = async (source = storeConfig.db, file = 'store.db'): Promise<SqlitePart> => {
+    const at = opts.now();
+    const copy = await copySqlite(source, join(tmp, file), config.busyTimeoutMs);
+    if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
+    fsyncPath(join(tmp, file));
+    files[file] = await sha256File(join(tmp, file));
+    opts.progress?.tick(files[file]!.bytes);
+    const rows = copy.tables.memory ?? null;
+    return { file, source, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
+  };
+  const vectorFiles = layoutFor(storeConfig).vectorFiles(storeConfig);
+  if (vectorFiles.length > 0) ensurePrivateDir(join(tmp, 'vectors'));
+  const vectorFilePart = (source: string, i: number) => sqlitePart(source, `vectors/${i}-${basename(source).replace(/[^A-Za-z0-9_.-]/g, '_')}`);
+
+  const qdrantPart = async (collection: string, i: number): Promise<QdrantPart> => {
+    const file = collectionFile(i, collection);
+    const at = opts.now();
+    const points = await q!.count(collection);
+    // Noted beside the snapshots before it exists, forgotten once deleted: a run killed meanwhile, or a delete
+    // that fails, leaves the note, and the next run deletes the server-side copy.
+    const note = noteServerSnapshot(root, { collection, snapshot: null, kind: 'created' });
+    const snap = await q!.createSnapshot(collection, opts.signal).catch((err: unknown) => {
+      note.forget(); // no name to delete it by
+      throw err;
+    });
+    note.name(snap.name);
+    try {
+      opts.signal?.throwIfAborted();
+      const got = await q!.downloadSnapshot(collection, snap.name, join(tmp, file), opts.signal);
+      if (!snap.checksum) throw storeError(`snapshot ${storeName}: Qdrant gave no checksum for ${collection}'s snapshot ${snap.name}: cannot verify it`);
+      if (got.sha256 !== snap.checksum || got.bytes !== snap.size) {
+        throw storeError(`snapshot ${storeName}: ${collection}'s snapshot ${snap.name} downloaded with sha256 ${got.sha256} (${got.bytes} bytes), Qdrant says ${snap.checksum} (${snap.size} bytes)`);
+      }
+      fsyncPath(join(tmp, file));
+      files[file] = got;
+      opts.progress?.tick(got.bytes);
+    } finally {
+      // The download is verified either way; a failed delete keeps the note, so the next run deletes it.
+      await q!.deleteSnapshot(collection, snap.name).then(
+        () => note.forget(),
+        (err: unknown) => opts.log.warn({ store: storeName, collection, snapshot: snap.name, err: (err as Error).message }, 'could not delete the server-side snapshot; the next snapshot or restore deletes it'),
+      );
+    }
+    return { collection, file, snapshot: snap.name, startedAt: iso(at), finishedAt: iso(opts.now()), qdrantChecksum: snap.checksum, points };
+  };
+
+  // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
+  opts.progress?.start('snapshot', undefined, 'bytes');
+  const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
+  opts.progress?.done();
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
+  const values = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value);
+  const sqlite = values[0] as SqlitePart;
+  const qdrant = values.slice(1, 1 + collections.length) as QdrantPart[];
+  const vectorParts = values.slice(1 + collections.length) as SqlitePart[];
+  for (const rel of Object.keys(files)) {
+    const size = statSync(join(tmp, rel)).size;
+    if (size !== files[rel]!.bytes) throw storeError(`snapshot ${storeName}: ${rel} is ${size} bytes on disk, ${files[rel]!.bytes} written`);
+  }
+  const starts = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.startedAt));
+  const ends = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.finishedAt));
+  return {
+    format: MANIFEST_FORMAT,
+    tool: { name: 'memory-warden', version: toolVersion() },
+    store: storeName,
+    layout: storeConfig.layout,
+    reason,
+    startedAt: iso(started),
+    finishedAt: iso(opts.now()),
+    skewMs: Math.max(...ends) - Math.min(...starts),
+    sqlite,
+    qdrant,
+    ...(vectorParts.length > 0 ? { vectorFiles: vectorParts } : {}),
+    files,
+  };
+}

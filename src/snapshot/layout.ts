@@ -1,0 +1,133 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { expandHome, type Config } from '../config.js';
+import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
+import { MANIFEST, readManifest, type Manifest } from './manifest.js';
+import type { QdrantStore } from '../store/qdrant.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * Where snapshots live: `<root>/<store>/<2026-11-29T060000Z>/`, one folder per snapshot, built as
+ * `.partial-…` beside it and renamed into place only once complete. Folders and files are the owner's only.
+ */
+export const SNAPSHOT_NAME = /^\d{4}-\d{2}-\d{2}T\d{6}Z(-pre-restore)?$/;
+export const PARTIAL_PREFIX = '.partial-';
+/** `pending-N.json` in a partial folder: a server-side snapshot created and not yet deleted. */
+export const PENDING_PREFIX = 'pending-';
+export const DIR_MODE = 0o700;
+export const FILE_MODE = 0o600;
+
+export function storeSnapshotDir(config: Config, store: string): string {
+  return join(expandHome(config.snapshot.root), store);
+}
+
+/** mkdir -p with 0700 on every folder this creates, and 0700 on the last one even if it existed. */
+export function ensurePrivateDir(path: string): void {
+  mkdirSync(path, { recursive: true, mode: DIR_MODE });
+  chmodSync(path, DIR_MODE);
+}
+
+/** One snapshotter per store at a time: a lock file beside the snapshots, dropped by the OS if we die. */
+export function lockSnapshots(dir: string, holder: string): MaintenanceLock {
+  ensurePrivateDir(dir);
+  return acquireMaintenanceLock(join(dir, '.snapshots'), { holder });
+}
+
+export async function sha256File(path: string): Promise<{ bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  await pipeline(createReadStream(path), async function* (source: AsyncIterable<Buffer>) {
+    for await (const chunk of source) {
+      hash.update(chunk);
+      bytes += chunk.length;
+    }
+  });
+  return { bytes, sha256: hash.digest('hex') };
+}
+
+export function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Write a small file durably: 0600, fsynced. */
+export function writePrivateFile(path: string, text: string): void {
+  writeFileSync(path, text, { mode: FILE_MODE, flag: 'wx' });
+  fsyncPath(path);
+}
+
+export interface SnapshotEntry {
+  name: string;
+  dir: string;
+  manifest?: Manifest;
+  /** Why the manifest could not be read (the folder is listed, never trusted). */
+  problem?: string;
+}
+
+/** Published snapshots of a store, oldest first. Partial folders and anything else are not snapshots. */
+export function listSnapshots(dir: string): SnapshotEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  return names
+    .filter((n) => SNAPSHOT_NAME.test(n) && statSync(join(dir, n)).isDirectory())
+    .sort()
+    .map((name) => {
+      const folder = join(dir, name);
+      try {
+        return { name, dir: folder, manifest: readManifest(folder) };
+      } catch (err) {
+        return { name, dir: folder, problem: (err as Error).message };
+      }
+    });
+}
+
+/**
+ * Keep the newest `keep` complete scheduled snapshots; delete older ones. Pre-restore snapshots and folders
+ * without a readable manifest are never deleted here: a person decides about those.
+ */
+export function applyRetention(dir: string, keep: number): string[] {
+  const complete = listSnapshots(dir).filter((s) => s.manifest && s.manifest.reason === 'scheduled');
+  const doomed = complete.slice(0, Math.max(0, complete.length - keep));
+  for (const s of doomed) rmSync(s.dir, { recursive: true, force: true });
+  return doomed.map((s) => s.name);
+}
+
+/**
+ * Leftovers of runs that died mid-way (kill -9, power loss), removed with the server-side Qdrant snapshots they
+ * had noted as not yet deleted. Only called while holding the snapshot lock.
+ */
+export async function removePartials(dir: string, q: QdrantStore | undefined, log: Logger): Promise<string[]> {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const partial = names.filter((n) => n.startsWith(PARTIAL_PREFIX));
+  for (const n of partial) {
+    const folder = join(dir, n);
+    for (const f of readdirSync(folder).filter((x) => x.startsWith(PENDING_PREFIX))) {
+      try {
+        const { collection, snapshot } = JSON.parse(readFileSync(join(folder, f), 'utf8')) as { collection: string; snapshot: string };
+        if (q) await q.deleteSnapshot(collection, snapshot);
+      } catch (err) {
+        log.warn({ folder, file: f, err: (err as Error).message }, 'could not delete a server-side snapshot left by an interrupted run');
+      }
+    }
+    rmSync(folder, { recursive: true, force: true });
+  }
+  return partial;
+}
+
+export { MANIFEST };

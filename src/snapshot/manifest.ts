@@ -1,0 +1,99 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { storeError } from '../errors.js';
+
+export const MANIFEST = 'manifest.json';
+export const MANIFEST_FORMAT = 'memory-warden-snapshot/1';
+
+export interface FileEntry {
+  bytes: number;
+  sha256: string;
+}
+
+export interface SqlitePart {
+  /** File name inside the snapshot folder. */
+  file: string;
+  /** The store file it was copied from. */
+  source: string;
+  startedAt: string;
+  finishedAt: string;
+  /** `PRAGMA integrity_check` of the copy: only `ok` is ever published. */
+  integrity: string;
+  /** The source's journal mode, given back to the file on restore. */
+  journalMode: string;
+  /** Rows per table in the copy; `rows` is the memory table's (null for other layouts). */
+  tables: Record<string, number>;
+  rows: number | null;
+}
+
+export interface QdrantPart {
+  collection: string;
+  file: string;
+  /** The server-side snapshot it was downloaded from (deleted from the server afterwards). */
+  snapshot: string;
+  startedAt: string;
+  finishedAt: string;
+  /** Qdrant's own checksum, equal to the sha256 of the downloaded file. */
+  qdrantChecksum: string;
+  /** Exact point count just before the snapshot was taken. */
+  points: number;
+}
+
+/** Written last: its presence in a published folder means every part was verified. */
+export interface Manifest {
+  format: typeof MANIFEST_FORMAT;
+  tool: { name: string; version: string };
+  store: string;
+  layout: string;
+  reason: 'scheduled' | 'pre-restore';
+  startedAt: string;
+  finishedAt: string;
+  /**
+   * Upper bound, in milliseconds, on how far apart the parts captured their store: from the first part's start to
+   * the last part's finish. The agent's writes within this window may be in one part and not the other.
+   */
+  skewMs: number;
+  sqlite: SqlitePart;
+  qdrant: QdrantPart[];
+  /** SQLite files that hold the store's vectors (mem0's TypeScript SDK), copied as the store file is; absent before. */
+  vectorFiles?: SqlitePart[];
+  /** sha256 and size of every file in the folder but this one. */
+  files: Record<string, FileEntry>;
+}
+
+let version: string | undefined;
+
+/** memory-warden's version, from the package.json above this module (src/ under tests, dist/src/ when built). */
+export function toolVersion(): string {
+  if (version) return version;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate)) {
+      const pkg = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'memory-warden' && pkg.version) return (version = pkg.version);
+    }
+    dir = dirname(dir);
+  }
+  return (version = 'unknown');
+}
+
+export function readManifest(folder: string): Manifest {
+  const path = join(folder, MANIFEST);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw storeError(`${folder}: no readable ${MANIFEST} (${code ?? (err as Error).message}): not a complete snapshot`, err);
+  }
+  const m = raw as Partial<Manifest>;
+  if (m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || typeof m.store !== 'string') {
+    throw storeError(`${path}: not a memory-warden snapshot manifest (format ${JSON.stringify(m.format)})`);
+  }
+  for (const name of Object.keys(m.files)) {
+    if (name.includes('..') || name.startsWith('/') || name === MANIFEST) throw storeError(`${path}: file entry "${name}" points outside the snapshot`);
+  }
+  return m as Manifest;
+}

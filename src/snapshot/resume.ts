@@ -1,0 +1,256 @@
+import { chmodSync, chownSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { Clock } from '../time.js';
+import type { Progress } from '../progress.js';
+import { storeError, usageError } from '../errors.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { QdrantStore } from '../store/qdrant.js';
+import { FILE_MODE, storeSnapshotDir } from './layout.js';
+import type { Manifest, QdrantPart } from './manifest.js';
+import { snapshotCollections } from './create.js';
+import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
+import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
+import { replaceStoreFile, stageSqlite, storeUsers, verifySnapshot } from './restore.js';
+
+export type FileOwner = NonNullable<RestoreJournal['file']>;
+
+interface ApplyOptions {
+  now: Clock;
+  log: Logger;
+  /** Bytes uploaded to Qdrant so far, on a terminal (src/progress.ts). */
+  progress?: Progress;
+}
+
+const STAGING = (dbPath: string) => `.${basename(dbPath)}.restore-`;
+
+/** Where this process stages the snapshot's SQLite copy: beside the store, so the swap is a rename. */
+export function stagingPath(dbPath: string): string {
+  return join(dirname(dbPath), `${STAGING(dbPath)}${process.pid}`);
+}
+
+/** The store file's mode and owner, given back to the file that replaces it (null: there is no store file). */
+export function fileOwner(dbPath: string): FileOwner | null {
+  try {
+    const st = statSync(dbPath);
+    return { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+  } catch {
+    return null;
+  }
+}
+
+/** The agent may run as another user: the restored file keeps the mode and owner the store file had. */
+export function keepOwner(path: string, file: FileOwner | null, log: Logger): void {
+  chmodSync(path, file?.mode ?? FILE_MODE);
+  if (!file) return;
+  try {
+    chownSync(path, file.uid, file.gid);
+  } catch (err) {
+    log.warn({ path, uid: file.uid, gid: file.gid, err: (err as Error).message }, 'could not give the restored store file its owner back (restore as root or as the owner)');
+  }
+}
+
+/**
+ * Leftovers of restores and snapshots killed earlier: staging copies of the store (every one is stale while we hold
+ * the maintenance lock, which every restore holds) and server-side snapshots. Only called under the lock.
+ */
+export async function clearLeftovers(config: Config, storeName: string, log: Logger, steps: string[]): Promise<void> {
+  const storeConfig = config.stores[storeName]!;
+  const stale = removeStaleStaging(storeConfig.db);
+  if (stale.length > 0) steps.push(`removed ${stale.length} staging cop${stale.length === 1 ? 'y' : 'ies'} left by interrupted restores: ${stale.join(', ')}`);
+  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const removed = await removeServerLeftovers(storeSnapshotDir(config, storeName), q, snapshotCollections(storeConfig), log);
+  if (removed.length > 0) steps.push(`deleted ${removed.length} server-side snapshot(s) left by earlier runs`);
+}
+
+/**
+ * Staging copies (`.<store file>.restore-<pid>`) beside the store, and journal writes cut short. Call only under the
+ * store's maintenance lock.
+ */
+export function removeStaleStaging(dbPath: string): string[] {
+  const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
+  let names: string[];
+  try {
+    names = readdirSync(dirname(dbPath));
+  } catch {
+    return [];
+  }
+  const paths = names.filter((n) => n.startsWith(STAGING(dbPath))).map((n) => join(dirname(dbPath), n));
+  for (const p of paths) rmSync(p, { force: true });
+  for (const n of names.filter((x) => x.startsWith(journalTmp))) rmSync(join(dirname(dbPath), n), { force: true });
+  return paths;
+}
+
+/** Is anything left by a killed restore beside the store (a journal, a staging copy)? */
+function restoreLeftovers(dbPath: string): boolean {
+  if (readJournal(dbPath)) return true;
+  try {
+    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(STAGING(dbPath)));
+  } catch {
+    return false;
+  }
+}
+
+/** Recover one collection by upload, the upload noted until it is deleted from the server again. */
+async function recoverCollection(q: QdrantStore, storeRoot: string, part: QdrantPart, file: string, opts: ApplyOptions): Promise<void> {
+  const name = uploadName(opts.now());
+  const note = noteServerSnapshot(storeRoot, { collection: part.collection, snapshot: name, kind: 'uploaded' });
+  try {
+    await q.recoverFromFile(part.collection, file, part.qdrantChecksum, name);
+  } finally {
+    // Qdrant keeps the upload in the collection's snapshot list, pre-erase data and all: never left there.
+    await deleteIfThere(q, part.collection, name).then(
+      () => note.forget(),
+      (err: unknown) => opts.log.warn({ collection: part.collection, snapshot: name, err: (err as Error).message }, 'could not delete the uploaded snapshot; the next snapshot or restore deletes it'),
+    );
+  }
+}
+
+/**
+ * Make both stores the snapshot `dir`'s, skipping what the journal says is done and recording each step in it:
+ * every collection, then the store file (from `staged`, or staged now).
+ */
+export async function applySnapshot(
+  config: Config, storeName: string, j: RestoreJournal, dir: string, manifest: Manifest, staged: string | null, opts: ApplyOptions, steps: string[],
+): Promise<void> {
+  const storeConfig = config.stores[storeName]!;
+  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const root = storeSnapshotDir(config, storeName);
+  opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
+  for (const part of manifest.qdrant) {
+    if (j.recovered.includes(part.collection)) continue;
+    await recoverCollection(q!, root, part, join(dir, part.file), opts);
+    opts.progress?.tick(manifest.files[part.file]?.bytes ?? 0);
+    j.recovered.push(part.collection);
+    writeJournal(storeConfig.db, j);
+    steps.push(`recovered Qdrant collection ${part.collection} from ${dir}`);
+  }
+  opts.progress?.done();
+  if (j.sqliteDone) return;
+  const copy = staged ?? stagingPath(storeConfig.db);
+  try {
+    if (!staged) stageSqlite(join(dir, manifest.sqlite.file), copy, manifest, config.busyTimeoutMs, j.file, opts.log);
+    replaceStoreFile(copy, storeConfig.db, config.busyTimeoutMs);
+  } finally {
+    if (!staged) rmSync(copy, { force: true });
+  }
+  j.sqliteDone = true;
+  writeJournal(storeConfig.db, j);
+  steps.push(`replaced ${storeConfig.db} with the copy from ${dir}`);
+}
+
+/** Turn the journal round: from now on the pre-restore snapshot is applied, to every collection and the file. */
+function turnBack(dbPath: string, j: RestoreJournal): void {
+  j.direction = 'back';
+  j.recovered = [];
+  j.sqliteDone = false;
+  writeJournal(dbPath, j);
+}
+
+function turnForward(dbPath: string, j: RestoreJournal): void {
+  j.direction = 'forward';
+  j.recovered = [];
+  j.sqliteDone = false;
+  writeJournal(dbPath, j);
+}
+
+/**
+ * A restore that failed in this process: put every collection back from the pre-restore snapshot (the journal
+ * turned round first, so a crash now is rolled back, not forward, next time). Without a pre-restore snapshot, or
+ * if putting back fails too, the journal is kept and the error says what to run.
+ */
+export async function rollBack(config: Config, storeName: string, j: RestoreJournal, cause: unknown, opts: ApplyOptions): Promise<void> {
+  const db = config.stores[storeName]!.db;
+  if (!j.undo) {
+    throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(db)} is kept: run \`memory-warden restore ${j.from} --store ${storeName}\` to finish it`, cause);
+  }
+  try {
+    const undo = await verifySnapshot(j.undo);
+    const sqliteReplaced = j.sqliteDone;
+    turnBack(db, j);
+    // The store file is replaced last: unless that happened, only the collections go back.
+    j.sqliteDone = !sqliteReplaced;
+    writeJournal(db, j);
+    await applySnapshot(config, storeName, j, j.undo, undo, null, opts, []);
+    removeJournal(db);
+    opts.log.warn({ store: storeName, undo: j.undo }, 'restore failed; Qdrant collections put back from the pre-restore snapshot');
+  } catch (err) {
+    opts.log.error({ store: storeName, undo: j.undo, err: (err as Error).message }, 'restore failed and putting Qdrant back failed too');
+    throw storeError(
+      `restore failed (${(cause as Error).message}) and putting Qdrant back failed (${(err as Error).message}); the SQLite store is unchanged; ` +
+        `the journal ${journalPath(db)} is kept: the next \`memory-warden restore\` of this store (or a worker start) rolls it back to ${j.undo} (or, when that cannot be read, forward to ${j.from})`,
+      cause,
+    );
+  }
+}
+
+/**
+ * Finish a restore that was interrupted (kill -9, power loss, a failed roll back) the way its journal points (forward
+ * to its snapshot, or back to the pre-restore one) when that snapshot still verifies, else the other way, else
+ * refuse loudly and change nothing. Under the store's maintenance lock. Returns the snapshot folder both stores
+ * now hold.
+ */
+export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[]): Promise<string> {
+  const db = config.stores[storeName]!.db;
+  let target = j.direction === 'forward' ? j.from : j.undo;
+  let manifest: Manifest | undefined;
+  let why = '';
+  try {
+    if (target) manifest = await verifySnapshot(target);
+  } catch (err) {
+    why = (err as Error).message;
+  }
+  // The other way round, when this one's snapshot cannot be used: every step is then done again.
+  const other = j.direction === 'forward' ? j.undo : j.from;
+  if (!manifest && other) {
+    try {
+      manifest = await verifySnapshot(other);
+      opts.log.warn({ store: storeName, from: j.from, undo: j.undo, direction: j.direction, why }, 'the interrupted restore cannot go on this way; going the other way');
+      if (j.direction === 'forward') turnBack(db, j);
+      else turnForward(db, j);
+      target = other;
+    } catch (err) {
+      why += `; ${other}: ${(err as Error).message}`;
+    }
+  }
+  if (!manifest || !target) {
+    throw storeError(`finish the interrupted restore of store "${storeName}" (journal ${journalPath(db)}): ${why || 'no pre-restore snapshot'}; neither finishing nor rolling back is possible: nothing was changed; put the snapshot folder back, or compare both stores by hand and then delete the journal`);
+  }
+  steps.push(`${j.direction === 'forward' ? 'finishing' : 'rolling back'} the restore from ${j.from} that was interrupted (journal ${journalPath(db)})`);
+  await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  removeJournal(db);
+  opts.log.warn({ store: storeName, from: j.from, direction: j.direction, now: target }, 'interrupted restore finished');
+  steps.push(`both stores are now ${target}`);
+  return target;
+}
+
+/**
+ * Worker start: finish the store's interrupted restore, if it has one, or say why not (the job runner then keeps
+ * writers off the store), and remove staging copies of killed restores. Null when there was nothing to do.
+ */
+export async function finishPendingRestore(config: Config, storeName: string, opts: ApplyOptions & { force?: boolean }): Promise<string[] | null> {
+  const db = config.stores[storeName]!.db;
+  if (!restoreLeftovers(db)) return null;
+  const users = readJournal(db) ? storeUsers(db) : [];
+  if (users.length > 0 && !opts.force) throw usageError(`finish the interrupted restore of store "${storeName}": ${db} is in use (${users.join(', ')}): stop the agent first`);
+  return withMaintenanceLock(db, 'restore', async () => {
+    const steps: string[] = [];
+    await clearLeftovers(config, storeName, opts.log, steps);
+    const j = readJournal(db);
+    if (j) await finishRestore(config, storeName, j, opts, steps);
+    return steps;
+  });
+}
+
+/** Worker start: every store's interrupted restore finished, or logged as refused (its writers then stay off). */
+export async function finishInterruptedRestores(config: Config, log: Logger, now: Clock): Promise<void> {
+  for (const name of Object.keys(config.stores)) {
+    try {
+      const steps = await finishPendingRestore(config, name, { now, log });
+      if (steps && steps.length > 0) log.warn({ store: name, steps }, 'cleaned up after a restore that was interrupted');
+    } catch (err) {
+      log.error({ store: name, err: (err as Error).message }, 'a restore of this store was interrupted and cannot be finished now: its writers are refused until `memory-warden restore` finishes it');
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import { closeSync, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import { storeError, coerceError } from '../errors.js';
+import { FILE_MODE } from './layout.js';
+
+export interface SqliteCopy {
+  integrity: string;
+  journalMode: string;
+  tables: Record<string, number>;
+}
+
+/*
+ * Runs in a worker thread, so the event loop keeps streaming Qdrant's snapshots while SQLite copies: VACUUM INTO
+ * is one long synchronous call. Plain CommonJS evaluated in the worker (it cannot import this project's
+ * TypeScript under the test runner). It only reads the source (not opened read-only: a read-only connection
+ * cannot open a WAL store whose -shm is missing), and opens the copy only to check it.
+ */
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const { source, dest, busyTimeoutMs } = workerData;
+try {
+  const src = new Database(source, { fileMustExist: true, timeout: busyTimeoutMs });
+  let journalMode;
+  try {
+    src.pragma('foreign_keys = ON');
+    src.pragma('busy_timeout = ' + busyTimeoutMs);
+    journalMode = String(src.pragma('journal_mode', { simple: true })).toLowerCase();
+    src.prepare('VACUUM INTO ?').run(dest);
+  } finally {
+    src.close();
+  }
+  const copy = new Database(dest, { fileMustExist: true });
+  try {
+    copy.pragma('journal_mode = DELETE');
+    const integrity = copy.pragma('integrity_check').map((r) => r.integrity_check).join('; ');
+    const tables = {};
+    for (const { name } of copy.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()) {
+      tables[name] = copy.prepare('SELECT count(*) AS n FROM "' + name.replace(/"/g, '""') + '"').get().n;
+    }
+    parentPort.postMessage({ ok: true, integrity, journalMode, tables });
+  } finally {
+    copy.close();
+  }
+} catch (err) {
+  parentPort.postMessage({ ok: false, message: String(err && err.message || err), code: err && err.code });
+}
+`;
+
+/**
+ * A consistent copy of the store at `dest` (VACUUM INTO: one read transaction, so one instant of the store,
+ * without blocking the agent's writer in WAL mode), then `PRAGMA integrity_check` on the copy. The copy is created
+ * 0600 before SQLite writes into it; it is left in rollback-journal mode so it is one self-contained file.
+ */
+export function copySqlite(source: string, dest: string, busyTimeoutMs: number): Promise<SqliteCopy> {
+  closeSync(openSync(dest, 'wx', FILE_MODE));
+  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER, { eval: true, workerData: { driver, source, dest, busyTimeoutMs } });
+    let settled = false;
+    worker.once('message', (m: { ok: boolean; message?: string; code?: string } & SqliteCopy) => {
+      settled = true;
+      if (m.ok) resolve({ integrity: m.integrity, journalMode: m.journalMode, tables: m.tables });
+      else {
+        const e = coerceError(Object.assign(new Error(m.message), { code: m.code }), `copy ${source} (VACUUM INTO)`);
+        reject(e.transient ? e : storeError(e.message, e));
+      }
+    });
+    worker.once('error', (err) => {
+      settled = true;
+      reject(coerceError(err, `copy ${source}`));
+    });
+    worker.once('exit', (code) => {
+      if (!settled) reject(storeError(`copy ${source}: worker exited with code ${code}`));
+    });
+  });
+}

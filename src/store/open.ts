@@ -1,0 +1,52 @@
+import { basename } from 'node:path';
+import type { Config } from '../config.js';
+import { isDeepStrictEqual } from 'node:util';
+import { storeSchema, type StoreConfig } from './config.js';
+import { layoutFor } from '../layouts/index.js';
+import { openDatabase, type Db } from './sqlite.js';
+import type { VectorSink } from './vectors.js';
+import { qdrantStoreFor } from './qdrant.js';
+
+/** One configured store, opened: its SQLite connection and, when configured, its vector side. */
+export interface StoreHandle {
+  name: string;
+  config: StoreConfig;
+  path: string;
+  db: Db;
+  vectors?: VectorSink;
+  close(): void;
+}
+
+export function openStore(config: Config, name: string, opts: { readonly?: boolean } = {}): StoreHandle {
+  const storeConfig = config.stores[name];
+  if (!storeConfig) throw new Error(`no store named ${name}`);
+  const db = openDatabase(storeConfig.db, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false });
+  try {
+    layoutFor(storeConfig).assertSchema(db, storeConfig);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const vectors = qdrantStoreFor(storeConfig);
+  return { name, config: storeConfig, path: storeConfig.db, db, ...(vectors ? { vectors } : {}), close: () => db.close() };
+}
+
+/** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
+export function storeNameForPath(path: string): string {
+  return basename(path).replace(/\.[^.]*$/, '').replace(/[^A-Za-z0-9_.-]/g, '_') || 'store';
+}
+
+/** How a command names a store: `--db PATH` or `--store NAME`. */
+export interface StoreSelector {
+  flag: '--db' | '--store';
+  value: string;
+}
+
+/**
+ * How a command a person pastes (the digest's review commands) names this store: `--db PATH` when the path
+ * alone says everything about it (the brief's layout and no vector store, exactly what `--db` builds), so the
+ * command works with no config file; otherwise `--store NAME`, which needs the same config.
+ */
+export function storeSelector(name: string, store: StoreConfig): StoreSelector {
+  return isDeepStrictEqual(store, storeSchema.parse({ db: store.db })) ? { flag: '--db', value: store.db } : { flag: '--store', value: name };
+}

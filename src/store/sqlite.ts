@@ -1,0 +1,182 @@
+import Database from 'better-sqlite3';
+import { closeSync, fchmodSync, openSync, readSync, statSync } from 'node:fs';
+import { storeError } from '../errors.js';
+import { parseInstant } from '../time.js';
+
+export type Db = Database.Database;
+
+export interface OpenOptions {
+  busyTimeoutMs?: number;
+  readonly?: boolean;
+  /** Only `init --create` may make a new file; every other caller gets an error for a missing path. */
+  create?: boolean;
+}
+
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/** Refuse a path that is missing, not a file, or not SQLite, before SQLite itself touches it. */
+export function assertSqliteFile(path: string): void {
+  let size: number;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw storeError(`${path}: not a file`);
+    size = st.size;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw storeError(`${path}: no such store (init --create makes a new one)`);
+    }
+    if ((err as { kind?: string }).kind) throw err;
+    throw storeError(`${path}: cannot read (${(err as NodeJS.ErrnoException).code})`, err);
+  }
+  if (size === 0) throw storeError(`${path}: empty file, not a SQLite database`);
+  const head = Buffer.alloc(16);
+  const fd = openSync(path, 'r');
+  try {
+    readSync(fd, head, 0, 16, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (!head.equals(SQLITE_HEADER)) throw storeError(`${path}: not a SQLite database`);
+}
+
+/**
+ * Every connection the project opens goes through here: foreign keys on first (per connection, or ON DELETE
+ * CASCADE silently does nothing), a busy timeout so a held agent lock means waiting, not failing, and the
+ * time functions that compare timestamps as instants.
+ */
+export function openDatabase(path: string, opts: OpenOptions = {}): Db {
+  if (!opts.create) assertSqliteFile(path);
+  let db: Db;
+  try {
+    db = openHandle(path, { fileMustExist: !opts.create, readonly: opts.readonly ?? false });
+  } catch (err) {
+    throw storeError((err as Error).message, err);
+  }
+  try {
+    db.pragma('foreign_keys = ON');
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000))}`);
+    if (db.pragma('foreign_keys', { simple: true }) !== 1) throw storeError(`${path}: foreign keys could not be enabled`);
+    registerTimeFunctions(db);
+  } catch (err) {
+    db.close();
+    throw err instanceof Error && 'kind' in err ? err : storeError(`open ${path}: ${(err as Error).message}`, err);
+  }
+  return db;
+}
+
+const NAMED = Symbol('memory-warden.named');
+
+/**
+ * SQLite's own messages (`database disk image is malformed`, `database is locked`) name no file. Rewrite one
+ * thrown by a handle on `path` in place to `<doing> <path>: <message>`: class and code stay, so a caller's
+ * `code === 'SQLITE_BUSY'` and the transient classification still hold. Anything else passes through untouched.
+ */
+export function nameSqliteError(err: unknown, doing: string, path: string): unknown {
+  if (err instanceof Database.SqliteError && !(err as unknown as Record<symbol, boolean>)[NAMED]) {
+    err.message = `${doing} ${path}: ${err.message}`;
+    Object.defineProperty(err, NAMED, { value: true });
+  }
+  return err;
+}
+
+type AnyFn = (...args: any[]) => any;
+
+function named<F extends AnyFn>(fn: F, doing: string, path: string, then?: (result: any) => any): F {
+  return function (this: unknown, ...args: unknown[]) {
+    try {
+      const result = fn.apply(this, args);
+      return then ? then(result) : result;
+    } catch (err) {
+      throw nameSqliteError(err, doing, path);
+    }
+  } as F;
+}
+
+/**
+ * The one mechanism by which every SQLite error names its file: every handle the project opens (stores, the
+ * state db, lock sidecars; snapshot copies name their source themselves) goes through here: each statement it
+ * prepares, each iteration step (a corrupt page can be met halfway through), each exec, pragma and transaction
+ * (BEGIN/COMMIT meet locks) rewrites what it throws.
+ */
+export function nameErrors(db: Db, path: string): Db {
+  const statement = (stmt: Database.Statement) => {
+    const doing = stmt.reader ? 'read' : 'write';
+    for (const m of ['run', 'get', 'all'] as const) (stmt as any)[m] = named((stmt as any)[m], doing, path);
+    (stmt as any).iterate = named(stmt.iterate, doing, path, (it: Iterator<unknown>) => {
+      it.next = named(it.next, doing, path);
+      return it;
+    });
+    return stmt;
+  };
+  db.prepare = named(db.prepare, 'read', path, statement);
+  db.exec = named(db.exec, 'write', path);
+  db.pragma = named(db.pragma, 'pragma', path);
+  const transaction = db.transaction;
+  db.transaction = function (fn: AnyFn) {
+    const tx = transaction.call(db, fn) as any;
+    const variants = ['deferred', 'immediate', 'exclusive'] as const;
+    const wrapped = named(tx, 'write', path) as any;
+    for (const v of variants) wrapped[v] = named(tx[v], 'write', path);
+    wrapped.default = wrapped;
+    return wrapped;
+  } as Db['transaction'];
+  return db;
+}
+
+/** `new Database` for every handle that is not a store (state db, lock sidecars, copies): errors name the file. */
+export function openHandle(path: string, options?: Database.Options): Db {
+  let db: Db;
+  try {
+    db = new Database(path, options);
+  } catch (err) {
+    if (err instanceof Database.SqliteError) throw nameSqliteError(err, 'open', path);
+    throw storeError(`open ${path}: ${(err as Error).message}`, err);
+  }
+  return nameErrors(db, path);
+}
+
+/**
+ * memory-warden's own SQLite files (the state db, lock sidecars) are private: 0600 whatever the umask. SQLite
+ * would create them 0644 minus the umask; created (or corrected) here first, SQLite then keeps the mode, and gives
+ * the same mode to the journal, WAL and shm files it makes beside them.
+ */
+export function ensurePrivateFile(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, 'a', 0o600);
+  } catch (err) {
+    throw storeError(`create ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+  }
+  try {
+    fchmodSync(fd, 0o600);
+  } catch {
+    // Not ours to change (another user's file): SQLite will say whether it can use it.
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** `warden_epoch(text)`: epoch ms of any ISO-8601 instant, NULL when unparseable (so it never compares true). */
+export function registerTimeFunctions(db: Db): void {
+  db.function('warden_epoch', { deterministic: true }, (v: unknown) => parseInstant(v));
+}
+
+/**
+ * Writers that rewrite much of a file (init, repair, erase, the digest's claim) refuse a store SQLite itself finds
+ * damaged, before their first write: a migration or VACUUM over a corrupt page would bake the damage in.
+ */
+export function assertIntact(db: Db, path: string, how: 'integrity_check' | 'quick_check' = 'quick_check'): void {
+  const found = (db.pragma(`${how}(5)`) as Record<string, unknown>[]).map((r) => String(Object.values(r)[0]));
+  if (found.length === 1 && found[0] === 'ok') return;
+  const said = found.join('; ').replace(/\s+/g, ' ').slice(0, 300);
+  throw storeError(`${path}: ${how} failed (${said}); nothing was changed: restore a snapshot or recover the file first`);
+}
+
+export function journalMode(db: Db): string {
+  return String(db.pragma('journal_mode', { simple: true })).toLowerCase();
+}
+
+/** Run `fn` inside BEGIN IMMEDIATE … COMMIT: the write lock is taken up front, never upgraded mid-way. */
+export function writeTransaction<T>(db: Db, fn: () => T): T {
+  return db.transaction(fn).immediate();
+}

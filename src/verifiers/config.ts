@@ -1,0 +1,85 @@
+import { z } from 'zod';
+import { VERIFIER_NAME } from './define.js';
+
+/** A regular expression written in config: it must compile (named groups become template variables). */
+const regex = z.string().min(1).superRefine((text, ctx) => {
+  try {
+    new RegExp(text);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not a valid regular expression: ${(err as Error).message}` });
+  }
+});
+
+/**
+ * One rule: which memories (by source, optionally subject) a verifier checks, and how. `${name}` in `with` and
+ * `replacement` is a named group of `match`, `${value}` (replacement only) what the verifier read, and any other
+ * `${NAME}` an environment variable — expanded when the rules are compiled (src/verifiers/rules.ts), never from
+ * memory text.
+ */
+export const ruleSchema = z
+  .strictObject({
+    /** Shown in logs and records; default `rule N`. */
+    name: z.string().min(1).optional(),
+    match: z.strictObject({ source: regex, subject: regex.optional() }),
+    use: z.string().regex(VERIFIER_NAME, 'a verifier name (lower case letters, digits, -)'),
+    /** The verifier's parameters, plus `expect` (regex string, literal, `{ equals }` or `{ matches }`) judged by the core. */
+    with: z.record(z.string(), z.unknown()).default({}),
+    /** Insert the replacement and supersede the old row without asking a person. Needs `replacement`. */
+    autoSupersede: z.boolean().default(false),
+    /** The corrected fact (template), or `{ fact, source }`; the source defaults to `drift:<verifier>:<old source>`. */
+    replacement: z
+      .union([z.string().min(1), z.strictObject({ fact: z.string().min(1), source: z.string().min(1).optional() })])
+      .optional(),
+    /** Overrides `verify.timeoutMs` for this rule. */
+    timeoutMs: z.number().int().positive().optional(),
+  })
+  .superRefine((rule, ctx) => {
+    if (rule.autoSupersede && !rule.replacement) {
+      ctx.addIssue({ code: 'custom', path: ['autoSupersede'], message: 'autoSupersede needs a replacement template' });
+    }
+  });
+
+export const allowSchema = z.strictObject({
+  /** Folders the file verifier (and plugins through ctx.resolveFile) may read under; symlinks may not leave them. */
+  fileRoots: z.array(z.string().min(1)).default([]),
+  /** Repositories the git verifier may clone: local paths or URLs, compared exactly. */
+  gitRepos: z.array(z.string().min(1)).default([]),
+  /** Hosts the http verifier may GET: `host` (any port) or `host:port`. */
+  httpHosts: z.array(z.string().min(1).regex(/^[^\s/@]+$/, 'a host or host:port, no scheme or path')).default([]),
+});
+
+export const verifySchema = z.strictObject({
+  /** Verifier plugin modules to load at start (paths relative to the config file). */
+  plugins: z.array(z.string().min(1)).default([]),
+  rules: z.array(ruleSchema).default([]),
+  /** Verifications running at the same time. */
+  concurrency: z.number().int().min(1).max(64).default(4),
+  /** Per verification; past it the verdict is `unverifiable` (retried next run) and the others carry on. */
+  timeoutMs: z.number().int().positive().default(30_000),
+  /** Cached clones of the git verifier; `~` is the home folder. */
+  cacheDir: z.string().min(1).default('~/.cache/memory-warden'),
+  allow: allowSchema.prefault({}),
+});
+
+export type VerifyConfig = z.infer<typeof verifySchema>;
+export type RuleConfig = z.infer<typeof ruleSchema>;
+
+/** The paths in this section that are relative to the config file they are written in (called by loadConfig). */
+export function resolveVerifyPaths(verify: unknown, abs: (p: unknown) => unknown): unknown {
+  if (typeof verify !== 'object' || verify === null || Array.isArray(verify)) return verify;
+  const v = { ...(verify as Record<string, unknown>) };
+  if (Array.isArray(v.plugins)) v.plugins = v.plugins.map(abs);
+  if (v.cacheDir !== undefined) v.cacheDir = abs(v.cacheDir);
+  const allow = v.allow;
+  if (typeof allow === 'object' && allow !== null && !Array.isArray(allow)) {
+    const a = { ...(allow as Record<string, unknown>) };
+    if (Array.isArray(a.fileRoots)) a.fileRoots = a.fileRoots.map(abs);
+    // Local repositories only: a URL (scheme://, user@host:path) is left as written.
+    if (Array.isArray(a.gitRepos)) a.gitRepos = a.gitRepos.map((r) => (typeof r === 'string' && /^[a-z][a-z0-9+.-]*:\/\/|^[^/]+@[^/]+:/i.test(r) ? r : abs(r)));
+    v.allow = a;
+  }
+  return v;
+}
+
+/** `verify.rules` is expanded by the rule compiler, not by loadConfig: `${group}` there is not an env variable. */
+export const RULES_CONFIG_PATH = 'verify.rules';

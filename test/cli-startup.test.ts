@@ -1,0 +1,187 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CronExpressionParser } from 'cron-parser';
+import YAML from 'yaml';
+import { CLI } from './helpers/cli.js';
+import { makeStore, tempDir } from './helpers/store.js';
+import { JOBS } from '../jobs/index.js';
+import { JOB_SCOPES } from '../src/commands/job-names.js';
+import { JOB_LOADERS } from '../src/job-loaders.js';
+import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config.js';
+import { DEFAULT_PATTERNS, isTimeZone } from '../src/queue/config.js';
+
+const TRACE_HOOK = fileURLToPath(new URL('./helpers/load-trace.mjs', import.meta.url));
+const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
+
+/** What a command's start-up must not pay for: queue, vectors, mail, web, secret scanning, pretty logs, metrics. */
+const HEAVY = [
+  'bullmq', 'ioredis', '@qdrant/js-client-rest', 'undici', 'nodemailer', 'hono', '@hono/node-server',
+  '@secretlint/core', '@secretlint/secretlint-rule-preset-recommend', 'pino-pretty', 'prom-client', 'yaml',
+  'cron-parser', 'luxon',
+];
+
+const COMMANDS = ['init', 'check', 'run', 'repair', 'config', 'erase', 'digest', 'worker', 'schedule', 'enqueue', 'fleet', 'snapshots', 'restore', 'review', 'serve'];
+
+interface Traced {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** Packages (node_modules names) the process loaded. */
+  packages: Set<string>;
+  /** The project's own modules it loaded, relative to dist/. */
+  own: string[];
+}
+
+/** Run the built CLI with the load-trace hook: what it printed, and every module it loaded. */
+function traced(dir: string, args: string[], env: Record<string, string> = {}): Traced {
+  const out = join(dir, `trace-${Math.random().toString(36).slice(2)}.txt`);
+  const r = spawnSync(process.execPath, ['--import', TRACE_HOOK, CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(dir, 'state.db'), ...env, LOAD_TRACE_OUT: out },
+    timeout: 60_000,
+  });
+  const files = existsSync(out) ? readFileSync(out, 'utf8').split('\n').filter(Boolean) : [];
+  const packages = new Set(files.flatMap((f) => {
+    const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f);
+    return m ? [m[1]!] : [];
+  }));
+  const own = files.filter((f) => f.startsWith(DIST)).map((f) => f.slice(DIST.length));
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr, packages, own };
+}
+
+describe('CLI start-up loads only what the command needs', () => {
+  let dir: string;
+  let cleanup: () => void;
+  let db: string;
+  beforeAll(() => {
+    ({ dir, cleanup } = tempDir('mw-startup-'));
+    db = makeStore(join(dir, 'small.db'), Array.from({ length: 10 }, (_, i) => ({ id: `m${i}`, fact: `fact ${i}` })));
+    // What `npm run build` does after tsc: the parsed defaults, so that no YAML parser loads without a config file.
+    const gen = spawnSync(process.execPath, [join(DIST, 'scripts/config-defaults.js')], { encoding: 'utf8' });
+    expect(gen.status, gen.stderr).toBe(0);
+  });
+  afterAll(() => cleanup());
+
+  it('--help lists every command and loads no package but commander', () => {
+    const r = traced(dir, ['--help']);
+    expect(r.code).toBe(0);
+    for (const name of COMMANDS) expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
+    expect([...r.packages]).toEqual(['commander']);
+    expect(r.own.filter((f) => f.startsWith('jobs/'))).toEqual([]);
+  });
+
+  it('run --help lists every job without loading any', () => {
+    const r = traced(dir, ['run', '--help']);
+    expect(r.code).toBe(0);
+    for (const name of Object.keys(JOBS)) expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
+    expect([...r.packages]).toEqual(['commander']);
+  });
+
+  it('check --db on a small store loads none of the heavy packages and no other job', () => {
+    const r = traced(dir, ['check', '--db', db, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ ok: true, rows: 10, store: 'small' });
+    expect(HEAVY.filter((p) => r.packages.has(p))).toEqual([]);
+    expect(r.packages.has('better-sqlite3')).toBe(true); // the trace sees packages: this one the check needs
+    expect(r.own.filter((f) => f.startsWith('jobs/'))).toEqual(['jobs/integrity.js']);
+  });
+
+  it('check in human form, and a failing check (exit 1), load no more', () => {
+    const bad = makeStore(join(dir, 'dangling.db'), [{ id: 'a', fact: 'x', superseded_by: 'gone' }]);
+    const r = traced(dir, ['check', '--db', bad]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/dangling/);
+    expect(HEAVY.filter((p) => r.packages.has(p))).toEqual([]);
+  });
+
+  it('a config file is still parsed and validated in full (yaml, cron-parser, time zones load then)', () => {
+    const file = join(dir, 'w.yaml');
+    writeFileSync(file, `stores:\n  agent:\n    db: ${db}\nworker:\n  timezone: Europe/Rome\n  schedules:\n    prune: { pattern: "15 4 * * *" }\n`);
+    const ok = traced(dir, ['check', '--config', file, '--json']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.packages.has('yaml')).toBe(true);
+    expect(ok.packages.has('cron-parser')).toBe(true);
+    for (const [bad, message] of [
+      ['worker:\n  schedules:\n    prune: { pattern: "61 2 * * *" }\n', /worker\.schedules\.prune\.pattern: not a cron pattern/],
+      ['worker:\n  schedules:\n    prune: { pattern: "0 2 * * * * *" }\n', /not a cron pattern: .*too many fields/],
+      ['worker:\n  timezone: Mars/Olympus_Mons\n', /worker\.timezone: not a time zone/],
+      ['worker:\n  schedules:\n    prune: { pattern: "0 2 * * *", tz: Europe/Nowhere }\n', /worker\.schedules\.prune\.tz: not a time zone/],
+    ] as const) {
+      writeFileSync(file, `stores:\n  agent:\n    db: ${db}\n${bad}`);
+      const r = traced(dir, ['check', '--config', file]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+  });
+});
+
+describe('the cheap stand-ins agree with what they stand for', () => {
+  it('job names and scopes for --help are those of jobs/index.ts; each loader loads that job', async () => {
+    expect(Object.keys(JOB_SCOPES).sort()).toEqual(Object.keys(JOBS).sort());
+    expect(Object.keys(JOB_LOADERS).sort()).toEqual(Object.keys(JOBS).sort());
+    for (const [name, job] of Object.entries(JOBS)) {
+      expect(JOB_SCOPES[name]).toBe(job.scope ?? 'store');
+      expect((await JOB_LOADERS[name]!()).default).toBe(job);
+    }
+  });
+
+  it('the patterns validated without cron-parser are valid cron for it, and UTC is a time zone for Intl', () => {
+    expect(DEFAULT_PATTERNS.size).toBeGreaterThan(0);
+    for (const p of DEFAULT_PATTERNS) expect(() => CronExpressionParser.parse(p, { tz: 'UTC' }).next()).not.toThrow();
+    expect(() => new Intl.DateTimeFormat('en', { timeZone: 'UTC' })).not.toThrow();
+    expect(isTimeZone('UTC')).toBe(true);
+    expect(isTimeZone('Nowhere/Else')).toBe(false);
+  });
+});
+
+describe('the built defaults give exactly the config the YAML gives', () => {
+  const cachePath = join(DIST, 'src/default-config.json');
+  beforeAll(() => {
+    const gen = spawnSync(process.execPath, [join(DIST, 'scripts/config-defaults.js')], { encoding: 'utf8' });
+    expect(gen.status, gen.stderr).toBe(0);
+  });
+
+  it('the cache holds default.yaml as parsed', () => {
+    const cache = JSON.parse(readFileSync(cachePath, 'utf8')) as { value: unknown };
+    expect(cache.value).toEqual(YAML.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8')));
+  });
+
+  it('--db alone: the built loader (cache) and the source loader (YAML) agree, whatever the environment', async () => {
+    const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig; DEFAULTS_CACHE_PATH: string };
+    expect(built.DEFAULTS_CACHE_PATH).toBe(cachePath);
+    const cases: LoadOptions[] = [
+      { env: {}, overrides: { stores: { small: { db: '/tmp/small.db' } } } },
+      { env: { HOME: '/home/a', MEMORY_WARDEN_STATE: '/var/lib/mw/state.db', REDIS_URL: 'redis://:pw@10.0.0.1:6380' }, overrides: { stores: { s: { db: 'rel/s.db' } } } },
+      { env: { HOME: '/home/b', MEMORY_WARDEN_STATE: '', REDIS_URL: '' }, overrides: { stores: { x: { db: '${HOME}/x.db' } } } },
+      { env: { HOME: '/h', SMTP_PASSWORD: 'p' }, overrides: undefined },
+    ];
+    for (const c of cases) expect(built.loadConfig(c)).toEqual(loadConfig(c));
+  });
+
+  it('a cache for another default.yaml is not used', async () => {
+    const good = readFileSync(cachePath, 'utf8');
+    const stale = JSON.parse(good) as { sha256: string; value: { busyTimeoutMs: number } };
+    try {
+      writeFileSync(cachePath, JSON.stringify({ sha256: '0'.repeat(64), value: { ...stale.value, busyTimeoutMs: 1 } }));
+      const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig };
+      expect(built.loadConfig({ env: {} }).busyTimeoutMs).toBe(loadConfig({ env: {} }).busyTimeoutMs);
+      expect(built.loadConfig({ env: {} }).busyTimeoutMs).not.toBe(1);
+    } finally {
+      writeFileSync(cachePath, good);
+    }
+  });
+
+  it('without a cache the YAML is parsed as before', async () => {
+    const good = readFileSync(cachePath, 'utf8');
+    try {
+      rmSync(cachePath);
+      const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig };
+      expect(built.loadConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } })).toEqual(loadConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } }));
+    } finally {
+      writeFileSync(cachePath, good);
+    }
+  });
+});

@@ -1,0 +1,147 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
+import { prune } from '../../jobs/prune.js';
+import { loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/logger.js';
+import { openStore } from '../../src/store/open.js';
+import { pruneWarden } from '../../src/prune.js';
+
+const WRITER = fileURLToPath(new URL('../../dist/bench/agent-writer.js', import.meta.url));
+
+interface WriterSummary { writes: number; errors: number; firstError: string | null }
+
+/** The agent-like writer of the benchmark in its own process, inserting a row every millisecond. */
+/** Writers still running when a test ends (it failed or timed out): killed after each test, never left behind. */
+const running = new Set<ReturnType<typeof spawn>>();
+afterEach(() => {
+  for (const writer of running) writer.kill('SIGKILL');
+  running.clear();
+});
+
+async function startAgent(db: string): Promise<{ stop(): Promise<WriterSummary> }> {
+  const writer = spawn(process.execPath, [WRITER, db, '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  running.add(writer);
+  let out = '';
+  writer.stdout.on('data', (d) => (out += d));
+  await new Promise<void>((resolve) => writer.stdout.once('data', () => resolve()));
+  return {
+    async stop() {
+      writer.kill('SIGTERM');
+      await new Promise((resolve) => writer.once('exit', resolve));
+      running.delete(writer);
+      return JSON.parse(out.split('\n').filter(Boolean).at(-1)!) as WriterSummary;
+    },
+  };
+}
+
+describe('prune beside a writing agent', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  it('never makes the agent see database is locked, and keeps what the agent wrote', async () => {
+    const rows: Row[] = [];
+    for (let i = 0; i < 40_000; i++) {
+      rows.push({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00', fact: `fact ${i} `.repeat(8) });
+    }
+    const db = makeStore(join(dir, 'm.db'), rows);
+    const agent = await startAgent(db);
+
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 500 } } });
+    const result = await prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal });
+
+    const summary = await agent.stop();
+    expect(result.deleted).toBe(30_000);
+    expect(summary.errors).toBe(0);
+    expect(summary.firstError).toBeNull();
+    expect(summary.writes).toBeGreaterThan(0);
+    const d = new Database(db, { readonly: true });
+    expect(d.prepare(`SELECT count(*) AS n FROM memory WHERE id LIKE 'agent_%'`).get()).toEqual({ n: summary.writes });
+    d.close();
+  });
+});
+
+describe('the window between batches', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  const expiring = (n: number): Row[] =>
+    Array.from({ length: n }, (_, i) => ({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' }));
+  /** A job context for the store at `db` (store name `t`) with these prune settings. */
+  const ctxFor = (db: string, prune: object = {}, signal = new AbortController().signal) => ({
+    config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune } }),
+    log: silentLogger,
+    now: () => Date.UTC(2026, 10, 29),
+    signal,
+  });
+
+  it('closes as soon as the waiting agent has written, not after the whole pause', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const agent = await startAgent(db);
+
+    // 15 batches with a minute's pause after each: only a window that closes early lets this finish in the
+    // test's time.
+    const result = await prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000 }));
+
+    const summary = await agent.stop();
+    expect(result.batches).toBe(15);
+    expect(result.deleted).toBe(1_500);
+    expect(summary.errors).toBe(0);
+  }, 30_000);
+
+  it('with windowEndsOnCommit false, keeps the lock free for the whole pause however the agent writes', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const agent = await startAgent(db);
+    const abort = new AbortController();
+    const running = prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000, windowEndsOnCommit: false }, abort.signal));
+    setTimeout(() => abort.abort(), 500); // the agent commits every millisecond meanwhile
+    const result = await running;
+    const summary = await agent.stop();
+    expect(result.batches).toBe(1);
+    expect(summary.writes).toBeGreaterThan(50);
+    expect(summary.errors).toBe(0);
+  }, 20_000);
+
+  it('ends on abort in the middle of a window, and the next run finishes the job', async () => {
+    const db = makeStore(join(dir, 'm.db'), expiring(2_000));
+    const abort = new AbortController();
+    const running = prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000 }, abort.signal));
+    setTimeout(() => abort.abort(), 300); // no other writer: the first window would last a minute
+    const first = await running;
+    expect(first.batches).toBe(1);
+    expect(first.deleted).toBe(100);
+    const rest = await prune({ store: 't', dryRun: false }, ctxFor(db));
+    expect(rest.deleted).toBe(1_400);
+    const d = new Database(db, { readonly: true });
+    expect(d.prepare(`SELECT count(*) FROM memory`).pluck().get()).toBe(500);
+    d.close();
+  }, 20_000);
+
+  it('leaves no page of the prune for the agent to checkpoint, and gives the connection its settings back', async () => {
+    const path = makeStore(join(dir, 'm.db'), expiring(4_000));
+    const ctx = ctxFor(path, { batchSize: 500, pauseMs: 0 });
+    const store = openStore(ctx.config, 't');
+    try {
+      store.db.exec(`CREATE TEMP TABLE kept (x)`); // TEMP objects the connection had before survive the prune
+      const before = { cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) };
+      const result = await pruneWarden(store, ctx, { dryRun: false });
+      expect(result.deleted).toBe(3_000);
+      expect(result.batches).toBeGreaterThan(1);
+      expect({ cache: store.db.pragma('cache_size', { simple: true }), auto: store.db.pragma('wal_autocheckpoint', { simple: true }) }).toEqual(before);
+      expect(store.db.prepare(`SELECT count(*) FROM temp.sqlite_schema WHERE name = 'kept'`).pluck().get()).toBe(1);
+      // Every frame the prune wrote is already in the database file: the agent's checkpoint has nothing to copy.
+      const wal = walIndex(path);
+      expect(wal.mxFrame).toBeGreaterThan(0);
+      expect(wal.nBackfill).toBe(wal.mxFrame);
+    } finally {
+      store.close();
+    }
+  });
+});

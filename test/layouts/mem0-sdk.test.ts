@@ -1,0 +1,235 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { tempDir } from '../helpers/store.js';
+import { startQdrantTestServer, type QdrantTestServer } from '../helpers/qdrant-server.js';
+import { cliAsync as cli, sdkStore, type SdkStore, type VectorKind } from './mem0-sdk.js';
+
+/**
+ * A mem0 store written only by mem0ai's own TypeScript SDK (adds, text updates that link entities, deletes,
+ * deleteAll, several users), with its default SQLite vector store and with Qdrant, taken through every
+ * memory-warden command a user runs on it. After each one mem0's own API still reads and writes the store.
+ */
+const FAR = '2027-09-01T00:00:00Z'; // past every expiration_date below, and > 90 days after every write
+
+interface Built {
+  alice: string[];
+  /** Alice's memory whose point went in a crash of mem0's own delete: only her entities' links still reach it. */
+  aliceLinkedOnly: string;
+  bobKept: string;
+  bobExpiring: string;
+  dave: string[];
+  carolDeleted: string;
+}
+
+async function build(s: SdkStore, m: any): Promise<Built> {
+  const add = async (text: string, userId: string, extra: Record<string, unknown> = {}) =>
+    (await m.add(text, { userId, infer: false, ...extra })).results[0].id as string;
+  const a1 = await add('Alice Martin lives in Berlin', 'alice', { expirationDate: '2026-12-20' });
+  await m.update(a1, { text: 'Alice Martin lives in Berlin near Tempelhof Airport' });
+  const a2 = await add('Alice Martin prefers pnpm', 'alice');
+  await m.update(a2, { text: 'Alice Martin prefers npm for Project Falcon' });
+  const a3 = await add('Alice Martin visits Lisbon', 'alice');
+  await m.update(a3, { text: 'Alice Martin visits Lisbon with Hugo Brandt' });
+  const b1 = await add('Bob Keller works on Project Falcon', 'bob');
+  await m.update(b1, { text: 'Bob Keller leads Project Falcon' });
+  const b2 = await add('Bob Keller drinks tea', 'bob', { expirationDate: '2026-12-20' });
+  await m.update(b2, { text: 'Bob Keller drinks Earl Grey in Vienna' });
+  const d1 = await add('Dave Olsen plays chess', 'dave');
+  const d2 = await add('Dave Olsen owns a boat', 'dave');
+  await m.deleteAll({ userId: 'dave' });
+  const c1 = await add('Carol Nguyen has a cat', 'carol');
+  await m.update(c1, { text: 'Carol Nguyen has a cat named Miso Tanaka' });
+  await m.delete(c1);
+  // mem0's deleteMemory removes the vector first, then writes history, then unlinks entities: killed after the
+  // first step, the memory's text is in history and only Alice's entities still point at it.
+  await m.vectorStore.delete(a3);
+  expect(await m.get(a3)).toBeNull();
+  return { alice: [a1, a2], aliceLinkedOnly: a3, bobKept: b1, bobExpiring: b2, dave: [d1, d2], carolDeleted: c1 };
+}
+
+/** mem0's own API on the store: getAll, get, search, history and add all work, and say what they should. */
+async function mem0StillWorks(m: any, b: Built, expectAlice: boolean): Promise<void> {
+  const bob = (await m.getAll({ filters: { user_id: 'bob' } })).results.map((r: any) => r.id);
+  expect(bob).toContain(b.bobKept);
+  expect((await m.get(b.bobKept)).memory).toBe('Bob Keller leads Project Falcon');
+  const found = await m.search('Bob Keller leads Project Falcon', { filters: { user_id: 'bob' } });
+  expect(found.results.map((r: any) => r.id)).toContain(b.bobKept);
+  expect((await m.history(b.bobKept)).map((h: any) => h.action).sort()).toEqual(['ADD', 'UPDATE']);
+  const alice = (await m.getAll({ filters: { user_id: 'alice' } })).results;
+  expect(alice.length > 0).toBe(expectAlice);
+  const added = (await m.add('Erin Walsh likes rowing', { userId: 'erin', infer: false })).results[0].id;
+  expect((await m.get(added)).memory).toBe('Erin Walsh likes rowing');
+  await m.delete(added);
+}
+
+/** Entity links of one user's entities, read through the SDK's own entity store. */
+async function linksOf(m: any, userId: string): Promise<string[]> {
+  const [rows] = await (await m.getEntityStore()).list({ user_id: userId }, 1000);
+  return rows.flatMap((r: any) => r.payload.linkedMemoryIds ?? []);
+}
+
+/** Every file under the test's folder: the SDK's files, memory-warden's state db, every snapshot folder. */
+function filesOf(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesOf(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : []));
+}
+
+function expectNowhere(files: string[], words: string[]): void {
+  for (const f of files) {
+    const bytes = readFileSync(f);
+    for (const w of words) expect(bytes.includes(Buffer.from(w)), `${w} in ${f}`).toBe(false);
+  }
+}
+
+describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 with its %s vector store', (kind) => {
+  let tmp: ReturnType<typeof tempDir>;
+  let q: QdrantTestServer | undefined;
+  let s: SdkStore;
+  let m: any;
+
+  beforeEach(async () => {
+    tmp = tempDir('mw-sdk-');
+    q = kind === 'qdrant' ? await startQdrantTestServer() : undefined;
+    s = await sdkStore(kind, tmp.dir, q ? { url: q.url } : undefined);
+    m = await s.open();
+  });
+
+  afterEach(async () => {
+    if (m) s.close(m);
+    q?.assertConforms();
+    await q?.close();
+    tmp.cleanup();
+  });
+
+  it('check, prune, digest, review, snapshot + restore and erase --user all work, and mem0 still does', async () => {
+    const b = await build(s, m);
+    const config = s.configFile();
+    const run = (...args: string[]) => cli([...args, '--config', config]);
+    const linkedOnly = (await linksOf(m, 'alice')).filter((id) => id === b.aliceLinkedOnly).length;
+    expect(linkedOnly).toBeGreaterThan(0);
+
+    // check: the SDK's defaults are found (collection memories, memory_history); what the crash left is reported:
+    // the memory without its point, and the entity links to it (camelCase linkedMemoryIds).
+    const check = await run('check', '--json', '--now', FAR);
+    expect(check.stderr).toBe('');
+    const report = check.json();
+    expect(report.problems.map((p: any) => p.code)).toEqual(['mem0_lost_vector', 'mem0_dangling_entity_link']);
+    expect(report.rows).toBe(4);
+    expect(report.dangling).toBe(linkedOnly);
+
+    // review: check's reviewDue is review list's count; confirm stamps the SDK's own updatedAt.
+    const list = (await run('review', 'list', '--json', '--now', FAR)).json();
+    expect(report.reviewDue).toBe(list.dueTotal);
+    expect(list.dueTotal).toBe(2); // the two not expired by FAR
+    const confirmed = await run('review', 'confirm', b.bobKept, '--now', FAR);
+    expect(confirmed.code).toBe(0);
+    expect((await m.get(b.bobKept)).updatedAt).toBe('2027-09-01T00:00:00.000Z');
+    expect((await run('review', 'list', '--json', '--now', FAR)).json().dueTotal).toBe(1);
+
+    // digest: only commands this layout can do.
+    const digest = await run('digest', '--preview', '--now', FAR);
+    expect(digest.code).toBe(0);
+    expect(digest.stdout).toContain('review confirm');
+    expect(digest.stdout).not.toContain('review supersede');
+
+    // prune: the expired memories go as mem0's delete would take them, links included.
+    expect(await linksOf(m, 'bob')).toContain(b.bobExpiring);
+    const prune = await run('run', 'prune', '--json', '--now', FAR);
+    expect(prune.code).toBe(0);
+    expect(prune.json().deleted).toBe(2);
+    expect(await m.get(b.bobExpiring)).toBeNull();
+    expect(await linksOf(m, 'bob')).not.toContain(b.bobExpiring);
+    expect(await linksOf(m, 'bob')).toContain(b.bobKept);
+    expect((await m.history(b.bobExpiring))[0].action).toBe('DELETE');
+    expect((await run('check', '--json', '--now', FAR)).json().dangling).toBe(linkedOnly);
+    await mem0StillWorks(m, b, true);
+
+    // snapshot, then a change, then restore: the change is gone from every part, mem0 reads the snapshot's state.
+    const snap = await run('run', 'snapshot', '--json', '--now', '2027-09-01T01:00:00Z');
+    expect(snap.code).toBe(0);
+    const dir = snap.json().dir as string;
+    if (kind === 'sqlite') expect(readdirSync(join(dir, 'vectors')).sort()).toEqual(['0-vector_store.db', '1-vector_store_entities.db']);
+    const later = (await m.add('Frank Ross moved to Oslo', { userId: 'frank', infer: false })).results[0].id;
+    await m.update(b.bobKept, { text: 'Bob Keller left Project Falcon' });
+    s.close(m); // the agent stops for the restore
+    m = undefined;
+    const restore = await run('restore', dir, '--json', '--now', '2027-09-01T02:00:00Z');
+    expect(restore.stderr).toBe('');
+    expect(restore.code).toBe(0);
+    m = await s.open();
+    expect(await m.get(later)).toBeNull();
+    expect((await m.get(b.bobKept)).memory).toBe('Bob Keller leads Project Falcon');
+    await mem0StillWorks(m, b, true);
+    expect((await run('check', '--json', '--now', FAR)).json().problems.map((p: any) => p.code)).toEqual(['mem0_lost_vector', 'mem0_dangling_entity_link']);
+
+    // erase --user alice: her memories, the one only her entities still reach, her entities; bytes gone everywhere.
+    expect(await linksOf(m, 'alice')).toContain(b.aliceLinkedOnly);
+    const erased = await run('erase', '--user', 'alice', '--snapshots', '--json', '--now', FAR);
+    expect(erased.stderr).toBe('');
+    expect(erased.code).toBe(0);
+    // her two, and the one prune took earlier: memory-warden's ledger remembers whose it was (src/erase-ledger.ts)
+    expect(erased.json().memories).toBe(3);
+    expect(erased.json().snapshots.deleted.length).toBeGreaterThan(0); // the snapshot taken above held her text
+    expect(await linksOf(m, 'alice')).toEqual([]);
+    expect(await m.get(b.alice[1]!)).toBeNull();
+    await mem0StillWorks(m, b, false);
+    s.close(m);
+    m = await s.open();
+    expectNowhere(filesOf(tmp.dir), ['Lisbon', 'Hugo Brandt', 'prefers npm', 'prefers pnpm', 'Tempelhof']);
+    if (q) {
+      // Qdrant's side: no point of any collection carries the erased text, in any payload key.
+      for (const c of ['memories', 'memories_entities']) {
+        const r = await fetch(`${q.url}/collections/${c}/points/scroll`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ limit: 1000, with_payload: true }) });
+        const text = JSON.stringify(await r.json());
+        for (const w of ['Lisbon', 'Hugo Brandt', 'prefers npm', 'Tempelhof', 'lisbon', 'tempelhof']) expect(text.includes(w), `${w} in ${c}`).toBe(false);
+        if (c === 'memories') expect(text).toContain('Bob Keller leads Project Falcon');
+      }
+    }
+    expect(readFileSync(s.historyPath).includes(Buffer.from('Bob Keller leads'))).toBe(true);
+    expect(existsSync(join(tmp.dir, 'backups', 'm'))).toBe(true);
+    await mem0StillWorks(m, b, false);
+  }, 300_000);
+
+  it('erase refuses, changing nothing, when the configured collection is not the one the SDK writes', async () => {
+    const b = await build(s, m);
+    const other = kind === 'sqlite' ? { collection: 'mem0', vectorDb: join(tmp.dir, 'elsewhere.db') } : { collection: 'mem0' };
+    const config = s.configFile(other);
+    const before = readFileSync(s.historyPath);
+    for (const sel of [['--user', 'alice'], ['--subject', 'Alice Martin'], ['--ids', b.alice[0]!]]) {
+      const r = await cli(['erase', ...sel, '--config', config]);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/there is no collection "mem0" .* nothing was erased/);
+      if (kind === 'qdrant') expect(r.stderr).toContain('mem0.collection: memories exists');
+    }
+    expect(readFileSync(s.historyPath).equals(before)).toBe(true);
+    expect((await m.getAll({ filters: { user_id: 'alice' } })).results).toHaveLength(2);
+    const check = await cli(['check', '--json', '--config', config]);
+    expect(check.code).toBe(1);
+    const missing = check.json().problems.find((p: any) => p.code === 'mem0_no_collection');
+    expect(missing.message).toContain('no collection "mem0"');
+    if (kind === 'qdrant') expect(missing.message).toContain('(memories exists');
+  }, 120_000);
+});
+
+describe('SQLite vector store details', () => {
+  it('reads the SDK files without changing their journal mode', async () => {
+    const tmp = tempDir('mw-sdk-');
+    try {
+      const s = await sdkStore('sqlite', tmp.dir);
+      const m = await s.open();
+      await m.add('Gina Lopez likes jazz', { userId: 'gina', infer: false });
+      const r = await cli(['check', '--json', '--config', s.configFile()]);
+      expect(r.json().rows).toBe(1);
+      s.close(m);
+      for (const f of [s.historyPath, s.vectorDb]) {
+        const db = new Database(f, { readonly: true });
+        expect(db.pragma('journal_mode', { simple: true })).toBe('delete');
+        db.close();
+      }
+    } finally {
+      tmp.cleanup();
+    }
+  }, 60_000);
+});

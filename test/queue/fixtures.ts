@@ -1,0 +1,165 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { loadConfig, type Config } from '../../src/config.js';
+import { openDatabase } from '../../src/store/sqlite.js';
+import { initSchema } from '../../src/store/schema.js';
+
+/** Shared by the queue tests: temp stores, temp configs, spawned workers reading their JSON log lines. */
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const CLI = join(ROOT, 'dist/src/cli.js');
+
+export function assertBuilt(): void {
+  if (!existsSync(join(ROOT, 'dist/src/commands/worker.js'))) throw new Error('dist/ is missing the worker: build first (npx tsc -p .)');
+}
+
+export function tempDir(name: string): string {
+  return mkdtempSync(join(tmpdir(), `mw-${name}-`));
+}
+
+/** A store made by the real schema code, with `expired` rows past their expiry and `live` rows that stay. */
+export function makeStore(path: string, rows: { expired?: number; live?: number } = {}): string {
+  const db = openDatabase(path, { create: true });
+  try {
+    initSchema(db, path);
+    const insert = db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`);
+    db.transaction(() => {
+      for (let i = 0; i < (rows.expired ?? 0); i++) insert.run(`x_${i}`, 'trip', `travelling this week (${i})`, 'message', '2026-01-01 00:00:00', '2026-01-01 00:00:00', '2026-01-08 00:00:00');
+      for (let i = 0; i < (rows.live ?? 0); i++) insert.run(`l_${i}`, 'tools', `prefers pnpm (${i})`, 'message', '2026-01-01 00:00:00', '2026-01-01 00:00:00', null);
+    })();
+  } finally {
+    db.close();
+  }
+  return path;
+}
+
+export function countRows(path: string, where = '1'): number {
+  const db = openDatabase(path, { readonly: true });
+  try {
+    return (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${where}`).get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+export interface TestConfigInput {
+  dir: string;
+  redisUrl: string;
+  prefix: string;
+  stores: Record<string, string>;
+  /** Merged over the test defaults below (all schedules off, http on a free port, fast retries). */
+  worker?: Record<string, unknown>;
+  prune?: Record<string, unknown>;
+  name?: string;
+}
+
+/** Writes a config file (JSON is YAML) and returns its path. Every schedule is off unless the test turns it on. */
+export function writeConfig(input: TestConfigInput): string {
+  const off = { enabled: false };
+  const worker = {
+    host: 'solo', // one host, whatever this machine is called (fleet tests name their own)
+    http: { port: 0 },
+    concurrency: 1,
+    attempts: 3,
+    backoff: { type: 'fixed', delayMs: 50 },
+    shutdownTimeoutMs: 20_000,
+    ...input.worker,
+    schedules: { snapshot: off, prune: off, integrity: off, digest: off, drift: off, ...(input.worker?.schedules as object | undefined) },
+  };
+  const config = {
+    stateDb: join(input.dir, 'state.db'),
+    log: { level: 'info' },
+    redis: { url: input.redisUrl, prefix: input.prefix },
+    worker,
+    ...(input.prune ? { prune: input.prune } : {}),
+    stores: Object.fromEntries(Object.entries(input.stores).map(([name, db]) => [name, { db }])),
+  };
+  const file = join(input.dir, `${input.name ?? 'config'}.yaml`);
+  writeFileSync(file, JSON.stringify(config, null, 2));
+  return file;
+}
+
+export function loadTestConfig(input: TestConfigInput): Config {
+  return loadConfig({ file: writeConfig(input) });
+}
+
+/** Poll until `fn` returns something truthy; fails with `what` after `timeoutMs`. Polls, never sleeps for time to pass. */
+export async function until<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export interface LogLine {
+  level: number;
+  time: number;
+  pid: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+export interface SpawnedWorker {
+  proc: ChildProcess;
+  lines: LogLine[];
+  stderr: () => string;
+  /** Resolves on the worker's `process.send('ready')`, as pm2's wait_ready sees it. */
+  ready: Promise<void>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  waitFor(what: string, pred: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+}
+
+/** `node dist/src/cli.js worker --config FILE`, with an IPC channel for the ready message and JSON logs on stderr. */
+export function spawnWorker(configPath: string, args: string[] = ['worker'], env: NodeJS.ProcessEnv = {}): SpawnedWorker {
+  const proc = spawn(process.execPath, [CLI, ...args, '--config', configPath], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', REDIS_URL: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const lines: LogLine[] = [];
+  let raw = '';
+  let partial = '';
+  proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    raw += chunk;
+    partial += chunk;
+    const parts = partial.split('\n');
+    partial = parts.pop() ?? '';
+    for (const p of parts) {
+      try {
+        lines.push(JSON.parse(p) as LogLine);
+      } catch {
+        // not a log line (e.g. the one-line fatal message)
+      }
+    }
+  });
+  proc.stdout!.resume();
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const ready = new Promise<void>((res, rej) => {
+    proc.on('message', (m) => m === 'ready' && res());
+    exited.then(({ code, signal }) => rej(new Error(`worker exited (${code ?? signal}) before ready: ${raw.slice(-2000)}`)));
+  });
+  ready.catch(() => {});
+  return {
+    proc,
+    lines,
+    stderr: () => raw,
+    ready,
+    exited,
+    waitFor: (what, pred, timeoutMs = 15_000) =>
+      until(what, () => {
+        if (proc.exitCode !== null && !lines.some(pred)) throw new Error(`worker exited before ${what}: ${raw.slice(-2000)}`);
+        return lines.find(pred);
+      }, timeoutMs),
+  };
+}
+
+/** SIGKILL whatever is still running (after a failed test), so no worker outlives its test file. */
+export async function killAll(workers: SpawnedWorker[]): Promise<void> {
+  for (const w of workers) if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill('SIGKILL');
+  await Promise.all(workers.map((w) => w.exited));
+}

@@ -1,0 +1,178 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { join } from 'node:path';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { jobOptions } from '../../src/queue/options.js';
+import { createRedis } from '../../src/queue/connection.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { deletePrefix, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
+import { assertBuilt, CLI, countRows, killAll, makeStore, spawnWorker, tempDir, until, writeConfig, type SpawnedWorker, type TestConfigInput } from './fixtures.js';
+
+const exec = promisify(execFile);
+
+/**
+ * Real worker processes (`node dist/src/cli.js worker`) on the real Redis: what only separate processes can show.
+ * Slow prunes (one row per batch, a pause between batches) give the tests a job that is reliably mid-run.
+ */
+describe('worker processes', () => {
+  let redis: TestRedis;
+  let conn: Redis;
+  const workers: SpawnedWorker[] = [];
+  const queues: Queue[] = [];
+  const prefixes: string[] = [];
+
+  beforeAll(async () => {
+    assertBuilt();
+    redis = await startTestRedis();
+    conn = createRedis(redis.url);
+    await conn.connect();
+  });
+  afterEach(async () => {
+    await killAll(workers.splice(0));
+    for (const q of queues.splice(0)) await q.close();
+    for (const p of prefixes.splice(0)) await deletePrefix(redis.client, p);
+  });
+  afterAll(async () => {
+    await conn.quit();
+    await redis.stop();
+  });
+
+  // prune sizes its batches itself but never above batchSize nor below 50 rows: 50 rows per batch, a pause after each
+  const slow = (pauseMs: number) => ({ batchSize: 50, pauseMs });
+  const quick = { batchSize: 2000, pauseMs: 1 };
+
+  function setup(name: string, rows: { expired?: number; live?: number }, worker: Record<string, unknown> = {}, prune = slow(60)) {
+    const dir = tempDir(name);
+    const prefix = uniquePrefix(name);
+    prefixes.push(prefix);
+    const store = makeStore(join(dir, 'agent.db'), rows);
+    const input: TestConfigInput = { dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker, prune };
+    const file = writeConfig(input);
+    const config: Config = loadConfig({ file });
+    // the store jobs' queue: the one host's (src/queue/hosts.ts)
+    const queue = new Queue(`${config.worker.queue}.solo`, { connection: conn, prefix });
+    queue.on('error', () => {});
+    queues.push(queue);
+    const start = (cfg = file) => {
+      const w = spawnWorker(cfg);
+      workers.push(w);
+      return w;
+    };
+    return { dir, store, input, file, config, queue, start, add: (job: string) => queue.add(job, { store: 'agent' }, jobOptions(config)) };
+  }
+
+  async function state(queue: Queue, id: string): Promise<string> {
+    return (await queue.getJob(id))?.getState() ?? 'missing';
+  }
+
+  it('two worker processes from one config schedule each job once and run each scheduled run once', async () => {
+    const t = setup('twice', { live: 2 }, { schedules: { prune: { enabled: true, pattern: '* * * * * *' }, integrity: { enabled: true, pattern: '* * * * * *' } } }, quick);
+    const a = t.start();
+    const b = t.start();
+    await Promise.all([a.ready, b.ready]);
+    const done = () => [...a.lines, ...b.lines].filter((l) => l.msg === 'job done');
+    await until('four finished runs', () => done().length >= 4, 20_000);
+    a.proc.kill('SIGTERM');
+    b.proc.kill('SIGTERM');
+    expect((await a.exited).code).toBe(0);
+    expect((await b.exited).code).toBe(0);
+
+    expect((await t.queue.getJobSchedulers(0, -1)).map((s) => s.key).sort()).toEqual(['integrity:agent', 'prune:agent']);
+    const starts = [...a.lines, ...b.lines].filter((l) => l.msg === 'job start').map((l) => String(l.jobId));
+    expect(new Set(starts).size).toBe(starts.length); // no run started twice, in either process
+    // one run per scheduler and tick: the job id is scheduler + tick
+    expect(starts.every((id) => /^repeat:(prune|integrity):agent:\d+$/.test(id))).toBe(true);
+    const finishedIds = done().map((l) => String(l.jobId));
+    expect(new Set(finishedIds).size).toBe(finishedIds.length);
+    expect(await t.queue.getCompletedCount()).toBe(finishedIds.length);
+  });
+
+  it('the per-store lock serialises writers across processes: the second waits until the first released', async () => {
+    const t = setup('serial', { expired: 1000, live: 1 }); // 20 batches
+    const a = t.start();
+    const b = t.start();
+    await Promise.all([a.ready, b.ready]);
+    const first = await t.add('prune');
+    const acquired = await until('a writer to take the store lock', () => [...a.lines, ...b.lines].find((l) => l.msg === 'store lock acquired' && l.jobId === first.id));
+    const [holder, other] = acquired.pid === a.proc.pid ? [a, b] : [b, a];
+    // the holder runs one job at a time (concurrency 1): the other process takes the second writer
+    const second = await t.add('prune');
+    await other.waitFor('the second writer to find the store busy', (l) => l.msg === 'store lock busy; waiting' && l.jobId === second.id);
+    expect(countRows(t.store, 'expires_at IS NOT NULL')).toBeGreaterThan(0); // the first is still mid-prune
+    await until('both writers to finish', async () => (await state(t.queue, first.id!)) === 'completed' && (await state(t.queue, second.id!)) === 'completed');
+    const released = holder.lines.find((l) => l.msg === 'store lock released' && l.jobId === first.id)!;
+    const secondAcquired = other.lines.find((l) => l.msg === 'store lock acquired' && l.jobId === second.id)!;
+    expect(secondAcquired.time).toBeGreaterThanOrEqual(released.time);
+    expect(countRows(t.store)).toBe(1);
+  });
+
+  it('a worker killed with SIGKILL mid-job: another worker picks the job up and completes it', async () => {
+    // short BullMQ job lock and store lock, so the dead worker's hold lapses quickly
+    const fast = { lockDurationMs: 1000, stalledIntervalMs: 500, storeLock: { ttlMs: 1000, waitMs: 20_000 } };
+    const t = setup('killed', { expired: 2000, live: 2 }, fast, slow(100)); // 40 batches
+    const victim = t.start();
+    await victim.ready;
+    const job = await t.add('prune');
+    await victim.waitFor('the prune to start', (l) => l.msg === 'store lock acquired' && l.jobId === job.id);
+    await until('a few batches to be deleted', () => countRows(t.store, 'expires_at IS NOT NULL') <= 1900);
+    victim.proc.kill('SIGKILL');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    expect(countRows(t.store, 'expires_at IS NOT NULL')).toBeGreaterThan(0); // it really died mid-job
+
+    // the rescuer runs the same config, with fast batches
+    const rescuerConfig = writeConfig({ ...t.input, prune: quick, name: 'rescuer' });
+    const rescuer = t.start(rescuerConfig);
+    await rescuer.ready;
+    const done = await rescuer.waitFor('the rescued job to complete', (l) => l.msg === 'job done' && l.jobId === job.id, 20_000);
+    expect(done.outcome).toBe('ok');
+    expect(await state(t.queue, job.id!)).toBe('completed');
+    expect(countRows(t.store, 'expires_at IS NOT NULL')).toBe(0);
+    expect(countRows(t.store)).toBe(2);
+    expect(rescuer.lines.some((l) => l.msg.startsWith('job stalled') && l.jobId === job.id)).toBe(true);
+  });
+
+  it('SIGTERM drains: the running job finishes, no new job is taken, the process exits 0', async () => {
+    const t = setup('drain', { expired: 750, live: 1 }, {}, slow(60)); // 15 batches
+    const w = t.start();
+    await w.ready;
+    const running = await t.add('prune');
+    await w.waitFor('the prune to start', (l) => l.msg === 'store lock acquired' && l.jobId === running.id);
+    w.proc.kill('SIGTERM');
+    await w.waitFor('the shutdown to begin', (l) => l.msg.startsWith('shutting down'));
+    const late = await t.add('integrity');
+    const { code } = await w.exited;
+    expect(code).toBe(0);
+    expect(w.lines.find((l) => l.msg === 'job done' && l.jobId === running.id)).toMatchObject({ outcome: 'ok' });
+    expect(w.lines.find((l) => l.msg === 'worker stopped')).toMatchObject({ drained: true });
+    expect(await state(t.queue, running.id!)).toBe('completed');
+    expect(countRows(t.store, 'expires_at IS NOT NULL')).toBe(0);
+    expect(await state(t.queue, late.id!)).toBe('waiting');
+  });
+
+  it('`enqueue <job> --store NAME` runs one job through the queue and prints its result', async () => {
+    const t = setup('enqueue', { expired: 3, live: 2 }, {}, quick);
+    const w = t.start();
+    await w.ready;
+    const { stdout } = await exec(process.execPath, [CLI, 'enqueue', 'prune', '--store', 'agent', '--json', '--config', t.file], { env: { ...process.env, REDIS_URL: '' } });
+    expect(JSON.parse(stdout)).toMatchObject({ store: 'agent', deleted: 3 });
+    expect(countRows(t.store)).toBe(2);
+  });
+
+  it('Redis unreachable at start: one line naming the URL without its password and what to do, exit 2', async () => {
+    const dir = tempDir('noredis');
+    const port = await freePort(); // nothing listens there
+    const file = writeConfig({ dir, redisUrl: `redis://warden:s3cr3t-pass@127.0.0.1:${port}/0`, prefix: uniquePrefix('noredis'), stores: {} });
+    const err = await exec(process.execPath, [CLI, 'worker', '--config', file], { env: { ...process.env, REDIS_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
+    expect((err as { code: number }).code).toBe(2);
+    const stderr = (err as { stderr: string }).stderr;
+    expect(stderr).not.toContain('s3cr3t-pass');
+    const fatal = stderr.split('\n').filter((l) => l.startsWith('memory-warden:'));
+    expect(fatal).toHaveLength(1);
+    expect(fatal[0]).toContain(`redis://warden:***@127.0.0.1:${port}/0`);
+    expect(fatal[0]).toMatch(/ECONNREFUSED/);
+    expect(fatal[0]).toMatch(/redis-server/);
+    expect(fatal[0]).toMatch(/memory-warden run/);
+  });
+});

@@ -1,0 +1,175 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { makeStore, tempDir, type Row } from '../helpers/store.js';
+import { prune } from '../../jobs/prune.js';
+import { loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/logger.js';
+import { openStore } from '../../src/store/open.js';
+import { checkStore } from '../../src/check.js';
+import { initSchema, liveViewState } from '../../src/store/schema.js';
+import { instantShapeSql, parseInstant } from '../../src/time.js';
+
+/**
+ * One rule for every timestamp form: prune's dry run, check's unparseable list and the live_memory view (as the
+ * agent's own SQLite evaluates it, without memory-warden's functions) must agree on every row.
+ */
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+/** The wall-clock parts of instant `ms` seen at `offsetMin` east of UTC. */
+function local(ms: number, offsetMin = 0) {
+  const d = new Date(ms + offsetMin * 60_000);
+  return {
+    date: `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`,
+    time: `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`,
+    ms: pad(d.getUTCMilliseconds(), 3),
+  };
+}
+
+/** Every form an agent (or a person, or a bug) might write for the instant `ms`. */
+function forms(ms: number): string[] {
+  const u = local(ms);
+  const at = (off: number, suffix: string, sep = 'T') => { const l = local(ms, off); return `${l.date}${sep}${l.time}${suffix}`; };
+  const dayBefore = local(ms - DAY);
+  return [
+    `${u.date} ${u.time}`, `${u.date}T${u.time}Z`, `${u.date}T${u.time}z`, `${u.date}t${u.time}Z`, `${u.date}t${u.time}z`,
+    `${u.date}T${u.time}+0000`, `${u.date}T${u.time}+00`, `${u.date}T${u.time}+00:00`, `${u.date}T${u.time}-00:00`, `${u.date}T${u.time}-0000`,
+    at(120, '+02:00'), at(120, '+0200'), at(-330, '-05:30'), at(840, '+14:00'), at(899, '+14:59'), at(1439, '+23:59'), at(900, '+15:00'),
+    at(-720, '-12:00', ' '), at(60, ' +01:00', ' '), `${u.date} ${u.time} Z`,
+    `${u.date}T${u.time}.${u.ms}Z`, `${u.date}T${u.time}.5`, `${u.date}T${u.time}.123456789Z`, `${u.date}T${u.time}.9999`, `${u.date}T${u.time}.1234567890123`,
+    `${u.date}T${u.time},5Z`, `${u.date}T${u.time}.Z`,
+    ` ${u.date} ${u.time}`, `${u.date} ${u.time} `, `${u.date} ${u.time}\t`, `${u.date} ${u.time}\n`, `${u.date}  ${u.time}`, `${u.date}TT${u.time}`,
+    `${u.date}T ${u.time}`, `${u.date}${u.time}`, `${u.date}\t${u.time}`, `${u.date} ${u.time.slice(0, 5)}`, `${u.date} ${u.time.slice(0, 2)}`,
+    `${dayBefore.date} 24:00:00`, `${u.date} ${u.time.slice(0, 6)}60`, `${u.date}`, `${u.date}T`, `${u.date}Z`,
+    `0${u.date} ${u.time}`, `+${u.date} ${u.time}`, `-${u.date} ${u.time}`,
+    String(ms / DAY + 2440587.5), ` ${(ms / DAY + 2440587.5).toFixed(3)} `, String(Math.floor(ms / 1000)), String(ms), 'now', 'NOW', ' now ',
+    `${u.date.slice(0, 4)}-02-30 ${u.time}`, `${u.date.slice(0, 4)}-02-29`, '2028-02-29 10:00:00', '2100-02-29', `${u.date.slice(0, 8)}32`,
+    `${u.time}`, `${u.date.replace(/-/g, '/')} ${u.time}`, '', 'never', 'tomorrow',
+  ];
+}
+
+describe('the instant rule: parseInstant reads exactly what the view reads, as the same instant', () => {
+  const db = new Database(':memory:');
+  const sqlInstant = db.prepare(
+    `SELECT CASE WHEN ${instantShapeSql('@v')} AND julianday(@v) IS NOT NULL THEN CAST(round((julianday(@v) - 2440587.5) * 86400000) AS INTEGER) END AS ms`,
+  ).pluck();
+  const agree = (v: string) => expect(parseInstant(v), JSON.stringify(v)).toBe(sqlInstant.get({ v }) ?? null);
+
+  it('on every form of several instants', () => {
+    for (const ms of [Date.UTC(2026, 10, 29, 1, 0, 0), Date.UTC(2026, 1, 28, 23, 59, 59, 999), Date.UTC(2028, 1, 29, 12), Date.UTC(1, 0, 1), Date.UTC(9999, 11, 30)]) {
+      for (const v of forms(ms)) agree(v);
+    }
+  });
+
+  it('on thousands of generated near-misses', () => {
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+    const pick = <T>(xs: T[]) => xs[rand(xs.length)]!;
+    const years = ['2026', '0000', '0099', '1600', '1900', '2000', '9999', '202', '20266'];
+    const mds = ['11-29', '02-28', '02-29', '02-30', '13-01', '00-10', '04-31', '12-31', '1-29', '11-00'];
+    const seps = ['', ' ', 'T', 't', '  ', 'T ', '\t', '_'];
+    const times = ['', '01:00', '01:00:00', '24:00', '24:59:59', '25:00', '23:60', '23:59:60', '1:00', '01:00:0', '12:34:56'];
+    const fracs = ['', '.', '.5', '.123', '.9995', '.99999', ',5', '.12345678901234567890'];
+    const zones = ['', 'Z', 'z', ' Z', '+00:00', '-00:00', '+0000', '+00', '+14:59', '+15:00', '-14:00', '+1:00', '+05:3', ' +05:30', '+05:60'];
+    const tails = ['', ' ', '\n', ' x', '\u00a0'];
+    for (let i = 0; i < 20_000; i++) {
+      agree(`${pick(['', '', '', ' ', '-'])}${pick(years)}-${pick(mds)}${pick(seps)}${pick(times)}${pick(fracs)}${pick(zones)}${pick(tails)}`);
+    }
+  });
+});
+
+describe('prune, check and live_memory agree on every form', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  it('a row prune would delete is not live, a live row is not deleted, and the rest are unparseable', async () => {
+    const now = Date.now();
+    const texts = [...new Set([...forms(now - 3 * DAY), ...forms(now + 3 * DAY)])];
+    const rows: Row[] = texts.map((t, i) => ({ id: `r${i}`, expires_at: t }));
+    const path = makeStore(join(dir, 'm.db'), rows);
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
+
+    // The agent's view of it: a plain connection, none of memory-warden's functions registered.
+    const agent = new Database(path, { readonly: true });
+    const live = new Set((agent.prepare('SELECT id FROM live_memory').pluck().all() as string[]));
+    agent.close();
+
+    const dry = await prune({ store: 't', dryRun: true }, { config, log: silentLogger, now: () => now, signal: new AbortController().signal });
+    const deleted = new Set(dry.ids);
+
+    const store = openStore(config, 't', { readonly: true });
+    const report = checkStore(store, { now, reviewAfterDays: 90, supersededAfterDays: 180 });
+    store.close();
+    const unparseableFinding = report.problems.find((f) => f.code === 'unparseable_time');
+    const unparseable = new Set((unparseableFinding?.ids ?? []).map((id) => id.replace(/:expires_at$/, '')));
+
+    let expected = 0;
+    for (const [i, text] of texts.entries()) {
+      const id = `r${i}`;
+      const t = parseInstant(text);
+      const label = `${id} ${JSON.stringify(text)}`;
+      expect(deleted.has(id), label).toBe(!live.has(id));
+      expect(deleted.has(id), label).toBe(t !== null && t <= now);
+      if (t === null) expected += 1;
+      // check's list is a sample of 50 ids; the count is exact.
+      if (unparseable.size < 50) expect(unparseable.has(id), label).toBe(t === null);
+    }
+    expect(unparseableFinding?.count ?? 0).toBe(expected);
+    expect(expected).toBeGreaterThan(20); // the table does exercise both sides
+    expect(deleted.size).toBeGreaterThan(10);
+  });
+});
+
+describe('live_memory of an earlier definition', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  const OLD = {
+    brief: `CREATE VIEW live_memory AS
+      SELECT id, subject, fact, source, confirmed_at, expires_at
+      FROM memory
+      WHERE superseded_by IS NULL
+        AND (expires_at IS NULL OR expires_at > datetime('now'));`,
+    julianday: `CREATE VIEW IF NOT EXISTS live_memory AS
+SELECT id, subject, fact, source, confirmed_at, expires_at
+FROM memory
+WHERE superseded_by IS NULL
+  AND (expires_at IS NULL OR julianday(expires_at) IS NULL OR julianday(expires_at) > julianday('now'));`,
+  };
+
+  it.each(Object.entries(OLD))('%s: check says so, init replaces it once, rows untouched', (_, ddl) => {
+    const path = makeStore(join(dir, 'm.db'), [{ id: 'a', expires_at: 'now' }, { id: 'b', expires_at: '2020-01-01T00:00:00+0000' }]);
+    const db = new Database(path);
+    db.exec('DROP VIEW live_memory');
+    db.exec(ddl);
+    expect(liveViewState(db)).toBe('old');
+    const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
+    const store = openStore(config, 't', { readonly: true });
+    expect(checkStore(store, { now: Date.now(), reviewAfterDays: 90, supersededAfterDays: 180 }).notes.concat(
+      checkStore(store, { now: Date.now(), reviewAfterDays: 90, supersededAfterDays: 180 }).problems).map((f) => f.code)).toContain('old_live_view');
+    store.close();
+
+    expect(initSchema(db, path)).toMatchObject({ replacedView: true, addedView: false });
+    expect(liveViewState(db)).toBe('current');
+    expect(db.prepare('SELECT id FROM live_memory ORDER BY id').pluck().all()).toEqual(['a', 'b']);
+    expect(initSchema(db, path)).toMatchObject({ replacedView: false, addedView: false });
+    expect(db.prepare('SELECT count(*) FROM memory').pluck().get()).toBe(2);
+    db.close();
+  });
+
+  it('a view someone else wrote is left alone and reported', () => {
+    const path = makeStore(join(dir, 'm.db'));
+    const db = new Database(path);
+    db.exec('DROP VIEW live_memory');
+    db.exec('CREATE VIEW live_memory AS SELECT id, fact FROM memory WHERE superseded_by IS NULL');
+    initSchema(db, path);
+    expect(liveViewState(db)).toBe('foreign');
+    db.close();
+  });
+});

@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { validateConfig } from '../../src/config.js';
+import { compileRule, fillTree, judge, matchRule, type CompiledRule } from '../../src/verifiers/rules.js';
+import { ruleSchema } from '../../src/verifiers/config.js';
+import { prepareVerification } from '../../src/drift/setup.js';
+
+const memory = (source: string, subject = 'user') => ({ id: 'm_1', subject, fact: 'f', source, confirmed_at: '2026-01-01 00:00:00' });
+const compile = (raw: object, env: NodeJS.ProcessEnv = {}): CompiledRule => compileRule(ruleSchema.parse(raw), 0, env);
+
+describe('rule schema (config verify.rules)', () => {
+  const bad: [object, RegExp][] = [
+    [{ match: { source: '^x' }, use: 'file', wth: {} }, /verify\.rules\.0: .*Unrecognized key.*\(wth\)/],
+    [{ match: { source: '^x', body: 'y' }, use: 'file' }, /verify\.rules\.0\.match: .*\(body\)/],
+    [{ match: { source: '([' }, use: 'file' }, /verify\.rules\.0\.match\.source: not a valid regular expression/],
+    [{ match: { source: '^x' }, use: 'File!' }, /verify\.rules\.0\.use: a verifier name/],
+    [{ match: { source: '^x' }, use: 'file', autoSupersede: true }, /verify\.rules\.0\.autoSupersede: autoSupersede needs a replacement/],
+    [{ match: { source: '^x' }, use: 'file', replacement: { fact: 'x', by: 'y' } }, /verify\.rules\.0\.replacement/],
+    [{ match: {}, use: 'file' }, /verify\.rules\.0\.match\.source/],
+  ];
+  for (const [rule, why] of bad) {
+    it(`refuses ${JSON.stringify(rule)}`, () => {
+      expect(() => validateConfig({ verify: { rules: [rule] } })).toThrow(why);
+    });
+  }
+
+  it('checks each rule against its verifier and the environment when rules are prepared', async () => {
+    const cfg = (rule: object) => validateConfig({ verify: { rules: [rule] } });
+    await expect(prepareVerification(cfg({ match: { source: '^x' }, use: 'nosuch' }))).rejects.toThrow(/verify\.rules\.0\.use: no verifier named "nosuch" \(known: file, git, http\)/);
+    await expect(prepareVerification(cfg({ match: { source: '^x' }, use: 'file', with: { path: 'a', selector: '$.x' } }))).rejects.toThrow(/verify\.rules\.0\.with\.\(root\): .*selector/);
+    await expect(prepareVerification(cfg({ match: { source: '^x' }, use: 'file', with: { path: 1 } }))).rejects.toThrow(/verify\.rules\.0\.with\.path/);
+    await expect(prepareVerification(cfg({ match: { source: '^x' }, use: 'file', with: { path: '${NOPE_UNSET}' } }), {})).rejects.toThrow(/verify\.rules\.0\.with\.path: "\$\{NOPE_UNSET\}" is neither a named group/);
+    expect(() => compile({ match: { source: '^(?<source>x)' }, use: 'file' })).toThrow(/group name "source" is reserved/);
+    expect(() => compile({ match: { source: '^x' }, use: 'file', with: { expect: { matches: '(' } } })).toThrow(/with\.expect: not a valid regular expression/);
+  });
+});
+
+describe('templates and matching', () => {
+  it('fills named groups and env, never re-reads filled text as a template', () => {
+    const rule = compile({ match: { source: '^cfg:(?<path>.+)$' }, use: 'file', with: { path: '${ROOT}/${path}', select: '$.a' } }, { ROOT: '/srv' });
+    const m = matchRule([rule], memory('cfg:a${ROOT}.json'))!;
+    expect(m.refused).toMatch(/shell metacharacters/);
+    const ok = matchRule([rule], memory('cfg:app.json'))!;
+    expect(fillTree(rule.params, ok.vars)).toEqual({ path: '/srv/app.json', select: '$.a' });
+  });
+
+  it('matches the first fitting rule by source and subject; strips drift: prefixes; checks subject groups', () => {
+    const a = compile({ match: { source: '^svc:(?<name>\\w+)$', subject: '^(?<env>prod|staging)$' }, use: 'http' });
+    const b = { ...compile({ match: { source: '^svc:' }, use: 'file' }), index: 1 };
+    expect(matchRule([a, b], memory('svc:api', 'prod'))!.rule.use).toBe('http');
+    expect(matchRule([a, b], memory('svc:api', 'dev'))!.rule.use).toBe('file');
+    expect(matchRule([a, b], memory('drift:file:drift:http:svc:api', 'prod'))!.vars).toMatchObject({ name: 'api', env: 'prod', source: 'svc:api' });
+    expect(matchRule([a, b], memory('chat'))).toBeUndefined();
+    const s = compile({ match: { source: '^svc:', subject: '^(?<who>.+)$' }, use: 'file' });
+    expect(matchRule([s], memory('svc:x', 'bob; rm -rf ~'))!.refused).toMatch(/subject group "who"/);
+  });
+
+  it('judges by regex (memory text escaped), by literal and by deep equality', () => {
+    const rule = compile({ match: { source: '^v:(?<want>.+)$' }, use: 'file', with: { expect: '^${want}$' } });
+    const vars = { want: '1.5' };
+    expect(judge(rule.expect!, '1.5', vars)).toBe(true);
+    expect(judge(rule.expect!, '105', vars)).toBe(false); // "." from memory text is literal
+    expect(judge(rule.expect!, undefined, vars)).toBe(false);
+    const eq = compile({ match: { source: '^x' }, use: 'file', with: { expect: { equals: { a: [1, 2] } } } });
+    expect(judge(eq.expect!, { a: [1, 2] }, {})).toBe(true);
+    expect(judge(eq.expect!, { a: [2, 1] }, {})).toBe(false);
+    const num = compile({ match: { source: '^x' }, use: 'file', with: { expect: 15 } });
+    expect(judge(num.expect!, '15', {})).toBe(true);
+    expect(judge(num.expect!, 16, {})).toBe(false);
+  });
+});
