@@ -11,9 +11,9 @@
  * Prints one JSON line: the duration and what was counted.
  */
 import { loadConfig } from '../src/config.js';
-import { openStore } from '../src/store/open.js';
-import { checkConsistency, orphansOfPage, scrollPoints } from '../src/store/consistency.js';
-import { QdrantStore } from '../src/store/qdrant.js';
+import { openStore } from '../src/layouts/open.js';
+import { checkConsistency, orphansOfPage, scrollPoints } from '../src/layouts/warden/consistency.js';
+import { QdrantStore } from '../src/vectors/qdrant/index.js';
 
 const [mode, configFile, storeName, pageArg] = process.argv.slice(2);
 const pageSize = Number(pageArg ?? 1000);

@@ -20,8 +20,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import YAML from 'yaml';
-import { initSchema } from '../src/store/schema.js';
-import { uuid5 } from '../src/store/qdrant.js';
+import { initSchema } from '../src/layouts/warden/schema.js';
+import { uuid5 } from '../src/vectors/qdrant/index.js';
 import { toCanonical } from '../src/time.js';
 
 const args = process.argv.slice(2);

@@ -8,7 +8,7 @@
  */
 import Database from 'better-sqlite3';
 import { closeSync, copyFileSync, fsyncSync, openSync, rmSync } from 'node:fs';
-import { initSchema } from '../src/store/schema.js';
+import { initSchema } from '../src/layouts/warden/schema.js';
 import { toCanonical } from '../src/time.js';
 
 const DAY = 86_400_000;

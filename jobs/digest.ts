@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { runDigest, type DigestResult } from '../src/digest/digest.js';
+import { createDigestSectionsTask } from '../src/digest/fleet.js';
 
 /**
  * `{}`: every configured store. `stores`: only these. `store`: one store, what `run digest --store NAME` passes.
@@ -19,4 +20,8 @@ export async function digest(payload: DigestPayload, ctx: JobContext): Promise<D
   return runDigest(stores ? { stores } : {}, ctx);
 }
 
-export default defineJob({ name: 'digest', writes: false, scope: 'global', schema: payloadSchema, run: digest });
+export default defineJob({
+  name: 'digest', writes: false, scope: 'global', schema: payloadSchema, run: digest,
+  // A fleet digest reads each store's section on the store's host: a task routed to that host's lane.
+  tasks: (config) => [createDigestSectionsTask(config)],
+});

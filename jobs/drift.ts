@@ -1,16 +1,16 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
 import { expandHome } from '../src/config.js';
-import { openStore } from '../src/store/open.js';
+import { openStore } from '../src/layouts/open.js';
 import { withMaintenanceLock } from '../src/store/lock.js';
 import { openStateDb } from '../src/state.js';
 import { toCanonical } from '../src/time.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
-import type { Applied } from '../src/drift/apply.js';
-import { acceptedReading, madeByDrift, pendingMemoryIds } from '../src/drift/record.js';
+import type { Applied } from '../src/layouts/contract.js';
+import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
-import { verifyThroughTasks } from '../src/drift/task.js';
-import { layoutOf } from '../src/layouts/index.js';
+import { createVerifyTask, verifyThroughTasks } from '../src/drift/task.js';
+import { layoutOf } from '../src/layouts/registry.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
 export type DriftPayload = z.infer<typeof payloadSchema>;
@@ -40,7 +40,7 @@ export interface DriftResult {
  * rule names, and write the verdicts. Holds the store's maintenance lock for the whole run. Under the worker the
  * reads go out as `verify` tasks (src/drift/task.ts), which take no lock; picking the rows and writing the verdicts
  * stay here, so each verdict is applied once, by this job. A mem0 store is reviewed the same way
- * (src/drift/mem0.ts), without automatic supersedes.
+ * (src/layouts/mem0/drift.ts), without automatic supersedes.
  */
 export async function drift(payload: DriftPayload, ctx: JobContext): Promise<DriftResult> {
   const now = ctx.now();
@@ -74,7 +74,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
       result.sharedReads = run.sharedReads;
       for (const decision of run.decisions) {
         // The one place verdicts are written: nothing from the environment reaches the store, the state db or the output.
-        const applied = await layout.applyDrift(store, state, redactDecision(decision), now);
+        const applied = await layout.applyDrift(store, { decision: redactDecision(decision), now, log: verdictLog(state) });
         result[applied.verdict] += 1;
         if (applied.supersededBy) result.superseded += 1;
         if (applied.needsPerson) result.toPerson += 1;
@@ -90,4 +90,12 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
   return result;
 }
 
-export default defineJob({ name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift });
+export default defineJob({
+  name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift,
+  // Under the worker each source read is a `verify` task on its own queue, verify.concurrency at a time.
+  tasks: (config) => [createVerifyTask(config)],
+  // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
+  async prepare(config) {
+    if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
+  },
+});

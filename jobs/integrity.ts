@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
-import { openStore } from '../src/store/open.js';
-import type { CheckReport } from '../src/check.js';
-import { layoutOf } from '../src/layouts/index.js';
+import { openStore } from '../src/layouts/open.js';
+import type { CheckReport } from '../src/layouts/contract.js';
+import { layoutOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
 
 export const payloadSchema = z.strictObject({ store: z.string().min(1) });
@@ -13,7 +13,7 @@ export async function integrity(payload: IntegrityPayload, ctx: JobContext): Pro
   const store = openStore(ctx.config, payload.store);
   try {
     // A restore killed half-way is reported first, and the orphans it makes up are not (src/snapshot/journal.ts).
-    const report = withPendingRestore(await layoutOf(store).check(store, ctx), ctx.config.stores[payload.store]!.db);
+    const report = withPendingRestore(await layoutOf(store).check(store, { ctx }), ctx.config.stores[payload.store]!.db);
     ctx.log.info({ ok: report.ok, rows: report.rows, live: report.live, problems: report.problems.length }, 'integrity done');
     return report;
   } finally {

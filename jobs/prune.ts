@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { defineJob, type JobContext } from '../src/job.js';
-import { openStore } from '../src/store/open.js';
-import { layoutOf } from '../src/layouts/index.js';
-import type { PruneResult } from '../src/prune.js';
+import { openStore } from '../src/layouts/open.js';
+import { layoutOf } from '../src/layouts/registry.js';
+import type { PruneResult } from '../src/layouts/contract.js';
+import { deletionRecorder } from '../src/erase-ledger.js';
 
-export type { PruneResult } from '../src/prune.js';
+export type { PruneResult } from '../src/layouts/contract.js';
 
 export const payloadSchema = z.strictObject({
   store: z.string().min(1),
@@ -19,7 +20,7 @@ export type PrunePayload = z.infer<typeof payloadSchema>;
 export async function prune(payload: PrunePayload, ctx: JobContext): Promise<PruneResult> {
   const store = openStore(ctx.config, payload.store);
   try {
-    const result = await layoutOf(store).prune(store, ctx, { dryRun: payload.dryRun });
+    const result = await layoutOf(store).prune(store, { ctx, dryRun: payload.dryRun, beforeDelete: deletionRecorder(ctx.config, store.name) });
     const { deleted, expired, superseded, cascaded, dryRun } = result;
     ctx.log.info({ deleted, expired, superseded, cascaded, dryRun }, 'prune done');
     return result;

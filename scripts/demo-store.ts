@@ -3,7 +3,7 @@
  * the same story on any day. Used by `npm run demo` and by the digest preview screenshot.
  */
 import Database from 'better-sqlite3';
-import { initSchema } from '../src/store/schema.js';
+import { initSchema } from '../src/layouts/warden/schema.js';
 import { toCanonical } from '../src/time.js';
 
 const DAY = 86_400_000;

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { validateConfig } from '../src/config.js';
 import { openDatabase } from '../src/store/sqlite.js';
-import { initSchema } from '../src/store/schema.js';
+import { initSchema } from '../src/layouts/warden/schema.js';
 import { openStateDb } from '../src/state.js';
 import { previewDigest } from '../src/digest/digest.js';
 import { toCanonical } from '../src/time.js';

@@ -2,7 +2,7 @@ import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileHolds } from './erase-snapshots.js';
 import { PARTIAL_PREFIX, lockSnapshots, removePartials } from './snapshot/layout.js';
-import type { QdrantStore } from './store/qdrant.js';
+import type { QdrantStore } from './vectors/qdrant/index.js';
 import type { Logger } from './logger.js';
 
 /**

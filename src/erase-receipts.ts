@@ -1,6 +1,31 @@
 import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
-import type { EraseReceipt } from './erase.js';
+import type { Place } from './erase-state.js';
+
+/** What one erase did, as its receipt says it (never what the erased memories said). */
+export interface EraseReceipt {
+  id: number | null;
+  store: string;
+  layout: 'warden' | 'mem0';
+  selector: 'user' | 'subject' | 'ids';
+  /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
+  selectorSha256: string;
+  erasedAt: string;
+  dryRun: boolean;
+  /** Rows (warden) or memories (mem0) erased. */
+  memories: number;
+  /** sha256 of the erased memory ids, sorted and joined by newlines. */
+  idsSha256: string;
+  counts: Record<string, number>;
+  vacuumed: boolean;
+  /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
+  walTruncated: boolean;
+  snapshots: { found: string[]; deleted: string[] };
+  /** Every place erase looked, with how many records or files it erased there (store:…, state:…, files:…). */
+  places: Place[];
+  /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */
+  stateWalTruncated: boolean;
+}
 
 /**
  * Erase receipts in the state db (src/state/migrations/004-erase-receipts.ts): what was erased, how much, when;

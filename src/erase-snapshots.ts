@@ -2,7 +2,7 @@ import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
-import { qdrantStoreFor } from './store/qdrant.js';
+import { qdrantStoreFor } from './vectors/qdrant/index.js';
 import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
 import { snapshotCollections } from './snapshot/create.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';

@@ -57,6 +57,46 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, R = unknown> {
   scope?: 'store' | 'global';
   schema: S;
   run(payload: z.output<S>, ctx: JobContext): Promise<R>;
+  /**
+   * The task kinds this job hands out through ctx.dispatch (drift's source reads, the fleet digest's sections).
+   * The worker starts a task queue for each kind every job declares; nothing in the engine names a job's tasks.
+   */
+  tasks?(config: Config): TaskKind[];
+  /** Checked once when the worker starts: a broken setup (a verifier plugin, a rule) fails the start, naming it. */
+  prepare?(config: Config): Promise<void>;
+}
+
+/** Every job, by name: what the CLI hands the runner and the worker (jobs/index.ts is the one in this build). */
+export type JobMap = Readonly<Record<string, JobDefinition<any, any>>>;
+
+/** A job imported only when it is run (src/commands/job-loaders.ts): `check` loads integrity, not the mailer. */
+export interface JobLoader {
+  (name: string): Promise<JobDefinition<any, any> | undefined>;
+  /** Every job it can load, for the unknown-job error. */
+  readonly names: readonly string[];
+}
+
+export interface TaskContext {
+  log: Logger;
+  /** Aborted when the worker is told to stop (shutdown timeout). */
+  signal: AbortSignal;
+  /** 1 for the first try. */
+  attempt: number;
+  /** No retry follows this attempt, whatever is thrown. */
+  lastAttempt: boolean;
+}
+
+export interface TaskKind {
+  name: string;
+  /**
+   * `host`: each payload names a host (`{ host, … }`) and only a worker of that host runs it (its file is there),
+   * from the lane `<worker.queue>-<kind>.<host>`. Default: any worker, from `<worker.queue>-<kind>`.
+   */
+  route?: 'host';
+  /** Tasks of this kind running at once: per worker process, and across all of them (BullMQ global concurrency). */
+  concurrency: number;
+  /** A transient error thrown here is retried with backoff (worker.attempts, worker.backoff); anything else fails the task for good. */
+  run(payload: unknown, ctx: TaskContext): Promise<unknown>;
 }
 
 export function defineJob<S extends z.ZodType, R>(job: JobDefinition<S, R>): JobDefinition<S, R> {

@@ -3,8 +3,7 @@ import { expandHome } from './config.js';
 import type { Logger } from './logger.js';
 import type { Clock } from './time.js';
 import { systemClock } from './time.js';
-import { parsePayload, type FleetView, type JobContext, type TaskDispatch } from './job.js';
-import { JOB_LOADERS, loadJob } from './job-loaders.js';
+import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, usageError, WardenError } from './errors.js';
 import { redactText } from './secrets.js';
 import { openStateDb, recordRunEnd, recordRunStart } from './state.js';
@@ -12,6 +11,11 @@ import { assertNoPendingRestore } from './snapshot/journal.js';
 import type { Progress } from './progress.js';
 
 export interface RunOptions {
+  /**
+   * The jobs this program runs, handed down by the composition root (the runner imports none): the map
+   * (jobs/index.ts JOBS, the worker's) or a loader that imports only the job run (the CLI's, src/commands/job-loaders.ts).
+   */
+  jobs: JobMap | JobLoader;
   config: Config;
   log: Logger;
   now?: Clock;
@@ -31,8 +35,8 @@ export interface RunOptions {
  * BullMQ worker both come through here, so a job behaves the same whichever started it.
  */
 export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
-  const job = await loadJob(name);
-  if (!job) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_LOADERS).join(', ')})`);
+  const { job, names } = await findJob(opts.jobs, name);
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${names.join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
@@ -64,4 +68,9 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ctx.progress?.done();
     state?.close();
   }
+}
+
+async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {
+  if (typeof jobs === 'function') return { job: await jobs(name), names: jobs.names };
+  return { job: Object.hasOwn(jobs, name) ? jobs[name] : undefined, names: Object.keys(jobs) };
 }

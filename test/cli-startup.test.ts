@@ -9,7 +9,7 @@ import { CLI } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
 import { JOBS } from '../jobs/index.js';
 import { JOB_SCOPES } from '../src/commands/job-names.js';
-import { JOB_LOADERS } from '../src/job-loaders.js';
+import { JOB_LOADERS } from '../src/commands/job-loaders.js';
 import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config.js';
 import { DEFAULT_PATTERNS, isTimeZone } from '../src/queue/config.js';
 

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { initSchema } from '../src/store/schema.js';
+import { initSchema } from '../src/layouts/warden/schema.js';
 import { progressLine, terminalProgress } from '../src/progress-terminal.js';
 import { CLI } from './helpers/cli.js';
 import { tempDir } from './helpers/store.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir, type Row } from './helpers/store.js';
 import { openStateDb } from '../src/state.js';
-import { storeNameForPath } from '../src/store/open.js';
+import { storeNameForPath } from '../src/layouts/open.js';
 
 /**
  * Store text never drives the terminal: every human-readable output of the real CLI, for a store whose ids,

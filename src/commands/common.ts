@@ -82,7 +82,7 @@ export async function storeContext(opts: StoreOptions, cmd: Command): Promise<Co
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */
 async function storeNameForDb(db: string | undefined): Promise<string | undefined> {
   if (!db) return undefined;
-  const { storeNameForPath } = await import('../store/open.js');
+  const { storeNameForPath } = await import('../layouts/open.js');
   return storeNameForPath(db);
 }
 

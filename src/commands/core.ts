@@ -1,8 +1,8 @@
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES } from './job-names.js';
-import type { CheckReport } from '../check.js';
-import type { PruneResult } from '../prune.js';
+import type { CheckReport } from '../layouts/contract.js';
+import type { PruneResult } from '../layouts/warden/prune.js';
 import type { Finding } from '../findings.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
@@ -15,7 +15,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
       const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }] = await Promise.all([
-        import('../store/sqlite.js'), import('../store/schema.js'), import('../store/lock.js'),
+        import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'),
       ]);
       const db = openDatabase(opts.db, { create: opts.create ?? false });
       try {
@@ -44,8 +44,8 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const { runJob } = await import('../runner.js');
-      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, record: false })) as CheckReport;
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, jobs: loadJob, record: false })) as CheckReport;
       if (opts.json) printJson(report);
       else printCheck(report);
       process.exitCode = report.ok ? 0 : 1;
@@ -65,8 +65,8 @@ export function registerCoreCommands(program: Command): void {
         name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false }
         : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
         : { store: ctx.storeName };
-      const { runJob } = await import('../runner.js');
-      const result = await runJob(name, payload, { ...ctx, signal: interruptSignal() });
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
       else if (name === 'integrity') {
@@ -82,7 +82,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairDangling }] = await Promise.all([import('../store/open.js'), import('../repair.js')]);
+      const [{ openStore }, { repairDangling }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairDangling(store);
@@ -100,7 +100,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairTimestamps }] = await Promise.all([import('../store/open.js'), import('../repair.js')]);
+      const [{ openStore }, { repairTimestamps }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairTimestamps(store);

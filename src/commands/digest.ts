@@ -40,8 +40,8 @@ export function registerDigestCommands(program: Command): void {
         if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
         return;
       }
-      const { runJob } = await import('../runner.js');
-      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { config, log, now })) as DigestResult;
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: loadJob, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
       for (const d of result.deliveries) {
         print(`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`);

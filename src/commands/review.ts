@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { StoreHandle } from '../store/open.js';
+import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
 import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';
@@ -59,7 +59,7 @@ async function withReview(
 ): Promise<void> {
   const ctx = await storeContext(opts, cmd);
   const [{ openStore }, { layoutOf }, { openStateDb }, { assertIntact }, { expandHome }] = await Promise.all([
-    import('../store/open.js'), import('../layouts/index.js'), import('../state.js'), import('../store/sqlite.js'), import('../config.js'),
+    import('../layouts/open.js'), import('../layouts/registry.js'), import('../state.js'), import('../store/sqlite.js'), import('../config.js'),
   ]);
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {

@@ -80,7 +80,7 @@ export function registerSnapshotCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../store/open.js'), import('../store/consistency.js')]);
+      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/consistency.js')]);
       const store = openStore(ctx.config, ctx.storeName);
       try {
         const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });

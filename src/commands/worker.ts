@@ -25,8 +25,8 @@ export function registerWorkerCommands(program: Command): void {
       const loaded = await loadForCommand(opts, cmd);
       const config = await withHost(loaded.config, opts.host);
       const log = loaded.log;
-      const { startWorker } = await import('../queue/worker.js');
-      const running = await startWorker({ config, log });
+      const [{ startWorker }, { JOBS }] = await Promise.all([import('../queue/worker.js'), import('../../jobs/index.js')]);
+      const running = await startWorker({ jobs: JOBS, config, log });
       // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
       process.send?.('ready');
       const stopped = await new Promise<{ drained: boolean }>((resolve) => {

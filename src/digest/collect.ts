@@ -2,21 +2,19 @@ import type { Config } from '../config.js';
 import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job.js';
-import { openStore, storeSelector } from '../store/open.js';
+import { openStore, storeSelector } from '../layouts/open.js';
 import { lastRun } from '../state.js';
 import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
-import { reviewCutoff } from '../store/rules.js';
-import { layoutOf } from '../layouts/index.js';
+import { reviewCutoff } from '../layouts/warden/rules.js';
+import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { clip } from './untrusted.js';
 import { maskDeep } from '../credentials.js';
 import { attachReviewLinks } from '../review-web/links.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
 
-export interface Period {
-  start: Instant;
-  end: Instant;
-}
+export type { Period } from '../layouts/contract.js';
+import type { Period } from '../layouts/contract.js';
 
 export interface CollectOptions {
   config: Config;
@@ -107,12 +105,12 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     const store = openStore(config, name, { readonly: true });
     try {
       const layout = layoutOf(store);
-      const report = withPendingRestore(await layout.check(store, { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now }), storeConfig.db);
+      const report = withPendingRestore(await layout.check(store, { ctx: { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now } }), storeConfig.db);
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;
       section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
-      section.newRows = await layout.newRows(store, period, config.digest.maxRows, rules);
+      section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
       const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       section.review.due = review.due;
       section.review.supersede = layout.corrections;
@@ -126,48 +124,6 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   }
   attachReviewLinks(section, config, now, (msg) => opts.ctx.log.warn({ store: name }, msg));
   return section;
-}
-
-/**
- * Rows whose created_at, as an instant, falls in [start, end). The text bounds only skip rows that cannot
- * qualify (any ISO-8601 text of an instant sorts within two days of its UTC date); warden_epoch decides.
- * Every row is looked at once, so both counts are exact while only 2 × maxRows rows are kept in memory.
- */
-export function newRows(db: Db, period: Period, maxRows: number, rules: LookTwiceRules): NewRows {
-  const stmt = db.prepare(`
-    SELECT id, subject, fact, source, created_at, expires_at FROM memory
-    WHERE created_at >= @lower AND created_at < @upper
-      AND warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end
-    ORDER BY warden_epoch(created_at) DESC, id DESC`);
-  const lower = new Date(period.start - 2 * DAY_MS).toISOString().slice(0, 10);
-  const flagged: FlaggedRow[] = [];
-  const rest: FlaggedRow[] = [];
-  let total = 0;
-  let flaggedCount = 0;
-  for (const r of stmt.iterate({ lower, upper: textUpperBound(period.end), start: period.start, end: period.end }) as Iterable<Record<string, unknown>>) {
-    total += 1;
-    const reasons = lookTwiceReasons({ subject: r.subject, fact: r.fact, source: r.source }, rules);
-    if (reasons.length > 0) flaggedCount += 1;
-    const list = reasons.length > 0 ? flagged : rest;
-    if (list.length < maxRows) list.push({ ...memoryRow(r), reasons });
-  }
-  const shown = [...flagged, ...rest].slice(0, maxRows);
-  return { total, flagged: flaggedCount, shown, more: total - shown.length };
-}
-
-// Up to 2 × maxRows rows are held at once and a fact can be a whole fetched page: keep what render can show.
-const KEEP_CHARS = 2000;
-const keep = (v: unknown) => clip(v, KEEP_CHARS);
-
-function memoryRow(r: Record<string, unknown>) {
-  return {
-    id: String(r.id),
-    subject: keep(r.subject),
-    fact: keep(r.fact),
-    source: r.source === null || r.source === undefined ? '' : keep(r.source),
-    createdAt: String(r.created_at ?? ''),
-    expiresAt: r.expires_at === null || r.expires_at === undefined ? null : String(r.expires_at),
-  };
 }
 
 /** job_runs times are written canonical by the runner, so text comparison is exact here. */

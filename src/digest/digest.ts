@@ -5,7 +5,7 @@ import type { JobContext } from '../job.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { openStateDb } from '../state.js';
 import { coerceError, configError, storeError, usageError, type WardenError } from '../errors.js';
-import { openStore } from '../store/open.js';
+import { openStore } from '../layouts/open.js';
 import { assertIntact } from '../store/sqlite.js';
 import { parseInstant, type Instant } from '../time.js';
 import { collectDigest } from './collect.js';

@@ -1,4 +1,4 @@
-import type { StoreSelector } from '../store/open.js';
+import type { StoreSelector } from '../layouts/open.js';
 import type { Finding } from '../findings.js';
 
 /**
@@ -18,30 +18,11 @@ export interface DigestModel {
   quiet: boolean;
 }
 
-export interface MemoryRow {
-  id: string;
-  subject: string;
-  fact: string;
-  source: string;
-  createdAt: string;
-  expiresAt: string | null;
-}
 
-export interface FlaggedRow extends MemoryRow {
-  /** Why a person should look twice, e.g. `source: fetched page`, `fact: ignore previous`. */
-  reasons: string[];
-}
 
-export interface NewRows {
-  /** Exact number of rows created in the period. */
-  total: number;
-  /** Exact number of those that are flagged. */
-  flagged: number;
-  /** Flagged rows first (newest first), then the rest (newest first); at most maxRows in all. */
-  shown: FlaggedRow[];
-  /** total − shown.length, exact. */
-  more: number;
-}
+// A store's new rows are the layout contract's vocabulary (src/layouts/contract.ts).
+export type { FlaggedRow, MemoryRow, NewRows } from '../layouts/contract.js';
+import type { NewRows } from '../layouts/contract.js';
 
 export interface ReviewRow {
   id: string;

@@ -4,7 +4,7 @@
  * no mail client's autolinker turns store text into a working link. These are the only ways store text reaches
  * the digest.
  */
-import type { StoreSelector } from '../store/open.js';
+import type { StoreSelector } from '../layouts/open.js';
 import { clip, headerText, oneLine } from '../untrusted.js';
 import { maskSecretsSync } from '../credentials.js';
 

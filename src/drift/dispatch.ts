@@ -11,18 +11,9 @@ import { redactSecrets, redactText } from '../secrets.js';
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
-/** What one memory's verification came to, before anything is written. */
-export interface Decision {
-  memory: MemoryUnderReview;
-  verdict: Verdict;
-  verifier: string | null;
-  rule: string | null;
-  evidence: Record<string, unknown>;
-  fingerprint: string | null;
-  needsPerson: boolean;
-  /** contradicted, with a replacement and autoSupersede: the row to insert in place of this one. */
-  supersede?: { fact: string; source: string };
-}
+// What one memory's verification came to: the layout contract's Decision (a layout applies it).
+export type { Decision } from '../layouts/contract.js';
+import type { Decision } from '../layouts/contract.js';
 
 export interface DispatchOptions {
   rules: readonly CompiledRule[];

@@ -6,20 +6,9 @@ import { redactSecrets, redactText } from '../secrets.js';
  * drift_verdicts in the state db: every verdict a verifier or a person gave. An item "awaits a person" while
  * needs_person = 1 AND resolved_at IS NULL (the digest reads exactly that); a person's decision resolves it.
  */
-export type RecordedVerdict = 'confirmed' | 'contradicted' | 'changed' | 'unverifiable' | 'refused' | 'manual';
+export type { RecordedVerdict, VerdictRecord } from '../layouts/contract.js';
+import type { RecordedVerdict, VerdictLog, VerdictRecord } from '../layouts/contract.js';
 
-export interface VerdictRecord {
-  store: string;
-  memoryId: string;
-  verdict: RecordedVerdict;
-  verifier?: string | null;
-  evidence?: unknown;
-  fingerprint?: string | null;
-  checkedAt: Instant;
-  needsPerson?: boolean;
-  resolvedAt?: Instant | null;
-  resolution?: string | null;
-}
 
 export interface VerdictRow {
   id: number;
@@ -98,4 +87,12 @@ export function verdictsFor(state: Db, store: string, memoryId: string): Verdict
  */
 export function inBothTransactions<T>(state: Db, store: Db, fn: () => T): T {
   return state.transaction(() => store.transaction(fn).immediate()).immediate();
+}
+
+/** The state db as the VerdictLog a layout records through (src/layouts/contract.ts): layouts never hold the db. */
+export function verdictLog(state: Db): VerdictLog {
+  return {
+    record: (v) => recordVerdict(state, v),
+    together: (storeDb, fn) => (storeDb ? inBothTransactions(state, storeDb, fn) : state.transaction(fn).immediate()),
+  };
 }

@@ -1,17 +1,18 @@
-import { layoutOf } from '../layouts/index.js';
+import { layoutOf } from '../layouts/registry.js';
 import { userInfo } from 'node:os';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config.js';
-import type { StoreHandle } from '../store/open.js';
+import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
-import { deleteWithCascade } from '../store/delete.js';
+import { deleteWithCascade } from '../layouts/warden/delete.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../errors.js';
 import { parseDuration, toCanonical, type Instant } from '../time.js';
-import { supersedeRow } from './apply.js';
-import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, type VerdictRow } from './record.js';
+import { supersedeRow } from '../layouts/warden/apply.js';
+import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import { mem0Confirm } from '../layouts/mem0.js';
+import { liveRow } from '../layouts/warden/review.js';
+import type { CurrentMemory } from '../layouts/contract.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in
@@ -26,7 +27,7 @@ export interface PendingItem {
   checkedAt: string;
   evidence: unknown;
   /** The row as it is now; null when it no longer exists. */
-  memory: (MemoryUnderReview & { superseded_by: string | null }) | null;
+  memory: CurrentMemory;
 }
 
 export interface ReviewList {
@@ -92,12 +93,6 @@ const person = () => {
   }
 };
 
-function liveRow(db: Db, store: string, id: string): { id: string; superseded_by: string | null } {
-  const row = db.prepare(`SELECT id, superseded_by FROM memory WHERE id = ?`).get(id) as { id: string; superseded_by: string | null } | undefined;
-  if (!row) throw usageError(`no memory ${JSON.stringify(id)} in store ${store}`);
-  if (row.superseded_by !== null) throw usageError(`memory ${id} is already superseded by ${row.superseded_by}; review that one`);
-  return row;
-}
 
 /** The manual record, resolving the pending items. Inside the state transaction. */
 function recordManual(state: Db, store: string, id: string, now: Instant, resolution: string, detail: Record<string, unknown>): number {
@@ -116,30 +111,13 @@ function recordManual(state: Db, store: string, id: string, now: Instant, resolu
 export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
   return withMaintenanceLock(store.path, 'review confirm', async () => {
     const record = () => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
-    const resolved = await layoutOf(store).confirm(store, state, id, now, record);
+    const resolved = await layoutOf(store).confirm(store, { id, now, log: verdictLog(state), decided: record });
     return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
   });
 }
 
-/** The brief's table: the stamp and its record in one transaction on each database. */
-export function confirmWarden(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): number {
-  return inBothTransactions(state, store.db, () => {
-    liveRow(store.db, store.name, id);
-    store.db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(toCanonical(now), id);
-    return record();
-  });
-}
 
-/** mem0: the stamp goes through mem0's own update (no shared transaction with the state db), then the record. */
-export async function confirmMem0(store: StoreHandle, state: Db, id: string, now: Instant, record: () => number): Promise<number> {
-  if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
-  return state.transaction(record).immediate();
-}
 
-export function currentWardenRow(store: StoreHandle, id: string): PendingItem['memory'] {
-  const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`).get(id);
-  return (row as PendingItem['memory'] | undefined) ?? null;
-}
 
 export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant): Promise<ReviewDecision> {
   if (next.fact.trim() === '') throw usageError('review supersede: --fact must not be empty');

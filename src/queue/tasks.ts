@@ -3,7 +3,7 @@ import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOpti
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { coerceError, usageError } from '../errors.js';
-import type { TaskDispatch, TaskOutcome } from '../job.js';
+import type { TaskContext, TaskDispatch, TaskKind, TaskOutcome } from '../job.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -12,28 +12,9 @@ import type { Logger } from '../logger.js';
  * tasks never holds the slot a task needs (no deadlock at worker.concurrency 1), and the queue's global concurrency
  * bounds the tasks running at once across every worker sharing the Redis.
  */
-export interface TaskContext {
-  log: Logger;
-  /** Aborted when the worker is told to stop (shutdown timeout). */
-  signal: AbortSignal;
-  /** 1 for the first try. */
-  attempt: number;
-  /** No retry follows this attempt, whatever is thrown. */
-  lastAttempt: boolean;
-}
 
-export interface TaskKind {
-  name: string;
-  /**
-   * `host`: each payload names a host (`{ host, … }`) and only a worker of that host runs it (its file is there),
-   * from the lane `<worker.queue>-<kind>.<host>`. Default: any worker, from `<worker.queue>-<kind>`.
-   */
-  route?: 'host';
-  /** Tasks of this kind running at once: per worker process, and across all of them (BullMQ global concurrency). */
-  concurrency: number;
-  /** A transient error thrown here is retried with backoff (worker.attempts, worker.backoff); anything else fails the task for good. */
-  run(payload: unknown, ctx: TaskContext): Promise<unknown>;
-}
+// A task kind is declared by the job that hands it out (JobDefinition.tasks, src/job.ts).
+export type { TaskContext, TaskKind } from '../job.js';
 
 export interface TaskQueues {
   dispatch: TaskDispatch;

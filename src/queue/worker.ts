@@ -1,4 +1,3 @@
-import { prepareVerification } from '../drift/setup.js';
 import { hostname } from 'node:os';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -7,7 +6,6 @@ import { expandHome } from '../config.js';
 import { coerceError, configError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { runJob } from '../runner.js';
-import { JOBS } from '../../jobs/index.js';
 import { systemClock, type Clock } from '../time.js';
 import { openStateDb } from '../state.js';
 import { WorkerMetrics } from '../metrics.js';
@@ -20,12 +18,12 @@ import { isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat
 import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
-import { createVerifyTask } from '../drift/task.js';
-import { createDigestSectionsTask } from '../digest/fleet.js';
-import type { TaskDispatch } from '../job.js';
+import type { JobMap, TaskDispatch } from '../job.js';
 import { finishInterruptedRestores } from '../snapshot/resume.js';
 
 export interface StartOptions {
+  /** The jobs it takes (jobs/index.ts JOBS, handed down by the CLI), with the task kinds they declare. */
+  jobs: JobMap;
   config: Config;
   log: Logger;
   /** The jobs' clock; the wall clock unless a test injects one. */
@@ -70,13 +68,13 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
   const { config, log } = opts;
   const holder = `${host}:${process.pid}`;
   return async (job: Job, _token?: string, bullSignal?: AbortSignal): Promise<unknown> => {
-    const def = JOBS[job.name];
+    const def = opts.jobs[job.name];
     const store = typeof (job.data as { store?: unknown } | undefined)?.store === 'string' ? (job.data as { store: string }).store : null;
     const attempt = job.attemptsMade + 1;
     const jobLog = log.child({ job: job.name, store, jobId: job.id, attempt });
     if (!def) {
       jobLog.error({ outcome: 'failed', retry: false }, 'job failed: this build has no such job');
-      throw new UnrecoverableError(`unknown job "${job.name}" (jobs: ${Object.keys(JOBS).join(', ')})`);
+      throw new UnrecoverableError(`unknown job "${job.name}" (jobs: ${Object.keys(opts.jobs).join(', ')})`);
     }
     // Only the host that holds a store's file may run its jobs: elsewhere the file is not there (or is another one).
     if (store !== null && store in config.stores && hostOfStore(config, store) !== host) {
@@ -89,7 +87,7 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
     const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
     const fleet = { host, redis, lastSeen: async (h: string) => (await readHeartbeats(redis, config.redis.prefix)).find((b) => b.host === h)?.lastSeen ?? null };
     const run = (lost?: AbortSignal) =>
-      runJob(job.name, job.data, { config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
+      runJob(job.name, job.data, { jobs: opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
     try {
       // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
       // (every writer takes withMaintenanceLock around its writes), both held while it writes.
@@ -147,8 +145,8 @@ async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> 
 export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const { config, log } = opts;
   const metrics = opts.metrics ?? new WorkerMetrics();
-  // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.
-  if (config.verify.rules.length > 0 || config.verify.plugins.length > 0) await prepareVerification(config);
+  // What a job needs set up is checked now (drift's verifier plugins and rules): an error names the file at start-up.
+  for (const job of Object.values(opts.jobs)) await job.prepare?.(config);
   // A restore killed half-way left one store on the snapshot and one not: finish it before any writer runs.
   await finishInterruptedRestores(config, log, opts.now ?? systemClock);
   const redis = await connectRedis(config.redis.url, log);
@@ -163,12 +161,12 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   let http: HttpHandle | undefined;
   let tasks: TaskQueues | undefined;
   try {
-    // Drift's source reads run as tasks on their own queue (src/drift/task.ts), verify.concurrency at a time.
-    // A fleet digest's sections are read on each store's host (src/digest/fleet.ts): routed to this host's lane.
-    tasks = await startTaskQueues(config, redis, [createVerifyTask(config), createDigestSectionsTask(config)], log, state.stop.signal, host);
+    // The task kinds the jobs declare (drift's source reads, a fleet digest's per-host sections), each on its own queue.
+    const kinds = Object.values(opts.jobs).flatMap((job) => job.tasks?.(config) ?? []);
+    tasks = await startTaskQueues(config, redis, kinds, log, state.stop.signal, host);
     const taskQueues = tasks;
     // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
-    const planned = planSchedulers(config, JOBS, log);
+    const planned = planSchedulers(config, opts.jobs, log);
     const shared = await syncSchedulers(queue, config, planned, log, null);
     const own = await syncSchedulers(hostQueue, config, planned, log, host);
     const schedulers: SyncResult = { upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed], kept: [...shared.kept, ...own.kept] };

@@ -1,8 +1,8 @@
 import type { Config } from '../config.js';
 import { expandHome } from '../config.js';
 import { openStateDb } from '../state.js';
-import { openStore } from '../store/open.js';
-import { layoutOf } from '../layouts/index.js';
+import { openStore } from '../layouts/open.js';
+import { layoutOf } from '../layouts/registry.js';
 import { WardenError, coerceError } from '../errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 import type { Instant } from '../time.js';

@@ -1,8 +1,8 @@
 import type { Config } from '../config.js';
 import type { Db } from '../store/sqlite.js';
-import type { StoreHandle } from '../store/open.js';
-import { layoutOf } from '../layouts/index.js';
-import { lookTwiceRules } from '../digest/flags.js';
+import type { StoreHandle } from '../layouts/open.js';
+import { layoutOf } from '../layouts/registry.js';
+import { lookTwiceReasons, lookTwiceRules } from '../digest/flags.js';
 import { DAY_MS, toCanonical, type Instant } from '../time.js';
 
 /** One UTC day of one store, as far as it was recorded; null where nothing ran that day. */
@@ -62,7 +62,7 @@ export async function storeHistory(config: Config, state: Db, store: StoreHandle
   const layout = layoutOf(store);
   for (const d of days) {
     const start = Date.parse(`${d.day}T00:00:00Z`);
-    const n = await layout.newRows(store, { start, end: Math.min(start + DAY_MS, now) }, 0, rules);
+    const n = await layout.newRows(store, { period: { start, end: Math.min(start + DAY_MS, now) }, maxRows: 0, lookTwice: (row) => lookTwiceReasons(row, rules) });
     d.newRows = n.total;
     d.flagged = n.flagged;
   }

@@ -7,10 +7,10 @@ import type { Logger } from '../logger.js';
 import type { Clock } from '../time.js';
 import { toFolderStamp } from '../time.js';
 import { coerceError, storeError, usageError } from '../errors.js';
-import { openStore } from '../store/open.js';
+import { openStore } from '../layouts/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../store/qdrant.js';
-import { layoutFor } from '../layouts/index.js';
+import { QdrantStore } from '../vectors/qdrant/index.js';
+import { layoutFor } from '../layouts/registry.js';
 import { copySqlite } from './sqlite-copy.js';
 import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
 import {

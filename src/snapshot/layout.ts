@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../config.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
-import type { QdrantStore } from '../store/qdrant.js';
+import type { QdrantStore } from '../vectors/qdrant/index.js';
 import type { Logger } from '../logger.js';
 
 /**

@@ -6,7 +6,7 @@ import type { Clock } from '../time.js';
 import { storeError, usageError, WardenError } from '../errors.js';
 import { openDatabase } from '../store/sqlite.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../store/qdrant.js';
+import { QdrantStore } from '../vectors/qdrant/index.js';
 import { fsyncPath, sha256File } from './layout.js';
 import { readManifest, type Manifest } from './manifest.js';
 import type { Progress } from '../progress.js';

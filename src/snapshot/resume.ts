@@ -6,7 +6,7 @@ import type { Clock } from '../time.js';
 import type { Progress } from '../progress.js';
 import { storeError, usageError } from '../errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../store/qdrant.js';
+import { QdrantStore } from '../vectors/qdrant/index.js';
 import { FILE_MODE, storeSnapshotDir } from './layout.js';
 import type { Manifest, QdrantPart } from './manifest.js';
 import { snapshotCollections } from './create.js';

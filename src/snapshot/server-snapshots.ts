@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../logger.js';
-import type { QdrantStore } from '../store/qdrant.js';
+import type { QdrantStore } from '../vectors/qdrant/index.js';
 import { ensurePrivateDir, FILE_MODE, fsyncPath } from './layout.js';
 
 /**

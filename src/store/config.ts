@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { mem0Schema } from '../layouts/mem0-config.js';
+import { mem0Schema } from '../layouts/mem0/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
 export const pointIdModes = ['id', 'payload', 'uuid5'] as const;
@@ -32,7 +32,7 @@ export const storeSchema = z.strictObject({
   /** The machine that holds the file (its worker's host name); default: the machine reading the config. */
   host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
   qdrant: qdrantSchema.optional(),
-  /** `layout: mem0` only: mem0's collections and where its vectors live (src/layouts/mem0-config.ts). */
+  /** `layout: mem0` only: mem0's collections and where its vectors live (src/layouts/mem0/config.ts). */
   mem0: mem0Schema.optional(),
 });
 

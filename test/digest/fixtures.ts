@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { JOBS } from '../../jobs/index.js';
 import { validateConfig, type Config } from '../../src/config.js';
 import type { JobContext } from '../../src/job.js';
 import { silentLogger } from '../../src/logger.js';
@@ -37,7 +38,7 @@ export function world(dir: string, stores: Record<string, Row[]>, smtp: TestSmtp
 }
 
 export function runDigestJob(config: Config, now: number, payload: unknown = {}): Promise<DigestResult> {
-  return runJob('digest', payload, { config, log: silentLogger, now: () => now }) as Promise<DigestResult>;
+  return runJob('digest', payload, { jobs: JOBS, config, log: silentLogger, now: () => now }) as Promise<DigestResult>;
 }
 
 export function ctx(config: Config, now: number): JobContext {

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { verifyAll, type DispatchOptions } from '../../src/drift/dispatch.js';
-import { applyDecision } from '../../src/drift/apply.js';
+import { applyDecision } from '../../src/layouts/warden/apply.js';
 import { defineVerifier } from '../../src/verifiers/define.js';
 import { createRegistry } from '../../src/verifiers/registry.js';
 import { compileRules } from '../../src/verifiers/rules.js';
@@ -8,7 +8,7 @@ import { verifySchema } from '../../src/verifiers/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStateDb } from '../../src/state.js';
 import { openDatabase } from '../../src/store/sqlite.js';
-import { verdictsFor } from '../../src/drift/record.js';
+import { verdictLog, verdictsFor } from '../../src/drift/record.js';
 import type { MemoryUnderReview } from '../../src/verifiers/types.js';
 import { daysAgo, insertRows, NOW, row, sandbox, type Sandbox } from './helpers.js';
 
@@ -94,7 +94,7 @@ describe('applying a verdict', () => {
     const db = openDatabase(box.dbPath);
     const state = openStateDb(box.statePath);
     try {
-      const applied = applyDecision(db, state, 'agent', decision!, NOW);
+      const applied = applyDecision(db, verdictLog(state), 'agent', decision!, NOW);
       expect(applied).toMatchObject({ verdict: 'unverifiable', skipped: 'the row was rewritten while it was being verified' });
       expect(verdictsFor(state, 'agent', 'm_0')).toHaveLength(1);
     } finally {

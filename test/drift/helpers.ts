@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig, type Config } from '../../src/config.js';
 import { openDatabase, type Db } from '../../src/store/sqlite.js';
-import { initSchema } from '../../src/store/schema.js';
+import { initSchema } from '../../src/layouts/warden/schema.js';
 import { silentLogger } from '../../src/logger.js';
 import { parseInstant, toCanonical, DAY_MS } from '../../src/time.js';
 import type { JobContext } from '../../src/job.js';

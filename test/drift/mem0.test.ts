@@ -7,9 +7,9 @@ import { Mem0Fixture } from '../layouts/mem0-fixture.js';
 import { drift } from '../../jobs/drift.js';
 import { verifySchema } from '../../src/verifiers/config.js';
 import { pendingItems } from '../../src/drift/record.js';
-import { pyIsoUtc } from '../../src/layouts/mem0.js';
+import { pyIsoUtc } from '../../src/layouts/mem0/memories.js';
 import { jobContext, withState } from './helpers.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { openStateDb } from '../../src/state.js';
 import { confirmMemory, listReview } from '../../src/drift/review.js';
 

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { drift } from '../../jobs/drift.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { openStateDb } from '../../src/state.js';
 import { confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory } from '../../src/drift/review.js';
 import { inBothTransactions, pendingItems, recordVerdict, verdictsFor } from '../../src/drift/record.js';

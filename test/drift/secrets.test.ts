@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -225,7 +226,7 @@ describe('secrets in verifier rules stay secrets', () => {
     writeFileSync(file, YAML.stringify({ stateDb: './state.db', stores: { agent: { db: './memory.db' } }, verify: { plugins: ['${PLUGIN_DIR}/missing.mjs'] } }));
     const env = { PLUGIN_DIR: join(box.dir, 'pluginDirSecret-31') };
     const config = loadConfig({ file, env });
-    const err = await runJob('drift', { store: 'agent' }, { config, log: silentLogger }).catch((e: Error) => e);
+    const err = await runJob('drift', { store: 'agent' }, { jobs: JOBS, config, log: silentLogger }).catch((e: Error) => e);
     expect((err as Error).message).toContain(`verify plugin ${env.PLUGIN_DIR}/missing.mjs: no such file`);
     withState(box.statePath, (state) => {
       const last = state.prepare(`SELECT error FROM job_runs ORDER BY id DESC LIMIT 1`).get() as { error: string };

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { drift, type DriftResult } from '../../jobs/drift.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { openStateDb } from '../../src/state.js';
 import { confirmMemory } from '../../src/drift/review.js';
 import { pendingItems } from '../../src/drift/record.js';

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import Database from 'better-sqlite3';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -6,7 +7,7 @@ import { validateConfig, type Config } from '../../src/config.js';
 import { erase, type EraseReceipt, type EraseSelector } from '../../src/erase.js';
 import { listReceipts } from '../../src/erase-receipts.js';
 import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { listReview } from '../../src/drift/review.js';
 import { recordVerdict } from '../../src/drift/record.js';
 import { previewDigest } from '../../src/digest/digest.js';
@@ -111,8 +112,8 @@ async function warden(): Promise<World> {
     },
   });
   const w = { config, storeDir, stateDir, snapRoot, storeDb };
-  await runJob('drift', { store: 'agent' }, { config, log, now: () => NOW });
-  await runJob('digest', {}, { config, log, now: () => NOW });
+  await runJob('drift', { store: 'agent' }, { jobs: JOBS, config, log, now: () => NOW });
+  await runJob('digest', {}, { jobs: JOBS, config, log, now: () => NOW });
   expect(String(smtp.received[0]?.parsed.text)).toContain('insulin');
   // A job that failed on her text (a verifier or a store error quoting the row).
   const state = openStateDb(config.stateDb);
@@ -176,7 +177,7 @@ describe('erase reaches the copies memory-warden made (warden layout)', () => {
     for (const t of ['alice', 'insulin', 'kelp', 'brine']) expect(receiptText).not.toContain(t);
 
     // The next digest mails nothing of her.
-    await runJob('digest', {}, { config: w.config, log, now: () => NOW + DAY_MS });
+    await runJob('digest', {}, { jobs: JOBS, config: w.config, log, now: () => NOW + DAY_MS });
     expect(smtp.received).toHaveLength(2); // not quiet: it reports the failed job, with its error scrubbed
     const next = String(smtp.received.at(-1)?.parsed.text ?? '') + String(smtp.received.at(-1)?.parsed.html ?? '');
     for (const t of [...mine, ...folded]) expect(next.toLowerCase()).not.toContain(t.toLowerCase());
@@ -302,7 +303,7 @@ describe('erase --user finds what memory-warden\'s own prune deleted (mem0)', ()
     const stateDir = join(tmp.dir, 'state');
     const config = f.config({}, join(stateDir, 'state.db'));
 
-    await runJob('prune', { store: 'm' }, { config, log, now: () => NOW });
+    await runJob('prune', { store: 'm' }, { jobs: JOBS, config, log, now: () => NOW });
     expect((await f.points()).map((p) => p.id)).not.toContain(trip);
     expect(await f.entityPoints()).toEqual([]); // the link that tied it to her is gone
     const history = () => readFileSync(f.historyPath);

@@ -8,8 +8,8 @@ import { Mem0Fixture } from '../layouts/mem0-fixture.js';
 import { validateConfig, type Config } from '../../src/config.js';
 import { erase } from '../../src/erase.js';
 import { listReceipts } from '../../src/erase-receipts.js';
-import { openStore } from '../../src/store/open.js';
-import { mem0Integrity } from '../../src/layouts/mem0-integrity.js';
+import { openStore } from '../../src/layouts/open.js';
+import { mem0Integrity } from '../../src/layouts/mem0/check.js';
 import { silentLogger } from '../../src/logger.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { initSchema } from '../../src/store/schema.js';
+import { initSchema } from '../../src/layouts/warden/schema.js';
 
 export interface Row {
   id: string;

@@ -7,9 +7,9 @@ import { prune } from '../../jobs/prune.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { erase } from '../../src/erase.js';
-import { repairDangling } from '../../src/repair.js';
+import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { deleteMemory } from '../../src/drift/review.js';
-import { openStore } from '../../src/store/open.js';
+import { openStore } from '../../src/layouts/open.js';
 import { openStateDb } from '../../src/state.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);

@@ -7,8 +7,8 @@ import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { pruneWarden } from '../../src/prune.js';
+import { openStore } from '../../src/layouts/open.js';
+import { pruneWarden } from '../../src/layouts/warden/prune.js';
 
 const WRITER = fileURLToPath(new URL('../../dist/bench/agent-writer.js', import.meta.url));
 

@@ -6,8 +6,8 @@ import { Mem0Fixture } from './mem0-fixture.js';
 import { takeSnapshot } from '../../src/snapshot/create.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
-import { openStore } from '../../src/store/open.js';
-import { mem0Integrity } from '../../src/layouts/mem0-integrity.js';
+import { openStore } from '../../src/layouts/open.js';
+import { mem0Integrity } from '../../src/layouts/mem0/check.js';
 import { silentLogger } from '../../src/logger.js';
 import { join } from 'node:path';
 

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Queue, QueueEvents, type Job } from 'bullmq';
@@ -157,7 +158,7 @@ describe('drift through the worker: one BullMQ task per source read', () => {
         rule('flaky'),
       ],
     });
-    const w = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    const w = await startWorker({ jobs: JOBS, config: cfg, log: silentLogger, now: () => NOW });
     workers.push(w);
     const verifyQueue = taskQueueName(cfg, 'verify');
     const eventsConnection = new Redis(redis.url, { maxRetriesPerRequest: null });
@@ -217,9 +218,9 @@ describe('drift through the worker: one BullMQ task per source read', () => {
   it('runs at most verify.concurrency tasks at once, across two workers sharing the Redis', async () => {
     insertRows(box.dbPath, Array.from({ length: 6 }, (_, i) => ({ id: `m_${i}`, fact: 'f', source: `probe:${i}`, confirmed_at: daysAgo(100 + i) })));
     const cfg = config({ concurrency: 2, rules: [rule('probe')] });
-    const a = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    const a = await startWorker({ jobs: JOBS, config: cfg, log: silentLogger, now: () => NOW });
     workers.push(a);
-    const b = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    const b = await startWorker({ jobs: JOBS, config: cfg, log: silentLogger, now: () => NOW });
     workers.push(b);
     const drift = runDrift(cfg, a);
     drift.catch(() => {}); // awaited below; a failed assertion before that must not leave it unhandled
@@ -243,7 +244,7 @@ describe('drift through the worker: one BullMQ task per source read', () => {
       { id: 'm_1', fact: 'f', source: 'probe:1', confirmed_at: daysAgo(100) },
     ]);
     const cfg = config({ rules: [rule('probe')] });
-    const w = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    const w = await startWorker({ jobs: JOBS, config: cfg, log: silentLogger, now: () => NOW });
     workers.push(w);
     const drift = runDrift(cfg, w);
     drift.catch(() => {});
@@ -263,7 +264,7 @@ describe('drift through the worker: one BullMQ task per source read', () => {
     ]);
     const cfg = config({ rules: [rule('probe')] });
     cfg.worker.shutdownTimeoutMs = 100;
-    const w = await startWorker({ config: cfg, log: silentLogger, now: () => NOW });
+    const w = await startWorker({ jobs: JOBS, config: cfg, log: silentLogger, now: () => NOW });
     workers.push(w);
     await w.queue.add('drift', { store: 'agent' }, jobOptions(cfg));
     await until('both rows being read', () => probe().started.length === 2);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openDatabase } from '../../src/store/sqlite.js';
-import { initSchema } from '../../src/store/schema.js';
+import { initSchema } from '../../src/layouts/warden/schema.js';
 
 /** Shared by the queue tests: temp stores, temp configs, spawned workers reading their JSON log lines. */
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { join } from 'node:path';
 import { createLogger, scrubUrlCredentials } from '../../src/logger.js';
 import { redactRedisUrl } from '../../src/queue/connection.js';
@@ -69,7 +70,7 @@ describe('secrets never reach the logs', () => {
       config.redis.url = config.redis.url.replace('redis://', `redis://:${SECRETS[0]}@`);
       config.smtp = { host: 'mail', port: 587, secure: false, user: 'warden', password: SECRETS[1], timeoutMs: 1000 } as typeof config.smtp;
       const { log, raw, lines } = capture();
-      const w = await startWorker({ config, log });
+      const w = await startWorker({ jobs: JOBS, config, log });
       try {
         await w.queue.add('prune', { store: 'agent' });
         await until('the job to finish', () => lines().find((l) => l.msg === 'job done'));

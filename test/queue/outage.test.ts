@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -60,7 +61,7 @@ describe('Redis lost while running', () => {
     });
     const lines: LogLine[] = [];
     const log = createLogger({ level: 'info', destination: { write: (s: string) => lines.push(JSON.parse(s) as LogLine) } as unknown as NodeJS.WritableStream });
-    worker = await startWorker({ config, log });
+    worker = await startWorker({ jobs: JOBS, config, log });
     await until('a first scheduled run', () => lines.find((l) => l.msg === 'job done'));
 
     const stoppedAt = lines.length;

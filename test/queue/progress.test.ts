@@ -5,6 +5,7 @@ import { createLogger } from '../../src/logger.js';
 import { jobOptions } from '../../src/queue/options.js';
 import { startWorker } from '../../src/queue/worker.js';
 import { runJob } from '../../src/runner.js';
+import { JOBS } from '../../jobs/index.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { loadTestConfig, makeStore, tempDir, until } from './fixtures.js';
 
@@ -48,7 +49,7 @@ describe('the worker never shows progress', () => {
     const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores: { agent: store }, prune: { batchSize: 100 } });
     const raw: string[] = [];
     const log = createLogger({ level: 'debug', destination: { write: (s: string) => raw.push(s) } as unknown as NodeJS.WritableStream });
-    const w = await startWorker({ config: { ...config, snapshot: { ...config.snapshot, root: join(dir, 'snaps') } }, log });
+    const w = await startWorker({ jobs: JOBS, config: { ...config, snapshot: { ...config.snapshot, root: join(dir, 'snaps') } }, log });
     try {
       for (const name of ['prune', 'integrity', 'snapshot']) {
         const job = await finished(w.queue, await w.queue.add(name, { store: 'agent' }, jobOptions(config)));
@@ -73,7 +74,7 @@ describe('the worker never shows progress', () => {
     const raw: string[] = [];
     const log = createLogger({ level: 'trace', destination: { write: (s: string) => raw.push(s) } as unknown as NodeJS.WritableStream });
     const before = writes.length;
-    const result = (await runJob('prune', { store: 'agent' }, { config, log })) as { deleted: number; batches: number };
+    const result = (await runJob('prune', { store: 'agent' }, { jobs: JOBS, config, log })) as { deleted: number; batches: number };
     expect(result.deleted).toBe(2000);
     expect(result.batches).toBeGreaterThan(1);
     for (const line of raw) expect(() => JSON.parse(line), line).not.toThrow();

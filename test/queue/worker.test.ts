@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { join } from 'node:path';
 import type { Job, Queue } from 'bullmq';
 import { createLogger, type Logger } from '../../src/logger.js';
@@ -56,7 +57,7 @@ describe('worker (in process, real Redis, real stores)', () => {
     prefixes.push(prefix);
     const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker: { schedules: { prune: { enabled: true, pattern: '* * * * * *' } } } });
     const { log, lines } = capture();
-    const w = await startWorker({ config, log });
+    const w = await startWorker({ jobs: JOBS, config, log });
     try {
       expect(w.schedulers.upserted).toEqual(['prune:agent']);
       const done = await until('a scheduled prune to finish', () => lines.find((l) => l.msg === 'job done' && l.job === 'prune'));
@@ -84,7 +85,7 @@ describe('worker (in process, real Redis, real stores)', () => {
     // 40 batches of 50 rows, 100 ms apart: far longer than the 200 ms the shutdown allows
     const config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker: { shutdownTimeoutMs: 200 }, prune: { batchSize: 50, pauseMs: 100 } });
     const { log, lines } = capture();
-    const w = await startWorker({ config, log });
+    const w = await startWorker({ jobs: JOBS, config, log });
     await w.queue.add('prune', { store: 'agent' }, jobOptions(config));
     await until('a first batch to be deleted', () => countRows(store, 'expires_at IS NOT NULL') < 2000);
     expect(await w.shutdown('test')).toEqual({ drained: true });
@@ -112,7 +113,7 @@ describe('worker (in process, real Redis, real stores)', () => {
       config = loadTestConfig({ dir, redisUrl: redis.url, prefix, stores, worker: { concurrency: 2, attempts: 4, backoff: { type: 'fixed', delayMs: 300 } } });
       const c = capture();
       lines = c.lines;
-      w = await startWorker({ config, log: c.log });
+      w = await startWorker({ jobs: JOBS, config, log: c.log });
     });
     afterAll(async () => {
       await w?.shutdown('test');

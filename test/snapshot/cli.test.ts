@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -40,7 +41,7 @@ function start(args: string[]) {
 const cli = async (args: string[]) => start(args).done;
 
 const snap = (at: number, url?: string) =>
-  runJob('snapshot', { store: 'agent' }, { config: fx.config(url ? { url } : {}), log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
+  runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config: fx.config(url ? { url } : {}), log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
 const backups = () => join(fx.dir, 'backups', 'agent');
 const published = () => readdirSync(backups()).filter((n) => !n.startsWith('.')).sort();
 

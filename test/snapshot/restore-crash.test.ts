@@ -1,11 +1,12 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { deleteWithCascade } from '../../src/store/delete.js';
+import { openStore } from '../../src/layouts/open.js';
+import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { journalPath, type RestoreJournal } from '../../src/snapshot/journal.js';
 import { startWorker } from '../../src/queue/worker.js';
@@ -51,7 +52,7 @@ const cli = async (args: string[]) => start(args).done;
 async function snapshotThenChange(): Promise<SnapshotResult> {
   fx = await qdrantFixture(ROWS, { collections: 2 });
   await fx.seedPoints(ROWS);
-  const s = (await runJob('snapshot', { store: 'agent' }, { config: fx.config(), log: silentLogger, now: () => T0, record: false })) as SnapshotResult;
+  const s = (await runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config: fx.config(), log: silentLogger, now: () => T0, record: false })) as SnapshotResult;
   const store = openStore(fx.config(), 'agent');
   try {
     await deleteWithCascade(store.db, ORIGINAL.slice(0, 6), { vectors: store.vectors });
@@ -183,7 +184,7 @@ describe('kill -9 during restore', { timeout: 120_000 }, () => {
     const prefix = uniquePrefix('restore');
     prefixes.push(prefix);
     const config = validateConfig({ ...fx.raw(), redis: { url: redis.url, prefix } });
-    const w = await startWorker({ config, log: silentLogger, now: () => T0 + 7_200_000 });
+    const w = await startWorker({ jobs: JOBS, config, log: silentLogger, now: () => T0 + 7_200_000 });
     try {
       await expectRestored(CHANGED);
     } finally {

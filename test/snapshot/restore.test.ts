@@ -1,11 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { deleteWithCascade } from '../../src/store/delete.js';
+import { openStore } from '../../src/layouts/open.js';
+import { deleteWithCascade } from '../../src/layouts/warden/delete.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { journalPath } from '../../src/snapshot/journal.js';
@@ -30,7 +31,7 @@ afterEach(async () => {
 });
 
 const snap = (config: Config, at = T0) =>
-  runJob('snapshot', { store: 'agent' }, { config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
+  runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
 const restore = (config: Config, dir: string, o: { force?: boolean; dryRun?: boolean; at?: number } = {}) =>
   restoreSnapshot(config, 'agent', dir, { now: () => o.at ?? T1, log: silentLogger, ...o });
 

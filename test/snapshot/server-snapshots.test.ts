@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runJob } from '../../src/runner.js';
@@ -25,7 +26,7 @@ afterEach(async () => {
 });
 
 const snap = (config: Config, at: number) =>
-  runJob('snapshot', { store: 'agent' }, { config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
+  runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
 const notesDir = () => join(fx.dir, 'backups', 'agent', NOTES_DIR);
 const notes = () => (existsSync(notesDir()) ? readdirSync(notesDir()) : []);
 const onServer = async () => (await Promise.all(fx.collections.map((c) => fx.q.snapshotNames(c)))).flat();

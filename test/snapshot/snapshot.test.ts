@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +27,7 @@ afterEach(async () => {
 });
 
 const snap = (config: Config, at = T0) =>
-  runJob('snapshot', { store: 'agent' }, { config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
+  runJob('snapshot', { store: 'agent' }, { jobs: JOBS, config, log: silentLogger, now: () => at, record: false }) as Promise<SnapshotResult>;
 const sha = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 const mode = (path: string) => statSync(path).mode & 0o777;
 const storeDir = () => join(fx.dir, 'backups', 'agent');

@@ -5,8 +5,8 @@ import { ids, makeStore, tempDir, type Row } from '../helpers/store.js';
 import { addChain, chainIds } from '../helpers/chains.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import { openDatabase, type Db } from '../../src/store/sqlite.js';
-import { openStore } from '../../src/store/open.js';
-import { deleteRoots } from '../../src/store/delete.js';
+import { openStore } from '../../src/layouts/open.js';
+import { deleteRoots } from '../../src/layouts/warden/delete.js';
 import { prune } from '../../jobs/prune.js';
 import { silentLogger } from '../../src/logger.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { makeStore, ids, tempDir } from '../helpers/store.js';
 import { addChain } from '../helpers/chains.js';
 import { openDatabase, type Db } from '../../src/store/sqlite.js';
-import { cascadeClosure, deleteRoots, deleteWithCascade } from '../../src/store/delete.js';
+import { cascadeClosure, deleteRoots, deleteWithCascade } from '../../src/layouts/warden/delete.js';
 
 /** What the store must look like after a delete: valid (nothing dangles, file intact). */
 function assertValid(path: string): void {

@@ -1,11 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/store/consistency.js';
-import { QdrantStore, type PointId } from '../../src/store/qdrant.js';
-import { initSchema, MEMORY_DDL } from '../../src/store/schema.js';
+import { openStore } from '../../src/layouts/open.js';
+import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/layouts/warden/consistency.js';
+import { QdrantStore, type PointId } from '../../src/vectors/qdrant/index.js';
+import { initSchema, MEMORY_DDL } from '../../src/layouts/warden/schema.js';
 import { insertRows, type Row } from '../helpers/store.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import type { Config } from '../../src/config.js';
@@ -96,7 +97,7 @@ describe('consistency check', () => {
   it('the integrity job reports the findings and fails on orphans', async () => {
     fx = await qdrantFixture(rows(3));
     await fx.seedPoints([...rows(3), { id: 'deleted' }]);
-    const report = (await runJob('integrity', { store: 'agent' }, { config: fx.config(), log: silentLogger, now: () => NOW, record: false })) as {
+    const report = (await runJob('integrity', { store: 'agent' }, { jobs: JOBS, config: fx.config(), log: silentLogger, now: () => NOW, record: false })) as {
       ok: boolean; problems: Finding[]; vectors: { collections: { points: number }[] };
     };
     expect(report.ok).toBe(false);
@@ -361,7 +362,7 @@ describe.each(MODES)('consistency with and without row marks (pointId: %s)', (mo
 });
 
 describe('row marks: the cap on their size', () => {
-  // MAX_MARKS in src/store/consistency.ts: 2^28 bits, all collections together.
+  // MAX_MARKS in src/layouts/warden/consistency.ts: 2^28 bits, all collections together.
   const cases = [
     { collections: 1, span: 2 ** 28, marks: true },
     { collections: 1, span: 2 ** 28 + 1, marks: false },

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
 import { openDatabase } from '../../src/store/sqlite.js';
-import { deleteRoots } from '../../src/store/delete.js';
+import { deleteRoots } from '../../src/layouts/warden/delete.js';
 
 describe('deleteRoots with a time budget', () => {
   let dir: string;

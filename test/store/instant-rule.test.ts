@@ -5,9 +5,9 @@ import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { checkStore } from '../../src/check.js';
-import { initSchema, liveViewState } from '../../src/store/schema.js';
+import { openStore } from '../../src/layouts/open.js';
+import { checkStore } from '../../src/layouts/warden/check.js';
+import { initSchema, liveViewState } from '../../src/layouts/warden/schema.js';
 import { instantShapeSql, parseInstant } from '../../src/time.js';
 
 /**

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
-import { storeSelector } from '../../src/store/open.js';
+import { storeSelector } from '../../src/layouts/open.js';
 import { storeSchema } from '../../src/store/config.js';
 
 /** Bytes and mtime of a file, to prove a refused command left it untouched. */

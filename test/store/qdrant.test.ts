@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { QdrantStore, qdrantError, uuid5 } from '../../src/store/qdrant.js';
+import { QdrantStore, qdrantError, uuid5 } from '../../src/vectors/qdrant/index.js';
 import { qdrantSchema } from '../../src/store/config.js';
 import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { OpenApiValidator } from '../helpers/openapi.js';

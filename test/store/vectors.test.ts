@@ -1,17 +1,18 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { JOBS } from '../../jobs/index.js';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/open.js';
-import { checkConsistency } from '../../src/store/consistency.js';
-import { QdrantStore } from '../../src/store/qdrant.js';
-import { repairDangling } from '../../src/repair.js';
+import { openStore } from '../../src/layouts/open.js';
+import { checkConsistency } from '../../src/layouts/warden/consistency.js';
+import { QdrantStore } from '../../src/vectors/qdrant/index.js';
+import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { ids, type Row } from '../helpers/store.js';
 import { startFaultProxy, vectorFor, type FaultProxy } from '../helpers/qdrant-server.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import type { Config } from '../../src/config.js';
 
 const NOW = Date.parse('2026-11-29T06:00:00Z');
-const opts = (config: Config) => ({ config, log: silentLogger, now: () => NOW, record: false });
+const opts = (config: Config) => ({ jobs: JOBS, config, log: silentLogger, now: () => NOW, record: false });
 
 /** 6 expired rows, 3 live ones, and a chain: old_1 superseded by new_1, which has expired (the cascade takes both). */
 const ROWS: Row[] = [

@@ -1,21 +1,14 @@
 import { basename } from 'node:path';
 import type { Config } from '../config.js';
 import { isDeepStrictEqual } from 'node:util';
-import { storeSchema, type StoreConfig } from './config.js';
-import { layoutFor } from '../layouts/index.js';
-import { openDatabase, type Db } from './sqlite.js';
-import type { VectorSink } from './vectors.js';
-import { qdrantStoreFor } from './qdrant.js';
+import { storeSchema, type StoreConfig } from '../store/config.js';
+import { layoutFor } from './registry.js';
+import { openDatabase, type Db } from '../store/sqlite.js';
+import type { StoreHandle } from './contract.js';
+import { qdrantStoreFor } from '../vectors/qdrant/index.js';
 
-/** One configured store, opened: its SQLite connection and, when configured, its vector side. */
-export interface StoreHandle {
-  name: string;
-  config: StoreConfig;
-  path: string;
-  db: Db;
-  vectors?: VectorSink;
-  close(): void;
-}
+// The handle is the layout contract's (src/layouts/contract.ts).
+export type { StoreHandle } from './contract.js';
 
 export function openStore(config: Config, name: string, opts: { readonly?: boolean } = {}): StoreHandle {
   const storeConfig = config.stores[name];

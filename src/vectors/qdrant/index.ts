@@ -4,9 +4,9 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createRequire } from 'node:module';
 import type { QdrantClient } from '@qdrant/js-client-rest';
-import type { QdrantConfig } from './config.js';
-import type { VectorSink } from './vectors.js';
-import { storeError, transientError, WardenError } from '../errors.js';
+import type { QdrantConfig } from '../../store/config.js';
+import type { VectorSink } from '../sink.js';
+import { storeError, transientError, WardenError } from '../../errors.js';
 
 export type PointId = string | number;
 

@@ -1,7 +1,22 @@
-import type { Db } from './sqlite.js';
-import type { VectorSink } from './vectors.js';
-import type { DeletedRow, RootKey, Sql } from './delete.js';
-import { transientError } from '../errors.js';
+import type { Db } from '../../store/sqlite.js';
+import type { VectorSink } from '../../vectors/sink.js';
+import { transientError } from '../../errors.js';
+
+/** A row a delete removed, and (when the caller asked) why. */
+export interface DeletedRow {
+  id: string;
+  rowid: number;
+  reason: string | null;
+}
+
+/** Roots are named by id, or by rowid (prune: read straight off the covering indexes, no table lookup). */
+export type RootKey = 'id' | 'rowid';
+
+/** A SQL fragment with its named parameters. */
+export interface Sql {
+  sql: string;
+  params?: Record<string, unknown>;
+}
 
 /**
  * Deep supersede chains, deleted from the oldest version up.

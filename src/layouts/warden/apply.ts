@@ -1,20 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Instant } from '../time.js';
-import type { Decision } from './dispatch.js';
-import { inBothTransactions, recordVerdict } from './record.js';
+import type { Db } from '../../store/sqlite.js';
+import { toCanonical, type Instant } from '../../time.js';
+import type { Applied, Decision, VerdictLog } from '../contract.js';
 
-export interface Applied {
-  id: string;
-  verdict: Decision['verdict'];
-  verifier: string | null;
-  needsPerson: boolean;
-  /** The new row when the old one was superseded. */
-  supersededBy?: string;
-  /** The row changed while it was being verified: recorded, nothing written. */
-  skipped?: string;
-  reason?: string;
-}
+export type { Applied } from '../contract.js';
 
 interface CurrentRow {
   fact: string;
@@ -23,16 +12,16 @@ interface CurrentRow {
 }
 
 /**
- * Write one decision: the store change and its record together (inBothTransactions). The row is read again
+ * Write one decision: the store change and its record together (log.together). The row is read again
  * inside the transaction; if the agent changed or superseded it meanwhile, nothing is written to the store.
  *  - confirmed: confirmed_at = now
  *  - contradicted with autoSupersede: insert the replacement, point the old row's superseded_by at it
  *  - otherwise nothing changes in the store; changed, contradicted without autoSupersede, refused and rows no rule
  *    matches are left for a person.
  */
-export function applyDecision(storeDb: Db, state: Db, store: string, d: Decision, now: Instant): Applied {
+export function applyDecision(storeDb: Db, log: VerdictLog, store: string, d: Decision, now: Instant): Applied {
   const at = toCanonical(now);
-  return inBothTransactions(state, storeDb, (): Applied => {
+  return log.together(storeDb, (): Applied => {
     const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
     if (typeof d.evidence.reason === 'string') out.reason = d.evidence.reason;
     const row = storeDb.prepare(`SELECT fact, source, superseded_by FROM memory WHERE id = ?`).get(d.memory.id) as CurrentRow | undefined;
@@ -41,24 +30,24 @@ export function applyDecision(storeDb: Db, state: Db, store: string, d: Decision
       : row.fact !== d.memory.fact || row.source !== d.memory.source ? 'the row was rewritten while it was being verified'
       : undefined;
     if (moved) {
-      recordVerdict(state, { store, memoryId: d.memory.id, verdict: 'unverifiable', verifier: d.verifier, evidence: { reason: moved }, checkedAt: now });
+      log.record({ store, memoryId: d.memory.id, verdict: 'unverifiable', verifier: d.verifier, evidence: { reason: moved }, checkedAt: now });
       return { ...out, verdict: 'unverifiable', needsPerson: false, skipped: moved, reason: moved };
     }
     const record = { store, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
     if (d.verdict === 'confirmed') {
       storeDb.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(at, d.memory.id);
-      recordVerdict(state, record);
+      log.record(record);
     } else if (d.verdict === 'contradicted' && d.supersede) {
       // Another live row of this subject may already say it (rows sharing a source): point at it, insert no twin.
       const existing = sameReplacement(storeDb, d.memory.id, d.supersede);
       if (existing) storeDb.prepare(`UPDATE memory SET superseded_by = ? WHERE id = ?`).run(existing, d.memory.id);
       const newId = existing ?? supersedeRow(storeDb, d.memory.id, d.supersede, now);
-      recordVerdict(state, { ...record, resolvedAt: now, resolution: `superseded:${newId}` });
+      log.record({ ...record, resolvedAt: now, resolution: `superseded:${newId}` });
       // The new row starts from the reading that produced it, so "changed" is measured from there next time.
-      if (!existing) recordVerdict(state, { store, memoryId: newId, verdict: 'confirmed', verifier: d.verifier, evidence: { supersedes: d.memory.id, current: d.evidence.current }, fingerprint: d.fingerprint, checkedAt: now });
+      if (!existing) log.record({ store, memoryId: newId, verdict: 'confirmed', verifier: d.verifier, evidence: { supersedes: d.memory.id, current: d.evidence.current }, fingerprint: d.fingerprint, checkedAt: now });
       out.supersededBy = newId;
     } else {
-      recordVerdict(state, record);
+      log.record(record);
     }
     return out;
   });

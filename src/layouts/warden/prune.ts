@@ -1,28 +1,15 @@
-import type { JobContext } from './job.js';
-import type { StoreHandle } from './store/open.js';
-import { journalMode, type Db } from './store/sqlite.js';
-import { startCheckpointer } from './store/checkpointer.js';
-import { cascadeClosure, deleteRoots, type DeletedRow } from './store/delete.js';
-import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './store/rules.js';
-import { withMaintenanceLock } from './store/lock.js';
-import { toCanonical } from './time.js';
+import type { JobContext } from '../../job.js';
+import type { PruneResult, StoreHandle } from '../contract.js';
+import { journalMode, type Db } from '../../store/sqlite.js';
+import { startCheckpointer } from '../../store/checkpointer.js';
+import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
+import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import { toCanonical } from '../../time.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
 
-export interface PruneResult {
-  store: string;
-  now: string;
-  dryRun: boolean;
-  deleted: number;
-  expired: number;
-  superseded: number;
-  cascaded: number;
-  batches: number;
-  /** The deleted (or, dry run, doomed) ids, at most ID_CAP of them. */
-  ids: string[];
-  idsTruncated: boolean;
-  durationMs: number;
-}
+export type { PruneResult } from '../contract.js';
 
 const ID_CAP = 1000;
 /** A batch takes its roots in chunks of about this many milliseconds, so it ends within that of `batchMs`. */

@@ -1,11 +1,11 @@
-import type { Db } from './sqlite.js';
-import type { StoreHandle } from './open.js';
-import { QdrantStore, type PointId, type PointRecord } from './qdrant.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
-import type { Instant } from '../time.js';
-import { usageError } from '../errors.js';
-import { withMaintenanceLock } from './lock.js';
-import type { Progress } from '../progress.js';
+import type { Db } from '../../store/sqlite.js';
+import type { StoreHandle } from '../contract.js';
+import { QdrantStore, type PointId, type PointRecord } from '../../vectors/qdrant/index.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
+import type { Instant } from '../../time.js';
+import { usageError } from '../../errors.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import type { Progress } from '../../progress.js';
 
 /**
  * The two stores compared in one streaming pass over Qdrant, page by page, so memory stays flat however large the

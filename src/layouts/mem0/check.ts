@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { StoreHandle } from '../store/open.js';
-import { journalMode } from '../store/sqlite.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from '../findings.js';
-import { toCanonical, type Instant } from '../time.js';
-import type { CheckReport } from '../check.js';
-import { lastEventIndex, type LastEventIndex } from './mem0-history.js';
-import { DEFAULT_COLLECTION } from './mem0-config.js';
-import { scrollAll } from './mem0-points.js';
-import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './mem0.js';
+import type { StoreHandle } from '../contract.js';
+import { journalMode } from '../../store/sqlite.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
+import { toCanonical, type Instant } from '../../time.js';
+import type { CheckReport } from '../warden/check.js';
+import { lastEventIndex, type LastEventIndex } from './history.js';
+import { DEFAULT_COLLECTION } from './config.js';
+import { scrollAll } from '../../vectors/contract.js';
+import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './memories.js';
 
 export interface Mem0IntegrityOptions extends Mem0Options {
   now: Instant;

@@ -1,27 +1,16 @@
-import type { Db } from './sqlite.js';
-import type { VectorSink } from './vectors.js';
-import { transientError } from '../errors.js';
+import type { Db } from '../../store/sqlite.js';
+import type { VectorSink } from '../../vectors/sink.js';
+import { transientError } from '../../errors.js';
 import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
-/** A row a delete removed, and (when the caller asked) why. */
-export interface DeletedRow {
-  id: string;
-  rowid: number;
-  reason: string | null;
-}
-
-/** Roots are named by id, or by rowid (prune: read straight off the covering indexes, no table lookup). */
-export type RootKey = 'id' | 'rowid';
+// The delete vocabulary lives in chain.ts, which delete.ts calls (one arrow between the two files).
+export type { DeletedRow, RootKey, Sql } from './chain.js';
+import type { DeletedRow, RootKey, Sql } from './chain.js';
 
 /** Where the roots are named by rowid, the closure and the DELETE start from those rows' ids. */
 const rootIds = (key: RootKey) =>
   key === 'rowid' ? `SELECT id FROM memory WHERE rowid IN (SELECT value FROM json_each(@roots))` : `SELECT value FROM json_each(@roots)`;
 
-/** A SQL fragment with its named parameters. */
-export interface Sql {
-  sql: string;
-  params?: Record<string, unknown>;
-}
 
 const closureSql = (key: RootKey) => `
 WITH RECURSIVE doomed(id) AS (
@@ -125,7 +114,7 @@ const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5
  * agent wrote a new row into a doomed chain in between, the cascade would remove a row whose vectors are still
  * there: the transaction is rolled back, the newcomers' vectors are deleted too, and the batch is tried again.
  * A root whose chain is too deep to cascade goes after that transaction, from its oldest version up, over
- * short transactions of its own (src/store/chain.ts).
+ * short transactions of its own (src/layouts/warden/chain.ts).
  */
 export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   return (await deleteRoots(db, roots, opts)).deleted;
@@ -145,7 +134,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
   // Once a batch has met a chain too deep for ON DELETE CASCADE, each chunk is first searched for deep roots,
-  // which are then deleted from their oldest version up (src/store/chain.ts). Short chains never pay for that
+  // which are then deleted from their oldest version up (src/layouts/warden/chain.ts). Short chains never pay for that
   // search; a store with deep chains has it for the next DEEP_CALLS calls too, as deep chains tend to come in
   // numbers (each found costs a failed cascade of SQLITE_MAX_TRIGGER_DEPTH versions, about a second).
   let deepSearch = (deepLately.get(db) ?? 0) > 0;

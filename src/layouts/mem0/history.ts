@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../store/sqlite.js';
-import { tableExists } from '../store/schema.js';
-import { storeError } from '../errors.js';
+import type { Db } from '../../store/sqlite.js';
+import { tableExists } from '../warden/schema.js';
+import { storeError } from '../../errors.js';
 
 /**
  * mem0's change log, in either dialect: Python mem0's `history` or the TypeScript port's `memory_history`

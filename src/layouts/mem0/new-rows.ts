@@ -1,9 +1,8 @@
-import type { StoreHandle } from '../store/open.js';
-import { lookTwiceReasons, type LookTwiceRules } from '../digest/flags.js';
-import type { FlaggedRow, NewRows } from '../digest/model.js';
-import { parseInstant, type Instant } from '../time.js';
-import { scrollAll, type Mem0Point } from './mem0-points.js';
-import { createdAtOf, expirationOf, mem0Handle, sourceOf, subjectOf, textOf, type Mem0Options } from './mem0.js';
+import type { StoreHandle } from '../contract.js';
+import type { LookTwice, NewRows, FlaggedRow } from '../contract.js';
+import { parseInstant, type Instant } from '../../time.js';
+import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
+import { createdAtOf, expirationOf, mem0Handle, sourceOf, subjectOf, textOf, type Mem0Options } from './memories.js';
 
 /** A memory added to a mem0 store, in the digest's row shape plus what mem0 records about its origin. */
 export interface Mem0NewMemory {
@@ -85,11 +84,11 @@ function row(id: string, p: Mem0Point | undefined, text: string | null, createdA
  * the look-twice rules applied to subject, fact and source (`role:tool` reads as tool output; mem0's extractor
  * records no source at all, which is flagged as such). Exact counts; at most maxRows shown, flagged first.
  */
-export async function mem0NewRows(store: StoreHandle, period: { start: Instant; end: Instant }, maxRows: number, rules: LookTwiceRules, opts: Mem0Options = {}): Promise<NewRows> {
+export async function mem0NewRows(store: StoreHandle, period: { start: Instant; end: Instant }, maxRows: number, lookTwice: LookTwice, opts: Mem0Options = {}): Promise<NewRows> {
   const all = await mem0NewMemories(store, period.start, period.end, opts);
   const rows: FlaggedRow[] = all.map((m) => ({
     id: m.id, subject: m.subject, fact: m.fact, source: m.source, createdAt: m.created_at, expiresAt: m.expires_at,
-    reasons: lookTwiceReasons({ subject: m.subject, fact: m.fact, source: m.source }, rules),
+    reasons: lookTwice({ subject: m.subject, fact: m.fact, source: m.source }),
   }));
   const flagged = rows.filter((r) => r.reasons.length > 0);
   const shown = [...flagged, ...rows.filter((r) => r.reasons.length === 0)].slice(0, maxRows);

@@ -1,16 +1,16 @@
-import type { StoreHandle } from '../store/open.js';
-import type { Logger } from '../logger.js';
-import { silentLogger } from '../logger.js';
-import { storeError } from '../errors.js';
-import { parseInstant, toCanonical, DAY_MS, type Instant } from '../time.js';
-import { withMaintenanceLock } from '../store/lock.js';
-import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './mem0-config.js';
-import { detectDialect, insertDeleteRow, type HistoryDialect } from './mem0-history.js';
-import { QdrantStore } from '../store/qdrant.js';
-import { qdrantPointStore, scrollAll, type Mem0Point, type PointStore } from './mem0-points.js';
-import { sqliteVectorStore } from '../mem0-sqlite-vectors/index.js';
-import { expandHome } from '../config.js';
-import type { Progress } from '../progress.js';
+import type { StoreHandle } from '../contract.js';
+import type { Logger } from '../../logger.js';
+import { silentLogger } from '../../logger.js';
+import { storeError } from '../../errors.js';
+import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './config.js';
+import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
+import { QdrantStore } from '../../vectors/qdrant/index.js';
+import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
+import { VECTOR_STORES } from '../../vectors/registry.js';
+import { expandHome } from '../../config.js';
+import type { Progress } from '../../progress.js';
 
 /**
  * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
@@ -45,10 +45,10 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
 /** The vector side the config names: Qdrant, or the TypeScript SDK's own SQLite files. */
 function mem0PointStore(store: StoreHandle, cfg: Mem0Config, collection: string, entityCollection: string): PointStore {
   if (cfg.vectorStore === 'sqlite') {
-    return sqliteVectorStore({ [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) });
+    return VECTOR_STORES.sqlite({ files: { [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) } });
   }
   if (!store.config.qdrant) throw storeError(`${store.name}: a mem0 store needs qdrant.url in its config, or mem0.vectorStore: sqlite for the TypeScript SDK's own vector store`);
-  return qdrantPointStore(store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant);
+  return VECTOR_STORES.qdrant({ qdrant: store.config.qdrant, open: store.vectors });
 }
 
 // ---- payload, in Python mem0's snake_case or the TypeScript port's camelCase ----

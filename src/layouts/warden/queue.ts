@@ -1,16 +1,11 @@
-import type { Db } from '../store/sqlite.js';
-import { LIVE_SQL, reviewCutoff } from '../store/rules.js';
-import { textUpperBound, type Instant } from '../time.js';
-import type { MemoryUnderReview } from '../verifiers/types.js';
+import type { Db } from '../../store/sqlite.js';
+import { LIVE_SQL, reviewCutoff } from './rules.js';
+import { textUpperBound, type Instant } from '../../time.js';
+import type { MemoryUnderReview } from '../../verifiers/types.js';
+import type { ReviewDueOptions } from '../contract.js';
 
-export interface QueueOptions {
-  now: Instant;
-  afterDays: number;
-  /** At most this many rows (config review.batch); undefined: all due rows. */
-  limit?: number;
-  /** Rows already waiting for a person: they are in the human queue, not picked again. */
-  exclude?: readonly string[];
-}
+/** What the review queue is asked for (the contract's ReviewDueOptions). */
+export type QueueOptions = ReviewDueOptions;
 
 /**
  * The review queue of BRIEF.md: live rows (not superseded, not expired — as instants) confirmed more than

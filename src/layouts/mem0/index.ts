@@ -1,17 +1,15 @@
 import { existsSync } from 'node:fs';
-import type { Layout } from './index.js';
-import type { StoreConfig } from '../store/config.js';
-import { mem0Prune, mem0ReviewDue } from './mem0.js';
-import { applyMem0Decision, mem0Queue } from '../drift/mem0.js';
-import { mem0CheckReport } from './mem0-integrity.js';
-import { mem0NewRows } from './mem0-digest.js';
-import { detectDialect } from './mem0-history.js';
-import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './mem0-config.js';
-import { eraseMem0 } from '../erase.js';
-import { deletionRecorder } from '../erase-ledger.js';
-import { confirmMem0 } from '../drift/review.js';
-import { openDatabase } from '../store/sqlite.js';
-import { expandHome } from '../config.js';
+import type { Layout } from '../contract.js';
+import type { StoreConfig } from '../../store/config.js';
+import { mem0Prune, mem0ReviewDue } from './memories.js';
+import { applyMem0Decision, confirmMem0, mem0Queue } from './drift.js';
+import { mem0CheckReport } from './check.js';
+import { mem0NewRows } from './new-rows.js';
+import { detectDialect } from './history.js';
+import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Schema } from './config.js';
+import { eraseMem0 } from './erase.js';
+import { openDatabase } from '../../store/sqlite.js';
+import { expandHome } from '../../config.js';
 
 /** mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). */
 export const mem0Layout: Layout = {
@@ -28,26 +26,26 @@ export const mem0Layout: Layout = {
     if (mem0.vectorStore !== 'sqlite') return [];
     return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
   },
-  // Each memory the prune deletes is recorded with a keyed hash of its user, so erase --user still finds it.
-  prune: (store, ctx, opts) => mem0Prune(store, ctx, { ...opts, beforeDelete: deletionRecorder(ctx.config, store.name) }),
-  async check(store, ctx) {
+  // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).
+  prune: (store, { ctx, dryRun, beforeDelete }) => mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
+  async check(store, { ctx }) {
     const report = await mem0CheckReport(store, { now: ctx.now() });
     // The same count `review list` shows: one function decides what is due (nothing to read without the collection).
     const readable = !report.problems.some((p) => p.code === 'mem0_no_collection');
     report.reviewDue = readable ? (await mem0ReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0)).due : 0;
     return report;
   },
-  newRows: (store, period, maxRows, rules) => mem0NewRows(store, period, maxRows, rules),
+  newRows: (store, { period, maxRows, lookTwice }) => mem0NewRows(store, period, maxRows, lookTwice),
   async reviewDue(store, opts) {
     const { due } = await mem0ReviewDue(store, opts.now, opts.afterDays, 0);
     return { due, batch: await mem0Queue(store, opts.now, opts.afterDays, opts.limit ?? Number.MAX_SAFE_INTEGER, opts.exclude ?? []) };
   },
-  applyDrift: (store, state, decision, now) => applyMem0Decision(store, state, decision, now),
-  confirm: (store, state, id, now, record) => confirmMem0(store, state, id, now, record),
+  applyDrift: (store, { decision, now, log }) => applyMem0Decision(store, log, decision, now),
+  confirm: (store, opts) => confirmMem0(store, opts),
   // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
   currentMemory: () => null,
   corrections: false,
-  erase: (store, sel, dryRun, opts) => eraseMem0(store, sel, dryRun, opts),
+  erase: (store, { selector, dryRun, ...opts }) => eraseMem0(store, selector, dryRun, opts),
 };
 
 /** Which SDK wrote the history file, for its default collection names (read-only; a missing file reads as Python). */

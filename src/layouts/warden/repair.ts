@@ -1,9 +1,9 @@
-import type { StoreHandle } from './store/open.js';
-import { deleteRoots, type DeletedRow } from './store/delete.js';
-import { withMaintenanceLock } from './store/lock.js';
-import { assertIntact } from './store/sqlite.js';
-import { memoryColumns } from './store/schema.js';
-import { canonicalSql, classifyTime, parseInstant, toCanonical } from './time.js';
+import type { StoreHandle } from '../contract.js';
+import { deleteRoots, type DeletedRow } from './delete.js';
+import { withMaintenanceLock } from '../../store/lock.js';
+import { assertIntact } from '../../store/sqlite.js';
+import { memoryColumns } from './schema.js';
+import { canonicalSql, classifyTime, parseInstant, toCanonical } from '../../time.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;

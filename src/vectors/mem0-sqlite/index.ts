@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { openDatabase, journalMode, type Db } from '../store/sqlite.js';
-import { storeError } from '../errors.js';
-import type { Mem0Point, PointStore } from '../layouts/mem0-points.js';
+import { openDatabase, journalMode, type Db } from '../../store/sqlite.js';
+import { storeError } from '../../errors.js';
+import type { Mem0Point, PointStore } from '../contract.js';
 
 /**
  * The mem0 TypeScript SDK's own vector store (provider `memory`, its default): one SQLite file per collection,

@@ -1,6 +1,6 @@
-import type { Db } from './sqlite.js';
-import { storeError } from '../errors.js';
-import { instantShapeSql } from '../time.js';
+import type { Db } from '../../store/sqlite.js';
+import { storeError } from '../../errors.js';
+import { instantShapeSql } from '../../time.js';
 
 /** The store of BRIEF.md. */
 export const MEMORY_DDL = `

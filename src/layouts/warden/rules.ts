@@ -1,4 +1,4 @@
-import { canonicalSql, DAY_MS, textUpperBound, toCanonical, type Instant } from '../time.js';
+import { canonicalSql, DAY_MS, textUpperBound, toCanonical, type Instant } from '../../time.js';
 
 /**
  * The two prune rules of the brief, written once, in SQL, and used for both finding candidates and the re-check

@@ -1,30 +1,13 @@
-import type { StoreHandle } from './store/open.js';
-import { journalMode } from './store/sqlite.js';
-import { liveViewState, memoryColumns } from './store/schema.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from './findings.js';
-import { classifyTime, canonicalSql, toCanonical, type Instant } from './time.js';
-import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './store/rules.js';
-import { reviewDue as reviewRows, reviewDueCount } from './drift/queue.js';
-import type { Progress } from './progress.js';
+import type { CheckReport, StoreHandle } from '../contract.js';
+import { journalMode } from '../../store/sqlite.js';
+import { liveViewState, memoryColumns } from './schema.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
+import { classifyTime, canonicalSql, toCanonical, type Instant } from '../../time.js';
+import { LIVE_SQL, PRUNABLE_SQL, pruneParams } from './rules.js';
+import { reviewDue as reviewRows, reviewDueCount } from './queue.js';
+import type { Progress } from '../../progress.js';
 
-export interface CheckReport {
-  ok: boolean;
-  store: string;
-  path: string;
-  checkedAt: string;
-  rows: number;
-  live: number;
-  /** rows − live: what prune and review have yet to deal with. */
-  gap: number;
-  integrity: string;
-  journalMode: string;
-  dangling: number;
-  reviewDue: number;
-  /** Findings that make the check fail (exit 1). */
-  problems: Finding[];
-  /** Findings worth knowing that are not problems (review due, prune pending). */
-  notes: Finding[];
-}
+export type { CheckReport } from '../contract.js';
 
 export interface CheckOptions {
   now: Instant;
@@ -84,7 +67,7 @@ export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport 
   findings.push(...timeFindings(store));
   opts.progress?.tick();
 
-  // The same queue drift and the digest work from (src/drift/queue.ts).
+  // The same queue drift and the digest work from (src/layouts/warden/queue.ts).
   const due = { now: opts.now, afterDays: opts.reviewAfterDays };
   const reviewDue = reviewDueCount(db, due);
   if (reviewDue > 0) {

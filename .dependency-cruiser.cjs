@@ -1,0 +1,57 @@
+/**
+ * The import rules of issue 12, checked by `npm run deps` (and test/deps.test.ts, so `npm test` fails on a
+ * violation). Plug points are contracts: features call src/layouts/contract.ts and the registries; an
+ * implementation (src/layouts/<name>/, src/vectors/<name>/) imports primitives and contracts only; the engine
+ * (src/) is handed the jobs (jobs/) instead of importing them.
+ */
+/** Feature modules: what uses the plug points. An implementation never imports one. */
+const FEATURES = '^src/(digest|drift|commands|queue|review-web|snapshot|runner\\.ts|cli\\.ts|erase[^/]*\\.ts)';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import circle in src or jobs (type-only imports count too: they are the vocabulary).',
+      from: { path: '^(src|jobs)/' },
+      // The one exception left (not a plug point): a restore and its resumption after kill -9 call each other
+      // (restore.ts stages and verifies, resume.ts finishes or rolls back). Untangling it belongs to src/snapshot.
+      to: { circular: true, pathNot: '^src/snapshot/(restore|resume)\\.ts$' },
+    },
+    {
+      name: 'layouts-not-features',
+      severity: 'error',
+      comment: 'A layout implementation imports primitives (src/store, src/time, ...) and contracts, never a feature.',
+      from: { path: '^src/layouts/[^/]+/' },
+      to: { path: FEATURES },
+    },
+    {
+      name: 'layouts-not-registry',
+      severity: 'error',
+      comment: 'A layout implementation is registered, it does not look layouts up (that would close a circle).',
+      from: { path: '^src/layouts/[^/]+/' },
+      to: { path: '^src/layouts/registry\\.ts$' },
+    },
+    {
+      name: 'vectors-not-features',
+      severity: 'error',
+      comment: 'A vector store imports primitives and its contract only: no layout, no feature.',
+      from: { path: '^src/vectors/' },
+      to: { path: [FEATURES, '^src/layouts/'] },
+    },
+    {
+      name: 'src-not-jobs',
+      severity: 'error',
+      comment: 'The runner and worker are handed the job map; only the composition root (src/commands/) imports jobs/.',
+      from: { path: '^src/', pathNot: '^src/commands/' },
+      to: { path: '^jobs/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(node_modules|dist)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};

@@ -1,0 +1,271 @@
+import type { StoreConfig } from '../store/config.js';
+import type { Db } from '../store/sqlite.js';
+import type { VectorSink } from '../vectors/sink.js';
+import type { PointStore } from '../vectors/contract.js';
+import type { JobContext } from '../job.js';
+import type { Finding } from '../findings.js';
+import type { Instant } from '../time.js';
+import type { Logger } from '../logger.js';
+import type { Progress } from '../progress.js';
+import type { MemoryUnderReview, Verdict } from '../verifiers/types.js';
+
+/**
+ * The store-layout plug point, whole: the Layout interface and every type its methods take and return. A layout
+ * (src/layouts/<name>/) implements it with store primitives (src/store/) and vector stores (src/vectors/); the
+ * features (jobs, digest, drift, erase, review) call it through the registry and never branch on a layout's name.
+ * Adding a layout: README.md, "Adding a layout or vector store"; its test is test/layouts/contract.test.ts.
+ */
+export interface Layout {
+  name: string;
+  /** Throws a store error naming the file and what is missing; writes nothing. */
+  assertSchema(db: Db, store: StoreConfig): void;
+  /** The Qdrant collections that belong to the store (snapshots take them all together). */
+  collections(store: StoreConfig): string[];
+  /**
+   * SQLite files besides `db` that hold the store's vectors (mem0's TypeScript SDK keeps them in its own files):
+   * snapshots copy and restore them together with `db`. Only those that exist.
+   */
+  vectorFiles(store: StoreConfig): string[];
+  prune(store: StoreHandle, opts: PruneOptions): Promise<PruneResult>;
+  check(store: StoreHandle, opts: CheckOptions): Promise<CheckReport>;
+  /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */
+  newRows(store: StoreHandle, opts: NewRowsOptions): Promise<NewRows>;
+  /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them not in `exclude`. */
+  reviewDue(store: StoreHandle, opts: ReviewDueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
+  /** Apply a drift verdict to the store and record it in `opts.log` (confirm, supersede, or hand to a person). */
+  applyDrift(store: StoreHandle, opts: ApplyDriftOptions): Promise<Applied>;
+  /**
+   * A person confirms a memory: it is stamped confirmed at `now`, and `opts.decided` (the person's decision,
+   * written to `opts.log`) runs in the same transaction where the layout has one. A usage error when no live
+   * memory has that id. Returns what `decided` returned.
+   */
+  confirm(store: StoreHandle, opts: ConfirmOptions): Promise<number>;
+  /** The memory as it reads now, shown beside evidence waiting for a person; null when there is no such row. */
+  currentMemory(store: StoreHandle, id: string): CurrentMemory;
+  /** Whether a person can supersede or expire a memory here (mem0 has no supersede chain or expiry column). */
+  corrections: boolean;
+  /** Remove every memory the selector names from every part of the store (see src/erase.ts). */
+  erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
+}
+
+/** One configured store, opened (src/layouts/open.ts): its SQLite connection and, when configured, its vector side. */
+export interface StoreHandle {
+  name: string;
+  config: StoreConfig;
+  path: string;
+  db: Db;
+  vectors?: VectorSink;
+  close(): void;
+}
+
+// ---- prune
+
+export interface PruneOptions {
+  dryRun: boolean;
+  ctx: JobContext;
+  /**
+   * Told each batch (memory id, its user where the layout knows one) before it is deleted: erase's ledger
+   * (src/erase-ledger.ts), so `erase --user` still finds what prune took. Layouts without users ignore it.
+   */
+  beforeDelete?: (memories: { id: string; user: string | null }[], at: Instant) => void;
+}
+
+export interface PruneResult {
+  store: string;
+  now: string;
+  dryRun: boolean;
+  deleted: number;
+  expired: number;
+  superseded: number;
+  cascaded: number;
+  batches: number;
+  /** The deleted (or, dry run, doomed) ids, at most ID_CAP of them. */
+  ids: string[];
+  idsTruncated: boolean;
+  durationMs: number;
+}
+
+// ---- check
+
+export interface CheckOptions {
+  ctx: JobContext;
+}
+
+export interface CheckReport {
+  ok: boolean;
+  store: string;
+  path: string;
+  checkedAt: string;
+  rows: number;
+  live: number;
+  /** rows − live: what prune and review have yet to deal with. */
+  gap: number;
+  integrity: string;
+  journalMode: string;
+  dangling: number;
+  reviewDue: number;
+  /** Findings that make the check fail (exit 1). */
+  problems: Finding[];
+  /** Findings worth knowing that are not problems (review due, prune pending). */
+  notes: Finding[];
+}
+
+// ---- the digest's new rows
+
+export interface Period {
+  start: Instant;
+  end: Instant;
+}
+
+/** Why a person should look twice at a memory (the digest's rules); no reason: not flagged. */
+export type LookTwice = (row: { subject: unknown; fact: unknown; source: unknown }) => string[];
+
+export interface NewRowsOptions {
+  period: Period;
+  maxRows: number;
+  lookTwice: LookTwice;
+}
+
+export interface MemoryRow {
+  id: string;
+  subject: string;
+  fact: string;
+  source: string;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+export interface FlaggedRow extends MemoryRow {
+  /** Why a person should look twice, e.g. `source: fetched page`, `fact: ignore previous`. */
+  reasons: string[];
+}
+
+export interface NewRows {
+  /** Exact number of rows created in the period. */
+  total: number;
+  /** Exact number of those that are flagged. */
+  flagged: number;
+  /** Flagged rows first (newest first), then the rest (newest first); at most maxRows in all. */
+  shown: FlaggedRow[];
+  /** total − shown.length, exact. */
+  more: number;
+}
+
+// ---- the review queue and drift
+
+export interface ReviewDueOptions {
+  now: Instant;
+  afterDays: number;
+  /** At most this many rows (config review.batch); undefined: all due rows. */
+  limit?: number;
+  /** Rows already waiting for a person: they are in the human queue, not picked again. */
+  exclude?: readonly string[];
+}
+
+/** The row as it is now beside evidence waiting for a person; null when it no longer exists. */
+export type CurrentMemory = (MemoryUnderReview & { superseded_by: string | null }) | null;
+
+/** What one memory's verification came to, before anything is written (src/drift/dispatch.ts decides it). */
+export interface Decision {
+  memory: MemoryUnderReview;
+  verdict: Verdict;
+  verifier: string | null;
+  rule: string | null;
+  evidence: Record<string, unknown>;
+  fingerprint: string | null;
+  needsPerson: boolean;
+  /** contradicted, with a replacement and autoSupersede: the row to insert in place of this one. */
+  supersede?: { fact: string; source: string };
+}
+
+export type RecordedVerdict = 'confirmed' | 'contradicted' | 'changed' | 'unverifiable' | 'refused' | 'manual';
+
+export interface VerdictRecord {
+  store: string;
+  memoryId: string;
+  verdict: RecordedVerdict;
+  verifier?: string | null;
+  evidence?: unknown;
+  fingerprint?: string | null;
+  checkedAt: Instant;
+  needsPerson?: boolean;
+  resolvedAt?: Instant | null;
+  resolution?: string | null;
+}
+
+/**
+ * Where verdicts are recorded (the state db's drift_verdicts, src/drift/record.ts). The one way a layout records:
+ * it is handed a log, it never opens or writes the state db itself.
+ */
+export interface VerdictLog {
+  /** Write one verdict; returns its id. */
+  record(v: VerdictRecord): number;
+  /**
+   * Run `fn` in one transaction of the log and one of `storeDb` (the log's opened first and committed last, so a
+   * failed store write records nothing); with `storeDb` null, in the log's transaction alone.
+   */
+  together<T>(storeDb: Db | null, fn: () => T): T;
+}
+
+export interface ApplyDriftOptions {
+  decision: Decision;
+  now: Instant;
+  log: VerdictLog;
+}
+
+export interface ConfirmOptions {
+  id: string;
+  now: Instant;
+  log: VerdictLog;
+  /** The person's decision: writes it to `log` and resolves what waited; run inside `log.together`. */
+  decided: () => number;
+}
+
+export interface Applied {
+  id: string;
+  verdict: Decision['verdict'];
+  verifier: string | null;
+  needsPerson: boolean;
+  /** The new row when the old one was superseded. */
+  supersededBy?: string;
+  /** The row changed while it was being verified: recorded, nothing written. */
+  skipped?: string;
+  reason?: string;
+}
+
+// ---- erase
+
+export type EraseSelector = { user: string } | { subject: string } | { ids: string[] };
+
+export interface EraseOptions {
+  dryRun?: boolean;
+  /** Delete the snapshot folders that still contain erased text. */
+  snapshots?: boolean;
+  now: () => Instant;
+  log?: Logger;
+  /** Defaults to the store's configured Qdrant. */
+  points?: PointStore;
+  /**
+   * mem0: go on although the memory collection is missing or holds no mem0 point while history says memories
+   * exist (the vectors are known to be lost). Without it such an erase refuses: it would find nothing to delete.
+   */
+  vectorsLost?: boolean;
+  /** Record the receipt in the state db (default true; never for a dry run). */
+  record?: boolean;
+  /** How far the deletes have got, on a terminal (src/progress.ts). */
+  progress?: Progress;
+  /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
+  deletedIds?: readonly string[];
+}
+
+export interface LayoutEraseOptions extends EraseOptions {
+  selector: EraseSelector;
+  dryRun: boolean;
+}
+
+/** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */
+export interface Erased {
+  ids: string[];
+  counts: Record<string, number>;
+  texts: string[];
+}

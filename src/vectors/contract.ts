@@ -1,0 +1,57 @@
+import type { QdrantConfig } from '../store/config.js';
+
+/**
+ * The vector-store plug point, whole: what a layout reads and writes points through (Qdrant, mem0's TypeScript SDK
+ * SQLite files). Implementations live in src/vectors/<name>/ and are registered in src/vectors/registry.ts; every
+ * one runs test/vectors/contract.test.ts.
+ */
+
+/** A Qdrant point as mem0 leaves it: the point id is the memory id, the payload is mem0's (docs/mem0-layout.md). */
+export interface Mem0Point {
+  id: string;
+  payload: Record<string, unknown>;
+}
+
+export interface ScrollPage {
+  points: Mem0Point[];
+  next: string | number | null;
+}
+
+/**
+ * The few Qdrant operations the mem0 layout needs, on any collection. Every write waits until Qdrant applied it
+ * (`wait=true`), so what follows it (a history row, a SQLite delete) never runs ahead of the vector store.
+ */
+export interface PointStore {
+  collections(): Promise<string[]>;
+  scroll(collection: string, opts: { offset?: string | number | null; limit: number; payload?: boolean | string[] }): Promise<ScrollPage>;
+  retrieve(collection: string, ids: readonly string[], payload?: boolean): Promise<Mem0Point[]>;
+  delete(collection: string, ids: readonly string[]): Promise<void>;
+  /** Set these payload keys (others stay), as mem0's own update does for the keys it changes. */
+  setPayload(collection: string, id: string, payload: Record<string, unknown>): Promise<void>;
+  /** A store in local files (the TypeScript SDK's SQLite vector store): the files, for the tmpfs check. */
+  files?(): string[];
+  /** A store in local files: rewrite them so deleted payloads leave no free page behind (erase). */
+  compact?(): Promise<void>;
+}
+
+/** Every page of a collection, one at a time (bounded memory whatever the collection's size). */
+export async function* scrollAll(points: PointStore, collection: string, pageSize: number, payload: boolean | string[] = true): AsyncGenerator<Mem0Point[]> {
+  let offset: string | number | null = null;
+  do {
+    const page: ScrollPage = await points.scroll(collection, { offset, limit: pageSize, payload });
+    if (page.points.length > 0) yield page.points;
+    offset = page.next;
+  } while (offset !== null && offset !== undefined);
+}
+
+/** Where a store's vectors are: its Qdrant (a client already open, or its config), or files by collection. */
+export interface VectorPlace {
+  qdrant?: QdrantConfig;
+  /** The store's vector side already open (StoreHandle.vectors): reused when it is this kind's client. */
+  open?: unknown;
+  /** Collection name → SQLite file (mem0's TypeScript SDK keeps one file per collection). */
+  files?: Record<string, string>;
+}
+
+/** Opens a PointStore on a place; throws a store error naming what is missing. */
+export type VectorStoreFactory = (place: VectorPlace) => PointStore;

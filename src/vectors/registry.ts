@@ -1,0 +1,23 @@
+import { storeError } from '../errors.js';
+import type { VectorStoreFactory } from './contract.js';
+import { QdrantStore } from './qdrant/index.js';
+import { qdrantPointStore } from './qdrant/points.js';
+import { sqliteVectorStore } from './mem0-sqlite/index.js';
+
+export type { VectorPlace, VectorStoreFactory } from './contract.js';
+
+/**
+ * Every vector store, by the name the config gives it (`mem0.vectorStore`). A test fails when a folder under
+ * src/vectors/ is missing here, and every entry runs test/vectors/contract.test.ts.
+ */
+export const VECTOR_STORES = {
+  qdrant: (place) => {
+    if (place.open instanceof QdrantStore) return qdrantPointStore(place.open);
+    if (!place.qdrant) throw storeError('qdrant vector store: no qdrant.url configured');
+    return qdrantPointStore(place.qdrant);
+  },
+  sqlite: (place) => sqliteVectorStore(place.files ?? {}),
+} satisfies Record<string, VectorStoreFactory>;
+
+/** The folder under src/vectors/ each registered store lives in (the registry test checks every folder has one). */
+export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdrant: 'qdrant', sqlite: 'mem0-sqlite' };
