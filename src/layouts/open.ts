@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { isDeepStrictEqual } from 'node:util';
 import { storeSchema, type StoreConfig } from '../store/config.js';
 import { layoutFor } from './registry.js';
-import { openDatabase, type Db } from '../store/sqlite.js';
+import { openDatabase } from '../store/sqlite.js';
 import type { StoreHandle } from './contract.js';
 import { qdrantStoreFor } from '../vectors/qdrant/index.js';
 

@@ -55,3 +55,29 @@ export interface VectorPlace {
 
 /** Opens a PointStore on a place; throws a store error naming what is missing. */
 export type VectorStoreFactory = (place: VectorPlace) => PointStore;
+
+/** A snapshot of one collection, as the vector store's server keeps it. */
+export interface CollectionSnapshot {
+  name: string;
+  size: number;
+  checksum?: string | null;
+  creation_time?: string | null;
+}
+
+/**
+ * A vector store whose collections are snapshotted by its own server (Qdrant): the coordinated snapshot takes them
+ * beside the SQLite file, restore recovers them, erase finds and deletes those holding erased memories. Vector
+ * stores in local files have none: their files are copied with the store (Layout.vectorFiles).
+ */
+export interface CollectionSnapshots {
+  collectionExists(collection: string): Promise<boolean>;
+  count(collection: string): Promise<number>;
+  /** Taking a large collection's snapshot can outlast any timeout: only `signal` stops it. */
+  createSnapshot(collection: string, signal?: AbortSignal): Promise<CollectionSnapshot>;
+  deleteSnapshot(collection: string, name: string): Promise<void>;
+  listSnapshots(collection: string): Promise<CollectionSnapshot[]>;
+  /** Streams it to `dest`, hashing as it goes. */
+  downloadSnapshot(collection: string, name: string, dest: string, signal?: AbortSignal): Promise<{ bytes: number; sha256: string }>;
+  /** Replaces the collection with the snapshot in `file`, whose sha256 is `checksum`. */
+  recoverFromFile(collection: string, file: string, checksum: string, uploadName?: string): Promise<void>;
+}

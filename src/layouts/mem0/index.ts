@@ -44,7 +44,6 @@ export const mem0Layout: Layout = {
   confirm: (store, opts) => confirmMem0(store, opts),
   // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
   currentMemory: () => null,
-  corrections: false,
   erase: (store, { selector, dryRun, ...opts }) => eraseMem0(store, selector, dryRun, opts),
 };
 

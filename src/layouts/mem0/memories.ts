@@ -6,7 +6,6 @@ import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { mem0Schema, collectionOf, entityCollectionOf, entityVectorDbOf, type Mem0Config } from './config.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
-import { QdrantStore } from '../../vectors/qdrant/index.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
 import { expandHome } from '../../config.js';

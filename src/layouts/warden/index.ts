@@ -7,7 +7,7 @@ import { newRows } from './new-rows.js';
 import { reviewDue, reviewDueCount } from './queue.js';
 import { applyDecision } from './apply.js';
 import { eraseWarden } from './erase.js';
-import { confirmWarden, currentWardenRow } from './review.js';
+import { confirmWarden, correctWarden, currentWardenRow } from './review.js';
 
 /** The memory table of the brief, with an optional Qdrant side. */
 export const wardenLayout: Layout = {
@@ -35,6 +35,6 @@ export const wardenLayout: Layout = {
   applyDrift: async (store, { decision, now, log }) => applyDecision(store.db, log, store.name, decision, now),
   confirm: async (store, opts) => confirmWarden(store, opts),
   currentMemory: (store, id) => currentWardenRow(store, id),
-  corrections: true,
+  correct: correctWarden,
   erase: (store, { selector, dryRun, ...opts }) => eraseWarden(store, selector, dryRun, opts),
 };
