@@ -33,6 +33,13 @@ module.exports = {
       to: { path: ['^src/layouts/[^/]+/', '^src/vectors/[^/]+/'] },
     },
     {
+      name: 'layouts-through-vector-contracts',
+      severity: 'error',
+      comment: 'A layout reaches its vector side through src/vectors/contract.ts and registry.ts, never a vector store\'s folder.',
+      from: { path: '^src/layouts/' },
+      to: { path: '^src/vectors/[^/]+/' },
+    },
+    {
       name: 'layouts-not-registry',
       severity: 'error',
       comment: 'A layout implementation is registered, it does not look layouts up (that would close a circle).',

@@ -1,7 +1,6 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
-import type { VectorSink } from '../vectors/sink.js';
-import type { PointStore } from '../vectors/contract.js';
+import type { PointStore, RowVectors } from '../vectors/contract.js';
 import type { JobContext } from '../job.js';
 import type { Finding } from '../findings.js';
 import type { Instant } from '../time.js';
@@ -59,7 +58,7 @@ export interface StoreHandle {
   config: StoreConfig;
   path: string;
   db: Db;
-  vectors?: VectorSink;
+  vectors?: RowVectors;
   close(): void;
 }
 

@@ -1,4 +1,5 @@
 import type { QdrantConfig } from '../store/config.js';
+import type { VectorSink } from './sink.js';
 
 /**
  * The vector-store plug point, whole: what a layout reads and writes points through (Qdrant, mem0's TypeScript SDK
@@ -80,4 +81,40 @@ export interface CollectionSnapshots {
   downloadSnapshot(collection: string, name: string, dest: string, signal?: AbortSignal): Promise<{ bytes: number; sha256: string }>;
   /** Replaces the collection with the snapshot in `file`, whose sha256 is `checksum`. */
   recoverFromFile(collection: string, file: string, checksum: string, uploadName?: string): Promise<void>;
+}
+
+export type PointId = string | number;
+
+export interface PointRecord {
+  id: PointId;
+  payload?: Record<string, unknown> | null;
+}
+
+/** How a row-keyed vector side names its rows (config `qdrant.pointId`, `payloadKey`, `textKey`, `expectPoints`). */
+export interface RowKeying {
+  /** payload: the payload's `payloadKey` holds the row id; uuid5: the point id is uuid5(row id), the payload names it; id: the point id is the row id. */
+  pointId: 'payload' | 'uuid5' | 'id';
+  payloadKey: string;
+  /** The payload key holding the memory's text, compared with the row's fact; none: texts are not compared. */
+  textKey?: string | undefined;
+  /** Whether every live row should have a point in every collection, in at least one, or need none. */
+  expectPoints: 'every' | 'any' | 'none';
+}
+
+/**
+ * A vector side keyed by the store's rows, one or more points per memory row (Qdrant as the warden layout uses it):
+ * what its consistency check, repair and erase read and delete through.
+ */
+export interface RowVectors extends VectorSink {
+  readonly collections: readonly string[];
+  readonly config: RowKeying;
+  /** The point id of a row, or null when the row id cannot be one. */
+  pointIdFor(rowId: string): PointId | null;
+  /** The row ids a point may belong to, or [] when it names no row. */
+  rowIdsOf(point: PointRecord): string[];
+  /** One page of points in the store's id order, with only `payloadKeys`; `next` is null after the last page. */
+  scrollPage(collection: string, offset: PointId | null, limit: number, payloadKeys: string[]): Promise<{ points: PointRecord[]; next: PointId | null }>;
+  /** Of these rows, the ones that have at least one point in `collection`. */
+  rowsWithPoints(collection: string, rowIds: readonly string[]): Promise<Set<string>>;
+  deletePoints(collection: string, points: readonly PointId[]): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { storeError } from '../errors.js';
-import type { CollectionSnapshots, VectorPlace, VectorStoreFactory } from './contract.js';
+import type { CollectionSnapshots, RowVectors, VectorPlace, VectorStoreFactory } from './contract.js';
 import { QdrantStore } from './qdrant/index.js';
 import { qdrantPointStore } from './qdrant/points.js';
 import { sqliteVectorStore } from './mem0-sqlite/index.js';
@@ -27,6 +27,12 @@ export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdra
  * client), or undefined when its vectors have none (no vector side, or vectors in local files).
  */
 export function collectionSnapshotsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): CollectionSnapshots | undefined {
+  if (place.open instanceof QdrantStore) return place.open;
+  return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
+}
+
+/** The row-keyed vector side of a store config (its Qdrant), or undefined when it has none. */
+export function rowVectorsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined {
   if (place.open instanceof QdrantStore) return place.open;
   return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
 }
