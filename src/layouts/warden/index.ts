@@ -7,7 +7,8 @@ import { newRows } from './new-rows.js';
 import { reviewDue, reviewDueCount } from './queue.js';
 import { applyDecision } from './apply.js';
 import { eraseWarden } from './erase.js';
-import { confirmWarden, correctWarden, currentWardenRow } from './review.js';
+import { confirmWarden, currentWardenRow } from './review.js';
+import { correctWarden } from './correct.js';
 
 /** The memory table of the brief, with an optional Qdrant side. */
 export const wardenLayout: Layout = {
