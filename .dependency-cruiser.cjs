@@ -14,9 +14,7 @@ module.exports = {
       severity: 'error',
       comment: 'No import circle in src or jobs (type-only imports count too: they are the vocabulary).',
       from: { path: '^(src|jobs)/' },
-      // The one exception left (not a plug point): a restore and its resumption after kill -9 call each other
-      // (restore.ts stages and verifies, resume.ts finishes or rolls back). Untangling it belongs to src/snapshot.
-      to: { circular: true, pathNot: '^src/snapshot/(restore|resume)\\.ts$' },
+      to: { circular: true },
     },
     {
       name: 'layouts-not-features',
@@ -24,6 +22,22 @@ module.exports = {
       comment: 'A layout implementation imports primitives (src/store, src/time, ...) and contracts, never a feature.',
       from: { path: '^src/layouts/[^/]+/' },
       to: { path: FEATURES },
+    },
+    {
+      name: 'features-through-contracts',
+      severity: 'error',
+      comment:
+        'A feature (and a job) reaches layouts and vector stores through their contracts and registries, never an ' +
+        "implementation's folder. The composition root (src/commands/) may wire a layout's own commands (init, repair).",
+      from: { path: [FEATURES, '^jobs/'], pathNot: '^src/commands/' },
+      to: { path: ['^src/layouts/[^/]+/', '^src/vectors/[^/]+/'] },
+    },
+    {
+      name: 'layouts-through-vector-contracts',
+      severity: 'error',
+      comment: 'A layout reaches its vector side through src/vectors/contract.ts and registry.ts, never a vector store\'s folder.',
+      from: { path: '^src/layouts/' },
+      to: { path: '^src/vectors/[^/]+/' },
     },
     {
       name: 'layouts-not-registry',

@@ -10,7 +10,7 @@ import { workerSchema, redisSchema } from './queue/config.js';
 import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
 import { reviewWebShape } from './review-web/config.js';
 import {
-  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, assertPlainTree, expandEnv, isPlainObject, merge, parseYaml,
+  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, expandEnv, isPlainObject, merge, parseYaml,
   readDefaults, readYaml, sha256, type LoadOptions, type QuickCache,
 } from './config-read.js';
 

@@ -2,7 +2,7 @@ import { lstatSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileHolds } from './erase-snapshots.js';
 import { PARTIAL_PREFIX, lockSnapshots, removePartials } from './snapshot/layout.js';
-import type { QdrantStore } from './vectors/qdrant/index.js';
+import type { CollectionSnapshots } from './vectors/contract.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -38,7 +38,7 @@ export async function leftoverCopies(storePath: string, snapshotRoot: string, te
 }
 
 /** Staged copies go; partial folders go as the next snapshot would remove them, server-side snapshots included. */
-export async function removeLeftovers(l: Leftovers, snapshotRoot: string, q: QdrantStore | undefined, log: Logger): Promise<void> {
+export async function removeLeftovers(l: Leftovers, snapshotRoot: string, q: CollectionSnapshots | undefined, log: Logger): Promise<void> {
   for (const p of l.staged) rmSync(p, { force: true });
   if (l.partials.length === 0) return;
   const lock = lockSnapshots(snapshotRoot, 'erase');

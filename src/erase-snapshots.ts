@@ -2,7 +2,7 @@ import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
-import { qdrantStoreFor } from './vectors/qdrant/index.js';
+import { collectionSnapshotsFor } from './vectors/registry.js';
 import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
 import { snapshotCollections } from './snapshot/create.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
@@ -32,7 +32,7 @@ export async function snapshotCopies(
   }
   const found = await snapshotsContaining(root, texts, subject);
   const deleted: string[] = [];
-  const q = qdrantStoreFor(storeConfig);
+  const q = collectionSnapshotsFor(storeConfig);
   const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));

@@ -1,5 +1,5 @@
 import type { Db } from './store/sqlite.js';
-import { asciiLower } from './layouts/mem0/history.js';
+import { asciiLower } from './needles.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made

@@ -7,7 +7,7 @@ import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
 import { assertIntact } from './store/sqlite.js';
 import { withMaintenanceLock } from './store/lock.js';
-import { QdrantStore } from './vectors/qdrant/index.js';
+import { collectionSnapshotsFor } from './vectors/registry.js';
 import { recordReceipt } from './erase-receipts.js';
 import { snapshotCopies } from './erase-snapshots.js';
 import { remoteSnapshotCopies } from './erase-targets.js';
@@ -19,7 +19,7 @@ import { openStateDb } from './state.js';
 import { storeSnapshotDir } from './snapshot/layout.js';
 import { usageError } from './errors.js';
 import { layoutOf } from './layouts/registry.js';
-import { toCanonical, type Instant } from './time.js';
+import { toCanonical } from './time.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from './layouts/contract.js';
 
 // The selector, options and a layout's result are the layout contract's vocabulary (src/layouts/contract.ts).
@@ -153,7 +153,7 @@ async function eraseStoreAndRecords(store: StoreHandle, stateDb: string, sel: Er
 /** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */
 async function eraseLeftovers(store: StoreHandle, snapshotRoot: string, texts: string[], subject: string | undefined, dryRun: boolean, log: Logger) {
   const left = await leftoverCopies(store.path, snapshotRoot, texts, subject);
-  const q = store.vectors instanceof QdrantStore ? store.vectors : store.config.qdrant ? new QdrantStore(store.config.qdrant) : undefined;
+  const q = collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors });
   if (!dryRun) await removeLeftovers(left, snapshotRoot, q, log);
   return { staged: left.staged.length, partials: left.partials.length };
 }

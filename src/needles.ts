@@ -45,3 +45,8 @@ export function textFinder(needles: readonly string[]): (hay: string) => boolean
     return false;
   };
 }
+
+/** SQLite's lower() folds ASCII only; match it so a dry run counts what the real run deletes. */
+export function asciiLower(s: string): string {
+  return s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+}

@@ -64,8 +64,9 @@ async function withReview(
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {
     const action = cmd.name();
-    if (!layoutOf(store).corrections && action !== 'list' && action !== 'confirm') {
-      throw usageError(`review ${action}: store ${store.name} is a mem0 store, which has no supersede chain or expiry column; change it through mem0 (erase --ids deletes)`);
+    const layout = layoutOf(store);
+    if (!layout.correct && action !== 'list' && action !== 'confirm') {
+      throw usageError(`review ${action}: store ${store.name} is a ${layout.name} store, which memory-warden cannot supersede, expire or delete by review; change it through its own API (erase --ids deletes)`);
     }
     const state = openStateDb(expandHome(ctx.config.stateDb));
     try {

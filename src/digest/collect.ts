@@ -5,14 +5,12 @@ import type { JobContext } from '../job.js';
 import type { CheckReport } from '../layouts/contract.js';
 import { openStore, storeSelector } from '../layouts/open.js';
 import { lastRun } from '../state.js';
-import { parseInstant, textUpperBound, toCanonical, DAY_MS, type Instant } from '../time.js';
-import { reviewCutoff } from '../layouts/warden/rules.js';
+import { parseInstant, toCanonical, type Instant } from '../time.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
-import { clip } from './untrusted.js';
 import { maskDeep } from '../credentials.js';
 import { attachReviewLinks } from '../review-web/links.js';
-import type { AwaitingVerdict, DigestModel, FailedJob, FlaggedRow, NewRows, PruneSummary, ReviewRow, SnapshotSummary, StoreSection } from './model.js';
+import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 
 export type { Period } from '../layouts/contract.js';
 import type { Period } from '../layouts/contract.js';
@@ -115,7 +113,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
       const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       section.review.due = review.due;
-      section.review.supersede = layout.corrections;
+      section.review.supersede = layout.correct !== undefined;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
       store.close();

@@ -5,7 +5,7 @@ import type { Instant } from '../time.js';
 import { createVerifierContext, ReadCache, realRoots } from '../verifiers/context.js';
 import { fill, fillTree, judge, matchRule, type CompiledRule, type Template } from '../verifiers/rules.js';
 import type { VerifierRegistry } from '../verifiers/registry.js';
-import { Refusal, isNoReading, type Allowlists, type MemoryUnderReview, type Verdict, type Verifier, type VerifierResult } from '../verifiers/types.js';
+import { Refusal, isNoReading, type Allowlists, type MemoryUnderReview, type Verifier, type VerifierResult } from '../verifiers/types.js';
 import type { VerdictRow } from './record.js';
 import { redactSecrets, redactText } from '../secrets.js';
 

@@ -94,5 +94,12 @@ export function verdictLog(state: Db): VerdictLog {
   return {
     record: (v) => recordVerdict(state, v),
     together: (storeDb, fn) => (storeDb ? inBothTransactions(state, storeDb, fn) : state.transaction(fn).immediate()),
+    begin: () => state.exec('BEGIN IMMEDIATE'),
+    commit: () => {
+      if (state.inTransaction) state.exec('COMMIT');
+    },
+    rollback: () => {
+      if (state.inTransaction) state.exec('ROLLBACK');
+    },
   };
 }

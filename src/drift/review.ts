@@ -4,15 +4,12 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config.js';
 import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
-import { deleteWithCascade } from '../layouts/warden/delete.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../errors.js';
 import { parseDuration, toCanonical, type Instant } from '../time.js';
-import { supersedeRow } from '../layouts/warden/apply.js';
-import { inBothTransactions, pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
+import { pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import { liveRow } from '../layouts/warden/review.js';
-import type { CurrentMemory } from '../layouts/contract.js';
+import type { Correction, CurrentMemory } from '../layouts/contract.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in
@@ -122,61 +119,31 @@ export async function confirmMemory(store: StoreHandle, state: Db, id: string, n
 export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant): Promise<ReviewDecision> {
   if (next.fact.trim() === '') throw usageError('review supersede: --fact must not be empty');
   if (next.source.trim() === '') throw usageError('review supersede: --source must not be empty (a fact that cannot be traced cannot be re-checked)');
-  return withMaintenanceLock(store.path, 'review supersede', async () =>
-    inBothTransactions(state, store.db, () => {
-      liveRow(store.db, store.name, id);
-      const newId = supersedeRow(store.db, id, next, now);
-      const resolution = `superseded:${newId}`;
-      const resolved = recordManual(state, store.name, id, now, resolution, { action: 'supersede', newId, fact: next.fact, source: next.source });
-      return { store: store.name, id, action: 'supersede' as const, resolution, resolved, newId };
-    }),
-  );
+  return correctMemory(store, state, id, { action: 'supersede', fact: next.fact, source: next.source }, now);
 }
 
 /** The fact decays after all: give it an expiry (the next prune deletes it) instead of reviewing it again. */
 export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant): Promise<ReviewDecision> {
   const ms = parseDuration(inText);
   if (ms === null) throw usageError(`review expire: --in "${inText}" is not a duration like 7d, 12h, 30m`);
-  const expiresAt = toCanonical(now + ms);
-  return withMaintenanceLock(store.path, 'review expire', async () =>
-    inBothTransactions(state, store.db, () => {
-      liveRow(store.db, store.name, id);
-      store.db.prepare(`UPDATE memory SET expires_at = ? WHERE id = ?`).run(expiresAt, id);
-      const resolution = `expires:${expiresAt}`;
-      const resolved = recordManual(state, store.name, id, now, resolution, { action: 'expire', expiresAt });
-      return { store: store.name, id, action: 'expire' as const, resolution, resolved, expiresAt };
-    }),
-  );
+  return correctMemory(store, state, id, { action: 'expire', expiresAt: toCanonical(now + ms) }, now);
 }
 
-/**
- * Delete through both stores with the cascade (older versions pointing at it go too). The record is written in
- * a state transaction opened inside the store's delete transaction and committed right after it.
- */
+/** Delete through both stores, with what the layout deletes along with it (older versions pointing at it). */
 export async function deleteMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
-  return withMaintenanceLock(store.path, 'review delete', async () => {
-    const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`).get(id);
-    if (!exists) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
-    let resolved = 0;
-    try {
-      const deleted = await deleteWithCascade(store.db, [id], {
-        vectors: store.vectors,
-        beforeCommit: (rows) => {
-          state.exec('BEGIN IMMEDIATE');
-          for (const r of rows) {
-            resolved += recordManual(state, store.name, r.id, now, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });
-          }
-        },
-        // A deep chain goes over several store transactions: each one's records are committed right after it.
-        afterCommit: () => {
-          if (state.inTransaction) state.exec('COMMIT');
-        },
-      });
-      if (state.inTransaction) state.exec('COMMIT');
-      if (deleted.length === 0) throw usageError(`memory ${id} was deleted by someone else meanwhile`);
-      return { store: store.name, id, action: 'delete' as const, resolution: 'deleted', resolved, deleted: deleted.map((r) => r.id) };
-    } finally {
-      if (state.inTransaction) state.exec('ROLLBACK');
-    }
+  return correctMemory(store, state, id, { action: 'delete' }, now);
+}
+
+/** A correction through the store's layout, each memory it touches recorded as the person's decision. */
+async function correctMemory(store: StoreHandle, state: Db, id: string, correction: Correction, now: Instant): Promise<ReviewDecision> {
+  const layout = layoutOf(store);
+  if (!layout.correct) throw usageError(`review ${correction.action}: a ${layout.name} store cannot be corrected here; correct it through its own API (erase --ids deletes)`);
+  const correct = layout.correct.bind(layout);
+  return withMaintenanceLock(store.path, `review ${correction.action}`, async () => {
+    const done = await correct(store, {
+      id, now, correction, log: verdictLog(state),
+      decided: (memoryId, resolution, detail) => recordManual(state, store.name, memoryId, now, resolution, detail),
+    });
+    return { store: store.name, id, action: correction.action, ...done };
   });
 }

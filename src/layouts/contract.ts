@@ -1,7 +1,6 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
-import type { VectorSink } from '../vectors/sink.js';
-import type { PointStore } from '../vectors/contract.js';
+import type { PointStore, RowVectors } from '../vectors/contract.js';
 import type { JobContext } from '../job.js';
 import type { Finding } from '../findings.js';
 import type { Instant } from '../time.js';
@@ -42,8 +41,13 @@ export interface Layout {
   confirm(store: StoreHandle, opts: ConfirmOptions): Promise<number>;
   /** The memory as it reads now, shown beside evidence waiting for a person; null when there is no such row. */
   currentMemory(store: StoreHandle, id: string): CurrentMemory;
-  /** Whether a person can supersede or expire a memory here (mem0 has no supersede chain or expiry column). */
-  corrections: boolean;
+  /**
+   * A person corrects a memory: supersedes it with a new fact, gives it an expiry, or deletes it (with what the
+   * layout deletes along with it). `opts.decided` records each memory's decision in `opts.log`, in the log's
+   * transaction committed with the store's. Absent where the layout has no such correction (mem0 has no supersede
+   * chain or expiry column: it is corrected through mem0, or erased). A usage error when no live memory has that id.
+   */
+  correct?(store: StoreHandle, opts: CorrectOptions): Promise<Corrected>;
   /** Remove every memory the selector names from every part of the store (see src/erase.ts). */
   erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
 }
@@ -54,7 +58,7 @@ export interface StoreHandle {
   config: StoreConfig;
   path: string;
   db: Db;
-  vectors?: VectorSink;
+  vectors?: RowVectors;
   close(): void;
 }
 
@@ -210,6 +214,14 @@ export interface VerdictLog {
    * failed store write records nothing); with `storeDb` null, in the log's transaction alone.
    */
   together<T>(storeDb: Db | null, fn: () => T): T;
+  /**
+   * For a write spread over several store transactions (a deep chain's delete): open the log's transaction inside
+   * the store's, before it commits; `commit` right after the store's commit; `rollback` undoes an open one (no-op
+   * when none is open).
+   */
+  begin(): void;
+  commit(): void;
+  rollback(): void;
 }
 
 export interface ApplyDriftOptions {
@@ -224,6 +236,34 @@ export interface ConfirmOptions {
   log: VerdictLog;
   /** The person's decision: writes it to `log` and resolves what waited; run inside `log.together`. */
   decided: () => number;
+}
+
+export type Correction =
+  | { action: 'supersede'; fact: string; source: string }
+  | { action: 'expire'; expiresAt: string }
+  | { action: 'delete' };
+
+export interface CorrectOptions {
+  id: string;
+  now: Instant;
+  correction: Correction;
+  log: VerdictLog;
+  /**
+   * The person's decision on one memory (`opts.id`, or one deleted along with it; `detail` is what the layout did):
+   * writes it to `log` and resolves what waited for it; returns how many waited. Called inside the log's transaction.
+   */
+  decided: (memoryId: string, resolution: string, detail: Record<string, unknown>) => number;
+}
+
+export interface Corrected {
+  /** drift_verdicts.resolution of the corrected memory: superseded:<new id>, expires:<time>, deleted. */
+  resolution: string;
+  /** Items that were waiting for a person and are now resolved (every memory the correction touched). */
+  resolved: number;
+  newId?: string;
+  expiresAt?: string;
+  /** Every memory a delete removed, the corrected one first. */
+  deleted?: string[];
 }
 
 export interface Applied {

@@ -1,6 +1,6 @@
 import { textFinder } from '../needles.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../vectors/contract.js';
-import { asciiLower } from './mem0/history.js';
+import { asciiLower } from '../needles.js';
 
 // What erase shares between layouts: a sweep of vector collections for points still holding erased text.
 

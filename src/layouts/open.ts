@@ -3,9 +3,9 @@ import type { Config } from '../config.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { StoreConfig } from '../store/config.js';
 import { layoutFor } from './registry.js';
-import { openDatabase, type Db } from '../store/sqlite.js';
+import { openDatabase } from '../store/sqlite.js';
 import type { StoreHandle } from './contract.js';
-import { qdrantStoreFor } from '../vectors/qdrant/index.js';
+import { rowVectorsFor } from '../vectors/registry.js';
 
 // The handle is the layout contract's (src/layouts/contract.ts).
 export type { StoreHandle } from './contract.js';
@@ -20,7 +20,7 @@ export function openStore(config: Config, name: string, opts: { readonly?: boole
     db.close();
     throw err;
   }
-  const vectors = qdrantStoreFor(storeConfig);
+  const vectors = rowVectorsFor(storeConfig);
   return { name, config: storeConfig, path: storeConfig.db, db, ...(vectors ? { vectors } : {}), close: () => db.close() };
 }
 

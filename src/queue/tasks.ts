@@ -3,7 +3,7 @@ import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOpti
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { coerceError, usageError } from '../errors.js';
-import type { TaskContext, TaskDispatch, TaskKind, TaskOutcome } from '../job.js';
+import type { TaskDispatch, TaskKind, TaskOutcome } from '../job.js';
 import type { Logger } from '../logger.js';
 
 /**

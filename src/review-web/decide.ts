@@ -31,7 +31,7 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
     const state = openStateDb(expandHome(config.stateDb));
     try {
       const list = await listReview(handle, state, config, now);
-      return { list, history: await storeHistory(config, state, handle, now), corrections: layoutOf(handle).corrections };
+      return { list, history: await storeHistory(config, state, handle, now), corrections: layoutOf(handle).correct !== undefined };
     } finally {
       state.close();
     }
@@ -44,8 +44,8 @@ export async function decide(config: Config, store: string, user: string, form: 
   const handle = openStore(config, store);
   try {
     const layout = layoutOf(handle);
-    if (!layout.corrections && form.action !== 'confirm') {
-      return { ok: false, status: 400, message: `Store ${store} is a mem0 store: only confirm here; change it through mem0. Nothing changed.` };
+    if (!layout.correct && form.action !== 'confirm') {
+      return { ok: false, status: 400, message: `Store ${store} is a ${layout.name} store: only confirm here; change it through its own API. Nothing changed.` };
     }
     // The form was drawn against this state of the row; if it moved since, someone decided already.
     if (seenState(layout.currentMemory(handle, form.id)) !== form.seen) {

@@ -9,7 +9,7 @@ import { toFolderStamp } from '../time.js';
 import { coerceError, storeError, usageError } from '../errors.js';
 import { openStore } from '../layouts/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../vectors/qdrant/index.js';
+import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { layoutFor } from '../layouts/registry.js';
 import { copySqlite } from './sqlite-copy.js';
 import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
@@ -76,7 +76,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
   const root = storeSnapshotDir(config, storeName);
   const lock = lockSnapshots(root, 'snapshot');
   try {
-    const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+    const q = collectionSnapshotsFor(storeConfig);
     const removedPartials = await removePartials(root, q, opts.log);
     const removedServer = await removeServerLeftovers(root, q, snapshotCollections(storeConfig), opts.log);
     if (removedServer.length > 0) opts.log.warn({ store: storeName, removed: removedServer }, 'deleted server-side snapshots left by earlier runs');
@@ -111,7 +111,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
 
 async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
   const collections = snapshotCollections(storeConfig);
-  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const q = collectionSnapshotsFor(storeConfig);
   if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
   const files: Record<string, FileEntry> = {};
   const started = opts.now();

@@ -6,7 +6,7 @@ import type { Config } from '../config.js';
 import { expandHome } from '../config-read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
-import type { QdrantStore } from '../vectors/qdrant/index.js';
+import type { CollectionSnapshots } from '../vectors/contract.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -108,7 +108,7 @@ export function applyRetention(dir: string, keep: number): string[] {
  * Leftovers of runs that died mid-way (kill -9, power loss), removed with the server-side Qdrant snapshots they
  * had noted as not yet deleted. Only called while holding the snapshot lock.
  */
-export async function removePartials(dir: string, q: QdrantStore | undefined, log: Logger): Promise<string[]> {
+export async function removePartials(dir: string, q: CollectionSnapshots | undefined, log: Logger): Promise<string[]> {
   let names: string[];
   try {
     names = readdirSync(dir);

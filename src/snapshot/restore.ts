@@ -1,18 +1,19 @@
-import { copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Clock } from '../time.js';
 import { storeError, usageError, WardenError } from '../errors.js';
-import { openDatabase } from '../store/sqlite.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../vectors/qdrant/index.js';
-import { fsyncPath, sha256File } from './layout.js';
-import { readManifest, type Manifest } from './manifest.js';
+import { sha256File } from './layout.js';
+import { collectionSnapshotsFor } from '../vectors/registry.js';
 import type { Progress } from '../progress.js';
 import { snapshotCollections, takeSnapshot } from './create.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
-import { applySnapshot, clearLeftovers, fileOwner, finishRestore, keepOwner, rollBack, stagingPath, type FileOwner } from './resume.js';
+import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
+import { fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+
+export { storeUsers, verifySnapshot } from './stage.js';
 
 export interface RestoreOptions {
   now: Clock;
@@ -34,84 +35,6 @@ export interface RestoreResult {
   undo: string | null;
   rows: number | null;
   points: Record<string, number>;
-}
-
-/** Check every file the manifest lists, streamed: size and sha256. Throws naming the first file that differs. */
-export async function verifySnapshot(dir: string, progress?: Progress): Promise<Manifest> {
-  const manifest = readManifest(dir);
-  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
-  for (const f of needed) if (!manifest.files[f]) throw storeError(`${dir}: manifest lists no checksum for ${f}`);
-  progress?.start('verify', Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0), 'bytes');
-  for (const [rel, want] of Object.entries(manifest.files)) {
-    const path = join(dir, rel);
-    if (!existsSync(path)) throw storeError(`${dir}: ${rel} is missing`);
-    const got = await sha256File(path);
-    if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) {
-      throw storeError(`${dir}: ${rel} does not match its checksum (sha256 ${got.sha256}, ${got.bytes} bytes; manifest ${want.sha256}, ${want.bytes} bytes)`);
-    }
-    progress?.tick(want.bytes);
-  }
-  progress?.done();
-  for (const p of manifest.qdrant) {
-    if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) throw storeError(`${dir}: ${p.file} sha256 differs from Qdrant's checksum in the manifest`);
-  }
-  return manifest;
-}
-
-/** True when an exclusive lock cannot be had right now. A file SQLite cannot open has no SQLite users. */
-function lockedByOthers(dbPath: string): boolean {
-  let probe: ReturnType<typeof openDatabase>;
-  try {
-    probe = openDatabase(dbPath, { busyTimeoutMs: 0 });
-  } catch {
-    return false;
-  }
-  try {
-    probe.pragma('locking_mode = EXCLUSIVE');
-    probe.exec('BEGIN EXCLUSIVE');
-    probe.exec('COMMIT');
-    return false;
-  } catch {
-    return true;
-  } finally {
-    probe.close();
-  }
-}
-
-/**
- * Who else has the store open: an exclusive-lock probe (catches every SQLite connection to a WAL store, idle ones
- * included) and, on Linux, the processes with the file open. Empty when nobody does.
- */
-export function storeUsers(dbPath: string): string[] {
-  if (!existsSync(dbPath)) return [];
-  const users: string[] = [];
-  if (lockedByOthers(dbPath)) users.push('a SQLite connection holds it open');
-  const target = realpathSync(dbPath);
-  let pids: string[] = [];
-  try {
-    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid);
-  } catch {
-    return users; // no /proc: the lock probe is all there is
-  }
-  for (const pid of pids) {
-    let fds: string[];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === target) {
-          users.push(`process ${pid}`);
-          break;
-        }
-      } catch {
-        // the descriptor closed meanwhile
-      }
-    }
-  }
-  return users;
 }
 
 /**
@@ -136,7 +59,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   const absent = collections.filter((c) => !inSnapshot.includes(c));
   if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
   if (inSnapshot.length > 0 && !storeConfig.qdrant) throw usageError(`${from} holds Qdrant collections but store "${storeName}" has no qdrant section`);
-  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const q = collectionSnapshotsFor(storeConfig);
 
   const result: RestoreResult = { store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {} };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
@@ -206,22 +129,6 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   return result;
 }
 
-/** Copy the snapshot's SQLite file beside the store, give it the source's journal mode, check it. */
-export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger): void {
-  rmSync(staged, { force: true });
-  copyFileSync(source, staged);
-  keepOwner(staged, file, log);
-  const db = openDatabase(staged, { busyTimeoutMs });
-  try {
-    const integrity = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
-    if (integrity !== 'ok') throw storeError(`${source}: integrity_check of the staged copy says "${integrity.slice(0, 200)}"`);
-    if (manifest.sqlite.journalMode === 'wal') db.pragma('journal_mode = WAL');
-  } finally {
-    db.close();
-  }
-  fsyncPath(staged);
-}
-
 /**
  * The pre-restore snapshot: what to restore to undo this restore, and what Qdrant is rolled back from if a
  * collection fails half-way. Without it (store file or a collection missing, say on a new machine) only --force
@@ -240,27 +147,4 @@ async function undoSnapshot(config: Config, storeName: string, opts: RestoreOpti
     result.steps.push('no pre-restore snapshot (--force)');
     return null;
   }
-}
-
-/**
- * Atomically swap the staged file in. The old store is checkpointed and closed first so no -wal file of the old
- * database is left next to the new one (SQLite would replay it into the restored file).
- */
-export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: number): void {
-  let db: ReturnType<typeof openDatabase> | undefined;
-  try {
-    db = existsSync(dbPath) ? openDatabase(dbPath, { busyTimeoutMs }) : undefined;
-  } catch {
-    db = undefined; // not a readable SQLite store any more: nothing to checkpoint
-  }
-  if (db) {
-    try {
-      db.pragma('wal_checkpoint(TRUNCATE)');
-    } finally {
-      db.close();
-    }
-  }
-  for (const side of ['-wal', '-shm', '-journal']) rmSync(dbPath + side, { force: true });
-  renameSync(staged, dbPath);
-  fsyncPath(dirname(dbPath));
 }

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -6,49 +6,20 @@ import type { Clock } from '../time.js';
 import type { Progress } from '../progress.js';
 import { storeError, usageError } from '../errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { QdrantStore } from '../vectors/qdrant/index.js';
-import { FILE_MODE, storeSnapshotDir } from './layout.js';
+import { collectionSnapshotsFor } from '../vectors/registry.js';
+import type { CollectionSnapshots } from '../vectors/contract.js';
+import { storeSnapshotDir } from './layout.js';
 import type { Manifest, QdrantPart } from './manifest.js';
 import { snapshotCollections } from './create.js';
 import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
-import { replaceStoreFile, stageSqlite, storeUsers, verifySnapshot } from './restore.js';
-
-export type FileOwner = NonNullable<RestoreJournal['file']>;
+import { replaceStoreFile, STAGING, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 
 interface ApplyOptions {
   now: Clock;
   log: Logger;
   /** Bytes uploaded to Qdrant so far, on a terminal (src/progress.ts). */
   progress?: Progress;
-}
-
-const STAGING = (dbPath: string) => `.${basename(dbPath)}.restore-`;
-
-/** Where this process stages the snapshot's SQLite copy: beside the store, so the swap is a rename. */
-export function stagingPath(dbPath: string): string {
-  return join(dirname(dbPath), `${STAGING(dbPath)}${process.pid}`);
-}
-
-/** The store file's mode and owner, given back to the file that replaces it (null: there is no store file). */
-export function fileOwner(dbPath: string): FileOwner | null {
-  try {
-    const st = statSync(dbPath);
-    return { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
-  } catch {
-    return null;
-  }
-}
-
-/** The agent may run as another user: the restored file keeps the mode and owner the store file had. */
-export function keepOwner(path: string, file: FileOwner | null, log: Logger): void {
-  chmodSync(path, file?.mode ?? FILE_MODE);
-  if (!file) return;
-  try {
-    chownSync(path, file.uid, file.gid);
-  } catch (err) {
-    log.warn({ path, uid: file.uid, gid: file.gid, err: (err as Error).message }, 'could not give the restored store file its owner back (restore as root or as the owner)');
-  }
 }
 
 /**
@@ -59,7 +30,7 @@ export async function clearLeftovers(config: Config, storeName: string, log: Log
   const storeConfig = config.stores[storeName]!;
   const stale = removeStaleStaging(storeConfig.db);
   if (stale.length > 0) steps.push(`removed ${stale.length} staging cop${stale.length === 1 ? 'y' : 'ies'} left by interrupted restores: ${stale.join(', ')}`);
-  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const q = collectionSnapshotsFor(storeConfig);
   const removed = await removeServerLeftovers(storeSnapshotDir(config, storeName), q, snapshotCollections(storeConfig), log);
   if (removed.length > 0) steps.push(`deleted ${removed.length} server-side snapshot(s) left by earlier runs`);
 }
@@ -93,7 +64,7 @@ function restoreLeftovers(dbPath: string): boolean {
 }
 
 /** Recover one collection by upload, the upload noted until it is deleted from the server again. */
-async function recoverCollection(q: QdrantStore, storeRoot: string, part: QdrantPart, file: string, opts: ApplyOptions): Promise<void> {
+async function recoverCollection(q: CollectionSnapshots, storeRoot: string, part: QdrantPart, file: string, opts: ApplyOptions): Promise<void> {
   const name = uploadName(opts.now());
   const note = noteServerSnapshot(storeRoot, { collection: part.collection, snapshot: name, kind: 'uploaded' });
   try {
@@ -115,7 +86,7 @@ export async function applySnapshot(
   config: Config, storeName: string, j: RestoreJournal, dir: string, manifest: Manifest, staged: string | null, opts: ApplyOptions, steps: string[],
 ): Promise<void> {
   const storeConfig = config.stores[storeName]!;
-  const q = storeConfig.qdrant ? new QdrantStore(storeConfig.qdrant) : undefined;
+  const q = collectionSnapshotsFor(storeConfig);
   const root = storeSnapshotDir(config, storeName);
   opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
   for (const part of manifest.qdrant) {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../logger.js';
-import type { QdrantStore } from '../vectors/qdrant/index.js';
+import type { CollectionSnapshots } from '../vectors/contract.js';
 import { ensurePrivateDir, FILE_MODE, fsyncPath } from './layout.js';
 
 /**
@@ -98,7 +98,7 @@ function readNotes(storeRoot: string): { path: string; note: ServerSnapshotNote 
 }
 
 /** Gone already (deleted by an earlier try, or its collection deleted) counts as deleted: sweeps are retried. */
-export async function deleteIfThere(q: QdrantStore, collection: string, name: string): Promise<void> {
+export async function deleteIfThere(q: CollectionSnapshots, collection: string, name: string): Promise<void> {
   try {
     await q.deleteSnapshot(collection, name);
   } catch (err) {
@@ -110,7 +110,7 @@ export async function deleteIfThere(q: QdrantStore, collection: string, name: st
  * Every server-side snapshot of these collections, marked when memory-warden made it. A collection that is
  * missing has none.
  */
-export async function serverSnapshots(storeRoot: string, q: QdrantStore, collections: readonly string[]): Promise<ServerSnapshot[]> {
+export async function serverSnapshots(storeRoot: string, q: CollectionSnapshots, collections: readonly string[]): Promise<ServerSnapshot[]> {
   const noted = new Set(readNotes(storeRoot).flatMap(({ note }) => (note?.snapshot ? [`${note.collection}\0${note.snapshot}`] : [])));
   const out: ServerSnapshot[] = [];
   for (const collection of collections) {
@@ -127,7 +127,7 @@ export async function serverSnapshots(storeRoot: string, q: QdrantStore, collect
  * names them. A delete that fails keeps its note for the next run. Only called under the store's maintenance lock.
  * Returns `collection/name` of each one deleted.
  */
-export async function removeServerLeftovers(storeRoot: string, q: QdrantStore | undefined, collections: readonly string[], log: Logger): Promise<string[]> {
+export async function removeServerLeftovers(storeRoot: string, q: CollectionSnapshots | undefined, collections: readonly string[], log: Logger): Promise<string[]> {
   if (!q) return [];
   const removed: string[] = [];
   for (const { path, note } of readNotes(storeRoot)) {
@@ -158,7 +158,7 @@ export async function removeServerLeftovers(storeRoot: string, q: QdrantStore | 
 }
 
 /** Delete one server-side snapshot now (erase --snapshots), forgetting its note. */
-export async function deleteServerSnapshot(storeRoot: string, q: QdrantStore, s: ServerSnapshot): Promise<void> {
+export async function deleteServerSnapshot(storeRoot: string, q: CollectionSnapshots, s: ServerSnapshot): Promise<void> {
   await deleteIfThere(q, s.collection, s.name);
   for (const { path, note } of readNotes(storeRoot)) if (note?.collection === s.collection && note.snapshot === s.name) forget(path);
 }

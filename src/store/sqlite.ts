@@ -172,6 +172,10 @@ export function assertIntact(db: Db, path: string, how: 'integrity_check' | 'qui
   throw storeError(`${path}: ${how} failed (${said}); nothing was changed: restore a snapshot or recover the file first`);
 }
 
+export function tableExists(db: Db, name: string): boolean {
+  return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+}
+
 export function journalMode(db: Db): string {
   return String(db.pragma('journal_mode', { simple: true })).toLowerCase();
 }

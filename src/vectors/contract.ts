@@ -1,4 +1,5 @@
 import type { QdrantConfig } from '../store/config.js';
+import type { VectorSink } from './sink.js';
 
 /**
  * The vector-store plug point, whole: what a layout reads and writes points through (Qdrant, mem0's TypeScript SDK
@@ -55,3 +56,65 @@ export interface VectorPlace {
 
 /** Opens a PointStore on a place; throws a store error naming what is missing. */
 export type VectorStoreFactory = (place: VectorPlace) => PointStore;
+
+/** A snapshot of one collection, as the vector store's server keeps it. */
+export interface CollectionSnapshot {
+  name: string;
+  size: number;
+  checksum?: string | null;
+  creation_time?: string | null;
+}
+
+/**
+ * A vector store whose collections are snapshotted by its own server (Qdrant): the coordinated snapshot takes them
+ * beside the SQLite file, restore recovers them, erase finds and deletes those holding erased memories. Vector
+ * stores in local files have none: their files are copied with the store (Layout.vectorFiles).
+ */
+export interface CollectionSnapshots {
+  collectionExists(collection: string): Promise<boolean>;
+  count(collection: string): Promise<number>;
+  /** Taking a large collection's snapshot can outlast any timeout: only `signal` stops it. */
+  createSnapshot(collection: string, signal?: AbortSignal): Promise<CollectionSnapshot>;
+  deleteSnapshot(collection: string, name: string): Promise<void>;
+  listSnapshots(collection: string): Promise<CollectionSnapshot[]>;
+  /** Streams it to `dest`, hashing as it goes. */
+  downloadSnapshot(collection: string, name: string, dest: string, signal?: AbortSignal): Promise<{ bytes: number; sha256: string }>;
+  /** Replaces the collection with the snapshot in `file`, whose sha256 is `checksum`. */
+  recoverFromFile(collection: string, file: string, checksum: string, uploadName?: string): Promise<void>;
+}
+
+export type PointId = string | number;
+
+export interface PointRecord {
+  id: PointId;
+  payload?: Record<string, unknown> | null;
+}
+
+/** How a row-keyed vector side names its rows (config `qdrant.pointId`, `payloadKey`, `textKey`, `expectPoints`). */
+export interface RowKeying {
+  /** payload: the payload's `payloadKey` holds the row id; uuid5: the point id is uuid5(row id), the payload names it; id: the point id is the row id. */
+  pointId: 'payload' | 'uuid5' | 'id';
+  payloadKey: string;
+  /** The payload key holding the memory's text, compared with the row's fact; none: texts are not compared. */
+  textKey?: string | undefined;
+  /** Whether every live row should have a point in every collection, in at least one, or need none. */
+  expectPoints: 'every' | 'any' | 'none';
+}
+
+/**
+ * A vector side keyed by the store's rows, one or more points per memory row (Qdrant as the warden layout uses it):
+ * what its consistency check, repair and erase read and delete through.
+ */
+export interface RowVectors extends VectorSink {
+  readonly collections: readonly string[];
+  readonly config: RowKeying;
+  /** The point id of a row, or null when the row id cannot be one. */
+  pointIdFor(rowId: string): PointId | null;
+  /** The row ids a point may belong to, or [] when it names no row. */
+  rowIdsOf(point: PointRecord): string[];
+  /** One page of points in the store's id order, with only `payloadKeys`; `next` is null after the last page. */
+  scrollPage(collection: string, offset: PointId | null, limit: number, payloadKeys: string[]): Promise<{ points: PointRecord[]; next: PointId | null }>;
+  /** Of these rows, the ones that have at least one point in `collection`. */
+  rowsWithPoints(collection: string, rowIds: readonly string[]): Promise<Set<string>>;
+  deletePoints(collection: string, points: readonly PointId[]): Promise<void>;
+}

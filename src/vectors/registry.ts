@@ -1,10 +1,10 @@
 import { storeError } from '../errors.js';
-import type { VectorStoreFactory } from './contract.js';
+import type { CollectionSnapshots, RowVectors, VectorPlace, VectorStoreFactory } from './contract.js';
 import { QdrantStore } from './qdrant/index.js';
 import { qdrantPointStore } from './qdrant/points.js';
 import { sqliteVectorStore } from './mem0-sqlite/index.js';
 
-export type { VectorPlace, VectorStoreFactory } from './contract.js';
+export type { CollectionSnapshots, VectorPlace, VectorStoreFactory } from './contract.js';
 
 /**
  * Every vector store, by the name the config gives it (`mem0.vectorStore`). A test fails when a folder under
@@ -21,3 +21,18 @@ export const VECTOR_STORES = {
 
 /** The folder under src/vectors/ each registered store lives in (the registry test checks every folder has one). */
 export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdrant: 'qdrant', sqlite: 'mem0-sqlite' };
+
+/**
+ * The server-side collection snapshots of a store's vector side (its Qdrant, reusing `place.open` when it is that
+ * client), or undefined when its vectors have none (no vector side, or vectors in local files).
+ */
+export function collectionSnapshotsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): CollectionSnapshots | undefined {
+  if (place.open instanceof QdrantStore) return place.open;
+  return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
+}
+
+/** The row-keyed vector side of a store config (its Qdrant), or undefined when it has none. */
+export function rowVectorsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined {
+  if (place.open instanceof QdrantStore) return place.open;
+  return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
+}

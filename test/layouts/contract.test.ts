@@ -202,6 +202,50 @@ describe.each(Object.entries(LAYOUTS))('the %s layout keeps the layout contract'
     expect((await layout.reviewDue(store(), { now: NOW, afterDays: AFTER_DAYS })).batch.map((m) => m.id)).toEqual([old]);
   });
 
+  it('a person\'s corrections, where the layout has them: each changes the store and is recorded with it; a missing id changes nothing', async () => {
+    if (!layout.correct) {
+      // Without corrections the review command and page refuse them (test/drift/review.test.ts, test/review-web):
+      // nothing here to keep, but a layout that has none must not pretend to.
+      expect(layout.correct).toBeUndefined();
+      return;
+    }
+    const a = await world.add({ text: 'Ana likes tea', user: 'ana', at: NOW - 90 * DAY });
+    const b = await world.add({ text: 'Ana lives in Oslo', user: 'ana', at: NOW - 80 * DAY });
+    const c = await world.add({ text: 'Ana plays chess', user: 'ana', at: NOW - 70 * DAY });
+    const state = openStateDb(join(tmp.dir, 'state.db'));
+    try {
+      const log = verdictLog(state);
+      const decisions: string[] = [];
+      const decided = (memoryId: string, resolution: string) => {
+        decisions.push(`${memoryId} ${resolution}`);
+        log.record({ store: 's', memoryId, verdict: 'manual', checkedAt: NOW, resolvedAt: NOW, resolution });
+        return 0;
+      };
+      const correct = layout.correct.bind(layout);
+      const sup = await correct(store(), { id: a, now: NOW, log, decided, correction: { action: 'supersede', fact: 'Ana likes coffee', source: 'message:2' } });
+      expect(sup.resolution).toBe(`superseded:${sup.newId}`);
+      const exp = await correct(store(), { id: b, now: NOW, log, decided, correction: { action: 'expire', expiresAt: toCanonical(NOW - 1) } });
+      expect(exp.resolution).toBe(`expires:${toCanonical(NOW - 1)}`);
+      const del = await correct(store(), { id: c, now: NOW, log, decided, correction: { action: 'delete' } });
+      expect(del.deleted).toEqual([c]);
+      expect(decisions).toEqual([`${a} superseded:${sup.newId}`, `${b} expires:${toCanonical(NOW - 1)}`, `${c} deleted`]);
+      for (const id of [a, b, c]) expect(verdictsFor(state, 's', id)).toHaveLength(1);
+      // The live memories a second later: the new version only (b has expired, c is gone, a is superseded).
+      expect((await layout.reviewDue(store(), { now: NOW + 1000, afterDays: 0 })).batch.map((m) => m.id)).toEqual([sup.newId]);
+
+      const missing = '0b7e6f4e-2d6a-4c1e-9a43-5f1d2c3b4a59';
+      for (const correction of [{ action: 'delete' }, { action: 'expire', expiresAt: toCanonical(NOW) }, { action: 'supersede', fact: 'x', source: 'y' }] as const) {
+        await expect(correct(store(), { id: missing, now: NOW, log, decided, correction })).rejects.toThrow(/no memory/);
+      }
+      // A superseded memory is not corrected again: the live version is.
+      await expect(correct(store(), { id: a, now: NOW, log, decided, correction: { action: 'expire', expiresAt: toCanonical(NOW) } })).rejects.toThrow(/superseded/);
+      expect(decisions).toHaveLength(3);
+      expect(verdictsFor(state, 's', missing)).toEqual([]);
+    } finally {
+      state.close();
+    }
+  });
+
   it('erase --user leaves none of that person\'s text anywhere in the store, and everyone else\'s', async () => {
     const texts = ['Ana Quintero has a peanut allergy', 'Ana Quintero banks at Nordea', 'Ana Quintero was in Oslo'];
     const ana = [await world.add({ text: texts[0]!, user: 'ana', at: NOW - 5 * DAY }), await world.add({ text: texts[1]!, user: 'ana', at: NOW - 4 * DAY })];

@@ -1,5 +1,4 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { makeStore, ids, tempDir } from '../helpers/store.js';
 import { addChain, assertValid } from '../helpers/chains.js';

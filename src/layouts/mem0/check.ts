@@ -5,7 +5,7 @@ import type { StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import { toCanonical, type Instant } from '../../time.js';
-import type { CheckReport } from '../warden/check.js';
+import type { CheckReport } from '../contract.js';
 import { lastEventIndex, type LastEventIndex } from './history.js';
 import { DEFAULT_COLLECTION } from './names.js';
 import { scrollAll } from '../../vectors/contract.js';

@@ -1,7 +1,8 @@
 import type { StoreHandle, EraseOptions, EraseSelector, Erased } from '../contract.js';
 import { usageError } from '../../errors.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
-import { asciiLower, countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './history.js';
+import { asciiLower } from '../../needles.js';
+import { countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './history.js';
 import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
 import { DEFAULT_COLLECTION } from './names.js';
 import { payloadStrings, sweepCollections } from '../erase-sweep.js';

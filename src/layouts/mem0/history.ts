@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../../store/sqlite.js';
-import { tableExists } from '../warden/schema.js';
+import { tableExists, type Db } from '../../store/sqlite.js';
 import { storeError } from '../../errors.js';
+import { asciiLower } from '../../needles.js';
 
 /**
  * mem0's change log, in either dialect: Python mem0's `history` or the TypeScript port's `memory_history`
@@ -212,10 +212,6 @@ export function messageMatches(r: { session_scope: string | null; content: strin
   return false;
 }
 
-/** SQLite's lower() folds ASCII only; match it so a dry run counts what the real run deletes. */
-export function asciiLower(s: string): string {
-  return s.replace(/[A-Z]/g, (c) => c.toLowerCase());
-}
 
 function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);

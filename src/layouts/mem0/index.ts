@@ -45,7 +45,6 @@ export const mem0Layout: Layout = {
   confirm: async (store, opts) => (await import('./drift.js')).confirmMem0(store, opts),
   // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
   currentMemory: () => null,
-  corrections: false,
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMem0(store, selector, dryRun, opts),
 };
 

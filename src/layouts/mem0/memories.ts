@@ -7,7 +7,6 @@ import { withMaintenanceLock } from '../../store/lock.js';
 import { mem0Schema, type Mem0Config } from './config.js';
 import { collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
-import { QdrantStore } from '../../vectors/qdrant/index.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
 import { expandHome } from '../../config-read.js';

@@ -75,7 +75,6 @@ function assemble(r: Rows, s: Structure): CheckReport {
 function checkRows(store: StoreHandle, opts: CheckOptions): Rows {
   const { db } = store;
   const findings: Finding[] = [];
-  const count = (sql: string, params: object = {}) => (db.prepare(sql).get(params) as { n: number }).n;
   const ids = (sql: string, params: object = {}) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
 
   opts.progress?.start('check', 4, 'steps');

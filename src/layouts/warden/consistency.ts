@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import type { StoreHandle } from '../contract.js';
-import { QdrantStore, type PointId, type PointRecord } from '../../vectors/qdrant/index.js';
+import type { PointId, PointRecord, RowVectors } from '../../vectors/contract.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Instant } from '../../time.js';
 import { usageError } from '../../errors.js';
@@ -105,7 +105,7 @@ class Sample {
  * Orphans of one page of points: points whose row is gone from SQLite (retrievable, but deleted memories).
  * `rowids`: also the rowid of every row found (for the row marks).
  */
-export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): {
+export function orphansOfPage(db: Db, q: RowVectors, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): {
   orphans: PointRecord[];
   rows: Map<string, string>;
   unmapped: PointRecord[];
@@ -133,11 +133,11 @@ export function orphansOfPage(db: Db, q: QdrantStore, points: PointRecord[], opt
 }
 
 /**
- * The rows of a page that the point-lookup of the rows → points side would find too (QdrantStore.rowsWithPoints):
+ * The rows of a page that the point-lookup of the rows → points side would find too (RowVectors.rowsWithPoints):
  * in payload mode only a string payload naming the row (Qdrant's keyword match); by point id, any row the point
  * names (rowIdsOf already checked the id against it).
  */
-function markRows(q: QdrantStore, points: PointRecord[], named: string[][], rowids: Map<string, number>, mark: (rowid: number) => void): void {
+function markRows(q: RowVectors, points: PointRecord[], named: string[][], rowids: Map<string, number>, mark: (rowid: number) => void): void {
   points.forEach((p, i) => {
     if (q.config.pointId === 'payload') {
       const named = p.payload?.[q.config.payloadKey];
@@ -156,7 +156,7 @@ function markRows(q: QdrantStore, points: PointRecord[], named: string[][], rowi
  * Every page of a collection, in Qdrant's order. The next page is already asked for while the caller works on
  * this one (SQLite lookups overlap Qdrant's answer); never more than two pages are held.
  */
-export async function* scrollPoints(q: QdrantStore, collection: string, pageSize: number): AsyncGenerator<PointRecord[]> {
+export async function* scrollPoints(q: RowVectors, collection: string, pageSize: number): AsyncGenerator<PointRecord[]> {
   const keys = [q.config.payloadKey, ...(q.config.textKey ? [q.config.textKey] : [])];
   const ask = (offset: PointId | null) => {
     const pending = q.scrollPage(collection, offset, pageSize, keys);
@@ -171,7 +171,7 @@ export async function* scrollPoints(q: QdrantStore, collection: string, pageSize
   }
 }
 
-export async function checkConsistency(db: Db, q: QdrantStore, opts: ConsistencyOptions): Promise<ConsistencyReport> {
+export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyOptions): Promise<ConsistencyReport> {
   const pageSize = opts.pageSize ?? 1000;
   const textKey = q.config.textKey;
   const orphans = new Sample();
@@ -250,7 +250,7 @@ export async function checkConsistency(db: Db, q: QdrantStore, opts: Consistency
  * at a time: the missing rows, and rows written since the scroll.
  */
 async function rowsWithoutPoints(
-  db: Db, q: QdrantStore, marks: RowMarks | undefined, tallies: CollectionTally[], opts: ConsistencyOptions & { pageSize: number },
+  db: Db, q: RowVectors, marks: RowMarks | undefined, tallies: CollectionTally[], opts: ConsistencyOptions & { pageSize: number },
 ): Promise<{ missing: Sample; liveRows: number; unmappable: number }> {
   const expect = q.config.expectPoints;
   const isMissing = (has: boolean[]) => (expect === 'any' ? !has.some(Boolean) : !has.every(Boolean));
@@ -313,7 +313,7 @@ export async function withConsistency<R extends { ok: boolean; problems: Finding
   store: StoreHandle,
   opts: ConsistencyOptions,
 ): Promise<R & { vectors?: VectorSummary }> {
-  if (!(store.vectors instanceof QdrantStore)) return report;
+  if (!store.vectors) return report;
   const c = await checkConsistency(store.db, store.vectors, opts);
   const problems = [...report.problems, ...c.findings.filter(isProblem)];
   const notes = [...report.notes, ...c.findings.filter((f) => !isProblem(f))];
@@ -337,7 +337,7 @@ export interface OrphanRepair {
  */
 export async function repairOrphans(store: StoreHandle, opts: { dryRun?: boolean; pageSize?: number; signal?: AbortSignal } = {}): Promise<OrphanRepair> {
   const q = store.vectors;
-  if (!(q instanceof QdrantStore)) throw usageError(`${store.name}: no qdrant section in its config: there are no points to repair`);
+  if (!q) throw usageError(`${store.name}: no qdrant section in its config: there are no points to repair`);
   const out: OrphanRepair = { store: store.name, dryRun: opts.dryRun ?? false, deleted: 0, ids: [], collections: [] };
   const work = async () => {
     for (const collection of q.collections) {

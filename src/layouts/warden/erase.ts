@@ -1,9 +1,8 @@
 import type { Db } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
-import { QdrantStore } from '../../vectors/qdrant/index.js';
 import type { Mem0Point, PointStore } from '../../vectors/contract.js';
-import { qdrantPointStore } from '../../vectors/qdrant/points.js';
+import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../contract.js';
 
@@ -44,7 +43,7 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   const points = pointsOf(store, opts);
   if (points && store.config.qdrant) {
     // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
-    const vectors = store.vectors instanceof QdrantStore ? store.vectors : new QdrantStore(store.config.qdrant);
+    const vectors = store.vectors ?? rowVectorsFor(store.config)!;
     const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
     const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
     counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
@@ -54,7 +53,6 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
 
 function pointsOf(store: StoreHandle, opts: EraseOptions): PointStore | undefined {
   if (opts.points) return opts.points;
-  if (store.vectors instanceof QdrantStore) return qdrantPointStore(store.vectors);
-  return store.config.qdrant ? qdrantPointStore(store.config.qdrant) : undefined;
+  return store.vectors || store.config.qdrant ? VECTOR_STORES.qdrant({ open: store.vectors, qdrant: store.config.qdrant }) : undefined;
 }
 

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import { LIVE_SQL, reviewCutoff, secondText } from './rules.js';
-import { canonicalSql, textUpperBound, type Instant } from '../../time.js';
+import { canonicalSql, textUpperBound } from '../../time.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import type { ReviewDueOptions } from '../contract.js';
 

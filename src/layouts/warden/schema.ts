@@ -1,4 +1,4 @@
-import type { Db } from '../../store/sqlite.js';
+import { tableExists, type Db } from '../../store/sqlite.js';
 import { storeError } from '../../errors.js';
 import { instantShapeSql } from '../../time.js';
 
@@ -90,10 +90,6 @@ BEGIN
                     confirmed_at = COALESCE(NEW.confirmed_at, NEW.created_at, datetime('now'))
   WHERE rowid = NEW.rowid;
 END;`;
-
-export function tableExists(db: Db, name: string): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
-}
 
 export function objectExists(db: Db, type: 'index' | 'view' | 'trigger', name: string): boolean {
   return db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = ? AND name = ?`).get(type, name) !== undefined;

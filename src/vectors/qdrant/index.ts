@@ -6,23 +6,16 @@ import { createRequire } from 'node:module';
 import type { QdrantClient } from '@qdrant/js-client-rest';
 import type { QdrantConfig } from '../../store/config.js';
 import type { VectorSink } from '../sink.js';
+import type { CollectionSnapshot, CollectionSnapshots, PointId, PointRecord, RowVectors } from '../contract.js';
+
+export type { PointId, PointRecord } from '../contract.js';
 import { storeError, transientError, WardenError } from '../../errors.js';
 
-export type PointId = string | number;
 
 const require = createRequire(import.meta.url);
 
-export interface PointRecord {
-  id: PointId;
-  payload?: Record<string, unknown> | null;
-}
 
-export interface SnapshotInfo {
-  name: string;
-  size: number;
-  checksum?: string | null;
-  creation_time?: string | null;
-}
+export type SnapshotInfo = CollectionSnapshot;
 
 /** Ids per request: well under Qdrant's request size limit, small enough to keep memory flat. */
 const ID_CHUNK = 1000;
@@ -57,7 +50,7 @@ export function qdrantError(doing: string, err: unknown): WardenError {
  * One store's Qdrant side: the collections that hold its rows' vectors and how a row maps to its points. Deletes
  * wait for Qdrant to apply them (`wait=true`), so a resolved delete means the vectors are gone.
  */
-export class QdrantStore implements VectorSink {
+export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots {
   private qdrantClient: QdrantClient | undefined;
   readonly collections: readonly string[];
   private readonly baseUrl: string;

@@ -1,0 +1,49 @@
+import { usageError } from '../../errors.js';
+import type { CorrectOptions, Corrected, StoreHandle } from '../contract.js';
+import { deleteWithCascade } from './delete.js';
+import { supersedeRow } from './apply.js';
+import { liveRow } from './review.js';
+
+/**
+ * A person's correction on the brief's table. Supersede and expire are one transaction on each database; a delete
+ * goes through both stores with the cascade (older versions pointing at it go too), each store transaction's
+ * records committed right after it (a deep chain takes several).
+ */
+export async function correctWarden(store: StoreHandle, { id, now, correction, log, decided }: CorrectOptions): Promise<Corrected> {
+  switch (correction.action) {
+    case 'supersede':
+      return log.together(store.db, () => {
+        liveRow(store.db, store.name, id);
+        const newId = supersedeRow(store.db, id, correction, now);
+        const resolution = `superseded:${newId}`;
+        const resolved = decided(id, resolution, { action: 'supersede', newId, fact: correction.fact, source: correction.source });
+        return { resolution, resolved, newId };
+      });
+    case 'expire':
+      return log.together(store.db, () => {
+        liveRow(store.db, store.name, id);
+        store.db.prepare(`UPDATE memory SET expires_at = ? WHERE id = ?`).run(correction.expiresAt, id);
+        const resolution = `expires:${correction.expiresAt}`;
+        return { resolution, resolved: decided(id, resolution, { action: 'expire', expiresAt: correction.expiresAt }), expiresAt: correction.expiresAt };
+      });
+    case 'delete': {
+      if (!store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`).get(id)) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+      let resolved = 0;
+      try {
+        const deleted = await deleteWithCascade(store.db, [id], {
+          vectors: store.vectors,
+          beforeCommit: (rows) => {
+            log.begin();
+            for (const r of rows) resolved += decided(r.id, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });
+          },
+          afterCommit: () => log.commit(),
+        });
+        log.commit();
+        if (deleted.length === 0) throw usageError(`memory ${id} was deleted by someone else meanwhile`);
+        return { resolution: 'deleted', resolved, deleted: deleted.map((r) => r.id) };
+      } finally {
+        log.rollback();
+      }
+    }
+  }
+}

@@ -1,0 +1,162 @@
+import { chmodSync, chownSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { Logger } from '../logger.js';
+import type { Progress } from '../progress.js';
+import { storeError } from '../errors.js';
+import { openDatabase } from '../store/sqlite.js';
+import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
+import { readManifest, type Manifest } from './manifest.js';
+import type { RestoreJournal } from './journal.js';
+
+/**
+ * The file steps a restore is made of, shared by a restore (src/snapshot/restore.ts) and its resumption after a
+ * crash (src/snapshot/resume.ts): verify a snapshot folder, find who has the store open, stage the SQLite copy
+ * beside the store with the store file's mode and owner, and swap it in.
+ */
+
+export type FileOwner = NonNullable<RestoreJournal['file']>;
+
+export const STAGING = (dbPath: string) => `.${basename(dbPath)}.restore-`;
+
+/** Where this process stages the snapshot's SQLite copy: beside the store, so the swap is a rename. */
+export function stagingPath(dbPath: string): string {
+  return join(dirname(dbPath), `${STAGING(dbPath)}${process.pid}`);
+}
+
+/** The store file's mode and owner, given back to the file that replaces it (null: there is no store file). */
+export function fileOwner(dbPath: string): FileOwner | null {
+  try {
+    const st = statSync(dbPath);
+    return { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+  } catch {
+    return null;
+  }
+}
+
+/** The agent may run as another user: the restored file keeps the mode and owner the store file had. */
+export function keepOwner(path: string, file: FileOwner | null, log: Logger): void {
+  chmodSync(path, file?.mode ?? FILE_MODE);
+  if (!file) return;
+  try {
+    chownSync(path, file.uid, file.gid);
+  } catch (err) {
+    log.warn({ path, uid: file.uid, gid: file.gid, err: (err as Error).message }, 'could not give the restored store file its owner back (restore as root or as the owner)');
+  }
+}
+
+/** Check every file the manifest lists, streamed: size and sha256. Throws naming the first file that differs. */
+export async function verifySnapshot(dir: string, progress?: Progress): Promise<Manifest> {
+  const manifest = readManifest(dir);
+  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
+  for (const f of needed) if (!manifest.files[f]) throw storeError(`${dir}: manifest lists no checksum for ${f}`);
+  progress?.start('verify', Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0), 'bytes');
+  for (const [rel, want] of Object.entries(manifest.files)) {
+    const path = join(dir, rel);
+    if (!existsSync(path)) throw storeError(`${dir}: ${rel} is missing`);
+    const got = await sha256File(path);
+    if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) {
+      throw storeError(`${dir}: ${rel} does not match its checksum (sha256 ${got.sha256}, ${got.bytes} bytes; manifest ${want.sha256}, ${want.bytes} bytes)`);
+    }
+    progress?.tick(want.bytes);
+  }
+  progress?.done();
+  for (const p of manifest.qdrant) {
+    if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) throw storeError(`${dir}: ${p.file} sha256 differs from Qdrant's checksum in the manifest`);
+  }
+  return manifest;
+}
+
+/** True when an exclusive lock cannot be had right now. A file SQLite cannot open has no SQLite users. */
+function lockedByOthers(dbPath: string): boolean {
+  let probe: ReturnType<typeof openDatabase>;
+  try {
+    probe = openDatabase(dbPath, { busyTimeoutMs: 0 });
+  } catch {
+    return false;
+  }
+  try {
+    probe.pragma('locking_mode = EXCLUSIVE');
+    probe.exec('BEGIN EXCLUSIVE');
+    probe.exec('COMMIT');
+    return false;
+  } catch {
+    return true;
+  } finally {
+    probe.close();
+  }
+}
+
+/**
+ * Who else has the store open: an exclusive-lock probe (catches every SQLite connection to a WAL store, idle ones
+ * included) and, on Linux, the processes with the file open. Empty when nobody does.
+ */
+export function storeUsers(dbPath: string): string[] {
+  if (!existsSync(dbPath)) return [];
+  const users: string[] = [];
+  if (lockedByOthers(dbPath)) users.push('a SQLite connection holds it open');
+  const target = realpathSync(dbPath);
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid);
+  } catch {
+    return users; // no /proc: the lock probe is all there is
+  }
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === target) {
+          users.push(`process ${pid}`);
+          break;
+        }
+      } catch {
+        // the descriptor closed meanwhile
+      }
+    }
+  }
+  return users;
+}
+
+/** Copy the snapshot's SQLite file beside the store, give it the source's journal mode, check it. */
+export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger): void {
+  rmSync(staged, { force: true });
+  copyFileSync(source, staged);
+  keepOwner(staged, file, log);
+  const db = openDatabase(staged, { busyTimeoutMs });
+  try {
+    const integrity = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
+    if (integrity !== 'ok') throw storeError(`${source}: integrity_check of the staged copy says "${integrity.slice(0, 200)}"`);
+    if (manifest.sqlite.journalMode === 'wal') db.pragma('journal_mode = WAL');
+  } finally {
+    db.close();
+  }
+  fsyncPath(staged);
+}
+
+/**
+ * Atomically swap the staged file in. The old store is checkpointed and closed first so no -wal file of the old
+ * database is left next to the new one (SQLite would replay it into the restored file).
+ */
+export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: number): void {
+  let db: ReturnType<typeof openDatabase> | undefined;
+  try {
+    db = existsSync(dbPath) ? openDatabase(dbPath, { busyTimeoutMs }) : undefined;
+  } catch {
+    db = undefined; // not a readable SQLite store any more: nothing to checkpoint
+  }
+  if (db) {
+    try {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    } finally {
+      db.close();
+    }
+  }
+  for (const side of ['-wal', '-shm', '-journal']) rmSync(dbPath + side, { force: true });
+  renameSync(staged, dbPath);
+  fsyncPath(dirname(dbPath));
+}
