@@ -16,16 +16,9 @@ CREATE TABLE IF NOT EXISTS memory (
   last_used_at  TEXT
 );`;
 
-/**
- * memory_created: the digest's new rows are a range of created_at (src/layouts/warden/new-rows.ts); without it
- * every digest reads the whole table for the last day's rows. It is memory-warden's index on its own schema, made
- * by `init` only (the digest and check open a store read-only and never add it; a store initialised before it
- * existed gets it from the next `init`, and works without it, a full scan).
- */
 export const INDEXES: Record<string, string> = {
   memory_expires: 'CREATE INDEX IF NOT EXISTS memory_expires ON memory(expires_at)',
   memory_superseded: 'CREATE INDEX IF NOT EXISTS memory_superseded ON memory(superseded_by)',
-  memory_created: 'CREATE INDEX IF NOT EXISTS memory_created ON memory(created_at)',
 };
 
 /**
