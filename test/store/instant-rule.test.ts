@@ -228,7 +228,7 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
     const odd = (col: 'created_at' | 'confirmed_at' | 'expires_at') =>
       rows.filter((r) => { const v = col === 'confirmed_at' ? r.confirmed_at ?? r.created_at : r[col]; return v != null && !canonical(v); }).length;
 
-    for (const report of [checkStore(store, { now, reviewAfterDays, supersededAfterDays }), await checkStoreConcurrently(store, { now, reviewAfterDays, supersededAfterDays })]) {
+    for (const report of [checkStore(store, { now, reviewAfterDays, supersededAfterDays }), await checkStoreConcurrently(store, { now, reviewAfterDays, supersededAfterDays, threadMinBytes: 0 })]) {
       expect(report.rows).toBe(rows.length);
       expect(report.live).toBe(live.length);
       expect(report.reviewDue).toBe(due.length);

@@ -17,6 +17,8 @@ export interface CheckOptions {
   supersededAfterDays: number;
   /** Steps done, on a terminal (src/progress.ts). */
   progress?: Progress;
+  /** checkStoreConcurrently: below this file size integrity_check runs here, not on a thread (tests give 0). */
+  threadMinBytes?: number;
 }
 
 const TIME_COLUMNS = ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'] as const;
@@ -26,7 +28,7 @@ const NOT_NULL_TIMES = new Set(['created_at', 'confirmed_at']);
 /** checkStore, with PRAGMA integrity_check on a second core (its own connection) while the rows are scanned here. */
 export async function checkStoreConcurrently(store: StoreHandle, opts: CheckOptions): Promise<CheckReport> {
   // A small store is checked in less time than a thread takes to start (a V8 isolate, better-sqlite3 loaded again).
-  if (storeBytes(store) < THREAD_MIN_BYTES) return checkStore(store, opts);
+  if (storeBytes(store) < (opts.threadMinBytes ?? THREAD_MIN_BYTES)) return checkStore(store, opts);
   const integrity = integrityOnThread(store);
   let report: Rows;
   try {
