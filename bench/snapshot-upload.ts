@@ -12,7 +12,8 @@
  *   memory: the figures are the client side's cost.
  *
  * `node start (no upload)` is a child that loads everything an upload loads and stops: the fixed cost in every
- * target figure.
+ * target figure. `holds.json.gz only` also makes the snapshot's holds (keyed hashes of every id, for erase) and
+ * drops them: every upload does that besides sending the file's bytes.
  *
  * Ratios are medians of the ratios paired within a round (each target against the tool run just before it).
  *
@@ -29,6 +30,7 @@ import { silentLogger } from '../src/logger.js';
 import { takeSnapshot } from '../src/snapshot/create.js';
 import { targetSchema, type TargetConfig } from '../src/snapshot/targets/config.js';
 import { eraseKey } from '../src/erase-ledger.js';
+import { holdsStream } from '../src/snapshot/targets/holds.js';
 import { uploadSnapshot, withTarget } from '../src/snapshot/targets/replicate.js';
 import { startSshd } from '../test/helpers/sshd.js';
 import { startS3Server } from '../test/helpers/s3-server.js';
@@ -47,10 +49,14 @@ interface ChildSpec {
   target: TargetConfig;
 }
 
-async function child(specFile: string, noop: boolean): Promise<void> {
+async function child(specFile: string, mode: string | undefined): Promise<void> {
   const spec = JSON.parse(readFileSync(specFile, 'utf8')) as ChildSpec;
   const tcfg = targetSchema.parse(spec.target);
-  if (noop) return; // the process's start alone: node and the modules every upload loads
+  if (mode === '--noop') return; // the process's start alone: node and the modules every upload loads
+  if (mode === '--holds') { // and holds.json.gz, made and dropped: what every upload does besides sending bytes
+    for await (const _ of holdsStream(join(spec.snapDir, 'store.db'), Buffer.from(spec.keyHex, 'hex'))) void _;
+    return;
+  }
   await withTarget(tcfg, 'agent', (t) => uploadSnapshot(t, tcfg, spec.snapDir, Buffer.from(spec.keyHex, 'hex'), { now: Date.now }));
 }
 
@@ -109,12 +115,12 @@ async function main(): Promise<void> {
       return targetSchema.parse({ type: 's3', name: 'bucket', bucket: s3.bucket, endpoint: s3.endpoint, forcePathStyle: true, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, prefix: `${path}/`, ...enc });
     };
     /** Each case: run it once (timed), then remove what it stored (not timed). */
-    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, noop = false) => async () => {
+    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, mode?: '--noop' | '--holds') => async () => {
       const where = kind === 'local' ? mkdtempSync(join(dir, 'local-')) : kind === 'sftp' ? join(sshd.home, `t-${n++}`) : `b${n++}`;
       const spec = join(dir, `spec-${n++}.json`);
       writeFileSync(spec, JSON.stringify({ snapDir: snap.dir, keyHex, target: target(kind, encrypt, where) } satisfies ChildSpec));
       try {
-        return await timed(process.execPath, [self, '--child', spec, ...(noop ? ['--noop'] : [])]);
+        return await timed(process.execPath, [self, '--child', spec, ...(mode ? [mode] : [])]);
       } finally {
         if (kind === 's3') s3.objects.clear();
         else rmSync(where, { recursive: true, force: true });
@@ -149,7 +155,7 @@ async function main(): Promise<void> {
     };
     // [name, run, baseline it is paired with]
     const cases: Array<[string, () => Promise<Sample>, string?]> = [
-      ['node start (no upload)', upload('local', false, true)], ['cp + sync', cp], ['local target', upload('local', false), 'cp + sync'], ['local target, age', upload('local', true), 'cp + sync'],
+      ['node start (no upload)', upload('local', false, '--noop')], ['holds.json.gz only', upload('local', false, '--holds')], ['cp + sync', cp], ['local target', upload('local', false), 'cp + sync'], ['local target, age', upload('local', true), 'cp + sync'],
       ['sftp (OpenSSH client)', sftp], ['sftp target', upload('sftp', false), 'sftp (OpenSSH client)'], ['sftp target, age', upload('sftp', true), 'sftp (OpenSSH client)'],
       ['curl PUT (loopback S3)', curl], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
     ].filter(([name, , base]) => !only || (name as string).includes(only) || (base as string | undefined)?.includes(only)) as never;
@@ -197,5 +203,5 @@ async function main(): Promise<void> {
   }
 }
 
-if (args[0] === '--child') await child(args[1]!, args[2] === '--noop');
+if (args[0] === '--child') await child(args[1]!, args[2]);
 else await main();
