@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { Readable, pipeline } from 'node:stream';
-import { createGzip, gunzipSync } from 'node:zlib';
+import { createGunzip, createGzip, gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { storeError } from '../../errors.js';
 
@@ -93,5 +93,57 @@ export function decodeHolds(b: Buffer, what: string): Holds {
     return h;
   } catch (err) {
     throw storeError(`${what}: unreadable ${HOLDS_KEY} (${(err as Error).message})`, err);
+  }
+}
+
+/**
+ * Whether a `holds.json.gz`, streamed, names any of these id hashes or this user hash: read once, in constant
+ * memory whatever the snapshot's size (a store of tens of millions of ids makes a holds file of hundreds of MB
+ * once unzipped). Throws a store error naming `what` when the stream is not a holds file, or ends early.
+ */
+export async function holdsContain(source: AsyncIterable<Uint8Array>, want: { ids: ReadonlySet<string>; user?: string | undefined }, what: string): Promise<boolean> {
+  const gunzip = createGunzip();
+  const input = Readable.from(source);
+  pipeline(input, gunzip, () => undefined); // an error reaches the loop below through gunzip
+  // Every string in the file is a key ("ids", "users") or a 16-hex-digit hash: a token never spans more than 18
+  // characters, so a carry of the unmatched tail joins chunks.
+  const token = /"([0-9a-f]{16})"|"(users)"/g;
+  let carry = '';
+  let head = true;
+  let section: 'ids' | 'users' = 'ids';
+  let found = false;
+  let ended = false;
+  try {
+    for await (const chunk of gunzip) {
+      let text = carry + (chunk as Buffer).toString('latin1');
+      if (head) {
+        if (text.length < 8) {
+          carry = text;
+          continue;
+        }
+        if (!text.startsWith('{"ids":[')) throw new Error('not a holds file');
+        head = false;
+        text = text.slice(8);
+      }
+      token.lastIndex = 0;
+      let last = 0;
+      for (let m = token.exec(text); m !== null; m = token.exec(text)) {
+        last = token.lastIndex;
+        if (m[2]) section = 'users';
+        else if (section === 'ids' ? want.ids.has(m[1]!) : m[1] === want.user) found = true;
+      }
+      const rest = text.slice(last);
+      // What follows the last token is punctuation and at most the start of the next one.
+      carry = rest.length > 18 ? rest.slice(-18) : rest;
+      if (found) break;
+    }
+    ended = !found && carry.endsWith(']}') && section === 'users';
+    if (!found && (head || !ended)) throw new Error(head ? 'empty' : 'ends early');
+    return found;
+  } catch (err) {
+    throw storeError(`${what}: unreadable ${HOLDS_KEY} (${(err as Error).message})`, err);
+  } finally {
+    gunzip.destroy();
+    input.destroy();
   }
 }

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeHolds, holdsStream, idMac, userMac } from '../../../src/snapshot/targets/holds.js';
+import { decodeHolds, holdsContain, holdsStream, idMac, userMac } from '../../../src/snapshot/targets/holds.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -71,5 +71,42 @@ describe('holds.json.gz', () => {
     expect(open()).toBe(1);
     await it.return!();
     expect(open()).toBe(0);
+  });
+});
+
+describe('holdsContain: erase asks a holds file, streamed, whether it names an erased id or user', () => {
+  /** The bytes in pieces of `size`, as a target's download hands them over. */
+  async function* pieces(b: Buffer, size: number): AsyncIterable<Uint8Array> {
+    for (let i = 0; i < b.length; i += size) yield b.subarray(i, i + size);
+  }
+  const ids = Array.from({ length: 3_000 }, (_, i) => idMac(key, `m${i}`)).sort();
+  const users = ['ana', 'bo', 'cy'].map((u) => userMac(key, u)).sort();
+  const gz = gzipSync(JSON.stringify({ ids, users }));
+
+  it('finds an id or user wherever it falls, whatever the pieces; the other list does not count', async () => {
+    for (const size of [5, 17, 18, 19, 4096, gz.length]) {
+      const ask = (want: { ids: ReadonlySet<string>; user?: string }) => holdsContain(pieces(gz, size), want, 'holds');
+      for (const i of [0, 1, 1_499, ids.length - 1]) expect(await ask({ ids: new Set([idMac(key, 'nobody'), ids[i]!]) })).toBe(true);
+      for (const u of users) expect(await ask({ ids: new Set(), user: u })).toBe(true);
+      expect(await ask({ ids: new Set([idMac(key, 'nobody')]), user: userMac(key, 'dee') })).toBe(false);
+      // A user's hash among the ids (or an id's among the users) is not a match: each list is asked its own question.
+      expect(await ask({ ids: new Set(users), user: ids[5] })).toBe(false);
+    }
+  });
+
+  it('an empty holds file answers no; a truncated, foreign or corrupt one is an error naming it', async () => {
+    expect(await holdsContain(pieces(gzipSync('{"ids":[],"users":[]}'), 3), { ids: new Set(ids) }, 'empty')).toBe(false);
+    const json = JSON.stringify({ ids, users });
+    const bad: [string, Buffer][] = [
+      ['truncated', gzipSync(json.slice(0, json.length - 40))],
+      ['cut inside the ids', gzipSync(json.slice(0, 5_000))],
+      ['foreign', gzipSync('{"users":[],"ids":[]}')],
+      ['not gzip', Buffer.from(json)],
+      ['nothing', Buffer.alloc(0)],
+      ['gzip cut short', gz.subarray(0, gz.length - 10)],
+    ];
+    for (const [name, b] of bad) {
+      await expect(holdsContain(pieces(b, 100), { ids: new Set([idMac(key, 'nobody')]) }, `t:${name}`), name).rejects.toThrow(new RegExp(`t:${name}: unreadable holds.json.gz`));
+    }
   });
 });
