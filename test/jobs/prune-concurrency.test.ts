@@ -64,13 +64,6 @@ describe('prune beside a writing agent', () => {
     expect(d.prepare(`SELECT count(*) AS n FROM memory WHERE id LIKE 'agent_%'`).get()).toEqual({ n: summary.writes });
     d.close();
   });
-});
-
-describe('prune with nobody writing, then an agent', () => {
-  let dir: string;
-  let cleanup: () => void;
-  beforeEach(() => ({ dir, cleanup } = tempDir()));
-  afterEach(() => cleanup());
 
   it('lets in a writer that turns up after the batches went long, and still deletes exactly the prunable rows', async () => {
     const rows: Row[] = [];
