@@ -1,25 +1,36 @@
 /**
  * `npm run bench:upload`: what sending a snapshot off the machine costs. Builds a store (`--rows`, default
- * 1,000,000), takes one snapshot (SQLite only), then times, `--runs` times each, alternating:
+ * 1,000,000), takes one snapshot (SQLite only), then runs, `--runs` times each, alternating, every case as a whole
+ * process under `/usr/bin/time -v` (wall time, user+sys CPU, peak RSS):
  *
- * - `cp` of the snapshot's store.db to another folder, against the local target (temp file, fsync, read back and
- *   hash, rename), plain and age-encrypted;
- * - OpenSSH's `sftp` client putting the same file to a loopback sshd, against the SFTP target (ssh2 in JS, write,
- *   read back and hash, rename), plain and encrypted;
- * - the S3 target against the loopback S3 test server (in memory: the cost of the client side), plain and encrypted.
+ * - `cp` of the snapshot's store.db to another folder then `sync` of the copy, against the local target (temp file,
+ *   fsync, read back and hash, rename), plain and age-encrypted;
+ * - OpenSSH's `sftp` client putting the same file to a loopback sshd (`put -f`: fsync), against the SFTP target
+ *   (ssh2 in JS, pipelined writes, fsync, pipelined read back and hash, rename), plain and encrypted;
+ * - `curl --aws-sigv4` PUT of the same file (one request, no checksum) to the loopback S3 test server, against the
+ *   S3 target (multipart, sha256 per part, HEAD check), plain and encrypted. The server is in this process, in
+ *   memory: the figures are the client side's cost.
+ *
+ * `node start (no upload)` is a child that loads everything an upload loads and stops: the fixed cost in every
+ * target figure. `holds.json.gz only` also makes the snapshot's holds (keyed hashes of every id, for erase) and
+ * drops them: every upload does that besides sending the file's bytes.
+ *
+ * Ratios are medians of the ratios paired within a round (each target against the tool run just before it).
  *
  *   npm run bench:upload [-- --rows 1000000 --runs 3]
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { validateConfig } from '../src/config.js';
 import { silentLogger } from '../src/logger.js';
 import { takeSnapshot } from '../src/snapshot/create.js';
 import { targetSchema, type TargetConfig } from '../src/snapshot/targets/config.js';
 import { eraseKey } from '../src/erase-ledger.js';
+import { holdsStream } from '../src/snapshot/targets/holds.js';
 import { uploadSnapshot, withTarget } from '../src/snapshot/targets/replicate.js';
 import { startSshd } from '../test/helpers/sshd.js';
 import { startS3Server } from '../test/helpers/s3-server.js';
@@ -30,16 +41,58 @@ const arg = (name: string, fallback: string) => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1]! : fallback;
 };
-const ROWS = Number(arg('rows', '1000000'));
-const RUNS = Number(arg('runs', '3'));
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const secs = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+/** What one child process uploads: `--child <spec.json>`. */
+interface ChildSpec {
+  snapDir: string;
+  keyHex: string;
+  target: TargetConfig;
+}
+
+async function child(specFile: string, mode: string | undefined): Promise<void> {
+  const spec = JSON.parse(readFileSync(specFile, 'utf8')) as ChildSpec;
+  const tcfg = targetSchema.parse(spec.target);
+  if (mode === '--noop') return; // the process's start alone: node and the modules every upload loads
+  if (mode === '--holds') { // and holds.json.gz, made and dropped: what every upload does besides sending bytes
+    for await (const _ of holdsStream(join(spec.snapDir, 'store.db'), Buffer.from(spec.keyHex, 'hex'))) void _;
+    return;
+  }
+  await withTarget(tcfg, 'agent', (t) => uploadSnapshot(t, tcfg, spec.snapDir, Buffer.from(spec.keyHex, 'hex'), { now: Date.now }));
+}
+
+interface Sample {
+  wallMs: number;
+  cpuS: number;
+  rssMb: number;
+}
+
+/** Run a command under /usr/bin/time -v; its wall time (measured here), user+sys CPU and peak RSS. */
+async function timed(cmd: string, argv: string[]): Promise<Sample> {
+  const start = process.hrtime.bigint();
+  const p = spawn('/usr/bin/time', ['-v', cmd, ...argv], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((r) => p.on('close', r));
+  const wallMs = Number(process.hrtime.bigint() - start) / 1e6;
+  if (code !== 0) throw new Error(`${cmd} ${argv.join(' ')} exited ${code}: ${err.slice(-2000)}`);
+  const num = (label: string) => Number(new RegExp(`${label}: ([\\d.]+)`).exec(err)?.[1] ?? NaN);
+  return { wallMs, cpuS: num('User time \\(seconds\\)') + num('System time \\(seconds\\)'), rssMb: num('Maximum resident set size \\(kbytes\\)') / 1024 };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 async function main(): Promise<void> {
+  const ROWS = Number(arg('rows', '1000000'));
+  const RUNS = Number(arg('runs', '3'));
+  const only = arg('only', ''); // e.g. --only sftp: just the cases whose name contains it
   const dir = mkdtempSync(join(tmpdir(), 'mw-bench-upload-'));
   const sshd = await startSshd();
   const s3 = await startS3Server();
+  const self = fileURLToPath(import.meta.url);
   try {
     const t0 = Date.now();
     const db = join(dir, 'memory.db');
@@ -48,53 +101,101 @@ async function main(): Promise<void> {
     const snap = await takeSnapshot(config, 'agent', { now: () => Date.parse('2026-11-29T02:00:00Z'), log: silentLogger });
     const file = join(snap.dir, 'store.db');
     const bytes = statSync(file).size;
-    console.log(`rows ${ROWS.toLocaleString('en')}, store.db ${(bytes / 1e6).toFixed(1)} MB, built and snapshotted in ${secs(Date.now() - t0)}; node ${process.version}`);
-    const key = eraseKey(config.stateDb);
+    const MB = bytes / 1e6;
+    console.log(`rows ${ROWS.toLocaleString('en')}, store.db ${MB.toFixed(1)} MB, built and snapshotted in ${((Date.now() - t0) / 1000).toFixed(1)} s; node ${process.version}; load average ${load()}`);
+    const keyHex = eraseKey(config.stateDb).toString('hex');
     const recipient = await identityToRecipient(await generateX25519Identity());
-    const batch = join(dir, 'sftp-batch');
     let n = 0;
+    const out = () => join(dir, `out-${n++}`);
 
-    const tools: Record<string, () => void> = {
-      cp: () => {
-        const r = spawnSync('cp', [file, join(dir, `cp-${n++}.db`)]);
-        if (r.status !== 0) throw new Error(`cp: ${r.stderr}`);
-        spawnSync('sync');
-      },
-      sftp: () => {
-        writeFileSync(batch, `put ${file} ${join(sshd.home, `sftp-${n++}.db`)}\n`);
-        const r = spawnSync('sftp', ['-q', '-i', sshd.keyFile, '-P', String(sshd.port), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-b', batch, `${sshd.username}@127.0.0.1`]);
-        if (r.status !== 0) throw new Error(`sftp: ${r.stderr}`);
-      },
-    };
-    const target = (kind: 'local' | 'sftp' | 's3', encrypt: boolean): TargetConfig => {
+    const target = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, path: string): TargetConfig => {
       const enc = encrypt ? { encrypt: { recipients: [recipient] } } : {};
-      if (kind === 'local') return targetSchema.parse({ type: 'local', name: 'disk', path: mkdtempSync(join(dir, 'local-')), ...enc });
-      if (kind === 'sftp') return targetSchema.parse({ type: 'sftp', name: 'box', host: sshd.host, port: sshd.port, username: sshd.username, hostKeySha256: sshd.hostKeySha256, privateKeyFile: sshd.keyFile, path: join(sshd.home, `t-${n++}`), ...enc });
-      return targetSchema.parse({ type: 's3', name: 'bucket', bucket: s3.bucket, endpoint: s3.endpoint, forcePathStyle: true, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, prefix: `b${n++}/`, ...enc });
+      if (kind === 'local') return targetSchema.parse({ type: 'local', name: 'disk', path, ...enc });
+      if (kind === 'sftp') return targetSchema.parse({ type: 'sftp', name: 'box', host: sshd.host, port: sshd.port, username: sshd.username, hostKeySha256: sshd.hostKeySha256, privateKeyFile: sshd.keyFile, path, ...enc });
+      return targetSchema.parse({ type: 's3', name: 'bucket', bucket: s3.bucket, endpoint: s3.endpoint, forcePathStyle: true, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, prefix: `${path}/`, ...enc });
     };
-    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean) => async () => {
-      const tcfg = target(kind, encrypt);
-      await withTarget(tcfg, 'agent', (t) => uploadSnapshot(t, tcfg, snap.dir, key, { now: Date.now }));
-      if (kind === 's3') s3.objects.clear();
+    /** Each case: run it once (timed), then remove what it stored (not timed). */
+    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, mode?: '--noop' | '--holds') => async () => {
+      const where = kind === 'local' ? mkdtempSync(join(dir, 'local-')) : kind === 'sftp' ? join(sshd.home, `t-${n++}`) : `b${n++}`;
+      const spec = join(dir, `spec-${n++}.json`);
+      writeFileSync(spec, JSON.stringify({ snapDir: snap.dir, keyHex, target: target(kind, encrypt, where) } satisfies ChildSpec));
+      try {
+        return await timed(process.execPath, [self, '--child', spec, ...(mode ? [mode] : [])]);
+      } finally {
+        if (kind === 's3') s3.objects.clear();
+        else rmSync(where, { recursive: true, force: true });
+      }
     };
-    const cases: Array<[string, () => unknown]> = [
-      ['cp', tools.cp!], ['local target', upload('local', false)], ['local target, age', upload('local', true)],
-      ['sftp (OpenSSH client)', tools.sftp!], ['sftp target', upload('sftp', false)], ['sftp target, age', upload('sftp', true)],
-      ['s3 target (loopback)', upload('s3', false)], ['s3 target (loopback), age', upload('s3', true)],
-    ];
-    const times = new Map<string, number[]>(cases.map(([name]) => [name, []]));
+    const cp = async () => {
+      const dest = out();
+      try {
+        return await timed('sh', ['-c', 'cp "$1" "$2" && sync "$2"', 'cp', file, dest]);
+      } finally {
+        rmSync(dest, { force: true });
+      }
+    };
+    const sftp = async () => {
+      const dest = join(sshd.home, `sftp-${n++}.db`);
+      const batch = join(dir, 'sftp-batch');
+      writeFileSync(batch, `put -f ${file} ${dest}\n`); // -f: fsync, as the target asks the server to
+      try {
+        return await timed('sftp', ['-q', '-i', sshd.keyFile, '-P', String(sshd.port), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-b', batch, `${sshd.username}@127.0.0.1`]);
+      } finally {
+        rmSync(dest, { force: true });
+      }
+    };
+    const curl = async () => {
+      const key = `curl-${n++}/store.db`;
+      try {
+        return await timed('curl', ['-sS', '-f', '-o', '/dev/null', '--aws-sigv4', 'aws:amz:us-east-1:s3', '--user', `${s3.accessKeyId}:${s3.secretAccessKey}`,
+          '-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', '-T', file, `${s3.endpoint}/${s3.bucket}/${key}`]);
+      } finally {
+        s3.objects.clear();
+      }
+    };
+    // [name, run, baseline it is paired with]
+    const cases: Array<[string, () => Promise<Sample>, string?]> = [
+      ['node start (no upload)', upload('local', false, '--noop')], ['holds.json.gz only', upload('local', false, '--holds')], ['cp + sync', cp], ['local target', upload('local', false), 'cp + sync'], ['local target, age', upload('local', true), 'cp + sync'],
+      ['sftp (OpenSSH client)', sftp], ['sftp target', upload('sftp', false), 'sftp (OpenSSH client)'], ['sftp target, age', upload('sftp', true), 'sftp (OpenSSH client)'],
+      ['curl PUT (loopback S3)', curl], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
+    ].filter(([name, , base]) => !only || (name as string).includes(only) || (base as string | undefined)?.includes(only)) as never;
+    const samples = new Map<string, Sample[]>(cases.map(([name]) => [name, []]));
+    const loads: string[] = [];
     for (let run = 0; run < RUNS; run++) {
       for (const [name, f] of cases) {
-        const start = process.hrtime.bigint();
-        await f();
-        times.get(name)!.push(Number(process.hrtime.bigint() - start) / 1e6);
+        const x = await f();
+        samples.get(name)!.push(x);
+        console.log(`  ${name}: ${(x.wallMs / 1000).toFixed(2)} s, CPU ${x.cpuS.toFixed(2)} s, peak RSS ${x.rssMb.toFixed(0)} MB`);
       }
+      loads.push(load());
+      console.log(`round ${run + 1}/${RUNS} done, load average ${loads.at(-1)}`);
     }
-    for (const [name, ts] of times) console.log(`${name.padEnd(28)} median ${secs(median(ts))} (runs ${ts.map((t) => (t / 1000).toFixed(2)).join(' / ')}), ${(bytes / 1e6 / (median(ts) / 1000)).toFixed(0)} MB/s`);
-    const m = (name: string) => median(times.get(name)!);
-    console.log(`ratio local target / cp: ${(m('local target') / m('cp')).toFixed(2)}x; encrypted / plain: ${(m('local target, age') / m('local target')).toFixed(2)}x`);
-    console.log(`ratio sftp target / sftp: ${(m('sftp target') / m('sftp (OpenSSH client)')).toFixed(2)}x; encrypted / plain: ${(m('sftp target, age') / m('sftp target')).toFixed(2)}x`);
-    console.log(`ratio s3 encrypted / plain: ${(m('s3 target (loopback), age') / m('s3 target (loopback)')).toFixed(2)}x`);
+    const pad = 24;
+    console.log(`\n${'case'.padEnd(pad)} ${'wall (median, runs)'.padEnd(30)} ${'MB/s'.padStart(5)} ${'CPU s'.padStart(6)} ${'peak RSS'.padStart(9)}  paired ratio (wall, CPU)`);
+    for (const [name, , base] of cases) {
+      const s = samples.get(name)!;
+      const wall = median(s.map((x) => x.wallMs));
+      const runs = s.map((x) => (x.wallMs / 1000).toFixed(2)).join(' / ');
+      let ratio = '';
+      if (base && samples.has(base)) {
+        const b = samples.get(base)!;
+        const rw = median(s.map((x, i) => x.wallMs / b[i]!.wallMs));
+        const rc = median(s.map((x, i) => x.cpuS / b[i]!.cpuS));
+        ratio = `${rw.toFixed(2)}x, ${rc.toFixed(2)}x vs ${base}`;
+      }
+      console.log(`${name.padEnd(pad)} ${`${(wall / 1000).toFixed(2)} s (${runs})`.padEnd(30)} ${(MB / (wall / 1000)).toFixed(0).padStart(5)} ${median(s.map((x) => x.cpuS)).toFixed(2).padStart(6)} ${`${median(s.map((x) => x.rssMb)).toFixed(0)} MB`.padStart(9)}  ${ratio}`);
+    }
+    const enc = (plain: string, age: string) => {
+      if (!samples.has(plain) || !samples.has(age)) return;
+      const p = samples.get(plain)!;
+      const a = samples.get(age)!;
+      console.log(`encryption, ${plain}: wall ${median(a.map((x, i) => x.wallMs / p[i]!.wallMs)).toFixed(2)}x, CPU ${median(a.map((x, i) => x.cpuS / p[i]!.cpuS)).toFixed(2)}x (paired medians)`);
+    };
+    console.log('');
+    enc('local target', 'local target, age');
+    enc('sftp target', 'sftp target, age');
+    enc('s3 target', 's3 target, age');
+    console.log(`load average after each round: ${loads.join('; ')}`);
   } finally {
     await s3.stop();
     await sshd.stop();
@@ -102,4 +203,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (args[0] === '--child') await child(args[1]!, args[2]);
+else await main();

@@ -31,8 +31,9 @@ export const configSchema = z.strictObject({
     .strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
-      batchSize: z.number().int().positive().default(10000),
-      batchMs: z.number().positive().default(40),
+      batchSize: z.number().int().positive().default(100000),
+      batchMs: z.number().positive().default(30),
+      quietBatchMs: z.number().positive().default(1000),
       pauseMs: z.number().nonnegative().default(30),
       windowEndsOnCommit: z.boolean().default(true),
     })

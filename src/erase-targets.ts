@@ -3,10 +3,10 @@ import type { Logger } from './logger.js';
 import { coerceError } from './errors.js';
 import { expandHome } from './config.js';
 import { eraseKey } from './erase-ledger.js';
-import { HOLDS_KEY, decodeHolds, idMac, userMac } from './snapshot/targets/holds.js';
+import { HOLDS_KEY, holdsContain, idMac, userMac } from './snapshot/targets/holds.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
 import { keyId, targetsFor, withTarget } from './snapshot/targets/replicate.js';
-import { readAll, readRemoteManifest } from './snapshot/targets/remote-manifest.js';
+import { readRemoteManifest } from './snapshot/targets/remote-manifest.js';
 
 /**
  * Erase's reach into snapshot targets: the remote snapshots holding an erased memory or user, found through each
@@ -73,12 +73,9 @@ async function holdsMatch(t: Parameters<Parameters<typeof withTarget>[2]>[0], na
     return `unreadable manifest: ${(err as Error).message}`;
   }
   if (m.remote.holds.keyId !== kid) return `its holds were made with another erase key (${m.remote.holds.keyId})`;
-  let holds;
   try {
-    holds = decodeHolds(await readAll(await t.get(name, HOLDS_KEY)), `${t.name}:${name}`);
+    return (await holdsContain(await t.get(name, HOLDS_KEY), { ids, user }, `${t.name}:${name}`)) ? 'holds' : null;
   } catch (err) {
     return `unreadable ${HOLDS_KEY}: ${(err as Error).message}`;
   }
-  if ((user !== undefined && holds.users.includes(user)) || holds.ids.some((h) => ids.has(h))) return 'holds';
-  return null;
 }

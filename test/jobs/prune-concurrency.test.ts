@@ -64,6 +64,35 @@ describe('prune beside a writing agent', () => {
     expect(d.prepare(`SELECT count(*) AS n FROM memory WHERE id LIKE 'agent_%'`).get()).toEqual({ n: summary.writes });
     d.close();
   });
+
+  it('lets in a writer that turns up after the batches went long, and still deletes exactly the prunable rows', async () => {
+    const rows: Row[] = [];
+    for (let i = 0; i < 80_000; i++) rows.push({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' });
+    const db = makeStore(join(dir, 'm.db'), rows);
+    // Capped at 50 rows a batch, the prune lasts 1,200 batches and their windows of at least 30 ms: the agent
+    // arrives long after half a second without any other commit has turned the long (quiet) batches on.
+    const config = loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: { batchSize: 50, batchMs: 5, quietBatchMs: 400 } } });
+    const running = prune({ store: 't', dryRun: false }, { config, log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal });
+    let done = false;
+    void running.finally(() => (done = true));
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(done).toBe(false);
+    const agent = await startAgent(db);
+    await new Promise((r) => setTimeout(r, 300));
+    const during = new Database(db, { readonly: true });
+    const written = during.prepare(`SELECT count(*) FROM memory WHERE id LIKE 'agent_%'`).pluck().get() as number;
+    during.close();
+    expect(done).toBe(false);
+    const result = await running;
+    const summary = await agent.stop();
+    expect(written).toBeGreaterThan(0); // it got in while the prune ran
+    expect(result.deleted).toBe(60_000);
+    expect(summary.errors).toBe(0);
+    const d = new Database(db, { readonly: true });
+    expect(d.prepare(`SELECT count(*) FROM memory WHERE id LIKE 'agent_%'`).pluck().get()).toBe(summary.writes);
+    expect(d.prepare(`SELECT count(*) FROM memory WHERE id LIKE 'r%'`).pluck().get()).toBe(20_000);
+    d.close();
+  }, 60_000);
 });
 
 describe('the window between batches', () => {
@@ -86,9 +115,9 @@ describe('the window between batches', () => {
     const db = makeStore(join(dir, 'm.db'), expiring(2_000));
     const agent = await startAgent(db);
 
-    // 15 batches with a minute's pause after each: only a window that closes early lets this finish in the
-    // test's time.
-    const result = await prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, pauseMs: 60_000 }));
+    // 15 batches (batchMs long enough for each to take its 100 rows) with a minute's pause after each: only a
+    // window that closes early lets this finish in the test's time.
+    const result = await prune({ store: 't', dryRun: false }, ctxFor(db, { batchSize: 100, batchMs: 1000, pauseMs: 60_000 }));
 
     const summary = await agent.stop();
     expect(result.batches).toBe(15);

@@ -71,8 +71,8 @@ export interface DeleteOptions {
   pause?: () => Promise<boolean>;
   maxAttempts?: number;
   /**
-   * Delete the roots in chunks of `chunk` inside the transaction, and stop taking chunks once `ms` have been
-   * spent: the write lock is then held for about that long however fast or slow the rows go. Roots left over
+   * Delete the roots in chunks of `chunk` inside the transaction, and take no chunk that would end past `ms` if it
+   * took as long as the last one: the write lock is then held for about that long however fast or slow the rows go. Roots left over
    * are the caller's to pass again (with a vector store their vectors are already gone; the rows follow with
    * that next call, as they would after a crash).
    */
@@ -169,14 +169,17 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         else {
           const { ms, chunk } = opts.budget;
           consumed = 0;
+          let took = 0;
           do {
             const at = performance.now();
             remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, consumed + chunk))) });
+            took = performance.now() - at;
             // A cascade is quadratic in its depth: one chunk that alone outlasts the budget met chains deep enough
             // (hundreds of versions) to be deleted from the oldest up from the next call on.
-            if (!deepSearch && performance.now() - at > Math.max(ms, SLOW_CHUNK_MS)) deepLately.set(db, DEEP_CALLS);
+            if (!deepSearch && took > Math.max(ms, SLOW_CHUNK_MS)) deepLately.set(db, DEEP_CALLS);
             consumed = Math.min(roots.length, consumed + chunk);
-          } while (consumed < roots.length && performance.now() - started < ms);
+            // No chunk starts that would end past the budget if it took as long as the last one.
+          } while (consumed < roots.length && performance.now() - started + took <= ms);
         }
         const deleted = rows === 0 ? [] : (captured.all({ ...params, rows }) as DeletedRow[]);
         const rowids = rows === -1 ? deleted.map((r) => r.rowid) : (capturedRowids.all() as number[]);

@@ -16,6 +16,16 @@ const ID_CAP = 1000;
 const CHUNK_MS = 3;
 /** Every this many batches the prune lets the checkpoint catch up, so that the WAL starts again from the top. */
 const WAL_BATCHES = 4;
+/** No other connection has committed for this long: nobody is writing, and batches may last `quietBatchMs`. */
+const QUIET_AFTER_MS = 500;
+
+/**
+ * The longest a writer that has been waiting `waitedMs` can sleep before its next try. SQLite's busy handler
+ * retries 1, 3, 8, 18, 33, 53, 78, 103, 128, 178, 228 ms after the first try, then every 100 ms.
+ */
+function retryGapMs(waitedMs: number): number {
+  return waitedMs <= 128 ? 25 : waitedMs <= 228 ? 50 : 100;
+}
 
 /** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
 export interface Candidates {
@@ -94,7 +104,11 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
  * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
  * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
  * inside it. The window closes as soon as another connection has committed (the writer that was waiting got in),
- * so a busy agent costs the prune only the time until its next retry. Several writers fare better with windows
+ * so a busy agent costs the prune only the time until its next retry. batchMs (30) is sized to that retry: a
+ * writer that tried as the batch began retries 33 ms later, and finds the lock free. Nobody can see a writer
+ * that waits (between its tries it holds no lock), only its commits (PRAGMA data_version); when none came for
+ * QUIET_AFTER_MS, batches last quietBatchMs, and each window lasts until any writer that began waiting during the
+ * batch has tried again (retryGapMs). Several writers fare better with windows
  * that always last `pauseMs` (`prune.windowEndsOnCommit: false`): one whose retries have backed off to 50 or
  * 100 ms sleeps rarely hits a window that the first commit ended.
  *
@@ -117,15 +131,30 @@ async function deleteInBatches(
     let chunk = 50;
     let overhead = 0; // lock time beyond the deletes (collecting what went, the commit), smoothed
     let windows = 0;
+    // Nobody else has committed for QUIET_AFTER_MS: batches go on for quietBatchMs instead of batchMs, and the window
+    // after each lasts until any writer that began waiting during it has tried again once (retryGapMs). A writer
+    // that turns up then waits for one such batch; its commit ends quiet mode at once.
+    const quietMs = opts.pauseMs > 0 ? Math.max(opts.batchMs, opts.quietBatchMs) : opts.batchMs;
+    const version = store.db.prepare('PRAGMA data_version').pluck();
+    let lastVersion = version.get() as number;
+    let lastCommit = performance.now(); // unknown before the prune: as if someone had just written
+    let windowMs = opts.pauseMs;
+    const quiet = () => performance.now() - lastCommit > QUIET_AFTER_MS;
     // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
     const letWritersIn = async (): Promise<boolean> => {
       const window = performance.now();
-      const version = dataVersion(store.db);
+      const before = version.get() as number;
+      if (before !== lastVersion) lastCommit = performance.now(); // only another connection's commit changes it
       checkpointer?.request();
       if (++windows % WAL_BATCHES === 0) await checkpointer?.idle();
       // The window closes early once another connection has committed: the writer that was waiting got in.
-      const open = () => !opts.windowEndsOnCommit || dataVersion(store.db) === version;
-      while (performance.now() - window < opts.pauseMs && open() && !ctx.signal.aborted) {
+      const open = () => {
+        lastVersion = version.get() as number;
+        if (lastVersion === before) return true;
+        lastCommit = performance.now();
+        return !opts.windowEndsOnCommit;
+      };
+      while (performance.now() - window < windowMs && open() && !ctx.signal.aborted) {
         await new Promise((r) => setTimeout(r, 1));
       }
       return !ctx.signal.aborted;
@@ -137,8 +166,9 @@ async function deleteInBatches(
         return;
       }
       const roots = Array.from(candidates.rowids.subarray(i, i + offer));
-      // The last chunk starts inside the budget and ends after it: on average half a chunk over.
-      const budget = { ms: Math.max(1, opts.batchMs - overhead - CHUNK_MS / 2), chunk };
+      const calm = quiet();
+      const batchMs = calm ? quietMs : opts.batchMs;
+      const budget = { ms: Math.max(1, batchMs - overhead), chunk };
       const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
       const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn });
       i += outcome.consumed;
@@ -149,7 +179,8 @@ async function deleteInBatches(
       overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
       const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
       chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
-      offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * opts.batchMs) / msPerRoot)));
+      offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * batchMs) / msPerRoot)));
+      windowMs = calm && quietMs > opts.batchMs ? Math.max(opts.pauseMs, retryGapMs(outcome.lockMs) + 5) : opts.pauseMs;
       if (i >= candidates.rowids.length) break;
       await letWritersIn();
     }
@@ -178,7 +209,3 @@ function tuneForPrune(db: Db): () => void {
   };
 }
 
-/** Changes when another connection commits (PRAGMA data_version), whichever process it is in. */
-function dataVersion(db: Db): number {
-  return db.pragma('data_version', { simple: true }) as number;
-}

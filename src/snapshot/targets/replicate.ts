@@ -12,7 +12,7 @@ import { readJournal } from '../journal.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
 import { digestOf, hashing } from './digest.js';
-import { HOLDS_KEY, encodeHolds, holdsOf } from './holds.js';
+import { HOLDS_KEY, holdsStream } from './holds.js';
 import { openTarget } from './registry.js';
 import { readRemoteManifest, type RemoteManifest, type RemoteObject, type RemoteRecord } from './remote-manifest.js';
 import { MANIFEST_KEY, type SnapshotTarget } from './types.js';
@@ -87,8 +87,7 @@ export async function uploadSnapshot(target: SnapshotTarget, tcfg: TargetConfig,
       if (sent.sha256 !== want.sha256 || sent.bytes !== want.bytes) throw storeError(`${dir}: ${rel} no longer matches its manifest (sha256 ${sent.sha256}); not uploaded`);
       objects[rel] = { key: objectKey, ...stored, ...(recipients ? { encrypted: { recipients: [...recipients] } } : {}) };
     }
-    const holds = encodeHolds(holdsOf(join(dir, manifest.sqlite.file), key));
-    const holdsStored = await target.put(name, HOLDS_KEY, (async function* () { yield holds; })(), opts.signal);
+    const holdsStored = await target.put(name, HOLDS_KEY, holdsStream(join(dir, manifest.sqlite.file), key), opts.signal);
     const remote: RemoteRecord = {
       format: 'memory-warden-remote/1', target: tcfg.name, uploadedAt: new Date(opts.now()).toISOString(), objects,
       holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key) },

@@ -1,17 +1,19 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { statSync, readFileSync } from 'node:fs';
-import { Readable } from 'node:stream';
+import type { SFTPWrapper } from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { configError, storeError, transientError, WardenError } from '../../../errors.js';
 import { digestOf, hashing } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
 import type { SftpTargetConfig } from './schema.js';
 
 const TMP = '.tmp-';
 
 /**
- * A folder on an SSH host. Each file is written as `.tmp-<random>-<name>`, read back and hashed, then renamed into
- * place (posix-rename: atomic, replaces). SFTP has no checksum of its own, so the read-back is the check.
+ * A folder on an SSH host. Each file is written as `.tmp-<random>-<name>` (several writes in flight), fsynced where
+ * the server has OpenSSH's fsync extension, read back and hashed (several reads in flight), then renamed into place
+ * (posix-rename: atomic, replaces). SFTP has no checksum of its own, so the read-back is the check.
  */
 export class SftpTarget implements SnapshotTarget {
   readonly type = 'sftp';
@@ -19,7 +21,8 @@ export class SftpTarget implements SnapshotTarget {
   readonly where: string;
   private readonly root: string;
 
-  constructor(config: SftpTargetConfig, store: string, private readonly sftp: SftpClient) {
+  /** `raw`: the session under `sftp`, for the pipelined reads and writes of pipelined.ts. */
+  constructor(config: SftpTargetConfig, store: string, private readonly sftp: SftpClient, private readonly raw: SFTPWrapper) {
     this.name = config.name;
     this.root = `${config.path.replace(/\/+$/, '')}/${store}`;
     this.where = `sftp://${config.username}@${config.host}:${config.port}${this.root.startsWith('/') ? '' : '/~/'}${this.root}`;
@@ -34,9 +37,17 @@ export class SftpTarget implements SnapshotTarget {
       await this.sftp.mkdir(dir, true);
       try {
         const h = hashing(body);
-        await this.sftp.put(Readable.from(h.stream), tmp, { writeStreamOptions: { mode: 0o600, flags: 'w' } });
+        const out = await openRemote(this.raw, tmp, 'wx');
+        try {
+          await writeAll(this.raw, out, h.stream);
+          await fsyncRemote(this.raw, out);
+        } catch (err) {
+          await closeRemote(this.raw, out).catch(() => undefined);
+          throw err;
+        }
+        await closeRemote(this.raw, out);
         const sent = h.digest();
-        const stored = await digestOf(readFully(this.sftp.createReadStream(tmp)));
+        const stored = await digestOf(readRemote(this.raw, tmp));
         if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
           throw transientError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) sent`);
         }
@@ -65,7 +76,7 @@ export class SftpTarget implements SnapshotTarget {
     await this.op('download', path, async () => {
       if (!(await this.sftp.exists(path))) throw storeError(`target ${this.name}: ${path} does not exist`);
     });
-    return readFully(this.sftp.createReadStream(path));
+    return readRemote(this.raw, path);
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -132,18 +143,13 @@ export class SftpTarget implements SnapshotTarget {
   }
 }
 
-/**
- * A remote file's bytes, then its handle closed before the generator ends: a read stream still closing when the
- * connection ends would emit an error nobody listens to (and take the process down).
- */
-async function* readFully(stream: NodeJS.ReadableStream & { destroy(): void; once(e: 'close', f: () => void): void }): AsyncIterable<Uint8Array> {
-  const closed = new Promise<void>((resolve) => stream.once('close', resolve));
-  stream.on('error', () => undefined); // iteration below still sees it
+/** A remote file's bytes (reads pipelined), its handle closed before the generator ends, whatever happens. */
+async function* readRemote(raw: SFTPWrapper, path: string): AsyncIterable<Buffer> {
+  const handle = await openRemote(raw, path, 'r');
   try {
-    for await (const chunk of stream) yield chunk as Uint8Array;
+    yield* readAll(raw, handle);
   } finally {
-    stream.destroy();
-    await Promise.race([closed, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await closeRemote(raw, handle).catch(() => undefined);
   }
 }
 
@@ -170,8 +176,9 @@ export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, 
   // Our own no-op listeners: the library's defaults print to stdout on every close.
   const quiet = () => undefined;
   const sftp = new SftpClient(`memory-warden:${config.name}`, { end: quiet, close: quiet, error: quiet } as never);
+  let raw: SFTPWrapper;
   try {
-    await sftp.connect({
+    raw = await sftp.connect({
       host: config.host,
       port: config.port,
       username: config.username,
@@ -190,5 +197,5 @@ export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, 
     }
     throw transientError(`target ${config.name}: connect to ${config.host}:${config.port}: ${(err as Error).message}`, err);
   }
-  return new SftpTarget(config, store, sftp);
+  return new SftpTarget(config, store, sftp, raw);
 };

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { decodeHolds, holdsContain, holdsStream, idMac, userMac } from '../../../src/snapshot/targets/holds.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const key = randomBytes(32);
+const sorted = (xs: Iterable<string>) => [...new Set(xs)].sort();
+
+async function holdsOf(file: string): Promise<{ json: string; gz: Buffer }> {
+  const chunks: Buffer[] = [];
+  for await (const c of holdsStream(file, key)) chunks.push(c);
+  const gz = Buffer.concat(chunks);
+  return { gz, json: gunzipSync(gz).toString('utf8') };
+}
+
+describe('holds.json.gz', () => {
+  it('a warden store: every id and subject, hashed, deduplicated and sorted, across many batches', async () => {
+    const file = join(dir, 'warden.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE memory (id TEXT PRIMARY KEY, subject TEXT, fact TEXT)`);
+    const ins = db.prepare(`INSERT INTO memory VALUES (?, ?, 'x')`);
+    db.transaction(() => {
+      for (let i = 0; i < 10_000; i++) ins.run(`m${i}`, i % 7 === 0 ? null : `user${i % 13}`);
+    })();
+    db.close();
+    const before = statSync(file).mtimeMs;
+    const { json, gz } = await holdsOf(file);
+    const ids = sorted(Array.from({ length: 10_000 }, (_, i) => idMac(key, `m${i}`)));
+    const users = sorted(Array.from({ length: 13 }, (_, u) => userMac(key, `user${u}`)));
+    expect(json).toBe(JSON.stringify({ ids, users }));
+    expect(decodeHolds(gz, 'holds')).toEqual({ ids, users });
+    expect(statSync(file).mtimeMs).toBe(before); // read-only
+  });
+
+  it('a mem0 store: memory ids and history ids together, user_id, users of message scopes; no nulls', async () => {
+    const file = join(dir, 'mem0.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE memory (id TEXT, user_id TEXT);
+      CREATE TABLE history (memory_id TEXT);
+      CREATE TABLE messages (session_scope TEXT);
+      INSERT INTO memory VALUES ('a', 'ada'), ('b', NULL), (7, 'bob');
+      INSERT INTO history VALUES ('a'), ('gone'), ('gone'), (NULL);
+      INSERT INTO messages VALUES ('user_id=cy&agent_id=x'), ('agent_id=y'), (NULL), ('user_id=ada')`);
+    db.close();
+    const { json } = await holdsOf(file);
+    expect(json).toBe(JSON.stringify({
+      ids: sorted(['a', 'b', '7', 'gone'].map((v) => idMac(key, v))),
+      users: sorted(['ada', 'bob', 'cy'].map((v) => userMac(key, v))),
+    }));
+  });
+
+  it('an empty store holds nothing; a reader that stops early leaves no handle on the file', async () => {
+    const file = join(dir, 'empty.db');
+    new Database(file).exec(`CREATE TABLE other (x)`).close();
+    expect((await holdsOf(file)).json).toBe('{"ids":[],"users":[]}');
+    const big = join(dir, 'early.db');
+    const db = new Database(big);
+    db.exec(`CREATE TABLE memory (id TEXT, subject TEXT)`);
+    const ins = db.prepare(`INSERT INTO memory VALUES (?, 'u')`);
+    db.transaction(() => { for (let i = 0; i < 200_000; i++) ins.run(`m${i}`); })();
+    db.close();
+    const open = () => readdirSync('/proc/self/fd').filter((fd) => { try { return readlinkSync(`/proc/self/fd/${fd}`) === big; } catch { return false; } }).length;
+    const it = holdsStream(big, key)[Symbol.asyncIterator]();
+    await it.next();
+    expect(open()).toBe(1);
+    await it.return!();
+    expect(open()).toBe(0);
+  });
+});
+
+describe('holdsContain: erase asks a holds file, streamed, whether it names an erased id or user', () => {
+  /** The bytes in pieces of `size`, as a target's download hands them over. */
+  async function* pieces(b: Buffer, size: number): AsyncIterable<Uint8Array> {
+    for (let i = 0; i < b.length; i += size) yield b.subarray(i, i + size);
+  }
+  const ids = Array.from({ length: 3_000 }, (_, i) => idMac(key, `m${i}`)).sort();
+  const users = ['ana', 'bo', 'cy'].map((u) => userMac(key, u)).sort();
+  const gz = gzipSync(JSON.stringify({ ids, users }));
+
+  it('finds an id or user wherever it falls, whatever the pieces; the other list does not count', async () => {
+    for (const size of [5, 17, 18, 19, 4096, gz.length]) {
+      const ask = (want: { ids: ReadonlySet<string>; user?: string }) => holdsContain(pieces(gz, size), want, 'holds');
+      for (const i of [0, 1, 1_499, ids.length - 1]) expect(await ask({ ids: new Set([idMac(key, 'nobody'), ids[i]!]) })).toBe(true);
+      for (const u of users) expect(await ask({ ids: new Set(), user: u })).toBe(true);
+      expect(await ask({ ids: new Set([idMac(key, 'nobody')]), user: userMac(key, 'dee') })).toBe(false);
+      // A user's hash among the ids (or an id's among the users) is not a match: each list is asked its own question.
+      expect(await ask({ ids: new Set(users), user: ids[5] })).toBe(false);
+    }
+  });
+
+  it('an empty holds file answers no; a truncated, foreign or corrupt one is an error naming it', async () => {
+    expect(await holdsContain(pieces(gzipSync('{"ids":[],"users":[]}'), 3), { ids: new Set(ids) }, 'empty')).toBe(false);
+    const json = JSON.stringify({ ids, users });
+    const bad: [string, Buffer][] = [
+      ['truncated', gzipSync(json.slice(0, json.length - 40))],
+      ['cut inside the ids', gzipSync(json.slice(0, 5_000))],
+      ['foreign', gzipSync('{"users":[],"ids":[]}')],
+      ['not gzip', Buffer.from(json)],
+      ['nothing', Buffer.alloc(0)],
+      ['gzip cut short', gz.subarray(0, gz.length - 10)],
+    ];
+    for (const [name, b] of bad) {
+      await expect(holdsContain(pieces(b, 100), { ids: new Set([idMac(key, 'nobody')]) }, `t:${name}`), name).rejects.toThrow(new RegExp(`t:${name}: unreadable holds.json.gz`));
+    }
+  });
+});
