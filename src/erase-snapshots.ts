@@ -1,12 +1,11 @@
 import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { qdrantStoreFor } from './vectors/qdrant/index.js';
 import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
-import { snapshotCollections } from './snapshot/create.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
-import { removeStaleStaging } from './snapshot/resume.js';
+import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
 
 export interface SnapshotCopies {
@@ -26,14 +25,15 @@ export async function snapshotCopies(
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
   const root = storeSnapshotDir(config, storeName);
-  if (opts.locked) {
-    const stale = removeStaleStaging(storeConfig.db);
+  // The restore and snapshot code loads (with its encryption) only when there is something of theirs to handle.
+  if (opts.locked && restoreLeftoversMayExist(storeConfig.db)) {
+    const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
   const found = await snapshotsContaining(root, texts, subject);
   const deleted: string[] = [];
   const q = qdrantStoreFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
+  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
   if (!opts.remove || found.length === 0) return { found, deleted };
@@ -51,6 +51,16 @@ export async function snapshotCopies(
     lock.release();
   }
   return { found, deleted };
+}
+
+/** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */
+function restoreLeftoversMayExist(dbPath: string): boolean {
+  const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
+  try {
+    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(`.${basename(dbPath)}.`) || n.startsWith(journalTmp));
+  } catch {
+    return false;
+  }
 }
 
 /**
