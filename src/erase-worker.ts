@@ -71,8 +71,8 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
   } catch {
     return { quickCheck: async () => null, checkpoint: () => {}, idle: async () => {}, compact: async () => null, close: async () => {} };
   }
-  // Kept alive only while a call is pending: an idle worker never keeps the process from exiting.
-  worker.unref();
+  // Referenced throughout (the caller closes it in a finally): the main thread awaits its answers, and an
+  // unreferenced worker let the process exit, silently and with status 0, while an answer or the exit was awaited.
   let next = 0;
   let dead = false;
   const pending = new Map<number, (r: Reply | null) => void>();
@@ -84,7 +84,6 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
   worker.on('message', (r: Reply) => {
     pending.get(r.id)?.(r);
     pending.delete(r.id);
-    if (pending.size === 0) worker.unref();
   });
   worker.on('error', fail);
   worker.on('exit', fail);
@@ -93,7 +92,6 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
     const id = next++;
     return new Promise((resolve) => {
       pending.set(id, resolve);
-      worker.ref();
       worker.postMessage({ id, op });
     });
   };
@@ -120,7 +118,6 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
     async close() {
       if (dead) return;
       const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-      worker.ref();
       worker.postMessage({ id: -1, op: 'close' });
       await exited;
     },
