@@ -73,8 +73,6 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
  * pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
-  const search = searchFor(texts, subject);
-  if (!search) return [];
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -87,6 +85,9 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
+      // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
+      const search = searchFor(texts, subject);
+      if (!search) return [];
       if (await fileContains(file, search)) {
         out.push(dir);
         break;
@@ -102,12 +103,21 @@ export async function fileHolds(file: string, texts: string[], subject?: string)
   return search !== null && fileContains(file, search);
 }
 
+/** The search for these texts, made once per list of texts and subject: 10,000 texts take a while to index. */
+const searches = new WeakMap<readonly string[], Map<string | undefined, Search | null>>();
+
 /** One pass over a file finds every text (src/needles.ts); null when there is nothing to look for. */
-function searchFor(texts: string[], subject?: string) {
+function searchFor(texts: string[], subject?: string): Search | null {
+  const known = searches.get(texts)?.get(subject);
+  if (known !== undefined) return known;
   const needles = needleBytes(texts);
   const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return null;
-  return { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
+  const search = needles.length === 0 && folded.length === 0 ? null
+    : { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
+  const bySubject = searches.get(texts) ?? new Map<string | undefined, Search | null>();
+  bySubject.set(subject, search);
+  searches.set(texts, bySubject);
+  return search;
 }
 
 function needleBytes(texts: string[]): Buffer[] {

@@ -160,13 +160,22 @@ async function eraseStoreAndRecords(
     else assertIntact(store.db, store.path);
     state.pragma('secure_delete = ON');
     let statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
-    // Each delete's commit leaves its checkpoint to the worker: this connection's own (auto)checkpoints would copy
-    // pages into the file that the VACUUM rewrites right after. Not syncing each commit is safe here: nothing is
-    // reported erased before the checkpoint(TRUNCATE) at the end has synced the WAL and the file.
+    // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
+    // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
+    // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
+    // as prune does, so that the agent's own commits do not stop to run it. Not syncing each commit is safe: nothing
+    // is reported erased before that last checkpoint has synced the WAL and the file.
     store.db.pragma('secure_delete = ON');
     store.db.pragma('wal_autocheckpoint = 0');
     store.db.pragma('synchronous = NORMAL');
-    const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit: () => worker.checkpoint() });
+    const dataVersion = () => store.db.pragma('data_version', { simple: true });
+    const alone = dataVersion();
+    let shared = false;
+    const afterCommit = () => {
+      shared ||= dataVersion() !== alone;
+      if (shared) worker.checkpoint();
+    };
+    const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
     statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, false));
