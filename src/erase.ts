@@ -5,7 +5,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
-import { assertIntact, assertIntactLines } from './store/sqlite.js';
+import { assertIntact, assertIntactLines, journalMode } from './store/sqlite.js';
 import { startStoreWorker, type StoreWorker } from './erase-worker.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { QdrantStore } from './vectors/qdrant/index.js';
@@ -164,10 +164,13 @@ async function eraseStoreAndRecords(
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
     // as prune does, so that the agent's own commits do not stop to run it. Not syncing each commit is safe: nothing
-    // is reported erased before that last checkpoint has synced the WAL and the file.
+    // is reported erased before that last checkpoint has synced the WAL and the file. (A store in rollback-journal
+    // mode, mem0's SDK files, keeps its settings: there NORMAL could cost the file, not only the last commits.)
     store.db.pragma('secure_delete = ON');
-    store.db.pragma('wal_autocheckpoint = 0');
-    store.db.pragma('synchronous = NORMAL');
+    if (journalMode(store.db) === 'wal') {
+      store.db.pragma('wal_autocheckpoint = 0');
+      store.db.pragma('synchronous = NORMAL');
+    }
     const dataVersion = () => store.db.pragma('data_version', { simple: true });
     const alone = dataVersion();
     let shared = false;
