@@ -52,10 +52,8 @@ export interface Compacted {
 export interface StoreWorker {
   /** quick_check(5)'s lines ("ok" alone when intact); null: the thread could not run it. */
   quickCheck(): Promise<string[] | null>;
-  /** A PASSIVE checkpoint, queued behind whatever runs; its outcome is not waited for (see idle). */
+  /** A PASSIVE checkpoint, queued behind whatever runs (the worker takes its calls in order); not waited for. */
   checkpoint(): void;
-  /** Resolves when every queued call has finished. */
-  idle(): Promise<void>;
   /** VACUUM, then wal_checkpoint(TRUNCATE); null: the thread could not (the caller does it on its connection). */
   compact(): Promise<Compacted | null>;
   close(): Promise<void>;
@@ -69,7 +67,7 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     worker = new Worker(WORKER, { eval: true, workerData: { path, driver, busyMs } });
   } catch {
-    return { quickCheck: async () => null, checkpoint: () => {}, idle: async () => {}, compact: async () => null, close: async () => {} };
+    return { quickCheck: async () => null, checkpoint: () => {}, compact: async () => null, close: async () => {} };
   }
   // Referenced throughout (the caller closes it in a finally): the main thread awaits its answers, and an
   // unreferenced worker let the process exit, silently and with status 0, while an answer or the exit was awaited.
@@ -95,24 +93,16 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
       worker.postMessage({ id, op });
     });
   };
-  let last: Promise<unknown> = Promise.resolve();
-  const queued = <T>(p: Promise<T>): Promise<T> => {
-    last = p;
-    return p;
-  };
   return {
     async quickCheck() {
-      const r = await queued(call('quick_check'));
+      const r = await call('quick_check');
       return r && Array.isArray(r.result) ? (r.result as string[]) : null;
     },
     checkpoint() {
-      void queued(call('checkpoint'));
-    },
-    async idle() {
-      await last;
+      void call('checkpoint');
     },
     async compact() {
-      const r = await queued(call('compact'));
+      const r = await call('compact');
       return r && r.result && typeof r.result === 'object' ? (r.result as Compacted) : null;
     },
     async close() {
