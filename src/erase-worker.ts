@@ -22,6 +22,9 @@ try {
   db = new (require(workerData.driver))(workerData.path, { fileMustExist: true });
   db.pragma('busy_timeout = ' + workerData.busyMs);
   db.pragma('wal_autocheckpoint = 0');
+  // SQLite's default page cache (2 MB) instead of better-sqlite3's 16 MB: VACUUM streams every page once, and the
+  // larger cache only added 28 MB to peak RSS (1M rows), no speed.
+  db.pragma('cache_size = -2000');
 } catch (err) {
   openError = message(err);
 }
