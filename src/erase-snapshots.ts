@@ -1,12 +1,11 @@
 import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
 import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
-import { snapshotCollections } from './snapshot/create.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
-import { removeStaleStaging } from './snapshot/resume.js';
+import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
 
 export interface SnapshotCopies {
@@ -26,14 +25,15 @@ export async function snapshotCopies(
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
   const root = storeSnapshotDir(config, storeName);
-  if (opts.locked) {
-    const stale = removeStaleStaging(storeConfig.db);
+  // The restore and snapshot code loads (with its encryption) only when there is something of theirs to handle.
+  if (opts.locked && restoreLeftoversMayExist(storeConfig.db)) {
+    const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
   const found = await snapshotsContaining(root, texts, subject);
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, snapshotCollections(storeConfig)) : [];
+  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
   if (!opts.remove || found.length === 0) return { found, deleted };
@@ -53,6 +53,16 @@ export async function snapshotCopies(
   return { found, deleted };
 }
 
+/** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */
+function restoreLeftoversMayExist(dbPath: string): boolean {
+  const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
+  try {
+    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(`.${basename(dbPath)}.`) || n.startsWith(journalTmp));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
  * it finds the text in SQLite copies (free pages included) and in payload JSON; a snapshot that compresses its
@@ -63,8 +73,6 @@ export async function snapshotCopies(
  * pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
-  const search = searchFor(texts, subject);
-  if (!search) return [];
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -77,6 +85,9 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
     for (const file of filesUnder(dir)) {
+      // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
+      const search = searchFor(texts, subject);
+      if (!search) return [];
       if (await fileContains(file, search)) {
         out.push(dir);
         break;
@@ -92,12 +103,21 @@ export async function fileHolds(file: string, texts: string[], subject?: string)
   return search !== null && fileContains(file, search);
 }
 
+/** The search for these texts, made once per list of texts and subject: 10,000 texts take a while to index. */
+const searches = new WeakMap<readonly string[], Map<string | undefined, Search | null>>();
+
 /** One pass over a file finds every text (src/needles.ts); null when there is nothing to look for. */
-function searchFor(texts: string[], subject?: string) {
+function searchFor(texts: string[], subject?: string): Search | null {
+  const known = searches.get(texts)?.get(subject);
+  if (known !== undefined) return known;
   const needles = needleBytes(texts);
   const folded = subject === undefined ? [] : needleBytes([subject]).map(foldBytes);
-  if (needles.length === 0 && folded.length === 0) return null;
-  return { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
+  const search = needles.length === 0 && folded.length === 0 ? null
+    : { exact: bytesFinder(needles), folded: folded.length > 0 ? bytesFinder(folded) : null, overlap: [...needles, ...folded].reduce((m, n) => Math.max(m, n.length), 0) - 1 };
+  const bySubject = searches.get(texts) ?? new Map<string | undefined, Search | null>();
+  bySubject.set(subject, search);
+  searches.set(texts, bySubject);
+  return search;
 }
 
 function needleBytes(texts: string[]): Buffer[] {

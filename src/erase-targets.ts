@@ -5,7 +5,7 @@ import { expandHome } from './config.js';
 import { eraseKey } from './erase-ledger.js';
 import { HOLDS_KEY, holdsContain, idMac, userMac } from './snapshot/targets/holds.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
-import { keyId, targetsFor, withTarget } from './snapshot/targets/replicate.js';
+import type { withTarget } from './snapshot/targets/replicate.js';
 import { readRemoteManifest } from './snapshot/targets/remote-manifest.js';
 
 /**
@@ -22,6 +22,9 @@ export async function remoteSnapshotCopies(
 ): Promise<{ found: string[]; deleted: string[] }> {
   const found: string[] = [];
   const deleted: string[] = [];
+  // The targets' code (with its encryption) loads only when targets are configured.
+  if (config.snapshot.targets.length === 0) return { found, deleted };
+  const { targetsFor } = await import('./snapshot/targets/replicate.js');
   const targets = targetsFor(config, store);
   if (targets.length === 0 || (erased.ids.length === 0 && erased.user === undefined)) return { found, deleted };
   // Uploads stay out meanwhile, so no snapshot becomes complete on a target behind the search.
@@ -37,6 +40,7 @@ export async function remoteSnapshotCopies(
 async function searchTargets(
   config: Config, store: string, erased: { ids: string[]; user?: string }, opts: { remove: boolean; log: Logger }, found: string[], deleted: string[],
 ): Promise<void> {
+  const { keyId, targetsFor, withTarget } = await import('./snapshot/targets/replicate.js');
   const targets = targetsFor(config, store);
   const key = eraseKey(expandHome(config.stateDb));
   const ids = new Set(erased.ids.map((id) => idMac(key, id)));

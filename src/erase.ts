@@ -5,7 +5,8 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
-import { assertIntact } from './store/sqlite.js';
+import { assertIntact, assertIntactLines, journalMode } from './store/sqlite.js';
+import { startStoreWorker, type StoreWorker } from './erase-worker.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
 import { recordReceipt } from './erase-receipts.js';
@@ -78,14 +79,20 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
-      if (!dryRun) assertIntact(store.db, store.path); // VACUUM fails on a damaged file after the rows went
-      ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts));
-      fileCounts = await eraseLeftovers(store, snapshotRoot, erased.texts, subject, dryRun, log);
-      ({ found, deleted } = await snapshotCopies(config, storeName, erased.texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
-      const remote = await remoteSnapshotCopies(config, storeName, { ids: erased.ids, user: 'user' in sel ? sel.user : undefined }, { remove: !dryRun && (opts.snapshots ?? false), log });
-      found.push(...remote.found);
-      deleted.push(...remote.deleted);
-      remoteDeleted = remote.deleted.length;
+      const worker = dryRun ? undefined : startStoreWorker(store.path, Number(store.db.pragma('busy_timeout', { simple: true })) || 0);
+      try {
+        const copies = async (texts: string[], ids: string[]) => {
+          fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);
+          ({ found, deleted } = await snapshotCopies(config, storeName, texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
+          const remote = await remoteSnapshotCopies(config, storeName, { ids, user: 'user' in sel ? sel.user : undefined }, { remove: !dryRun && (opts.snapshots ?? false), log });
+          found.push(...remote.found);
+          deleted.push(...remote.deleted);
+          remoteDeleted = remote.deleted.length;
+        };
+        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts, worker, copies));
+      } finally {
+        await worker?.close();
+      }
     };
     if (dryRun) await run();
     else await withMaintenanceLock(store.path, 'erase', run);
@@ -127,23 +134,57 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
  * The store's erase with memory-warden's records of it (the state db), on connections with secure_delete on, each
  * compacted after. The records go first: after a crash between the two the store still has the memories, so a
  * second erase finds them (and through them these records) again; the other way round it would find nothing.
+ *
+ * What runs beside what (on two cores): quick_check on the worker while the layout plans (both only read; nothing
+ * is changed before the check has passed); the store's VACUUM and checkpoint on the worker while this thread
+ * scrubs the state db and looks for copies (`copies`: leftovers, snapshots, targets), which need only the texts.
  */
-async function eraseStoreAndRecords(store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions) {
+async function eraseStoreAndRecords(
+  store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
+  copies: (texts: string[], ids: string[]) => Promise<void>,
+) {
   const subject = 'subject' in sel ? sel.subject : undefined;
   const state = openStateDb(stateDb);
   try {
     const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
-    let statePlaces: Place[] = [];
-    if (!dryRun) {
-      state.pragma('secure_delete = ON');
-      const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
-      statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
-      store.db.pragma('secure_delete = ON');
+    if (dryRun || !worker) {
+      const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+      const statePlaces = scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, true);
+      await copies(erased.texts, erased.ids);
+      return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
     }
-    const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun });
-    const { vacuumed, walTruncated } = dryRun ? { vacuumed: false, walTruncated: false } : compact(store.db);
-    statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, dryRun));
-    const stateWalTruncated = dryRun ? false : compactState(state).walTruncated;
+    const intact = worker.quickCheck(); // VACUUM fails on a damaged file after the rows went
+    const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+    const lines = await intact;
+    if (lines) assertIntactLines(lines, store.path, 'quick_check');
+    else assertIntact(store.db, store.path);
+    state.pragma('secure_delete = ON');
+    let statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
+    // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
+    // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
+    // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
+    // as prune does, so that the agent's own commits do not stop to run it. Not syncing each commit is safe: nothing
+    // is reported erased before that last checkpoint has synced the WAL and the file. (A store in rollback-journal
+    // mode, mem0's SDK files, keeps its settings: there NORMAL could cost the file, not only the last commits.)
+    store.db.pragma('secure_delete = ON');
+    if (journalMode(store.db) === 'wal') {
+      store.db.pragma('wal_autocheckpoint = 0');
+      store.db.pragma('synchronous = NORMAL');
+    }
+    const dataVersion = () => store.db.pragma('data_version', { simple: true });
+    const alone = dataVersion();
+    let shared = false;
+    const afterCommit = () => {
+      shared ||= dataVersion() !== alone;
+      if (shared) worker.checkpoint();
+    };
+    const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
+    const compaction = worker.compact(); // queued behind the checkpoints
+    // Meanwhile, on this thread: the state db, then the copies outside the store.
+    statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, false));
+    const stateWalTruncated = compactState(state).walTruncated;
+    await copies(erased.texts, erased.ids);
+    const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
     return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
   } finally {
     state.close();

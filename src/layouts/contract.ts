@@ -306,6 +306,11 @@ export interface EraseOptions {
 export interface LayoutEraseOptions extends EraseOptions {
   selector: EraseSelector;
   dryRun: boolean;
+  /**
+   * Called after each of the deletes' transactions commits (erase asks its worker for a WAL checkpoint there,
+   * src/erase.ts). A layout that deletes in one transaction, or not through the store's connection, may ignore it.
+   */
+  afterCommit?: () => void;
 }
 
 /** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */

@@ -166,7 +166,11 @@ export function registerTimeFunctions(db: Db): void {
  * damaged, before their first write: a migration or VACUUM over a corrupt page would bake the damage in.
  */
 export function assertIntact(db: Db, path: string, how: 'integrity_check' | 'quick_check' = 'quick_check'): void {
-  const found = (db.pragma(`${how}(5)`) as Record<string, unknown>[]).map((r) => String(Object.values(r)[0]));
+  assertIntactLines((db.pragma(`${how}(5)`) as Record<string, unknown>[]).map((r) => String(Object.values(r)[0])), path, how);
+}
+
+/** assertIntact for lines a check run elsewhere (another connection, a worker thread) returned. */
+export function assertIntactLines(found: readonly string[], path: string, how: 'integrity_check' | 'quick_check'): void {
   if (found.length === 1 && found[0] === 'ok') return;
   const said = found.join('; ').replace(/\s+/g, ' ').slice(0, 300);
   throw storeError(`${path}: ${how} failed (${said}); nothing was changed: restore a snapshot or recover the file first`);

@@ -9,6 +9,7 @@ import { validateConfig, type Config } from '../../src/config.js';
 import { erase } from '../../src/erase.js';
 import { listReceipts } from '../../src/erase-receipts.js';
 import { openStore } from '../../src/layouts/open.js';
+import { layoutOf } from '../../src/layouts/registry.js';
 import { mem0Integrity } from '../../src/layouts/mem0/check.js';
 import { silentLogger } from '../../src/logger.js';
 
@@ -89,6 +90,48 @@ describe('erase, warden layout', () => {
     expect(stored).toMatchObject({ id: r.id, store: 'agent', selector: 'user', memories: 3 });
     const receiptText = JSON.stringify([r, stored]);
     for (const t of [...secret, 'alice', 'Alice']) expect(receiptText.includes(t)).toBe(false);
+  });
+
+  it('after its dry run the erase looks the rows up again once anything wrote to the store, and names the texts it deleted', async () => {
+    const db = join(tmp.dir, 'memory.db');
+    makeStore(db, [
+      { id: 'a1', subject: 'alice', fact: 'Alice as planned' },
+      { id: 'a0', subject: 'alcie', fact: 'Alice older', superseded_by: 'a1' }, // cascaded with a1
+      { id: 'b1', subject: 'bob', fact: 'Bob stays' },
+    ]);
+    const config: Config = validateConfig({ stateDb: join(tmp.dir, 'state.db'), stores: { agent: { db } } });
+    const store = openStore(config, 'agent');
+    const agent = new Database(db);
+    try {
+      const layout = layoutOf(store);
+      const run = (dryRun: boolean) => layout.erase(store, { ...opts, selector: { user: 'alice' }, dryRun });
+      // The dry run names the rows and their texts as they are.
+      const planned = await run(true);
+      expect(planned.texts.sort()).toEqual(['Alice as planned', 'Alice older']);
+      agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a5', 'alice', 'Alice five', 'message:t')`).run();
+      // Another connection wrote after the dry run: a row added and a planned row's text changed.
+      agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a2', 'alice', 'Alice added after the plan', 'message:t')`).run();
+      agent.prepare(`UPDATE memory SET fact = 'Alice changed after the plan' WHERE id = 'a1'`).run();
+      const r = await run(false);
+      expect(r.ids.sort()).toEqual(['a0', 'a1', 'a2', 'a5']);
+      expect(r.texts.sort()).toEqual(['Alice added after the plan', 'Alice changed after the plan', 'Alice five', 'Alice older']);
+      expect(r.counts).toMatchObject({ rows: 4, cascaded: 1 });
+      expect(rowIds(db)).toEqual(['b1']);
+      // The erase's own connection wrote after the dry run (no other connection did): looked up again too.
+      await run(true);
+      store.db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a3', 'alice', 'Alice three', 'message:t')`).run();
+      expect((await run(false)).texts).toEqual(['Alice three']);
+      expect(rowIds(db)).toEqual(['b1']);
+      // Nothing wrote in between, and the plan is kept for one erase only.
+      agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a4', 'alice', 'Alice four', 'message:t')`).run();
+      await run(true);
+      expect((await run(false)).ids).toEqual(['a4']);
+      agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a6', 'alice', 'Alice six', 'message:t')`).run();
+      expect((await run(false)).ids).toEqual(['a6']);
+    } finally {
+      agent.close();
+      store.close();
+    }
   });
 
   it('--subject erases every row mentioning it, in any ASCII case', async () => {

@@ -34,6 +34,30 @@ describe('searching for many erased texts at once', () => {
     }
   });
 
+  it('finds long needles that share their beginning, at the start, middle and end of the text, and nothing else', () => {
+    const rand = rng(11);
+    const word = (n: number) => Array.from({ length: n }, () => 'abcd'[Math.floor(rand() * 4)]).join('');
+    const shared = 'User prefers the one ';
+    // 3,000 needles of 29–80 units, all beginning alike, so a key of their first four (or eight) units tells them apart
+    // no better than one; some with non-ASCII text, where bytes and UTF-16 units differ.
+    const needles = Array.from({ length: 3000 }, (_, i) => `${shared}${word(8 + Math.floor(rand() * 52))}${i % 7 === 0 ? 'é€😀' : ''}`);
+    const find = textFinder(needles);
+    const findBytes = bytesFinder(needles.map((n) => Buffer.from(n)));
+    let hits = 0;
+    for (let i = 0; i < 600; i++) {
+      const pick = needles[Math.floor(rand() * needles.length)]!;
+      const cut = pick.slice(0, Math.max(4, pick.length - Math.floor(rand() * 3)));
+      const filler = word(Math.floor(rand() * 50));
+      const hay = [`${cut}${filler}`, `${filler}${cut}`, `${filler}${shared}${filler}`, `${filler.slice(0, 5)}${cut}${filler}`][i % 4]!;
+      const expected = needles.some((n) => hay.includes(n));
+      hits += expected ? 1 : 0;
+      expect(find(hay), hay).toBe(expected);
+      expect(findBytes(Buffer.from(hay)), hay).toBe(expected);
+    }
+    expect(hits).toBeGreaterThan(50);
+    expect(hits).toBeLessThan(550);
+  });
+
   it('reads a payload nested deeper than the call stack goes', () => {
     let payload: unknown = 'the secret';
     for (let i = 0; i < 200_000; i++) payload = i % 2 ? [payload] : { k: payload };

@@ -1,42 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
+import { startAgent } from '../helpers/agent.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { pruneWarden } from '../../src/layouts/warden/prune.js';
-
-const WRITER = fileURLToPath(new URL('../../dist/bench/agent-writer.js', import.meta.url));
-
-interface WriterSummary { writes: number; errors: number; firstError: string | null }
-
-/** The agent-like writer of the benchmark in its own process, inserting a row every millisecond. */
-/** Writers still running when a test ends (it failed or timed out): killed after each test, never left behind. */
-const running = new Set<ReturnType<typeof spawn>>();
-afterEach(() => {
-  for (const writer of running) writer.kill('SIGKILL');
-  running.clear();
-});
-
-async function startAgent(db: string): Promise<{ stop(): Promise<WriterSummary> }> {
-  const writer = spawn(process.execPath, [WRITER, db, '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  running.add(writer);
-  let out = '';
-  writer.stdout.on('data', (d) => (out += d));
-  await new Promise<void>((resolve) => writer.stdout.once('data', () => resolve()));
-  return {
-    async stop() {
-      writer.kill('SIGTERM');
-      await new Promise((resolve) => writer.once('exit', resolve));
-      running.delete(writer);
-      return JSON.parse(out.split('\n').filter(Boolean).at(-1)!) as WriterSummary;
-    },
-  };
-}
 
 describe('prune beside a writing agent', () => {
   let dir: string;

@@ -4,7 +4,7 @@ import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import type { Mem0Point, PointStore } from '../../vectors/contract.js';
 import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
-import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../contract.js';
+import type { EraseOptions, EraseSelector, Erased, LayoutEraseOptions, StoreHandle } from '../contract.js';
 
 /** The warden layout's erase (src/erase.ts runs it): rows with their cascade, then points still holding the text. */
 
@@ -21,30 +21,81 @@ function wardenRoots(db: Db, sel: EraseSelector): string[] {
   return ids(`SELECT id FROM memory WHERE instr(lower(subject), lower(?)) > 0 OR instr(lower(fact), lower(?)) > 0`, sel.subject, sel.subject);
 }
 
-export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
-  const roots = wardenRoots(store.db, sel);
-  const closure = cascadeClosure(store.db, roots);
-  const ids = closure.map((r) => r.id);
-  const texts = ids.length === 0 ? [] : (store.db.prepare(`SELECT fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { fact: string }[]).map((r) => r.fact);
-  const counts: Record<string, number> = { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 };
-  if (dryRun || ids.length === 0) return { ids, counts, texts };
-  // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
-  const deleted: DeletedRow[] = [];
-  opts.progress?.start('erase', roots.length, 'rows');
-  for (let i = 0; i < roots.length; ) {
-    const step = await deleteRoots(store.db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 } });
-    for (const row of step.deleted) deleted.push(row);
-    i += step.consumed;
-    opts.progress?.set(i);
+/**
+ * A dry run's roots, kept for the real erase that follows on the same connection (src/erase.ts plans, scrubs the
+ * state db, then erases). They are used only while nothing can have changed the store since: no other connection
+ * committed (data_version) and this one changed no row (total_changes). Otherwise the roots are looked up again.
+ */
+interface Plan {
+  selector: string;
+  roots: string[];
+  version: string;
+}
+const plans = new WeakMap<Db, Plan>();
+const versionOf = (db: Db) => `${String(db.pragma('data_version', { simple: true }))}/${String(db.prepare('SELECT total_changes()').pluck().get())}`;
+const selectorKey = (db: Db, sel: EraseSelector) => JSON.stringify([sel, memoryColumns(db).has('user_id')]);
+
+/**
+ * The text of every row the deletes remove, the cascade included, captured as it goes (a TEMP trigger, this
+ * connection only, like the deletes' own capture in delete.ts): the texts are those of the rows deleted, even a
+ * row the agent changed or added after the plan, without reading the rows a second time before the deletes.
+ */
+const TEXT_CAPTURE = `
+CREATE TEMP TABLE IF NOT EXISTS warden_erased_fact (fact);
+CREATE TEMP TRIGGER IF NOT EXISTS warden_erase_fact AFTER DELETE ON main.memory BEGIN
+  INSERT INTO temp.warden_erased_fact VALUES (OLD.fact);
+END;`;
+const TEXT_CAPTURE_DROP = `DROP TRIGGER IF EXISTS temp.warden_erase_fact; DROP TABLE IF EXISTS temp.warden_erased_fact;`;
+
+export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
+  const db = store.db;
+  const key = selectorKey(db, sel);
+  const plan = plans.get(db);
+  plans.delete(db);
+  if (dryRun) {
+    const roots = wardenRoots(db, sel);
+    const closure = cascadeClosure(db, roots);
+    const rowids = JSON.stringify(closure.map((r) => r.rowid));
+    const texts = closure.length === 0 ? [] : (db.prepare(`SELECT fact FROM memory WHERE rowid IN (SELECT value FROM json_each(?))`).pluck().all(rowids) as string[]);
+    plans.set(db, { selector: key, roots, version: versionOf(db) });
+    return { ids: closure.map((r) => r.id), counts: { rows: closure.length, cascaded: closure.length - roots.length, strayPoints: 0 }, texts };
   }
-  opts.progress?.done();
+  const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
+  const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
+  if (roots.length === 0) return { ids: [], counts, texts: [] };
+  // TEMP objects in memory, as the deletes' own (delete.ts); temp_store can only change while there are none.
+  if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');
+  db.exec(TEXT_CAPTURE);
+  const texts: string[] = [];
+  const takeTexts = db.prepare(`SELECT fact FROM temp.warden_erased_fact`).pluck();
+  const clearTexts = db.prepare(`DELETE FROM temp.warden_erased_fact`);
+  const deleted: DeletedRow[] = [];
+  try {
+    clearTexts.run();
+    const afterCommit = () => {
+      for (const t of takeTexts.all() as string[]) texts.push(t);
+      clearTexts.run();
+      opts.afterCommit?.();
+    };
+    // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
+    opts.progress?.start('erase', roots.length, 'rows');
+    for (let i = 0; i < roots.length; ) {
+      const step = await deleteRoots(db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 }, afterCommit });
+      for (const row of step.deleted) deleted.push(row);
+      i += step.consumed;
+      opts.progress?.set(i);
+    }
+    opts.progress?.done();
+  } finally {
+    db.exec(TEXT_CAPTURE_DROP);
+  }
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
   if (points && store.config.qdrant) {
     // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
     const vectors = store.vectors ?? rowVectorsFor(store.config)!;
-    const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
+    const exists = db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
     const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
     counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
   }
