@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { storePayload } from '../src/job-payload.js';
 import { defineJob, type JobContext } from '../src/job.js';
 import { expandHome } from '../src/config.js';
 import { openStore } from '../src/layouts/open.js';
@@ -12,8 +12,8 @@ import { prepareVerification } from '../src/drift/setup.js';
 import { createVerifyTask, verifyThroughTasks } from '../src/drift/task.js';
 import { layoutOf } from '../src/layouts/registry.js';
 
-export const payloadSchema = z.strictObject({ store: z.string().min(1) });
-export type DriftPayload = z.infer<typeof payloadSchema>;
+export const payloadSchema = storePayload;
+export type DriftPayload = { store: string };
 
 export interface DriftResult {
   store: string;

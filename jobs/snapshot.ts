@@ -1,10 +1,10 @@
-import { z } from 'zod';
+import { storePayload } from '../src/job-payload.js';
 import { defineJob, type JobContext } from '../src/job.js';
 import { takeSnapshot, type SnapshotResult } from '../src/snapshot/create.js';
 import { replicateStore, type TargetRun } from '../src/snapshot/targets/replicate.js';
 
-export const payloadSchema = z.strictObject({ store: z.string().min(1) });
-export type SnapshotPayload = z.infer<typeof payloadSchema>;
+export const payloadSchema = storePayload;
+export type SnapshotPayload = { store: string };
 
 /**
  * One coordinated SQLite + Qdrant snapshot of a store into one dated folder, then retention. It writes nothing to

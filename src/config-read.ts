@@ -69,7 +69,10 @@ function readCache(yamlText: string): DefaultsCache | undefined {
 /** The built-in defaults: from the build's cache while default.yaml is unchanged, else parsed. */
 export function readDefaults(): unknown {
   const text = readText(DEFAULT_CONFIG_PATH);
-  const cached = readCache(text);
+  return defaultsOf(text, readCache(text));
+}
+
+function defaultsOf(text: string, cached: DefaultsCache | undefined): unknown {
   const value = cached ? cached.value : parseYaml(text, DEFAULT_CONFIG_PATH);
   assertPlainTree(value, DEFAULT_CONFIG_PATH);
   return value;
@@ -177,11 +180,12 @@ export const STORE_NAME = /^[A-Za-z0-9_.-]+$/;
 export function quickConfig(opts: LoadOptions): Record<string, unknown> | undefined {
   if (opts.file) return undefined;
   const text = readText(DEFAULT_CONFIG_PATH);
-  const quick = readCache(text)?.quick;
+  const cached = readCache(text);
+  const quick = cached?.quick;
   if (!quick || !sourcesUnchanged(quick.sources)) return undefined;
   const stores = onlyStorePaths(opts.overrides);
   if (stores === undefined) return undefined;
-  const defaults = readDefaults();
+  const defaults = defaultsOf(text, cached);
   // As loadConfig: merged, then expanded (an unset variable is the same error, each secret remembered).
   const expanded = expandEnv(merge(defaults, opts.overrides), opts.env ?? process.env) as Record<string, unknown>;
   const output = structuredClone(quick.output);

@@ -12,9 +12,9 @@ export type { CollectionSnapshots, VectorPlace, VectorStoreFactory } from './con
  */
 export const VECTOR_STORES = {
   qdrant: (place) => {
-    if (place.open instanceof QdrantStore) return qdrantPointStore(place.open);
-    if (!place.qdrant) throw storeError('qdrant vector store: no qdrant.url configured');
-    return qdrantPointStore(place.qdrant);
+    const q = qdrantOf(place);
+    if (!q) throw storeError('qdrant vector store: no qdrant.url configured');
+    return qdrantPointStore(q);
   },
   sqlite: (place) => sqliteVectorStore(place.files ?? {}),
 } satisfies Record<string, VectorStoreFactory>;
@@ -22,17 +22,17 @@ export const VECTOR_STORES = {
 /** The folder under src/vectors/ each registered store lives in (the registry test checks every folder has one). */
 export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdrant: 'qdrant', sqlite: 'mem0-sqlite' };
 
-/**
- * The server-side collection snapshots of a store's vector side (its Qdrant, reusing `place.open` when it is that
- * client), or undefined when its vectors have none (no vector side, or vectors in local files).
- */
-export function collectionSnapshotsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): CollectionSnapshots | undefined {
+/** The store's Qdrant: the client already open (`place.open`) when it is one, else one for its config; none without. */
+function qdrantOf(place: Pick<VectorPlace, 'qdrant' | 'open'>): QdrantStore | undefined {
   if (place.open instanceof QdrantStore) return place.open;
   return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
 }
 
+/**
+ * The server-side collection snapshots of a store's vector side (its Qdrant), or undefined when its vectors have
+ * none (no vector side, or vectors in local files).
+ */
+export const collectionSnapshotsFor = (place: Pick<VectorPlace, 'qdrant' | 'open'>): CollectionSnapshots | undefined => qdrantOf(place);
+
 /** The row-keyed vector side of a store config (its Qdrant), or undefined when it has none. */
-export function rowVectorsFor(place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined {
-  if (place.open instanceof QdrantStore) return place.open;
-  return place.qdrant ? new QdrantStore(place.qdrant) : undefined;
-}
+export const rowVectorsFor = (place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined => qdrantOf(place);

@@ -1,7 +1,6 @@
-import { Worker } from 'node:worker_threads';
-import { createRequire } from 'node:module';
 import type { CheckReport, StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
+import { startStoreThread } from '../../store/thread.js';
 import { liveViewState, memoryColumns } from './schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Progress } from '../../progress.js';
@@ -203,27 +202,11 @@ function timeFindings(store: StoreHandle, columns: readonly string[]): Finding[]
 }
 
 /**
- * PRAGMA integrity_check and foreign_key_check on a worker thread with a connection of its own: integrity_check
- * reads every page and index, as much time as the rest of check together, and runs beside it on the second core. `lines` is null when the thread
- * could not do it (the caller then runs it on the store's connection and gets the error there, naming the file).
- * The worker is eval'd source, so it runs the same from dist/ and from the TypeScript sources under test.
+ * PRAGMA integrity_check and foreign_key_check on a second connection on a worker thread (src/store/thread.ts):
+ * integrity_check reads every page and index, as much time as the rest of check together, and runs beside it on
+ * the second core. `lines` is null when the thread could not do it (the caller then runs it on the store's
+ * connection and gets the error there, naming the file).
  */
-const INTEGRITY_WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
-let lines = null;
-try {
-  const db = new (require(workerData.driver))(workerData.path, { fileMustExist: true, readonly: workerData.readonly });
-  try {
-    db.pragma('busy_timeout = ' + workerData.busyMs);
-    const integrity = db.pragma('integrity_check').map((r) => r.integrity_check);
-    const ids = [];
-    let count = 0;
-    for (const id of db.prepare(workerData.danglingSql).pluck().iterate()) if (count++ < workerData.sample) ids.push(String(id));
-    lines = { integrity, dangling: { count, ids } };
-  } finally { db.close(); }
-} catch { lines = null; }
-parentPort.postMessage(lines);`;
-
 interface Structure {
   integrity: string[];
   /** Rows whose superseded_by names no row (PRAGMA foreign_key_check): how many, and the first ids. */
@@ -238,20 +221,12 @@ function structure(store: StoreHandle): Structure {
 }
 
 function integrityOnThread(store: StoreHandle): { lines: Promise<Structure | null>; cancel(): void } {
-  let worker: Worker;
-  try {
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
-    const workerData = { driver, path: store.path, readonly: store.db.readonly, busyMs, danglingSql: DANGLING_SQL, sample: ID_SAMPLE };
-    worker = new Worker(INTEGRITY_WORKER, { eval: true, workerData });
-  } catch {
-    return { lines: Promise.resolve(null), cancel: () => {} };
-  }
-  worker.unref(); // never what keeps the process alive
-  const lines = new Promise<Structure | null>((resolve) => {
-    worker.once('message', (m: Structure | null) => resolve(m && Array.isArray(m.integrity) ? m : null));
-    worker.once('error', () => resolve(null));
-    worker.once('exit', () => resolve(null));
+  const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
+  const thread = startStoreThread(store.path, { readonly: store.db.readonly, busyMs });
+  const lines = thread.call('integrity', { danglingSql: DANGLING_SQL, sample: ID_SAMPLE }).then((r) => {
+    void thread.close();
+    const m = r?.result as Structure | undefined;
+    return m && Array.isArray(m.integrity) ? m : null;
   });
-  return { lines, cancel: () => void worker.terminate() };
+  return { lines, cancel: () => thread.terminate() };
 }

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { Readable, pipeline } from 'node:stream';
-import { createGunzip, createGzip, gunzipSync } from 'node:zlib';
+import { createGunzip, createGzip } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { storeError } from '../../errors.js';
 
@@ -13,6 +13,7 @@ import { storeError } from '../../errors.js';
  */
 export const HOLDS_KEY = 'holds.json.gz';
 
+/** The JSON inside `holds.json.gz` (erase reads it streamed: holdsContain). */
 export interface Holds {
   ids: string[];
   users: string[];
@@ -83,16 +84,6 @@ export async function* holdsStream(dbFile: string, key: Buffer): AsyncIterable<B
   } finally {
     gzip.destroy();
     source.destroy();
-  }
-}
-
-export function decodeHolds(b: Buffer, what: string): Holds {
-  try {
-    const h = JSON.parse(gunzipSync(b).toString('utf8')) as Holds;
-    if (!Array.isArray(h.ids) || !Array.isArray(h.users)) throw new Error('no ids/users');
-    return h;
-  } catch (err) {
-    throw storeError(`${what}: unreadable ${HOLDS_KEY} (${(err as Error).message})`, err);
   }
 }
 

@@ -302,8 +302,3 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
     }
   }
 }
-
-/** The Qdrant side of a store config, or undefined when the store has none. */
-export function qdrantStoreFor(config: { qdrant?: QdrantConfig | undefined }): QdrantStore | undefined {
-  return config.qdrant ? new QdrantStore(config.qdrant) : undefined;
-}

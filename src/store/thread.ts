@@ -1,0 +1,117 @@
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+
+/**
+ * A second connection to a store on a worker thread: the whole-file passes that need nothing from the main thread
+ * run there, on the second core, while the main thread goes on. Prune's checkpoints (src/store/checkpointer.ts),
+ * check's integrity_check (src/layouts/warden/check.ts), erase's quick_check, checkpoints and VACUUM
+ * (src/erase-worker.ts) all go through it. Calls run in the order they were made.
+ *
+ * A call answers null when the thread could not run it at all (no thread, the thread died); `{ error }` when the
+ * file would not open there or the operation failed: callers that can fall back do it on the store's own
+ * connection, where an error names the file. The worker is eval'd source, so it runs the same from dist/ and from
+ * the TypeScript sources under test.
+ */
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const message = (err) => String((err && err.message) || err);
+let db = null;
+let openError = null;
+try {
+  db = new (require(workerData.driver))(workerData.path, { fileMustExist: true, readonly: workerData.readonly });
+  if (workerData.busyMs !== undefined) db.pragma('busy_timeout = ' + workerData.busyMs);
+  db.pragma('wal_autocheckpoint = 0');
+  if (workerData.cacheKb !== undefined) db.pragma('cache_size = -' + workerData.cacheKb);
+} catch (err) {
+  openError = message(err);
+}
+const ops = {
+  quick_check: () => db.pragma('quick_check(5)').map((r) => String(Object.values(r)[0])),
+  integrity: ({ danglingSql, sample }) => {
+    const integrity = db.pragma('integrity_check').map((r) => r.integrity_check);
+    const ids = [];
+    let count = 0;
+    for (const id of db.prepare(danglingSql).pluck().iterate()) if (count++ < sample) ids.push(String(id));
+    return { integrity, dangling: { count, ids } };
+  },
+  checkpoint: () => { db.pragma('wal_checkpoint(PASSIVE)'); return null; },
+  compact: () => {
+    db.exec('VACUUM');
+    const wal = String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
+    if (!wal) return { vacuumed: true, walTruncated: true };
+    const [r] = db.pragma('wal_checkpoint(TRUNCATE)');
+    return { vacuumed: true, walTruncated: r !== undefined && r.busy === 0 && r.log === 0 };
+  },
+};
+parentPort.on('message', ({ id, op, arg }) => {
+  if (op === 'close') { if (db) db.close(); parentPort.close(); return; }
+  if (openError) return parentPort.postMessage({ id, error: openError });
+  try { parentPort.postMessage({ id, result: ops[op](arg) }); }
+  catch (err) { parentPort.postMessage({ id, error: message(err) }); }
+});`;
+
+export type ThreadOp = 'quick_check' | 'integrity' | 'checkpoint' | 'compact';
+
+export type Reply = { result?: unknown; error?: string } | null;
+
+export interface StoreThreadOptions {
+  /** The connection's busy_timeout; unset: better-sqlite3's default. */
+  busyMs?: number;
+  readonly?: boolean;
+  /** Page cache in KiB; unset: better-sqlite3's 16 MB. */
+  cacheKb?: number;
+}
+
+export interface StoreThread {
+  call(op: ThreadOp, arg?: unknown): Promise<Reply>;
+  /** Closes the connection once the calls made before have run, then ends the thread. */
+  close(): Promise<void>;
+  /** Ends the thread now, whatever it is doing (a check that failed on the main thread). */
+  terminate(): void;
+}
+
+export function startStoreThread(path: string, opts: StoreThreadOptions = {}): StoreThread {
+  let worker: Worker;
+  try {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    worker = new Worker(WORKER, { eval: true, workerData: { path, driver, readonly: opts.readonly ?? false, busyMs: opts.busyMs, cacheKb: opts.cacheKb } });
+  } catch {
+    return { call: async () => null, close: async () => {}, terminate: () => {} };
+  }
+  // Referenced until closed: the main thread awaits its answers, and an unreferenced worker let the process exit,
+  // silently and with status 0, while an answer was still awaited. Every user closes it in a finally.
+  let next = 0;
+  let dead = false;
+  const pending = new Map<number, (r: Reply) => void>();
+  const fail = () => {
+    dead = true;
+    for (const resolve of pending.values()) resolve(null);
+    pending.clear();
+  };
+  worker.on('message', (r: { id: number; result?: unknown; error?: string }) => {
+    pending.get(r.id)?.(r);
+    pending.delete(r.id);
+  });
+  worker.on('error', fail);
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => {
+    fail();
+    resolve();
+  }));
+  return {
+    call(op, arg) {
+      if (dead) return Promise.resolve(null);
+      const id = next++;
+      return new Promise((resolve) => {
+        pending.set(id, resolve);
+        worker.postMessage({ id, op, arg });
+      });
+    },
+    async close() {
+      if (!dead) worker.postMessage({ id: -1, op: 'close' });
+      await exited;
+    },
+    terminate() {
+      void worker.terminate();
+    },
+  };
+}
