@@ -65,6 +65,14 @@ export function maskSecretsSync(text: unknown): string {
 // Loaded on first use: most commands never show store text, and need not pay for the catalogue at start.
 let catalogue: Promise<{ lintSource: typeof import('@secretlint/core').lintSource; config: SecretLintCoreConfig }> | undefined;
 
+/**
+ * Starts loading the catalogue now, for a caller that knows it will mask and has a wait to fill first (the digest,
+ * while the store thread reads the review queue). Its failure is the first maskSecrets' to report.
+ */
+export function preloadCatalogue(): void {
+  loadCatalogue().catch(() => {});
+}
+
 function loadCatalogue() {
   catalogue ??= Promise.all([
     import('@secretlint/core'),

@@ -8,7 +8,7 @@ import { lastRun } from '../state.js';
 import { parseInstant, toCanonical, type Instant } from '../time.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
-import { maskDeep } from '../credentials.js';
+import { maskDeep, preloadCatalogue } from '../credentials.js';
 import { attachReviewLinks } from '../review-web/links.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 
@@ -110,8 +110,12 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;
       section.maintenance.notes = report.notes.filter((f) => f.code !== 'review_due');
+      // Asked first: a layout may scan for the review queue elsewhere (warden: the store thread) while new rows are read.
+      const reviewing = layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
+      reviewing.catch(() => {}); // awaited below; new rows failing first must not leave it unhandled
+      preloadCatalogue(); // masking's catalogue loads in what would be the wait for that scan
       section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
-      const review = await layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
+      const review = await reviewing;
       section.review.due = review.due;
       section.review.supersede = layout.correct !== undefined;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));

@@ -1,10 +1,11 @@
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
+import type { Db } from './sqlite.js';
 
 /**
  * A second connection to a store on a worker thread: the whole-file passes that need nothing from the main thread
  * run there, on the second core, while the main thread goes on. Prune's checkpoints (src/store/checkpointer.ts),
- * check's integrity_check (src/layouts/warden/check.ts), erase's quick_check, checkpoints and VACUUM
+ * check's integrity_check (src/layouts/warden/check.ts), the digest's review queue (src/layouts/warden/queue.ts), erase's quick_check, checkpoints and VACUUM
  * (src/erase-worker.ts) all go through it. Calls run in the order they were made.
  *
  * A call answers null when the thread could not run it at all (no thread, the thread died); `{ error }` when the
@@ -22,6 +23,9 @@ try {
   if (workerData.busyMs !== undefined) db.pragma('busy_timeout = ' + workerData.busyMs);
   db.pragma('wal_autocheckpoint = 0');
   if (workerData.cacheKb !== undefined) db.pragma('cache_size = -' + workerData.cacheKb);
+  // The exact time rule (parseInstant, src/time.ts) lives on the main thread: a statement that meets a time SQLite
+  // cannot compare as canonical text fails here, and its caller runs it on the store's own connection.
+  db.function('warden_epoch', { deterministic: true }, (_) => { throw new Error('warden_epoch is not on the store thread'); });
 } catch (err) {
   openError = message(err);
 }
@@ -34,6 +38,7 @@ const ops = {
     for (const id of db.prepare(danglingSql).pluck().iterate()) if (count++ < sample) ids.push(String(id));
     return { integrity, dangling: { count, ids } };
   },
+  all: ({ sql, params }) => db.prepare(sql).all(params),
   checkpoint: () => { db.pragma('wal_checkpoint(PASSIVE)'); return null; },
   compact: () => {
     db.exec('VACUUM');
@@ -50,7 +55,13 @@ parentPort.on('message', ({ id, op, arg }) => {
   catch (err) { parentPort.postMessage({ id, error: message(err) }); }
 });`;
 
-export type ThreadOp = 'quick_check' | 'integrity' | 'checkpoint' | 'compact';
+export type ThreadOp = 'quick_check' | 'integrity' | 'all' | 'checkpoint' | 'compact';
+
+/** Below this file size a whole-file pass runs in less time than a thread takes to start (a V8 isolate, better-sqlite3 loaded again: 50–100 ms of CPU). */
+export const THREAD_MIN_BYTES = 8 * 1024 * 1024;
+
+/** The store file's size as SQLite sees it (pages × page size). */
+export const storeBytes = (db: Db) => Number(db.pragma('page_count', { simple: true })) * Number(db.pragma('page_size', { simple: true }));
 
 export type Reply = { result?: unknown; error?: string } | null;
 

@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { checkStore, checkStoreConcurrently } from '../../src/layouts/warden/check.js';
-import { reviewDue, reviewDueCount, reviewQueue } from '../../src/layouts/warden/queue.js';
+import { reviewDue, reviewDueCount, reviewQueue, reviewQueueConcurrently } from '../../src/layouts/warden/queue.js';
 import { newRows } from '../../src/layouts/warden/new-rows.js';
 import { initSchema, liveViewState } from '../../src/layouts/warden/schema.js';
 import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time.js';
@@ -193,6 +193,19 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
   const supersededAfterDays = 180;
   const old = '2025-01-01 00:00:00';
 
+  /** The store with its connection's prepare() recorded: which statements ran here rather than on a thread. */
+  function spy<S extends { db: Database.Database }>(store: S): { spied: S; prepared: string[] } {
+    const prepared: string[] = [];
+    const db = new Proxy(store.db, {
+      get(target, key) {
+        const v = Reflect.get(target, key, target) as unknown;
+        if (key === 'prepare') return (sql: string) => (prepared.push(sql), target.prepare(sql));
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    return { spied: { ...store, db }, prepared };
+  }
+
   function storeOf(rows: Row[]) {
     const path = makeStore(join(dir, `m${rows.length}.db`), rows);
     const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
@@ -249,12 +262,48 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
       expect(q.due).toBe(due.length);
       expect(q.batch).toEqual(reviewDue(store.db, { now, afterDays: reviewAfterDays, exclude, ...(limit === undefined ? {} : { limit }) }));
       expect(q.batch.map((r) => r.id)).toEqual(rest.slice(0, limit ?? rest.length).map((r) => r.id));
+      // Forms only the main thread's rule reads: the store thread gives the scan back, and the answer is the same.
+      const { spied, prepared } = spy(store);
+      expect(await reviewQueueConcurrently(spied, { now, afterDays: reviewAfterDays, exclude, ...(limit === undefined ? {} : { limit }) }, 0)).toEqual(q);
+      expect(prepared.some((sql) => sql.includes('WITH due AS MATERIALIZED') || sql.startsWith('SELECT count(*)'))).toBe(true);
     }
     const everyone = reviewQueue(store.db, { now, afterDays: reviewAfterDays, exclude: order.map((r) => r.id) });
     expect(everyone).toEqual({ due: due.length, batch: [] });
     expect(due.length).toBeGreaterThan(100);
     expect(pending.length).toBeGreaterThan(100);
     store.close();
+  });
+
+  it('the review queue on the store thread, for a store of canonical times: the same rows, read there', async () => {
+    const cut = now - reviewAfterDays * DAY;
+    const rows: Row[] = [{ id: 'head', created_at: toCanonical(now - 400 * DAY) }];
+    // Canonical times around the cutoff to the second, expiries either side of now, superseded rows, ties on time.
+    for (let i = 0; i < 300; i++) {
+      const confirmed = toCanonical(cut + (i % 7 - 3) * 1000 - (i % 5) * DAY);
+      const expires = i % 4 === 0 ? toCanonical(now + (i % 3 - 1) * 1000) : null;
+      rows.push({ id: `r${String(i).padStart(3, '0')}`, created_at: confirmed, confirmed_at: confirmed, expires_at: expires, superseded_by: i % 9 === 0 ? 'head' : null });
+    }
+    const store = storeOf(rows);
+    const exclude = ['r004', 'r010', 'nope'];
+    let batches = 0;
+    for (const limit of [undefined, 0, 1, 20, 1000]) {
+      const opts = { now, afterDays: reviewAfterDays, exclude, ...(limit === undefined ? {} : { limit }) };
+      const here = reviewQueue(store.db, opts);
+      const { spied, prepared } = spy(store);
+      const there = await reviewQueueConcurrently(spied, opts, 0);
+      expect(there).toEqual(here);
+      batches += there.batch.length;
+      // The scan ran on the thread: the store's own connection prepared no queue statement (with limit 0 the thread
+      // returns no row to read the count from, and the count is taken here).
+      expect(prepared.filter((sql) => sql.includes('WITH due AS MATERIALIZED'))).toEqual([]);
+    }
+    expect(here0(store).due).toBeGreaterThan(50);
+    expect(batches).toBeGreaterThan(50);
+    store.close();
+
+    function here0(s: typeof store) {
+      return reviewQueue(s.db, { now, afterDays: reviewAfterDays });
+    }
   });
 
   it('the digest\'s new rows: created in [start, end) as instants, newest first, without and with an index on created_at', () => {

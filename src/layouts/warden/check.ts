@@ -1,6 +1,6 @@
 import type { CheckReport, StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
-import { startStoreThread } from '../../store/thread.js';
+import { startStoreThread, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
 import { liveViewState, memoryColumns } from './schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Progress } from '../../progress.js';
@@ -27,7 +27,7 @@ const NOT_NULL_TIMES = new Set(['created_at', 'confirmed_at']);
 /** checkStore, with PRAGMA integrity_check on a second core (its own connection) while the rows are scanned here. */
 export async function checkStoreConcurrently(store: StoreHandle, opts: CheckOptions): Promise<CheckReport> {
   // A small store is checked in less time than a thread takes to start (a V8 isolate, better-sqlite3 loaded again).
-  if (storeBytes(store) < (opts.threadMinBytes ?? THREAD_MIN_BYTES)) return checkStore(store, opts);
+  if (storeBytes(store.db) < (opts.threadMinBytes ?? THREAD_MIN_BYTES)) return checkStore(store, opts);
   const integrity = integrityOnThread(store);
   let report: Rows;
   try {
@@ -40,11 +40,6 @@ export async function checkStoreConcurrently(store: StoreHandle, opts: CheckOpti
   return assemble(report, (await integrity.lines) ?? structure(store));
 }
 
-/** integrity_check reads ~80 MB/s of pages here; a worker thread costs 50–100 ms of CPU to start. */
-const THREAD_MIN_BYTES = 8 * 1024 * 1024;
-
-const storeBytes = (store: StoreHandle) =>
-  Number(store.db.pragma('page_count', { simple: true })) * Number(store.db.pragma('page_size', { simple: true }));
 
 export function checkStore(store: StoreHandle, opts: CheckOptions): CheckReport {
   return assemble(checkRows(store, opts), structure(store));

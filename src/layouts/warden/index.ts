@@ -1,6 +1,7 @@
 import type { Layout } from '../contract.js';
 import { assertWardenSchema } from './schema.js';
 import { currentWardenRow } from './review.js';
+import { reviewQueueConcurrently } from './queue.js';
 
 /**
  * The memory table of the brief, with an optional Qdrant side. Each job's code is imported when that job asks for
@@ -28,7 +29,8 @@ export const wardenLayout: Layout = {
     return withConsistency(sqlite, store, { now, signal: ctx.signal, progress: ctx.progress });
   },
   newRows: async (store, { period, maxRows, lookTwice }) => (await import('./new-rows.js')).newRows(store.db, period, maxRows, lookTwice),
-  reviewDue: async (store, opts) => (await import('./queue.js')).reviewQueue(store.db, opts),
+  // Not imported when asked: the scan goes to the store thread as the call is made, before the caller reads on.
+  reviewDue: (store, opts) => reviewQueueConcurrently(store, opts),
   applyDrift: async (store, { decision, now, log }) => (await import('./apply.js')).applyDecision(store.db, log, store.name, decision, now),
   confirm: async (store, opts) => (await import('./review.js')).confirmWarden(store, opts),
   currentMemory: (store, id) => currentWardenRow(store, id),

@@ -2,7 +2,8 @@ import type { Db } from '../../store/sqlite.js';
 import { LIVE_SQL, reviewCutoff, secondText } from './rules.js';
 import { canonicalSql, textUpperBound } from '../../time.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
-import type { ReviewDueOptions } from '../contract.js';
+import type { ReviewDueOptions, StoreHandle } from '../contract.js';
+import { startStoreThread, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
 
 /** What the review queue is asked for (the contract's ReviewDueOptions). */
 export type QueueOptions = ReviewDueOptions;
@@ -46,7 +47,12 @@ export function reviewDue(db: Db, opts: QueueOptions): MemoryUnderReview[] {
  * statements (reviewDueCount, then reviewDue) read every row twice; this is what the digest asks for.
  */
 export function reviewQueue(db: Db, opts: QueueOptions): { due: number; batch: MemoryUnderReview[] } {
-  const rows = db.prepare(QUEUE_SQL).all(dueParams(opts)) as (MemoryUnderReview & { due: number })[];
+  return queueFrom(db, opts, db.prepare(QUEUE_SQL).all(dueParams(opts)) as QueueRow[]);
+}
+
+type QueueRow = MemoryUnderReview & { due: number };
+
+function queueFrom(db: Db, opts: QueueOptions, rows: QueueRow[]): { due: number; batch: MemoryUnderReview[] } {
   const due = rows[0]?.due ?? (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL} AND ${dueSql()}`).get(dueParams(opts)) as { n: number }).n;
   return { due, batch: rows.map(({ due: _, ...row }) => row) };
 }
@@ -55,6 +61,21 @@ SELECT m.id, m.subject, m.fact, m.source, m.confirmed_at, (SELECT count(*) FROM 
 FROM (SELECT r, k, id FROM due WHERE id NOT IN (SELECT value FROM json_each(@exclude)) ORDER BY k, id LIMIT @limit) AS b
 JOIN memory AS m ON m.rowid = b.r
 ORDER BY b.k, b.id`;
+
+/**
+ * reviewQueue, its scan on the store thread (src/store/thread.ts, the second core) when the file is large enough to
+ * be worth one: the call returns at once, and the caller reads the day's new rows here meanwhile (the digest).
+ * A time SQLite cannot compare as canonical text, or a thread that could not run it, and it runs here instead.
+ */
+export function reviewQueueConcurrently(store: StoreHandle, opts: QueueOptions, threadMinBytes = THREAD_MIN_BYTES): Promise<{ due: number; batch: MemoryUnderReview[] }> {
+  if (storeBytes(store.db) < threadMinBytes) return Promise.resolve(reviewQueue(store.db, opts));
+  const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
+  const thread = startStoreThread(store.path, { readonly: store.db.readonly, busyMs });
+  return thread.call('all', { sql: QUEUE_SQL, params: dueParams(opts) }).then((r) => {
+    void thread.close();
+    return Array.isArray(r?.result) ? queueFrom(store.db, opts, r.result as QueueRow[]) : reviewQueue(store.db, opts);
+  });
+}
 
 /** How many rows are due, all of them (the queue's length before the weekly batch is taken). */
 export function reviewDueCount(db: Db, opts: QueueOptions): number {
