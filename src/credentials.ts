@@ -132,13 +132,19 @@ export async function maskSecrets(text: unknown): Promise<string> {
 
 /**
  * Every string in a value, masked, except under the keys named (ids a person must be able to type back).
- * For a whole digest model or review list before it is shown.
+ * For a whole digest model or review list before it is shown. `memo` (one caller's, for one model) remembers each
+ * string's mask: what was masked ahead, while the caller waited on something else, is not linted again.
  */
-export async function maskDeep<T>(value: T, keep: ReadonlySet<string> = new Set()): Promise<T> {
-  if (typeof value === 'string') return (await maskSecrets(value)) as T;
-  if (Array.isArray(value)) return (await Promise.all(value.map((v) => maskDeep(v, keep)))) as T;
+export async function maskDeep<T>(value: T, keep: ReadonlySet<string> = new Set(), memo?: Map<string, Promise<string>>): Promise<T> {
+  if (typeof value === 'string') {
+    if (!memo) return (await maskSecrets(value)) as T;
+    let masked = memo.get(value);
+    if (!masked) memo.set(value, (masked = maskSecrets(value)));
+    return (await masked) as T;
+  }
+  if (Array.isArray(value)) return (await Promise.all(value.map((v) => maskDeep(v, keep, memo)))) as T;
   if (value === null || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = keep.has(k) ? v : await maskDeep(v, keep);
+  for (const [k, v] of Object.entries(value)) out[k] = keep.has(k) ? v : await maskDeep(v, keep, memo);
   return out as T;
 }

@@ -41,7 +41,8 @@ const AWAITING_SHOWN = 20;
 /** Gather everything one digest says. Reads only; a store that cannot be read becomes a section saying so. */
 export async function collectDigest(opts: CollectOptions): Promise<DigestModel> {
   const remote = opts.fleet ? opts.stores.filter((s) => opts.fleet!.elsewhere(s) !== null) : [];
-  const byName = new Map((await collectSections({ ...opts, stores: opts.stores.filter((s) => !remote.includes(s)) })).map((s) => [s.name, s]));
+  const masked = new Map<string, Promise<string>>();
+  const byName = new Map((await collectSections({ ...opts, stores: opts.stores.filter((s) => !remote.includes(s)) }, masked)).map((s) => [s.name, s]));
   if (remote.length > 0) for (const s of await opts.fleet!.sections(remote)) if (remote.includes(s.name)) byName.set(s.name, s);
   const sections = opts.stores.map((name) => byName.get(name) ?? { ...emptySection(name, opts.config.review.afterDays), error: 'no report' });
   const failedGlobalJobs = failedJobs(opts.state, opts.period, null);
@@ -54,8 +55,8 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
     scope: opts.scope,
     // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
     // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
-    stores: await maskDeep(sections, SHOWN_EXACT),
-    failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT),
+    stores: await maskDeep(sections, SHOWN_EXACT, masked),
+    failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT, masked),
     quiet,
   };
 }
@@ -64,10 +65,10 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
 const SHOWN_EXACT = new Set(['id', 'ids', 'memoryId', 'select', 'name', 'link']);
 
 /** The sections of `opts.stores`, each read here: on the host that holds them. */
-export async function collectSections(opts: CollectOptions): Promise<StoreSection[]> {
+export async function collectSections(opts: CollectOptions, masked = new Map<string, Promise<string>>()): Promise<StoreSection[]> {
   const rules = lookTwiceRules(opts.config.digest.lookTwice);
   const sections: StoreSection[] = [];
-  for (const name of opts.stores) sections.push(await collectStore(name, rules, opts));
+  for (const name of opts.stores) sections.push(await collectStore(name, rules, opts, masked));
   return sections;
 }
 
@@ -85,7 +86,8 @@ export function emptySection(name: string, afterDays: number): StoreSection {
   };
 }
 
-async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOptions): Promise<StoreSection> {
+/** `masked`: the digest's masks, which this fills ahead for the new rows (see maskDeep). */
+async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOptions, masked: Map<string, Promise<string>>): Promise<StoreSection> {
   const { config, state, period, now } = opts;
   const section = emptySection(name, config.review.afterDays);
   // What the state db knows never depends on the store being readable.
@@ -115,7 +117,10 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       reviewing.catch(() => {}); // awaited below; new rows failing first must not leave it unhandled
       preloadCatalogue(); // masking's catalogue loads in what would be the wait for that scan
       section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
+      // ...and the new rows are masked in it: collectDigest's masking of the whole model then finds them done.
+      const maskingNew = maskDeep(section.newRows, SHOWN_EXACT, masked);
       const review = await reviewing;
+      await maskingNew;
       section.review.due = review.due;
       section.review.supersede = layout.correct !== undefined;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));

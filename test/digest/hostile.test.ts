@@ -5,7 +5,7 @@ import { linksIn, htmlToText } from '../helpers/linkify.js';
 import { CONFUSABLE_LINKS, LINK_FORMS, fakeSecrets, hiddenCodePoints, hiddenLinkVariants, secretCore } from '../helpers/hostile.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
 import { plain } from '../../src/digest/untrusted.js';
-import { maskSecrets } from '../../src/credentials.js';
+import { maskDeep, maskSecrets } from '../../src/credentials.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };
@@ -90,6 +90,19 @@ describe('credentials never reach a digest', () => {
     for (let i = 0; i < 50; i++) await maskSecrets(`run ${i}: deploy with the usual settings and no credential`);
     expect(performance.getEntriesByType('mark')).toEqual([]);
     expect(performance.getEntriesByType('measure')).toEqual([]);
+  });
+
+  it('masking with a memo (what the digest masks ahead while it waits) gives what masking afresh gives', async () => {
+    const texts = fakeSecrets().map((s) => s.text);
+    const model = { id: texts[0], rows: texts.map((t, i) => ({ id: t, fact: `note ${t}`, source: t, reasons: ['same', 'same'], n: i })) };
+    const memo = new Map<string, Promise<string>>();
+    const ahead = await maskDeep(model.rows.slice(0, 5), new Set(['id']), memo); // part first, as the digest does
+    const fresh = await maskDeep(model, new Set(['id']));
+    expect(await maskDeep(model, new Set(['id']), memo)).toEqual(fresh);
+    expect(ahead).toEqual(fresh.rows.slice(0, 5));
+    expect(fresh.id).toBe(texts[0]); // kept keys are not masked
+    for (const row of fresh.rows) expect(row.fact).not.toContain(secretCore(fakeSecrets()[row.n]!.secret));
+    expect(memo.size).toBeGreaterThan(texts.length); // every distinct string once: facts, sources, the reason
   });
 
   it('each form, in fact, subject, source, review batch, drift evidence and job errors: masked in text, HTML and raw MIME', async () => {
