@@ -124,8 +124,9 @@ async function catalogueFinds(text: string): Promise<string[]> {
 /** Both layers: every occurrence of what the catalogue finds, then the generic rules. */
 export async function maskSecrets(text: unknown): Promise<string> {
   let out = String(text ?? '');
-  // No token of the catalogue is this short (timestamps, verdicts, counts): the generic rules are enough.
-  if (out.trim().length < 12) return maskSecretsSync(out);
+  // No token of the catalogue is this short (verdicts, counts), and every one of its patterns has a letter in it
+  // (a prefix, a scheme, a key name): text without one (times, numbers) needs the generic rules only.
+  if (out.trim().length < 12 || !/[A-Za-z]/.test(out)) return maskSecretsSync(out);
   for (const value of await catalogueFinds(out)) out = out.split(value).join(maskValue(value));
   return maskSecretsSync(out);
 }
