@@ -88,12 +88,14 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
     store: store.name, now: toCanonical(rules.now), dryRun,
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
+  // Commits by others from here on end quiet mode (deleteInBatches): the scan for candidates counts as time watched.
+  const watched: Watched = { version: store.db.prepare('PRAGMA data_version').pluck().get() as number, since: performance.now() };
   const candidates = pruneCandidates(store, rules);
   if (dryRun) {
     const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
     tally(result, doomed.map((r) => r.rowid), doomed, candidates);
   } else if (candidates.rowids.length > 0) {
-    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result));
+    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, watched));
   }
   result.durationMs = Date.now() - started;
   return result;
@@ -117,8 +119,11 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
  * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
  * waits for the checkpoint to finish: the WAL never holds more than those few batches.
  */
+/** The store's data_version when the prune began watching for other connections' commits, and when that was. */
+interface Watched { version: number; since: number }
+
 async function deleteInBatches(
-  store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult,
+  store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult, watched: Watched,
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
@@ -126,7 +131,8 @@ async function deleteInBatches(
   const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
   try {
     // Start small (the first batch meets a cold cache); then each batch is offered the roots that should fill
-    // batchMs and a little over, at most twice the last offer, and takes chunks of them until its time is up.
+    // batchMs and a little over, and takes chunks of them until its time is up (the budget, not the offer, bounds
+    // how long it holds the lock: a quiet prune reaches its long batches at the second batch, not the tenth).
     let offer = Math.min(opts.batchSize, 100);
     let chunk = 50;
     let overhead = 0; // lock time beyond the deletes (collecting what went, the commit), smoothed
@@ -137,7 +143,8 @@ async function deleteInBatches(
     const quietMs = opts.pauseMs > 0 ? Math.max(opts.batchMs, opts.quietBatchMs) : opts.batchMs;
     const version = store.db.prepare('PRAGMA data_version').pluck();
     let lastVersion = version.get() as number;
-    let lastCommit = performance.now(); // unknown before the prune: as if someone had just written
+    // Nobody committed while the candidates were collected: as quiet as that long. Someone did: as if just now.
+    let lastCommit = lastVersion === watched.version ? watched.since : performance.now();
     let windowMs = opts.pauseMs;
     const quiet = () => performance.now() - lastCommit > QUIET_AFTER_MS;
     // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
@@ -179,7 +186,7 @@ async function deleteInBatches(
       overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
       const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
       chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
-      offer = Math.max(50, Math.min(opts.batchSize, 2 * offer, Math.round((1.5 * batchMs) / msPerRoot)));
+      offer = Math.max(50, Math.min(opts.batchSize, Math.round((1.5 * batchMs) / msPerRoot)));
       windowMs = calm && quietMs > opts.batchMs ? Math.max(opts.pauseMs, retryGapMs(outcome.lockMs) + 5) : opts.pauseMs;
       if (i >= candidates.rowids.length) break;
       await letWritersIn();
