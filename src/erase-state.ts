@@ -1,4 +1,4 @@
-import type { Db } from './store/sqlite.js';
+import { truncateWal, type Db } from './store/sqlite.js';
 import { asciiLower, textFinder } from './needles.js';
 
 /**
@@ -200,6 +200,5 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
 /** secure_delete zeroed what the scrub freed; VACUUM drops the free pages, the checkpoint empties the WAL. */
 export function compactState(db: Db): { walTruncated: boolean } {
   db.exec('VACUUM');
-  const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number }[];
-  return { walTruncated: r !== undefined && r.busy === 0 && r.log === 0 };
+  return { walTruncated: truncateWal(db) };
 }

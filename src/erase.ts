@@ -5,7 +5,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
-import { assertIntact, assertIntactLines, journalMode } from './store/sqlite.js';
+import { assertIntact, assertIntactLines, journalMode, truncateWal } from './store/sqlite.js';
 import { startStoreWorker, type StoreWorker } from './erase-worker.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
@@ -221,7 +221,6 @@ function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
   db.exec('VACUUM');
   const wal = String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
   if (!wal) return { vacuumed: true, walTruncated: true };
-  const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number }[];
-  return { vacuumed: true, walTruncated: r !== undefined && r.busy === 0 && r.log === 0 };
+  return { vacuumed: true, walTruncated: truncateWal(db) };
 }
 

@@ -3,7 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Progress } from '../progress.js';
 import { storeError } from '../errors.js';
-import { openDatabase } from '../store/sqlite.js';
+import { openDatabase, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
 import { readManifest, type Manifest } from './manifest.js';
 import type { RestoreJournal } from './journal.js';
@@ -151,7 +151,7 @@ export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: 
   }
   if (db) {
     try {
-      db.pragma('wal_checkpoint(TRUNCATE)');
+      truncateWal(db);
     } finally {
       db.close();
     }

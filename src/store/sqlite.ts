@@ -162,6 +162,24 @@ export function registerTimeFunctions(db: Db): void {
 }
 
 /**
+ * wal_checkpoint(TRUNCATE), tried again while SQLite answers busy, for as long as the connection's busy_timeout:
+ * TRUNCATE waits for writers and readers through the busy handler, but not for another connection's checkpoint
+ * (an agent's autocheckpoint after a big commit, a VACUUM's), which makes it return busy at once. True when the
+ * WAL was emptied and truncated. (The store thread's compact, src/store/thread.ts, does the same in its own code.)
+ */
+export function truncateWal(db: Db): boolean {
+  const deadline = Date.now() + (Number(db.pragma('busy_timeout', { simple: true })) || 0);
+  for (;;) {
+    const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number }[];
+    if (r === undefined) return false;
+    if (r.busy === 0) return r.log === 0;
+    if (Date.now() >= deadline) return false;
+    Atomics.wait(SLEEPER, 0, 0, 10);
+  }
+}
+const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
+
+/**
  * Writers that rewrite much of a file (init, repair, erase, the digest's claim) refuse a store SQLite itself finds
  * damaged, before their first write: a migration or VACUUM over a corrupt page would bake the damage in.
  */

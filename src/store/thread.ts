@@ -16,6 +16,7 @@ import type { Db } from './sqlite.js';
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const message = (err) => String((err && err.message) || err);
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 let db = null;
 let openError = null;
 try {
@@ -40,12 +41,21 @@ const ops = {
   },
   all: ({ sql, params }) => db.prepare(sql).all(params),
   checkpoint: () => { db.pragma('wal_checkpoint(PASSIVE)'); return null; },
+  // truncateWal (src/store/sqlite.ts), here: tried again while another connection's checkpoint makes it busy.
+  truncate: () => {
+    const deadline = Date.now() + (workerData.busyMs || 0);
+    for (;;) {
+      const [r] = db.pragma('wal_checkpoint(TRUNCATE)');
+      if (r === undefined) return false;
+      if (r.busy === 0) return r.log === 0;
+      if (Date.now() >= deadline) return false;
+      Atomics.wait(sleeper, 0, 0, 10);
+    }
+  },
   compact: () => {
     db.exec('VACUUM');
     const wal = String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
-    if (!wal) return { vacuumed: true, walTruncated: true };
-    const [r] = db.pragma('wal_checkpoint(TRUNCATE)');
-    return { vacuumed: true, walTruncated: r !== undefined && r.busy === 0 && r.log === 0 };
+    return { vacuumed: true, walTruncated: wal ? ops.truncate() : true };
   },
 };
 parentPort.on('message', ({ id, op, arg }) => {
@@ -55,7 +65,7 @@ parentPort.on('message', ({ id, op, arg }) => {
   catch (err) { parentPort.postMessage({ id, error: message(err) }); }
 });`;
 
-export type ThreadOp = 'quick_check' | 'integrity' | 'all' | 'checkpoint' | 'compact';
+export type ThreadOp = 'quick_check' | 'integrity' | 'all' | 'checkpoint' | 'truncate' | 'compact';
 
 /** Below this file size a whole-file pass runs in less time than a thread takes to start (a V8 isolate, better-sqlite3 loaded again: 50–100 ms of CPU). */
 export const THREAD_MIN_BYTES = 8 * 1024 * 1024;

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { openDatabase, journalMode, type Db } from '../../store/sqlite.js';
+import { openDatabase, journalMode, truncateWal, type Db } from '../../store/sqlite.js';
 import { storeError } from '../../errors.js';
 import type { Mem0Point, PointStore } from '../contract.js';
 
@@ -86,7 +86,7 @@ export function sqliteVectorStore(byCollection: Record<string, string>, busyTime
         withDb(path, busyTimeoutMs, (db) => {
           db.pragma('secure_delete = ON');
           db.exec('VACUUM');
-          if (journalMode(db) === 'wal') db.pragma('wal_checkpoint(TRUNCATE)');
+          if (journalMode(db) === 'wal') truncateWal(db);
         });
       }
     },
