@@ -15,20 +15,25 @@ import type { Db } from './sqlite.js';
  */
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver); // loaded as the thread starts: a spare thread has it ready
 const message = (err) => String((err && err.message) || err);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 let db = null;
 let openError = null;
-try {
-  db = new (require(workerData.driver))(workerData.path, { fileMustExist: true, readonly: workerData.readonly });
-  if (workerData.busyMs !== undefined) db.pragma('busy_timeout = ' + workerData.busyMs);
-  db.pragma('wal_autocheckpoint = 0');
-  if (workerData.cacheKb !== undefined) db.pragma('cache_size = -' + workerData.cacheKb);
-  // The exact time rule (parseInstant, src/time.ts) lives on the main thread: a statement that meets a time SQLite
-  // cannot compare as canonical text fails here, and its caller runs it on the store's own connection.
-  db.function('warden_epoch', { deterministic: true }, (_) => { throw new Error('warden_epoch is not on the store thread'); });
-} catch (err) {
-  openError = message(err);
+let busyMs = 0;
+function open({ path, readonly, busy, cacheKb }) {
+  try {
+    db = new Database(path, { fileMustExist: true, readonly });
+    if (busy !== undefined) db.pragma('busy_timeout = ' + busy);
+    busyMs = busy || 0;
+    db.pragma('wal_autocheckpoint = 0');
+    if (cacheKb !== undefined) db.pragma('cache_size = -' + cacheKb);
+    // The exact time rule (parseInstant, src/time.ts) lives on the main thread: a statement that meets a time SQLite
+    // cannot compare as canonical text fails here, and its caller runs it on the store's own connection.
+    db.function('warden_epoch', { deterministic: true }, (_) => { throw new Error('warden_epoch is not on the store thread'); });
+  } catch (err) {
+    openError = message(err);
+  }
 }
 const ops = {
   quick_check: () => db.pragma('quick_check(5)').map((r) => String(Object.values(r)[0])),
@@ -43,7 +48,7 @@ const ops = {
   checkpoint: () => { db.pragma('wal_checkpoint(PASSIVE)'); return null; },
   // truncateWal (src/store/sqlite.ts), here: tried again while another connection's checkpoint makes it busy.
   truncate: () => {
-    const deadline = Date.now() + (workerData.busyMs || 0);
+    const deadline = Date.now() + busyMs;
     for (;;) {
       const [r] = db.pragma('wal_checkpoint(TRUNCATE)');
       if (r === undefined) return false;
@@ -59,6 +64,7 @@ const ops = {
   },
 };
 parentPort.on('message', ({ id, op, arg }) => {
+  if (op === 'open') return open(arg);
   if (op === 'close') { if (db) db.close(); parentPort.close(); return; }
   if (openError) return parentPort.postMessage({ id, error: openError });
   try { parentPort.postMessage({ id, result: ops[op](arg) }); }
@@ -91,14 +97,40 @@ export interface StoreThread {
   terminate(): void;
 }
 
-export function startStoreThread(path: string, opts: StoreThreadOptions = {}): StoreThread {
-  let worker: Worker;
+let spare: Worker | undefined;
+
+/**
+ * Starts a thread now, with no store yet, for the next startStoreThread to take: a command that will want one
+ * (the digest's review queue) asks for it first thing, and the thread's start (a V8 isolate, better-sqlite3 loaded:
+ * 60–80 ms) overlaps the command's own (config, modules) instead of coming after it. Unreferenced until taken: an
+ * unused spare does not keep the process alive.
+ */
+export function warmStoreThread(): void {
+  if (spare) return;
+  const worker = spawn();
+  if (!worker) return;
+  worker.unref();
+  worker.on('error', () => {}); // a spare that failed to start is simply not there: startStoreThread spawns anew
+  worker.once('exit', () => {
+    if (spare === worker) spare = undefined;
+  });
+  spare = worker;
+}
+
+function spawn(): Worker | undefined {
   try {
-    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    worker = new Worker(WORKER, { eval: true, workerData: { path, driver, readonly: opts.readonly ?? false, busyMs: opts.busyMs, cacheKb: opts.cacheKb } });
+    return new Worker(WORKER, { eval: true, workerData: { driver: createRequire(import.meta.url).resolve('better-sqlite3') } });
   } catch {
-    return { call: async () => null, close: async () => {}, terminate: () => {} };
+    return undefined;
   }
+}
+
+export function startStoreThread(path: string, opts: StoreThreadOptions = {}): StoreThread {
+  const worker = spare ?? spawn();
+  spare = undefined;
+  if (!worker) return { call: async () => null, close: async () => {}, terminate: () => {} };
+  worker.ref();
+  worker.postMessage({ id: -2, op: 'open', arg: { path, readonly: opts.readonly ?? false, busy: opts.busyMs, cacheKb: opts.cacheKb } });
   // Referenced until closed: the main thread awaits its answers, and an unreferenced worker let the process exit,
   // silently and with status 0, while an answer was still awaited. Every user closes it in a finally.
   let next = 0;
