@@ -119,6 +119,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
       // ...and the new rows are masked in it: collectDigest's masking of the whole model then finds them done.
       const maskingNew = maskDeep(section.newRows, SHOWN_EXACT, masked);
+      maskingNew.catch(() => {}); // awaited below, after the review queue: its failure is reported there
       const review = await reviewing;
       await maskingNew;
       section.review.due = review.due;
