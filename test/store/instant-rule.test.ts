@@ -297,6 +297,14 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
       // returns no row to read the count from, and the count is taken here).
       expect(prepared.filter((sql) => sql.includes('WITH due AS MATERIALIZED'))).toEqual([]);
     }
+    // Nothing due (a cutoff before every row): an empty batch that could have held a row says so without a count.
+    for (const limit of [undefined, 1, 20]) {
+      const opts = { now, afterDays: 100_000, ...(limit === undefined ? {} : { limit }) };
+      const { spied, prepared } = spy(store);
+      expect(reviewQueue(spied.db, opts)).toEqual({ due: 0, batch: [] });
+      expect(await reviewQueueConcurrently(spied, opts, 0)).toEqual({ due: 0, batch: [] });
+      expect(prepared.filter((sql) => sql.startsWith('SELECT count(*)'))).toEqual([]);
+    }
     expect(here0(store).due).toBeGreaterThan(50);
     expect(batches).toBeGreaterThan(50);
     store.close();

@@ -52,8 +52,13 @@ export function reviewQueue(db: Db, opts: QueueOptions): { due: number; batch: M
 
 type QueueRow = MemoryUnderReview & { due: number };
 
+/**
+ * The count rides on every row of the batch. No row: nothing is due when the batch could have held one (a limit
+ * other than 0, nothing excluded); otherwise the count takes a scan of its own.
+ */
 function queueFrom(db: Db, opts: QueueOptions, rows: QueueRow[]): { due: number; batch: MemoryUnderReview[] } {
-  const due = rows[0]?.due ?? (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL} AND ${dueSql()}`).get(dueParams(opts)) as { n: number }).n;
+  const noneDue = rows.length === 0 && opts.limit !== 0 && (opts.exclude ?? []).length === 0;
+  const due = rows[0]?.due ?? (noneDue ? 0 : (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL} AND ${dueSql()}`).get(dueParams(opts)) as { n: number }).n);
   return { due, batch: rows.map(({ due: _, ...row }) => row) };
 }
 const QUEUE_SQL = `WITH due AS MATERIALIZED (SELECT rowid AS r, julianday(confirmed_at) AS k, id FROM memory WHERE ${LIVE_SQL} AND ${dueSql()})
