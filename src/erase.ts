@@ -5,7 +5,7 @@ import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
-import { assertIntact, assertIntactLines, journalMode, truncateWal } from './store/sqlite.js';
+import { assertIntact, assertIntactLines, busyTimeoutMs, journalMode, truncateWal } from './store/sqlite.js';
 import { startStoreWorker, type StoreWorker } from './erase-worker.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
@@ -79,7 +79,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
-      const worker = dryRun ? undefined : startStoreWorker(store.path, Number(store.db.pragma('busy_timeout', { simple: true })) || 0);
+      const worker = dryRun ? undefined : startStoreWorker(store.path, busyTimeoutMs(store.db));
       try {
         const copies = async (texts: string[], ids: string[]) => {
           fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);

@@ -3,7 +3,6 @@ import { loadForCommand, print, printJson, type StoreOptions } from './common.js
 import type { DigestResult } from '../digest/digest.js';
 import { usageError } from '../errors.js';
 import { terminalText } from '../untrusted.js';
-import { warmStoreThread } from '../store/thread.js';
 
 interface DigestOptions extends StoreOptions {
   preview?: boolean;
@@ -31,7 +30,9 @@ export function registerDigestCommands(program: Command): void {
       if (opts.preview === opts.send) throw usageError('digest: choose one of --preview or --send');
       if (opts.out && !opts.preview) throw usageError('digest: --out goes with --preview');
       const stores = (opts.store as unknown as string[] | undefined) ?? [];
-      warmStoreThread(); // for the review queue's scan (src/layouts/warden/queue.ts), starting while config loads
+      // A spare store thread for the review queue's scan (src/layouts/warden/queue.ts), starting while config loads.
+      // Imported here, not at the top: --help loads no SQLite (test/cli-startup.test.ts).
+      void import('../store/thread.js').then((m) => m.warmStoreThread(), () => {});
       const { config, log, now } = await loadForCommand({ ...opts, store: undefined }, cmd);
       const chosen = stores.length > 0 ? stores : undefined;
       if (opts.preview) {

@@ -161,6 +161,11 @@ export function registerTimeFunctions(db: Db): void {
   db.function('warden_epoch', { deterministic: true }, (v: unknown) => parseInstant(v));
 }
 
+/** The connection's busy_timeout in ms (0: none). A second connection to the same store (a thread's) takes it too. */
+export function busyTimeoutMs(db: Db): number {
+  return Number(db.pragma('busy_timeout', { simple: true })) || 0;
+}
+
 /**
  * wal_checkpoint(TRUNCATE), tried again while SQLite answers busy, for as long as the connection's busy_timeout:
  * TRUNCATE waits for writers and readers through the busy handler, but not for another connection's checkpoint
@@ -168,7 +173,7 @@ export function registerTimeFunctions(db: Db): void {
  * WAL was emptied and truncated. (The store thread's compact, src/store/thread.ts, does the same in its own code.)
  */
 export function truncateWal(db: Db): boolean {
-  const deadline = Date.now() + (Number(db.pragma('busy_timeout', { simple: true })) || 0);
+  const deadline = Date.now() + busyTimeoutMs(db);
   for (;;) {
     const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number }[];
     if (r === undefined) return false;

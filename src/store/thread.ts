@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import type { Db } from './sqlite.js';
+import { busyTimeoutMs, type Db } from './sqlite.js';
 
 /**
  * A second connection to a store on a worker thread: the whole-file passes that need nothing from the main thread
@@ -123,6 +123,11 @@ function spawn(): Worker | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A thread whose connection is opened as the store's own is: read-only or not, the same busy timeout. */
+export function startStoreThreadBeside(store: { db: Db; path: string }): StoreThread {
+  return startStoreThread(store.path, { readonly: store.db.readonly, busyMs: busyTimeoutMs(store.db) });
 }
 
 export function startStoreThread(path: string, opts: StoreThreadOptions = {}): StoreThread {

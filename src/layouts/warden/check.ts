@@ -1,6 +1,6 @@
 import type { CheckReport, StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
-import { startStoreThread, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
+import { startStoreThreadBeside, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
 import { liveViewState, memoryColumns } from './schema.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
 import type { Progress } from '../../progress.js';
@@ -216,8 +216,7 @@ function structure(store: StoreHandle): Structure {
 }
 
 function integrityOnThread(store: StoreHandle): { lines: Promise<Structure | null>; cancel(): void } {
-  const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
-  const thread = startStoreThread(store.path, { readonly: store.db.readonly, busyMs });
+  const thread = startStoreThreadBeside(store);
   const lines = thread.call('integrity', { danglingSql: DANGLING_SQL, sample: ID_SAMPLE }).then((r) => {
     void thread.close();
     const m = r?.result as Structure | undefined;

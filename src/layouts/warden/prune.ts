@@ -101,6 +101,9 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   return result;
 }
 
+/** The store's data_version when the prune began watching for other connections' commits, and when that was. */
+interface Watched { version: number; since: number }
+
 /**
  * The agent's writes get in between batches. SQLite has no queue of waiting writers: a writer that finds the lock
  * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
@@ -119,9 +122,6 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
  * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
  * waits for the checkpoint to finish: the WAL never holds more than those few batches.
  */
-/** The store's data_version when the prune began watching for other connections' commits, and when that was. */
-interface Watched { version: number; since: number }
-
 async function deleteInBatches(
   store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult, watched: Watched,
 ): Promise<void> {

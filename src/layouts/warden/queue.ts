@@ -3,7 +3,7 @@ import { LIVE_SQL, reviewCutoff, secondText } from './rules.js';
 import { canonicalSql, textUpperBound } from '../../time.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import type { ReviewDueOptions, StoreHandle } from '../contract.js';
-import { startStoreThread, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
+import { startStoreThreadBeside, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
 
 /** What the review queue is asked for (the contract's ReviewDueOptions). */
 export type QueueOptions = ReviewDueOptions;
@@ -74,8 +74,7 @@ ORDER BY b.k, b.id`;
  */
 export function reviewQueueConcurrently(store: StoreHandle, opts: QueueOptions, threadMinBytes = THREAD_MIN_BYTES): Promise<{ due: number; batch: MemoryUnderReview[] }> {
   if (storeBytes(store.db) < threadMinBytes) return Promise.resolve(reviewQueue(store.db, opts));
-  const busyMs = Number(store.db.pragma('busy_timeout', { simple: true })) || 0;
-  const thread = startStoreThread(store.path, { readonly: store.db.readonly, busyMs });
+  const thread = startStoreThreadBeside(store);
   return thread.call('all', { sql: QUEUE_SQL, params: dueParams(opts) }).then((r) => {
     void thread.close();
     return Array.isArray(r?.result) ? queueFrom(store.db, opts, r.result as QueueRow[]) : reviewQueue(store.db, opts);
