@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ensurePrivateFile, openHandle, type Db } from './store/sqlite.js';
+import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
 import { migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
@@ -20,7 +20,7 @@ export function openStateDb(path: string): Db {
   const db = openHandle(path, { timeout: 5000 });
   db.pragma('foreign_keys = ON');
   try {
-    db.pragma('journal_mode = WAL');
+    setJournalMode(db, 'wal'); // busy at once, without the timeout, while another process creates it too
     migrateState(db, path); // its tables: src/state/migrations/, in order
   } catch (err) {
     db.close();

@@ -33,7 +33,7 @@ try {
   }
   const copy = new Database(dest, { fileMustExist: true });
   try {
-    copy.pragma('journal_mode = DELETE');
+    copy.pragma('journal_mode = DELETE'); // its own fresh copy: nobody else has it open
     const integrity = copy.pragma('integrity_check').map((r) => r.integrity_check).join('; ');
     const tables = {};
     for (const { name } of copy.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()) {

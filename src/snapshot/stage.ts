@@ -3,7 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Progress } from '../progress.js';
 import { storeError } from '../errors.js';
-import { openDatabase, truncateWal } from '../store/sqlite.js';
+import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
 import { readManifest, type Manifest } from './manifest.js';
 import type { RestoreJournal } from './journal.js';
@@ -131,7 +131,7 @@ export function stageSqlite(source: string, staged: string, manifest: Manifest, 
   try {
     const integrity = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
     if (integrity !== 'ok') throw storeError(`${source}: integrity_check of the staged copy says "${integrity.slice(0, 200)}"`);
-    if (manifest.sqlite.journalMode === 'wal') db.pragma('journal_mode = WAL');
+    if (manifest.sqlite.journalMode === 'wal') setJournalMode(db, 'wal');
   } finally {
     db.close();
   }

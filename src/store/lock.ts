@@ -1,4 +1,4 @@
-import { ensurePrivateFile, openHandle } from './sqlite.js';
+import { ensurePrivateFile, openHandle, setJournalMode } from './sqlite.js';
 import { transientError } from '../errors.js';
 
 /**
@@ -21,7 +21,7 @@ export function acquireMaintenanceLock(dbPath: string, opts: { waitMs?: number; 
   ensurePrivateFile(path); // beside the store and under the snapshot root alike: 0600, its journal too
   const db = openHandle(path, { timeout: opts.waitMs ?? 0 });
   try {
-    db.pragma('journal_mode = DELETE');
+    setJournalMode(db, 'delete');
     db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER, job TEXT, since TEXT)');
     db.exec('BEGIN IMMEDIATE');
     db.prepare('DELETE FROM holder').run();

@@ -173,15 +173,46 @@ export function busyTimeoutMs(db: Db): number {
  * WAL was emptied and truncated. (The store thread's compact, src/store/thread.ts, does the same in its own code.)
  */
 export function truncateWal(db: Db): boolean {
-  const deadline = Date.now() + busyTimeoutMs(db);
-  for (;;) {
+  const done = whileBusy(db, () => {
     const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number }[];
     if (r === undefined) return false;
-    if (r.busy === 0) return r.log === 0;
-    if (Date.now() >= deadline) return false;
+    return r.busy === 0 ? r.log === 0 : BUSY;
+  });
+  return done === BUSY ? false : done;
+}
+
+/**
+ * `PRAGMA journal_mode = <mode>`, tried again while SQLite answers busy, for as long as the connection's
+ * busy_timeout. Changing the mode writes the file header under a write lock taken while a read lock is held, and
+ * SQLite does not call the busy handler for that upgrade (two upgraders would deadlock): with another connection
+ * writing (an agent on a rollback-journal store, a second process creating the same state db) it is busy at
+ * once, whatever the timeout. The mode now in force, lower case; the last busy error once the timeout is spent.
+ */
+export function setJournalMode(db: Db, mode: 'wal' | 'delete'): string {
+  let busy: unknown;
+  const set = whileBusy(db, () => {
+    try {
+      return String(db.pragma(`journal_mode = ${mode}`, { simple: true })).toLowerCase();
+    } catch (err) {
+      if (!String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw err;
+      busy = err;
+      return BUSY;
+    }
+  });
+  if (set === BUSY) throw busy;
+  return set;
+}
+
+/** For what SQLite answers busy at once, without its busy handler: `attempt` again, 10 ms apart, until the timeout. */
+function whileBusy<T>(db: Db, attempt: () => T | typeof BUSY): T | typeof BUSY {
+  const deadline = Date.now() + busyTimeoutMs(db);
+  for (;;) {
+    const result = attempt();
+    if (result !== BUSY || Date.now() >= deadline) return result;
     Atomics.wait(SLEEPER, 0, 0, 10);
   }
 }
+const BUSY = Symbol('busy');
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
 /**

@@ -1,4 +1,4 @@
-import { tableExists, type Db } from '../../store/sqlite.js';
+import { setJournalMode, tableExists, type Db } from '../../store/sqlite.js';
 import { storeError } from '../../errors.js';
 import { instantShapeSql } from '../../time.js';
 
@@ -155,6 +155,6 @@ export function initSchema(db: Db, path: string): InitResult {
       result.addedView = view === 'missing';
     }
   }).immediate();
-  result.journalMode = String(db.pragma('journal_mode = WAL', { simple: true })).toLowerCase();
+  result.journalMode = setJournalMode(db, 'wal');
   return result;
 }
