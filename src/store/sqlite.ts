@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, fchmodSync, openSync, readSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, statSync } from 'node:fs';
 import { storeError } from '../errors.js';
 import { parseInstant } from '../time.js';
 
@@ -12,9 +12,13 @@ export interface OpenOptions {
   create?: boolean;
 }
 
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
-
-/** Refuse a path that is missing, not a file, or not SQLite, before SQLite itself touches it. */
+/**
+ * Refuse a path that is missing, not a file, or empty, before SQLite itself touches it (SQLite would take an
+ * empty file as a new database). Whether it is SQLite at all is asked of SQLite once open (`openDatabase`): this
+ * process never opens a descriptor of its own on a store, because closing one drops every POSIX lock the process
+ * holds on the file, SQLite's included (another thread's reader, a second job's connection): "How To Corrupt An
+ * SQLite Database File", 2.2.
+ */
 export function assertSqliteFile(path: string): void {
   let size: number;
   try {
@@ -29,14 +33,6 @@ export function assertSqliteFile(path: string): void {
     throw storeError(`${path}: cannot read (${(err as NodeJS.ErrnoException).code})`, err);
   }
   if (size === 0) throw storeError(`${path}: empty file, not a SQLite database`);
-  const head = Buffer.alloc(16);
-  const fd = openSync(path, 'r');
-  try {
-    readSync(fd, head, 0, 16, 0);
-  } finally {
-    closeSync(fd);
-  }
-  if (!head.equals(SQLITE_HEADER)) throw storeError(`${path}: not a SQLite database`);
 }
 
 /**
@@ -56,12 +52,24 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Db {
     db.pragma('foreign_keys = ON');
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000))}`);
     if (db.pragma('foreign_keys', { simple: true }) !== 1) throw storeError(`${path}: foreign keys could not be enabled`);
+    if (!opts.create) assertSqliteHeader(db, path);
     registerTimeFunctions(db);
   } catch (err) {
     db.close();
-    throw err instanceof Error && 'kind' in err ? err : storeError(`open ${path}: ${(err as Error).message}`, err);
+    // SQLite's own errors keep their code (a busy store stays retryable); they already name the file.
+    throw err instanceof Error && ('kind' in err || err instanceof Database.SqliteError) ? err : storeError(`open ${path}: ${(err as Error).message}`, err);
   }
   return db;
+}
+
+/** The first read of the file: its header, checked by SQLite (SQLITE_NOTADB when it is not a database). */
+function assertSqliteHeader(db: Db, path: string): void {
+  try {
+    db.prepare('SELECT 1 FROM sqlite_schema LIMIT 0').all();
+  } catch (err) {
+    if ((err as { code?: string }).code === 'SQLITE_NOTADB') throw storeError(`${path}: not a SQLite database`, err);
+    throw err;
+  }
 }
 
 const NAMED = Symbol('memory-warden.named');
@@ -138,21 +146,22 @@ export function openHandle(path: string, options?: Database.Options): Db {
 /**
  * memory-warden's own SQLite files (the state db, lock sidecars) are private: 0600 whatever the umask. SQLite
  * would create them 0644 minus the umask; created (or corrected) here first, SQLite then keeps the mode, and gives
- * the same mode to the journal, WAL and shm files it makes beside them.
+ * the same mode to the journal, WAL and shm files it makes beside them. An existing file is corrected by path,
+ * never through a descriptor: another connection of this process may hold a lock on it (a second job's lock
+ * sidecar), and closing any descriptor of the file would drop that lock for every other process to take.
  */
 export function ensurePrivateFile(path: string): void {
-  let fd: number;
   try {
-    fd = openSync(path, 'a', 0o600);
+    closeSync(openSync(path, 'wx', 0o600)); // new: no connection can hold a lock on it yet
   } catch (err) {
-    throw storeError(`create ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+      throw storeError(`create ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+    }
   }
   try {
-    fchmodSync(fd, 0o600);
+    if ((statSync(path).mode & 0o777) !== 0o600) chmodSync(path, 0o600); // an old file, or a umask of 0o400
   } catch {
     // Not ours to change (another user's file): SQLite will say whether it can use it.
-  } finally {
-    closeSync(fd);
   }
 }
 
