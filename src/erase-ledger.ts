@@ -66,7 +66,7 @@ export function recordDeletions(stateDb: string, store: string, memories: readon
   const db = openStateDb(stateDb);
   try {
     const put = db.prepare(`INSERT OR REPLACE INTO warden_deletions (store, memory_id, user_hmac, deleted_at) VALUES (?, ?, ?, ?)`);
-    db.transaction(() => owned.forEach((m) => put.run(store, m.id, userHmac(key, m.user), toCanonical(at))))();
+    db.transaction(() => owned.forEach((m) => put.run(store, m.id, userHmac(key, m.user), toCanonical(at)))).immediate();
   } finally {
     db.close();
   }
