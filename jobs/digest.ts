@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../src/vendor/zod.js';
 import { defineJob, type JobContext } from '../src/job.js';
 import { runDigest, type DigestResult } from '../src/digest/digest.js';
 import { createDigestSectionsTask } from '../src/digest/fleet.js';

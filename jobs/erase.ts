@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../src/vendor/zod.js';
 import { defineJob, type JobContext } from '../src/job.js';
 import { erase, type EraseReceipt, type EraseSelector } from '../src/erase.js';
 

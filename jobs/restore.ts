@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../src/vendor/zod.js';
 import { defineJob, type JobContext } from '../src/job.js';
 import { restoreSnapshot, type RestoreResult } from '../src/snapshot/restore.js';
 

@@ -125,7 +125,8 @@ export function readText(file: string): string {
 }
 
 export function parseYaml(text: string, file: string): unknown {
-  const YAML = require('yaml') as typeof import('yaml'); // loaded when a file is parsed (readDefaults)
+  // Loaded when a file is parsed (readDefaults); the build's one-file copy of the package (scripts/vendor.ts).
+  const YAML = require('./vendor/yaml.cjs') as typeof import('yaml');
   try {
     // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
     return YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { z } from 'zod';
+import { z } from './vendor/zod.js';
 import { configError } from './errors.js';
 import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type { z } from './vendor/zod.js';
 import type { Redis } from 'ioredis';
 import type { Logger } from './logger.js';
 import type { Config } from './config.js';

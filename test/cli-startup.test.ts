@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CronExpressionParser } from 'cron-parser';
@@ -53,6 +54,11 @@ function traced(dir: string, args: string[], env: Record<string, string> = {}): 
     return m ? [m[1]!] : [];
   }));
   const own = files.filter((f) => f.startsWith(DIST)).map((f) => f.slice(DIST.length));
+  // A package the build bundled into one file (scripts/vendor.ts) counts as that package.
+  for (const f of own) {
+    const m = /^src\/vendor\/([^/.]+)\.c?js$/.exec(f);
+    if (m) packages.add(m[1]!);
+  }
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr, packages, own };
 }
 
@@ -176,6 +182,37 @@ describe('the cheap stand-ins agree with what they stand for', () => {
     expect(() => new Intl.DateTimeFormat('en', { timeZone: 'UTC' })).not.toThrow();
     expect(isTimeZone('UTC')).toBe(true);
     expect(isTimeZone('Nowhere/Else')).toBe(false);
+  });
+});
+
+describe('the build\'s one-file bundles are the packages (scripts/vendor.ts)', () => {
+  it('dist/src/vendor/zod.js exports what zod does, and validates as zod does', async () => {
+    const zod = await import('zod');
+    const bundled = (await import(join(DIST, 'src/vendor/zod.js'))) as typeof zod;
+    expect(readFileSync(join(DIST, 'src/vendor/zod.js'), 'utf8').length).toBeGreaterThan(100_000); // bundled, not the re-export
+    expect(Object.keys(bundled).sort()).toEqual(Object.keys(zod).filter((k) => k !== 'default').sort()); // `export *`: named only
+    const schema = (z: typeof zod.z) => z.object({ a: z.number().int().positive(), b: z.enum(['x', 'y']).default('x'), c: z.array(z.string()).max(2) }).strict();
+    for (const v of [{ a: 1, c: [] }, { a: -1, c: [] }, { a: 1.5, b: 'z', c: ['1', '2', '3'] }, { a: 1, c: [], d: 1 }, null, 'a']) {
+      expect(schema(bundled.z).safeParse(v), JSON.stringify(v)).toEqual(schema(zod.z).safeParse(v));
+    }
+  });
+
+  it('dist/src/vendor/yaml.cjs parses as yaml does, refusals included', () => {
+    const bundled = createRequire(import.meta.url)(join(DIST, 'src/vendor/yaml.cjs')) as typeof YAML;
+    expect(readFileSync(join(DIST, 'src/vendor/yaml.cjs'), 'utf8').length).toBeGreaterThan(100_000);
+    const opts = { uniqueKeys: true, maxAliasCount: 100 };
+    expect(bundled.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'), opts)).toEqual(YAML.parse(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'), opts));
+    const laughs = ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${'bcdefghi'[i]}: &${'bcdefghi'[i]} [${Array(9).fill(`*${'abcdefgh'[i]}`).join(', ')}]`)].join('\n');
+    for (const text of ['a: 1\na: 2', laughs, 'a: [1, 2', 'k: "\\u00e9t\u00e9"']) {
+      const outcome = (Y: typeof YAML) => {
+        try {
+          return { value: Y.parse(text, opts) as unknown };
+        } catch (err) {
+          return { error: (err as Error).message };
+        }
+      };
+      expect(outcome(bundled), text.slice(0, 40)).toEqual(outcome(YAML));
+    }
   });
 });
 

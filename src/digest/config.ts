@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 
 export const smtpSchema = z.strictObject({
   host: z.string().min(1),

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import type { Config } from '../config.js';
 import { expandHome } from '../config.js';
 import type { JobContext } from '../job.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { redactSecrets } from '../secrets.js';
 import { judge } from '../verifiers/rules.js';
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import type { Config } from '../config.js';
 import { coerceError, configError, transientError, usageError } from '../errors.js';
 import type { TaskDispatch } from '../job.js';

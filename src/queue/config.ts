@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 
 const require = createRequire(import.meta.url);
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 
 /**
  * The review page's keys, under `review:` beside afterDays and batch. Without `url` the digest keeps its shell

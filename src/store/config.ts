@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import { mem0Schema } from '../layouts/mem0/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */

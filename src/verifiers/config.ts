@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import { VERIFIER_NAME } from './define.js';
 
 /** A regular expression written in config: it must compile (named groups become template variables). */

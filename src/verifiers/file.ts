@@ -1,5 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import { defineVerifier } from './define.js';
 import { FORMATS, formatOf, parseContent } from './formats.js';
 import { select } from './select.js';

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import { defineVerifier } from './define.js';
 import { FORMATS, formatOf, parseContent } from './formats.js';
 import { select } from './select.js';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
+import { z } from '../vendor/zod.js';
 import { defineVerifier } from './define.js';
 import { select } from './select.js';
 import { Refusal } from './types.js';

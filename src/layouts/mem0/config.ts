@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../../vendor/zod.js';
 
 /**
  * Where a mem0 deployment keeps what memory-warden looks after. The history file is the store's `db`; the vectors

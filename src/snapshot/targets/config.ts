@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../../vendor/zod.js';
 import { configError } from '../../errors.js';
 import { localTargetSchema } from './local/schema.js';
 import { s3TargetSchema } from './s3/schema.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../../../vendor/zod.js';
 
 /** A folder on this machine: another disk, a NAS mount. Today's kind of copy, behind the same contract. */
 export const localTargetSchema = z.strictObject({

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../../../vendor/zod.js';
 
 /** S3 or any S3-compatible object storage (MinIO, R2, Backblaze B2, Ceph RGW, …). */
 export const s3TargetSchema = z.strictObject({

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { z } from '../../../vendor/zod.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
 export const sftpTargetSchema = z.strictObject({
