@@ -1,7 +1,7 @@
 /**
  * `npm run build`, after tsc: zod and yaml, each bundled into one file in place of the re-export tsc emitted for
  * src/vendor/. Loading modules is most of a command's start-up on Node 20 (no compile cache): zod is 95 files and
- * yaml 72, about 20 and 15 ms of every `memory-warden … --config FILE` (BENCHMARKS.md, "Start-up, third pass").
+ * yaml 72, about 20 and 15 ms of every `memory-warden … --config FILE` (BENCHMARKS.md, "Issue 13: fourth session").
  * The bundle is the package's own code, unchanged; without the bundler (a production install) the re-exports
  * stay, and everything works as before, only slower to start.
  */
