@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
@@ -142,6 +143,83 @@ describe('the window between batches', () => {
       expect(wal.nBackfill).toBe(wal.mxFrame);
     } finally {
       store.close();
+    }
+  });
+});
+
+describe('quiet from the first batch when the store\'s files show no write for half a second', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeEach(() => ({ dir, cleanup } = tempDir()));
+  afterEach(() => cleanup());
+
+  // 15,000 prunable rows. Quiet, the second batch may last 10 s and takes every row left: 2 batches (the first is
+  // always 100 rows, for a cold cache). Not quiet, batches last 1 ms until half a second after the last write.
+  const settings = { batchSize: 100_000, batchMs: 1, quietBatchMs: 10_000, pauseMs: 1 };
+  const rows = (): Row[] => Array.from({ length: 20_000 }, (_, i) => ({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' }));
+  const run = (db: string) =>
+    prune({ store: 't', dryRun: false }, {
+      config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: settings } }),
+      log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal,
+    });
+  const age = (file: string, seconds: number) => {
+    const at = Date.now() / 1000 - seconds;
+    utimesSync(file, at, at);
+  };
+
+  it('a store last written ten seconds ago: long batches at once', async () => {
+    const db = makeStore(join(dir, 'm.db'), rows());
+    age(db, 10);
+    const result = await run(db);
+    expect(result.deleted).toBe(15_000);
+    expect(result.batches).toBe(2);
+  });
+
+  it('a store written just now, or whose clock says later: short batches first', async () => {
+    for (const seconds of [0, -3600]) {
+      const db = makeStore(join(dir, `m${seconds}.db`), rows());
+      age(db, seconds);
+      const result = await run(db);
+      expect(result.deleted).toBe(15_000);
+      expect(result.batches).toBeGreaterThan(2);
+    }
+  });
+
+  it('the WAL holds an agent\'s commit from just now: short batches first, though the file itself is old', async () => {
+    const db = makeStore(join(dir, 'm.db'), rows());
+    const agent = new Database(db);
+    agent.pragma('wal_autocheckpoint = 0');
+    agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('agent_1', 's', 'f', 'agent')`).run();
+    age(db, 10);
+    expect(statSync(`${db}-wal`).size).toBeGreaterThan(0);
+    try {
+      const result = await run(db);
+      expect(result.deleted).toBe(15_000);
+      expect(result.batches).toBeGreaterThan(2);
+    } finally {
+      agent.close();
+    }
+  });
+
+  it('an empty WAL says nothing (opening the store made it), nor does a rollback journal\'s absence', async () => {
+    const wal = makeStore(join(dir, 'wal.db'), rows());
+    const open = new Database(wal); // creates an empty WAL, as any connection does
+    open.prepare('SELECT count(*) FROM memory').get();
+    expect(statSync(`${wal}-wal`).size).toBe(0);
+    age(wal, 10);
+    const rollback = makeStore(join(dir, 'rollback.db'), rows());
+    const r = new Database(rollback);
+    r.pragma('journal_mode = DELETE');
+    r.close();
+    age(rollback, 10);
+    try {
+      for (const db of [wal, rollback]) {
+        const result = await run(db);
+        expect(result.deleted, db).toBe(15_000);
+        expect(result.batches, db).toBe(2);
+      }
+    } finally {
+      open.close();
     }
   });
 });

@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import type { JobContext } from '../../job.js';
 import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
@@ -88,8 +89,11 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
     store: store.name, now: toCanonical(rules.now), dryRun,
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
-  // Commits by others from here on end quiet mode (deleteInBatches): the scan for candidates counts as time watched.
-  const watched: Watched = { version: store.db.prepare('PRAGMA data_version').pluck().get() as number, since: performance.now() };
+  // Commits by others from here on end quiet mode (deleteInBatches): the scan for candidates counts as time watched,
+  // and so does the time before it in which the store's files show no write (read after data_version: a commit
+  // between the two is in the files' times, one after it in data_version).
+  const version = store.db.prepare('PRAGMA data_version').pluck().get() as number;
+  const watched: Watched = { version, since: performance.now(), lastWrite: lastWriteAt(store.path) };
   const candidates = pruneCandidates(store, rules);
   if (dryRun) {
     const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
@@ -101,8 +105,32 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   return result;
 }
 
-/** The store's data_version when the prune began watching for other connections' commits, and when that was. */
-interface Watched { version: number; since: number }
+/**
+ * The store's data_version when the prune began watching for other connections' commits, when that was, and when
+ * the store's files were last written before it (performance.now()'s clock).
+ */
+interface Watched { version: number; since: number; lastWrite: number }
+
+/**
+ * When anyone last wrote the store, as its files tell: the later mtime of the file and of a WAL with frames in it.
+ * A commit writes the WAL (with a rollback journal, the file itself), so files older than QUIET_AFTER_MS mean no
+ * commit in that time. An empty WAL says nothing: opening a WAL store creates it, a TRUNCATE checkpoint empties it
+ * (and wrote the file first). Now when nothing can be read; a clock that puts the times in the future only delays
+ * quiet mode.
+ */
+function lastWriteAt(path: string): number {
+  const mtimes: number[] = [];
+  for (const file of [path, `${path}-wal`]) {
+    try {
+      const st = statSync(file);
+      if (file === path || st.size > 0) mtimes.push(st.mtimeMs);
+    } catch {
+      // no WAL (a rollback journal, or none since the last close): the file's own time
+    }
+  }
+  const latest = mtimes.length > 0 ? Math.min(Date.now(), Math.max(...mtimes)) : Date.now();
+  return performance.now() - (Date.now() - latest);
+}
 
 /**
  * The agent's writes get in between batches. SQLite has no queue of waiting writers: a writer that finds the lock
@@ -143,8 +171,9 @@ async function deleteInBatches(
     const quietMs = opts.pauseMs > 0 ? Math.max(opts.batchMs, opts.quietBatchMs) : opts.batchMs;
     const version = store.db.prepare('PRAGMA data_version').pluck();
     let lastVersion = version.get() as number;
-    // Nobody committed while the candidates were collected: as quiet as that long. Someone did: as if just now.
-    let lastCommit = lastVersion === watched.version ? watched.since : performance.now();
+    // Nobody committed while the candidates were collected: as quiet as that and the files' last write say. Someone
+    // did: as if just now.
+    let lastCommit = lastVersion === watched.version ? Math.min(watched.since, watched.lastWrite) : performance.now();
     let windowMs = opts.pauseMs;
     const quiet = () => performance.now() - lastCommit > QUIET_AFTER_MS;
     // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
