@@ -31,7 +31,7 @@ export const configSchema = z.strictObject({
     .strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
-      batchSize: z.number().int().positive().default(100000),
+      batchSize: z.number().int().positive().default(300000),
       batchMs: z.number().positive().default(30),
       quietBatchMs: z.number().positive().default(1000),
       pauseMs: z.number().nonnegative().default(30),

@@ -15,7 +15,7 @@ describe('config', () => {
     const file = join(dir, 'w.yaml');
     writeFileSync(file, 'prune:\n  supersededAfterDays: 30\nstores:\n  agent:\n    db: ./agent.db\nsmtp:\n  host: mail\n  password: ${SMTP_PASSWORD}\n');
     const config = loadConfig({ file, env: { SMTP_PASSWORD: 'hunter2', HOME: dir } });
-    expect(config.prune).toMatchObject({ supersededAfterDays: 30, batchSize: 100000, expired: true });
+    expect(config.prune).toMatchObject({ supersededAfterDays: 30, batchSize: 300000, expired: true });
     expect(config.stores.agent!.db).toBe(join(dir, 'agent.db'));
     expect(config.smtp!.password).toBe('hunter2');
     expect(config.review).toMatchObject({ afterDays: 90, batch: 20, tokenDays: 7, auth: { mode: 'password' } });
