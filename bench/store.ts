@@ -7,6 +7,7 @@
  * - subjects `user0` … `user99`: each user owns 1% of the rows (erase --user).
  */
 import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, fsyncSync, openSync, rmSync } from 'node:fs';
 import { initSchema } from '../src/layouts/warden/schema.js';
 import { toCanonical } from '../src/time.js';
@@ -44,7 +45,9 @@ export function buildStore(path: string, rows: number, now: number): void {
 
 /**
  * A copy of the template for one run, on disk before the run starts. Left dirty in the page cache, the copy would
- * be written back by the kernel during some later run, and every fsync of that run would queue behind it.
+ * be written back by the kernel during some later run, and every fsync of that run would queue behind it. The
+ * same for whatever else is still dirty (the last run's state db, the file system's journal): `sync` waits for all
+ * of it, so that neither side of a pair pays for the run before it.
  */
 export function freshCopy(template: string, db: string): void {
   for (const suffix of ['', '-wal', '-shm', '-journal', '.warden-lock']) rmSync(db + suffix, { force: true });
@@ -55,4 +58,5 @@ export function freshCopy(template: string, db: string): void {
   } finally {
     closeSync(fd);
   }
+  spawnSync('sync');
 }
