@@ -87,9 +87,10 @@ describe('changing the journal mode beside another connection', () => {
 
   it('a bare PRAGMA is busy at once under a writer, whatever the timeout; setJournalMode waits the writer out', async () => {
     const path = rollbackStore('m.db');
-    const { done } = await hold(path, 'writer', 300, `INSERT INTO memory (id, subject, fact, source) VALUES ('a', 's', 'f', 'agent')`);
+    // Held for a second: long enough that even a stalled test thread meets the writer still in its transaction.
+    const { done } = await hold(path, 'writer', 1000, `INSERT INTO memory (id, subject, fact, source) VALUES ('a', 's', 'f', 'agent')`);
     const db = openDatabase(path, { busyTimeoutMs: 5000 });
-    // Busy, though the writer ends 300 ms later and the timeout is 5 s: no busy handler was called.
+    // Busy, though the writer ends within the second and the timeout is 5 s: no busy handler was called.
     expect(() => db.pragma('journal_mode = WAL')).toThrow(/database is locked/);
     expect(setJournalMode(db, 'wal')).toBe('wal');
     expect(db.prepare('SELECT count(*) AS n FROM memory').get()).toEqual({ n: 1 }); // the writer's row, kept
@@ -125,7 +126,7 @@ describe('changing the journal mode beside another connection', () => {
 
   it('gives up after the busy timeout with SQLite\'s busy error (retryable), the file unchanged', async () => {
     const path = rollbackStore('m.db');
-    const { done } = await hold(path, 'writer', 600);
+    const { done } = await hold(path, 'writer', 2000);
     const db = openDatabase(path, { busyTimeoutMs: 100 });
     const started = Date.now();
     let thrown: unknown;
