@@ -219,8 +219,6 @@ function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
   // disk it is a few MB of page cache. This drops the deletes' TEMP objects; prepareConnection makes them again.
   db.pragma('temp_store = DEFAULT');
   db.exec('VACUUM');
-  const wal = String(db.pragma('journal_mode', { simple: true })).toLowerCase() === 'wal';
-  if (!wal) return { vacuumed: true, walTruncated: true };
-  return { vacuumed: true, walTruncated: truncateWal(db) };
+  return { vacuumed: true, walTruncated: journalMode(db) === 'wal' ? truncateWal(db) : true };
 }
 

@@ -119,17 +119,17 @@ interface Watched { version: number; since: number; lastWrite: number }
  * quiet mode.
  */
 function lastWriteAt(path: string): number {
-  const mtimes: number[] = [];
+  let latest = Date.now();
   for (const file of [path, `${path}-wal`]) {
     try {
       const st = statSync(file);
-      if (file === path || st.size > 0) mtimes.push(st.mtimeMs);
+      if (file === path) latest = st.mtimeMs;
+      else if (st.size > 0) latest = Math.max(latest, st.mtimeMs);
     } catch {
       // no WAL (a rollback journal, or none since the last close): the file's own time
     }
   }
-  const latest = mtimes.length > 0 ? Math.min(Date.now(), Math.max(...mtimes)) : Date.now();
-  return performance.now() - (Date.now() - latest);
+  return performance.now() - Math.max(0, Date.now() - latest);
 }
 
 /**
