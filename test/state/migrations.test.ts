@@ -207,7 +207,7 @@ describe('state db migrations', () => {
     const dist = (p: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/src/${p}`, import.meta.url)));
     const child = `
       const { openStateDb, recordRunStart } = await import(${dist('state.js')});
-      const { openHandle } = await import(${dist('store/sqlite.js')});
+      const { openHandle, setJournalMode } = await import(${dist('store/sqlite.js')});
       const { migrateState } = await import(${dist('state/migrate.js')});
       const { STATE_MIGRATIONS } = await import(${dist('state/migrations/index.js')});
       process.stdout.write('ready\\n');
@@ -250,7 +250,8 @@ describe('state db migrations', () => {
     for (let round = 0; round < 3; round++) {
       const path = join(tmp.dir, `race-once-${round}.db`);
       writeFileSync(path, '');
-      await race(path, `(() => { const db = openHandle(path, { timeout: 5000 }); db.pragma('journal_mode = WAL'); migrateState(db, path, [...STATE_MIGRATIONS, ${once}]); return db; })()`, STATE_VERSION + 1);
+      // As openStateDb opens it (setJournalMode: a bare PRAGMA is busy at once while another process writes).
+      await race(path, `(() => { const db = openHandle(path, { timeout: 5000 }); setJournalMode(db, 'wal'); migrateState(db, path, [...STATE_MIGRATIONS, ${once}]); return db; })()`, STATE_VERSION + 1);
       expect(tablesOf(path)).toEqual([...TABLES, 'once'].sort());
     }
   });
