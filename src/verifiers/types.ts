@@ -89,11 +89,21 @@ export interface Verifier<P = Record<string, unknown>> {
 /** The verdicts a run records (drift_verdicts.verdict, besides `manual` for a person's decision). */
 export type Verdict = 'confirmed' | 'contradicted' | 'changed' | 'unverifiable' | 'refused';
 
+const REFUSAL: unique symbol = Symbol.for('memory-warden.refusal');
+
 /**
  * Thrown by the context helpers (resolveFile, the http and git guards) when a source asks for something the
  * config does not allow; recorded as verdict `refused` with the reason. Never followed, never retried.
+ *
+ * A plugin's `refuse()` comes from the package entry (dist/src/index.js), which is another copy of this class than
+ * the one the drift job checks against whenever the CLI runs its bundle (src/launch.ts) or a second install is
+ * loaded: `instanceof Refusal` goes by a brand every copy shares, as defineVerifier's does, not by the class object.
  */
 export class Refusal extends Error {
+  readonly [REFUSAL] = true;
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [REFUSAL]?: unknown })[REFUSAL] === true;
+  }
   constructor(readonly reason: string) {
     super(reason);
     this.name = 'Refusal';

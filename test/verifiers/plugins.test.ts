@@ -1,6 +1,7 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../../src/config.js';
 import { loadPlugins } from '../../src/verifiers/plugins.js';
 import { createRegistry } from '../../src/verifiers/registry.js';
@@ -9,6 +10,7 @@ import { pendingItems, verdictsFor } from '../../src/drift/record.js';
 import { daysAgo, insertRows, jobContext, sandbox, withState, type Sandbox } from '../drift/helpers.js';
 
 const PACKAGE_ROOT = resolve(import.meta.dirname, '../..');
+const CLI = join(PACKAGE_ROOT, 'dist/src/cli.js');
 
 /** A plugin exactly as a user writes one: a module of their own importing the package by name. */
 const LOCKFILE_PLUGIN = `
@@ -34,14 +36,21 @@ describe('verifier plugins', () => {
   beforeAll(() => {
     if (!existsSync(join(PACKAGE_ROOT, 'dist/src/index.js'))) throw new Error('build first (npx tsc -p .): plugins import the built package');
   });
-  beforeEach(() => {
+  const freshBox = () => {
     box = sandbox();
     mkdirSync(join(box.dir, 'node_modules'));
     symlinkSync(PACKAGE_ROOT, join(box.dir, 'node_modules', 'memory-warden'));
     mkdirSync(join(box.dir, 'plugins'));
-  });
+  };
+  beforeEach(freshBox);
   afterEach(() => box.cleanup());
 
+  /** The sandbox's config file: its store, state db and verifier cache, then `verify` (indented) as given. */
+  const writeConfig = (verify: string) => {
+    const file = join(box.dir, 'warden.yaml');
+    writeFileSync(file, `stateDb: ./state.db\nstores:\n  agent:\n    db: ./memory.db\nverify:\n  cacheDir: ./cache\n${verify}`);
+    return file;
+  };
   const plugin = (name: string, text: string) => {
     const file = join(box.dir, 'plugins', name);
     writeFileSync(file, text);
@@ -63,16 +72,8 @@ describe('verifier plugins', () => {
     for (const p of ['web', 'api']) mkdirSync(join(box.dir, 'repos', p), { recursive: true });
     writeFileSync(join(box.dir, 'repos/web/pnpm-lock.yaml'), '');
     writeFileSync(join(box.dir, 'repos/api/package-lock.json'), '{}');
-    const configFile = join(box.dir, 'warden.yaml');
-    writeFileSync(
-      configFile,
-      `stateDb: ./state.db
-stores:
-  agent:
-    db: ./memory.db
-verify:
-  plugins: [./plugins/lockfile.mjs, ./plugins/thrower.mjs, ./plugins/hanger.mjs]
-  cacheDir: ./cache
+    const configFile = writeConfig(
+      `  plugins: [./plugins/lockfile.mjs, ./plugins/thrower.mjs, ./plugins/hanger.mjs]
   allow:
     fileRoots: [./repos]
   rules:
@@ -109,6 +110,70 @@ verify:
       expect(JSON.parse(verdictsFor(state, 'agent', 'm_slow')[0]!.evidence!).reason).toMatch(/timed out/);
       expect(pendingItems(state, 'agent')).toHaveLength(0);
     });
+  });
+
+  // The plugin's refuse() is the package entry's copy of Refusal (dist/src/index.js); the drift job here is the
+  // sources' copy, and the CLI runs its bundle's: three classes, one verdict.
+  const REFUSER_PLUGIN = `
+import { defineVerifier, refuse, Refusal } from 'memory-warden';
+export default defineVerifier({
+  name: 'refuser',
+  async verify(task) {
+    if (task.params.how === 'refuse') throw refuse('host ' + task.params.host + ' is not on the list');
+    if (task.params.how === 'new') throw new Refusal('built by hand');
+    if (task.params.how === 'lookalike') { const e = new Error('only a name'); e.name = 'Refusal'; e.reason = 'forged'; throw e; }
+    return { value: 'x' };
+  },
+});
+`;
+  const refuserConfig = () => {
+    plugin('refuser.mjs', REFUSER_PLUGIN);
+    const configFile = writeConfig(
+      `  plugins: [./plugins/refuser.mjs]
+  rules:
+    - match: { source: "^ask:(?<how>[a-z]+)$" }
+      use: refuser
+      with: { how: "\${how}", host: "db.internal" }
+`,
+    );
+    insertRows(box.dbPath, [
+      { id: 'm_refuse', fact: 'a', source: 'ask:refuse', confirmed_at: daysAgo(100) },
+      { id: 'm_new', fact: 'b', source: 'ask:new', confirmed_at: daysAgo(101) },
+      { id: 'm_lookalike', fact: 'c', source: 'ask:lookalike', confirmed_at: daysAgo(102) },
+    ]);
+    return configFile;
+  };
+  const expectRefusals = (byId: Record<string, { verdict: string; reason?: string }>) => {
+    expect(byId.m_refuse).toMatchObject({ verdict: 'refused', reason: 'host db.internal is not on the list' });
+    expect(byId.m_new).toMatchObject({ verdict: 'refused', reason: 'built by hand' });
+    // An error that only calls itself Refusal is a plugin failing, not a refusal.
+    expect(byId.m_lookalike).toMatchObject({ verdict: 'unverifiable', reason: 'refuser: only a name' });
+  };
+
+  it('a plugin\'s refusal is recorded as refused, though its Refusal class is another copy than the job\'s', async () => {
+    const config = loadConfig({ file: refuserConfig(), env: {} });
+    const r = await drift({ store: 'agent' }, jobContext(config));
+    expectRefusals(Object.fromEntries(r.verdicts.map((v) => [v.id, v])));
+  });
+
+  it('the same through the built CLI, whichever way it runs (bundle or modules)', () => {
+    for (const bundle of ['1', '0']) {
+      if (bundle === '0') {
+        box.cleanup();
+        freshBox();
+      }
+      const configFile = refuserConfig();
+      const r = spawnSync(process.execPath, [CLI, 'run', 'drift', '--config', configFile, '--json'], {
+        encoding: 'utf8',
+        env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_BUNDLE: bundle },
+      });
+      expect(r.status, r.stderr).toBe(0);
+      const byId = Object.fromEntries(['m_refuse', 'm_new', 'm_lookalike'].map((id) => {
+        const v = withState(box.statePath, (state) => verdictsFor(state, 'agent', id))[0]!;
+        return [id, { verdict: v.verdict, reason: v.evidence ? (JSON.parse(v.evidence) as { reason?: string }).reason : undefined }];
+      }));
+      expectRefusals(byId);
+    }
   });
 
   it('names the file of a broken or invalid plugin', async () => {
