@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { coerceError } from './errors.js';
 import { oneLine } from './untrusted.js';
@@ -52,6 +51,9 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv).then((code) => {
-  process.exitCode = code;
-});
+/** The command line's whole run: src/cli.ts calls it, from the build's bundle or from these modules. */
+export function run(argv: string[]): void {
+  void main(argv).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -12,6 +12,7 @@ import { JOBS } from '../jobs/index.js';
 import { JOB_SCOPES } from '../src/commands/job-names.js';
 import { JOB_LOADERS } from '../src/commands/job-loaders.js';
 import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config.js';
+import { BUNDLE_MANIFEST, type BundleManifest } from '../src/launch.js';
 import type { quickConfig } from '../src/config-read.js';
 import { storePayload, storePayloadZod } from '../src/job-payload.js';
 import { mem0Schema } from '../src/layouts/mem0/config.js';
@@ -36,9 +37,15 @@ interface Traced {
   stderr: string;
   /** Packages (node_modules names) the process loaded. */
   packages: Set<string>;
-  /** The project's own modules it loaded, relative to dist/. */
+  /** The project's own modules it loaded, relative to dist/ (a chunk of the build's bundle counts as its modules). */
   own: string[];
+  /** It ran the build's bundle (src/launch.ts), not the modules. */
+  bundled: boolean;
 }
+
+/** The build's bundle: each chunk's modules, by path from the package root (scripts/bundle.ts). */
+const bundleChunks = (): Record<string, string[]> =>
+  (JSON.parse(readFileSync(join(DIST, 'src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest).chunks;
 
 /** Run the built CLI with the load-trace hook: what it printed, and every module it loaded. */
 function traced(dir: string, args: string[], env: Record<string, string> = {}): Traced {
@@ -48,7 +55,12 @@ function traced(dir: string, args: string[], env: Record<string, string> = {}): 
     env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(dir, 'state.db'), ...env, LOAD_TRACE_OUT: out },
     timeout: 60_000,
   });
-  const files = existsSync(out) ? readFileSync(out, 'utf8').split('\n').filter(Boolean) : [];
+  const loaded = existsSync(out) ? readFileSync(out, 'utf8').split('\n').filter(Boolean) : [];
+  // A chunk of the bundle stands for the modules in it: the CLI's own (dist/…) and a package's (node_modules/…).
+  const chunks = bundleChunks();
+  const chunkOf = (f: string) => (f.startsWith(join(DIST, 'src/')) ? chunks[f.slice(join(DIST, 'src/').length)] : undefined);
+  const bundled = loaded.some((f) => chunkOf(f) !== undefined);
+  const files = loaded.flatMap((f) => chunkOf(f)?.map((m) => join(DIST, '..', m)) ?? [f]);
   const packages = new Set(files.flatMap((f) => {
     const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(f);
     return m ? [m[1]!] : [];
@@ -59,10 +71,20 @@ function traced(dir: string, args: string[], env: Record<string, string> = {}): 
     const m = /^src\/vendor\/([^/.]+)\.c?js$/.exec(f);
     if (m) packages.add(m[1]!);
   }
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr, packages, own };
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr, packages, own, bundled };
 }
 
-describe('CLI start-up loads only what the command needs', () => {
+// Both ways the CLI runs (src/cli.ts): the build's bundle, as users run it, and the modules themselves (MEMORY_WARDEN_BUNDLE=0,
+// or no bundle). The bundle's chunks split where the modules import lazily; each chunk counts as the modules in it.
+describe.each<{ mode: string; env: Record<string, string>; bundled: boolean }>([
+  { mode: 'from the bundle', env: {}, bundled: true },
+  { mode: 'from the modules', env: { MEMORY_WARDEN_BUNDLE: '0' }, bundled: false },
+])('CLI start-up loads only what the command needs ($mode)', ({ env: modeEnv, bundled }) => {
+  const run = (dir: string, args: string[], env: Record<string, string> = {}): Traced => {
+    const r = traced(dir, args, { ...modeEnv, ...env });
+    expect(r.bundled).toBe(bundled);
+    return r;
+  };
   let dir: string;
   let cleanup: () => void;
   let db: string;
@@ -76,7 +98,7 @@ describe('CLI start-up loads only what the command needs', () => {
   afterAll(() => cleanup());
 
   it('--help lists every command and loads no package but commander', () => {
-    const r = traced(dir, ['--help']);
+    const r = run(dir, ['--help']);
     expect(r.code).toBe(0);
     for (const name of COMMANDS) expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
     expect([...r.packages]).toEqual(['commander']);
@@ -84,14 +106,14 @@ describe('CLI start-up loads only what the command needs', () => {
   });
 
   it('run --help lists every job without loading any', () => {
-    const r = traced(dir, ['run', '--help']);
+    const r = run(dir, ['run', '--help']);
     expect(r.code).toBe(0);
     for (const name of Object.keys(JOBS)) expect(r.stdout).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
     expect([...r.packages]).toEqual(['commander']);
   });
 
   it('check --db on a small store loads none of the heavy packages and no other job', () => {
-    const r = traced(dir, ['check', '--db', db, '--json']);
+    const r = run(dir, ['check', '--db', db, '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ ok: true, rows: 10, store: 'small' });
     expect(HEAVY.filter((p) => r.packages.has(p))).toEqual([]);
@@ -100,7 +122,7 @@ describe('CLI start-up loads only what the command needs', () => {
   });
 
   it('check --db loads no zod and no YAML, and of the layouts only what a check of a warden store runs', () => {
-    const r = traced(dir, ['check', '--db', db, '--json']);
+    const r = run(dir, ['check', '--db', db, '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(['zod', 'yaml'].filter((p) => r.packages.has(p))).toEqual([]);
     // Loaded when their job runs (src/layouts/warden/index.ts, mem0/index.ts), or only with a config file / a recorded run.
@@ -115,14 +137,14 @@ describe('CLI start-up loads only what the command needs', () => {
   });
 
   it('digest --preview loads neither the mailer nor the Redis client', () => {
-    const r = traced(dir, ['digest', '--preview', '--db', db]);
+    const r = run(dir, ['digest', '--preview', '--db', db]);
     expect(r.code, r.stderr).toBe(0);
     expect(['nodemailer', 'ioredis', 'bullmq'].filter((p) => r.packages.has(p))).toEqual([]);
   });
 
   it('check in human form, and a failing check (exit 1), load no more', () => {
     const bad = makeStore(join(dir, 'dangling.db'), [{ id: 'a', fact: 'x', superseded_by: 'gone' }]);
-    const r = traced(dir, ['check', '--db', bad]);
+    const r = run(dir, ['check', '--db', bad]);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toMatch(/dangling/);
     expect(HEAVY.filter((p) => r.packages.has(p))).toEqual([]);
@@ -131,7 +153,7 @@ describe('CLI start-up loads only what the command needs', () => {
   it('a config file is still parsed and validated in full (yaml, cron-parser, time zones load then)', () => {
     const file = join(dir, 'w.yaml');
     writeFileSync(file, `stores:\n  agent:\n    db: ${db}\nworker:\n  timezone: Europe/Rome\n  schedules:\n    prune: { pattern: "15 4 * * *" }\n`);
-    const ok = traced(dir, ['check', '--config', file, '--json']);
+    const ok = run(dir, ['check', '--config', file, '--json']);
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.packages.has('yaml')).toBe(true);
     expect(ok.packages.has('cron-parser')).toBe(true);
@@ -142,7 +164,7 @@ describe('CLI start-up loads only what the command needs', () => {
       ['worker:\n  schedules:\n    prune: { pattern: "0 2 * * *", tz: Europe/Nowhere }\n', /worker\.schedules\.prune\.tz: not a time zone/],
     ] as const) {
       writeFileSync(file, `stores:\n  agent:\n    db: ${db}\n${bad}`);
-      const r = traced(dir, ['check', '--config', file]);
+      const r = run(dir, ['check', '--config', file]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(message);
     }

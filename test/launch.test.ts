@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BUNDLE_ENTRY, BUNDLE_MANIFEST, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
+import { tempDir } from './helpers/store.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TRACE_HOOK = fileURLToPath(new URL('./helpers/load-trace.mjs', import.meta.url));
+
+describe('currentBundle: the bundle runs only while it is the build of the files as they are', () => {
+  let dir: string;
+  let cleanup: () => void;
+  let src: string;
+  const files = ['dist/src/a.js', 'dist/src/b.js', 'node_modules/pkg/index.js', `dist/src/${BUNDLE_ENTRY}`, 'dist/src/cli-chunk-x.cjs'];
+
+  /** A package root with a manifest stamping each file as it is now. */
+  const build = () => {
+    rmSync(join(dir, 'pkg'), { recursive: true, force: true });
+    const manifest: BundleManifest = { files: {}, chunks: { [BUNDLE_ENTRY]: ['dist/src/a.js'], 'cli-chunk-x.cjs': ['dist/src/b.js', 'node_modules/pkg/index.js'] } };
+    for (const f of files) {
+      const path = join(dir, 'pkg', f);
+      mkdirSync(join(path, '..'), { recursive: true });
+      writeFileSync(path, `// ${f}\n`);
+      utimesSync(path, 1_700_000_000, 1_700_000_000.123);
+    }
+    for (const f of files) {
+      const path = join(dir, 'pkg', f);
+      const st = statSync(path);
+      manifest.files[f] = [st.size, st.mtimeMs, sha256File(path)];
+    }
+    writeFileSync(join(dir, 'pkg/dist/src', BUNDLE_MANIFEST), JSON.stringify(manifest));
+  };
+  const at = (f: string) => join(dir, 'pkg', f);
+  const current = () => currentBundle(at('dist/src'));
+
+  beforeAll(() => {
+    ({ dir, cleanup } = tempDir('mw-launch-'));
+    src = at('dist/src');
+  });
+  afterAll(() => cleanup());
+
+  it('everything as stamped: the entry', () => {
+    build();
+    expect(current()).toBe(join(src, BUNDLE_ENTRY));
+  });
+
+  it('times changed, contents the same (a copy that did not keep times): still current', () => {
+    build();
+    for (const f of files) utimesSync(at(f), new Date(), new Date());
+    expect(current()).toBe(join(src, BUNDLE_ENTRY));
+  });
+
+  it('an input or a chunk changed, removed, grown or replaced: not current', () => {
+    const edits: [string, (p: string) => void][] = [
+      ['same size, new content (tsc after an edit)', (p) => writeFileSync(p, readFileSync(p, 'utf8').replace('//', '/*').replace(/\n$/, '\n'))],
+      ['longer', (p) => writeFileSync(p, `${readFileSync(p, 'utf8')}x`)],
+      ['removed', (p) => rmSync(p)],
+      ['a directory now', (p) => {
+        rmSync(p);
+        mkdirSync(p);
+      }],
+    ];
+    for (const f of files) {
+      for (const [what, edit] of edits) {
+        build();
+        edit(at(f));
+        expect(current(), `${f}: ${what}`).toBeUndefined();
+      }
+    }
+  });
+
+  it('no manifest, or one that is not JSON: not current', () => {
+    build();
+    rmSync(join(src, BUNDLE_MANIFEST));
+    expect(current()).toBeUndefined();
+    writeFileSync(join(src, BUNDLE_MANIFEST), '{"files": {');
+    expect(current()).toBeUndefined();
+  });
+});
+
+describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
+  let dir: string;
+  let cleanup: () => void;
+  beforeAll(() => {
+    ({ dir, cleanup } = tempDir('mw-launch-cli-'));
+    if (!existsSync(join(ROOT, 'dist/src', BUNDLE_MANIFEST))) throw new Error('build first: npm run build');
+  });
+  afterAll(() => cleanup());
+
+  /** A copy of the package (dist/src, config, package.json; node_modules linked), copied without keeping times. */
+  const copy = (name: string) => {
+    const pkg = join(dir, name);
+    cpSync(join(ROOT, 'dist/src'), join(pkg, 'dist/src'), { recursive: true });
+    cpSync(join(ROOT, 'dist/jobs'), join(pkg, 'dist/jobs'), { recursive: true });
+    cpSync(join(ROOT, 'config'), join(pkg, 'config'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+    symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'));
+    return pkg;
+  };
+  const run = (pkg: string, args: string[], env: Record<string, string> = {}) => {
+    const trace = join(dir, `trace-${Math.random().toString(36).slice(2)}`);
+    const r = spawnSync(process.execPath, ['--import', TRACE_HOOK, join(pkg, 'dist/src/cli.js'), ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(dir, 'state.db'), ...env, LOAD_TRACE_OUT: trace },
+    });
+    const loaded = existsSync(trace) ? readFileSync(trace, 'utf8') : '';
+    return { ...r, bundled: loaded.includes(join(pkg, 'dist/src', BUNDLE_ENTRY)), program: loaded.includes(join(pkg, 'dist/src/program.js')) };
+  };
+
+  it('a copy runs its bundle, and prints what the modules print', () => {
+    const pkg = copy('same');
+    const bundled = run(pkg, ['--help']);
+    const modules = run(pkg, ['--help'], { MEMORY_WARDEN_BUNDLE: '0' });
+    expect(bundled.status, bundled.stderr).toBe(0);
+    expect([bundled.bundled, bundled.program]).toEqual([true, false]);
+    expect([modules.bundled, modules.program]).toEqual([false, true]);
+    expect(bundled.stdout).toBe(modules.stdout);
+    expect(bundled.stdout).toMatch(/^ {2}erase\b/m);
+  });
+
+  it('after an edit of a module (tsc without the bundler), the CLI runs the edited modules, not the old bundle', () => {
+    const pkg = copy('edited');
+    const program = join(pkg, 'dist/src/program.js');
+    const text = readFileSync(program, 'utf8');
+    expect(text).toContain('memory stores honest');
+    writeFileSync(program, text.replace('memory stores honest', 'EDITED DESCRIPTION'));
+    const r = run(pkg, ['--help']);
+    expect(r.status, r.stderr).toBe(0);
+    expect([r.bundled, r.program]).toEqual([false, true]);
+    expect(r.stdout).toContain('EDITED DESCRIPTION');
+  });
+
+  it('with a chunk gone, the CLI runs the modules instead of failing halfway through a command', () => {
+    const pkg = copy('chunkless');
+    const manifest = JSON.parse(readFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    const lazy = Object.keys(manifest.chunks).find((c) => c !== BUNDLE_ENTRY && manifest.chunks[c]!.includes('dist/src/erase.js'))!;
+    expect(lazy).toBeDefined();
+    rmSync(join(pkg, 'dist/src', lazy));
+    const r = run(pkg, ['erase', '--help']);
+    expect(r.status, r.stderr).toBe(0);
+    expect([r.bundled, r.program]).toEqual([false, true]);
+  });
+});
