@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 const VENDOR = fileURLToPath(new URL('../src/vendor/', import.meta.url));
 
 const BUNDLES = [
-  // What src/vendor/zod.ts re-exports, as an ES module.
-  { file: 'zod.js', entry: `export * from 'zod';`, format: 'esm' },
+  // What src/vendor/zod.ts is (zod, set up without its JIT), as an ES module.
+  { file: 'zod.js', entry: `import { config } from 'zod'; config({ jitless: true }); export * from 'zod';`, format: 'esm' },
   // What src/vendor/yaml.cjs re-exports, as CommonJS: config-read.ts requires it only when a YAML file is parsed.
   { file: 'yaml.cjs', entry: `module.exports = require('yaml');`, format: 'cjs' },
 ] as const;

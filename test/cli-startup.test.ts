@@ -213,6 +213,7 @@ describe('the build\'s one-file bundles are the packages (scripts/vendor.ts)', (
     const bundled = (await import(join(DIST, 'src/vendor/zod.js'))) as typeof zod;
     expect(readFileSync(join(DIST, 'src/vendor/zod.js'), 'utf8').length).toBeGreaterThan(100_000); // bundled, not the re-export
     expect(Object.keys(bundled).sort()).toEqual(Object.keys(zod).filter((k) => k !== 'default').sort()); // `export *`: named only
+    expect(bundled.config()).toMatchObject({ jitless: true }); // as src/vendor/zod.ts sets it; compared below with zod's JIT
     const schema = (z: typeof zod.z) => z.object({ a: z.number().int().positive(), b: z.enum(['x', 'y']).default('x'), c: z.array(z.string()).max(2) }).strict();
     for (const v of [{ a: 1, c: [] }, { a: -1, c: [] }, { a: 1.5, b: 'z', c: ['1', '2', '3'] }, { a: 1, c: [], d: 1 }, null, 'a']) {
       expect(schema(bundled.z).safeParse(v), JSON.stringify(v)).toEqual(schema(zod.z).safeParse(v));
