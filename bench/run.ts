@@ -14,6 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);
+if (args.includes('--help') || args.includes('-h')) {
+  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,check,digest,digest-cold,erase,start,start-check,start-check-config --keep]');
+  process.exit(0);
+}
 const arg = (name: string): string | undefined => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : undefined;

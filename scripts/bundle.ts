@@ -3,19 +3,28 @@
  * dist/src/ (src/launch.ts says why and when src/cli.ts runs them). The chunks sit beside the modules they are built
  * from, so every path a module finds from its own location (config/default.yaml, the defaults cache, package.json,
  * better-sqlite3 for the store thread) is the same from a chunk. Packages stay outside (loaded from node_modules as
- * before) except commander, which every command loads. Without the bundler (a production install) nothing is
- * written and the CLI runs the modules, as it did before.
+ * before) except commander, which every command loads. Then the chunks' code cache: the commands users run most,
+ * each run on a demo store, each adding the functions it compiled to the cache. Without the bundler (a production
+ * install) nothing is written and the CLI runs the modules, as it did before.
  */
-import { readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BUNDLE_ENTRY, BUNDLE_MANIFEST, sha256File, type BundleManifest, type FileStamp } from '../src/launch.js';
+import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, CACHE_OUT_ENV, sha256File, type BundleManifest, type FileStamp } from '../src/launch.js';
+import { buildDemoStore } from './demo-store.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const OUT = join(ROOT, 'dist/src');
 /** Packages bundled with the CLI's modules: pure JavaScript that every command loads. */
 const BUNDLED = ['commander'];
 const CHUNK_PREFIX = 'cli-chunk-';
+/**
+ * A dynamic import() in a chunk's code (not on a comment line): such a chunk gets no code cache (src/launch.ts).
+ * Erring towards a match only costs that chunk its cache.
+ */
+const DYNAMIC_IMPORT = /^(?![ \t]*(?:\*|\/\/)).*\bimport\s*\(/m;
 
 const packageOf = (id: string): string | undefined => {
   const m = /(?:^|\/node_modules\/)((?:@[^/]+\/)?[^/]+)/.exec(id);
@@ -46,6 +55,7 @@ async function main(): Promise<void> {
   // The manifest goes first and comes back last: a bundle half rewritten is never taken for a current one.
   rmSync(join(OUT, BUNDLE_MANIFEST), { force: true });
   for (const f of readdirSync(OUT)) if (f === BUNDLE_ENTRY || (f.startsWith(CHUNK_PREFIX) && f.endsWith('.cjs'))) rmSync(join(OUT, f));
+  rmSync(join(OUT, BUNDLE_CACHE_DIR), { recursive: true, force: true });
   const result = await build({
     input: { [BUNDLE_ENTRY.replace(/\.cjs$/, '')]: join(OUT, 'program.js') },
     platform: 'node',
@@ -56,19 +66,59 @@ async function main(): Promise<void> {
     external,
     output: { dir: OUT, format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: `${CHUNK_PREFIX}[hash].cjs` },
   });
-  const manifest: BundleManifest = { files: {}, chunks: {} };
+  const manifest: BundleManifest = { files: {}, chunks: {}, cached: [] };
   for (const chunk of result.output) {
     if (chunk.type !== 'chunk') continue;
+    if (!DYNAMIC_IMPORT.test(chunk.code)) manifest.cached.push(chunk.fileName);
     const modules = chunk.moduleIds.filter((id) => isAbsolute(id)).map((id) => relative(ROOT, id));
     manifest.chunks[chunk.fileName] = modules;
     for (const m of modules) manifest.files[m] ??= stamp(resolve(ROOT, m));
     manifest.files[relative(ROOT, join(OUT, chunk.fileName))] = stamp(join(OUT, chunk.fileName));
   }
+  const n = Object.keys(manifest.chunks).length;
+  const inputs = Object.keys(manifest.files).length - n;
+  writeManifest(manifest);
+  const caches = makeCodeCache();
+  for (const f of caches) manifest.files[relative(ROOT, f)] = stamp(f);
+  writeManifest(manifest);
+  console.log(`bundle: wrote dist/src/${BUNDLE_ENTRY} and ${n - 1} chunks from ${inputs} files, code cache for ${caches.length}`);
+}
+
+function writeManifest(manifest: BundleManifest): void {
   const tmp = join(OUT, `${BUNDLE_MANIFEST}.tmp`);
   writeFileSync(tmp, JSON.stringify(manifest));
   renameSync(tmp, join(OUT, BUNDLE_MANIFEST));
-  const n = Object.keys(manifest.chunks).length;
-  console.log(`bundle: wrote dist/src/${BUNDLE_ENTRY} and ${n - 1} chunks from ${Object.keys(manifest.files).length - n} files`);
+}
+
+/** The chunks' code cache (src/launch.ts), from the bundle running the commands users run most, one after another. */
+function makeCodeCache(): string[] {
+  const cacheDir = join(OUT, BUNDLE_CACHE_DIR);
+  const work = mkdtempSync(join(tmpdir(), 'mw-bundle-'));
+  try {
+    const db = join(work, 'store.db');
+    buildDemoStore(db);
+    const config = join(work, 'warden.yaml');
+    writeFileSync(config, `stateDb: ${join(work, 'state.db')}\nstores:\n  demo:\n    db: ${db}\nlog:\n  level: warn\n`);
+    const runs = [
+      ['--help'],
+      ['check', '--db', db, '--json'],
+      ['check', '--config', config, '--json'],
+      ['run', 'integrity', '--config', config, '--json'],
+      ['digest', '--preview', '--config', config],
+      ['run', 'prune', '--config', config, '--json'],
+      ['erase', '--user', 'user', '--config', config, '--json'],
+    ];
+    const env = { ...process.env, [CACHE_OUT_ENV]: cacheDir, MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(work, 'state.db'), LOG_LEVEL: 'silent' };
+    for (const args of runs) {
+      copyFileSync(db, join(work, 'before.db')); // erase and prune change the store: the next run gets the same one
+      const r = spawnSync(process.execPath, [join(OUT, 'cli.js'), ...args], { env, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+      if (r.status !== 0 && r.status !== 1) throw new Error(`bundle: training run ${args.join(' ')} exited ${r.status}: ${r.stderr.slice(-500)}`);
+      copyFileSync(join(work, 'before.db'), db);
+    }
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return readdirSync(cacheDir).filter((f) => f.endsWith('.v8')).map((f) => join(cacheDir, f));
 }
 
 await main();

@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BUNDLE_ENTRY, BUNDLE_MANIFEST, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
-import { tempDir } from './helpers/store.js';
+import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
+import { makeStore, tempDir } from './helpers/store.js';
+import { openStateDb } from '../src/state.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TRACE_HOOK = fileURLToPath(new URL('./helpers/load-trace.mjs', import.meta.url));
+const CACHE_HOOK = fileURLToPath(new URL('./helpers/code-cache-trace.mjs', import.meta.url));
 
 describe('currentBundle: the bundle runs only while it is the build of the files as they are', () => {
   let dir: string;
@@ -18,7 +20,7 @@ describe('currentBundle: the bundle runs only while it is the build of the files
   /** A package root with a manifest stamping each file as it is now. */
   const build = () => {
     rmSync(join(dir, 'pkg'), { recursive: true, force: true });
-    const manifest: BundleManifest = { files: {}, chunks: { [BUNDLE_ENTRY]: ['dist/src/a.js'], 'cli-chunk-x.cjs': ['dist/src/b.js', 'node_modules/pkg/index.js'] } };
+    const manifest: BundleManifest = { files: {}, chunks: { [BUNDLE_ENTRY]: ['dist/src/a.js'], 'cli-chunk-x.cjs': ['dist/src/b.js', 'node_modules/pkg/index.js'] }, cached: [] };
     for (const f of files) {
       const path = join(dir, 'pkg', f);
       mkdirSync(join(path, '..'), { recursive: true });
@@ -43,13 +45,13 @@ describe('currentBundle: the bundle runs only while it is the build of the files
 
   it('everything as stamped: the entry', () => {
     build();
-    expect(current()).toBe(join(src, BUNDLE_ENTRY));
+    expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
   });
 
   it('times changed, contents the same (a copy that did not keep times): still current', () => {
     build();
     for (const f of files) utimesSync(at(f), new Date(), new Date());
-    expect(current()).toBe(join(src, BUNDLE_ENTRY));
+    expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
   });
 
   it('an input or a chunk changed, removed, grown or replaced: not current', () => {
@@ -101,12 +103,14 @@ describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
   };
   const run = (pkg: string, args: string[], env: Record<string, string> = {}) => {
     const trace = join(dir, `trace-${Math.random().toString(36).slice(2)}`);
-    const r = spawnSync(process.execPath, ['--import', TRACE_HOOK, join(pkg, 'dist/src/cli.js'), ...args], {
+    const scripts = `${trace}-vm`;
+    const r = spawnSync(process.execPath, ['--import', TRACE_HOOK, '--import', CACHE_HOOK, join(pkg, 'dist/src/cli.js'), ...args], {
       encoding: 'utf8',
-      env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(dir, 'state.db'), ...env, LOAD_TRACE_OUT: trace },
+      env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(dir, 'state.db'), ...env, LOAD_TRACE_OUT: trace, CODE_CACHE_TRACE_OUT: scripts },
     });
     const loaded = existsSync(trace) ? readFileSync(trace, 'utf8') : '';
-    return { ...r, bundled: loaded.includes(join(pkg, 'dist/src', BUNDLE_ENTRY)), program: loaded.includes(join(pkg, 'dist/src/program.js')) };
+    const compiled = (existsSync(scripts) ? readFileSync(scripts, 'utf8').split('\n').filter(Boolean) : []).map((l) => JSON.parse(l) as { file: string; cached: boolean; rejected: boolean });
+    return { ...r, bundled: loaded.includes(join(pkg, 'dist/src', BUNDLE_ENTRY)), program: loaded.includes(join(pkg, 'dist/src/program.js')), compiled };
   };
 
   it('a copy runs its bundle, and prints what the modules print', () => {
@@ -118,6 +122,76 @@ describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
     expect([modules.bundled, modules.program]).toEqual([false, true]);
     expect(bundled.stdout).toBe(modules.stdout);
     expect(bundled.stdout).toMatch(/^ {2}erase\b/m);
+  });
+
+  it('the bundle compiles the chunks a command loads with the build\'s code cache, which V8 takes', () => {
+    const db = join(dir, 'small.db');
+    makeStore(db, [{ id: 'a', fact: 'x' }]);
+    for (const args of [['--help'], ['check', '--db', db, '--json']]) {
+      const r = run(ROOT, args);
+      expect(r.status, r.stderr).toBe(0);
+      const chunks = r.compiled.filter((c) => c.file.startsWith(join(ROOT, 'dist/src/cli-')));
+      expect(chunks.length, args.join(' ')).toBeGreaterThan(args.length > 1 ? 1 : 0);
+      expect(chunks.filter((c) => !c.cached || c.rejected), args.join(' ')).toEqual([]);
+    }
+  });
+
+  it('a code cache V8 refuses (another V8, other flags) costs only time: the chunk compiles and the command runs', () => {
+    const pkg = copy('foreign-cache');
+    const manifest = JSON.parse(readFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    // As a cache made by another build of V8 would be: same place, same length, other bytes; stamped as the build's.
+    for (const rel of Object.keys(manifest.files).filter((f) => f.includes(`/${BUNDLE_CACHE_DIR}/`))) {
+      const path = join(pkg, rel);
+      writeFileSync(path, Buffer.alloc(statSync(path).size, 0x5a));
+      const st = statSync(path);
+      manifest.files[rel] = [st.size, st.mtimeMs, sha256File(path)];
+    }
+    writeFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), JSON.stringify(manifest));
+    const r = run(pkg, ['--help']);
+    const modules = run(pkg, ['--help'], { MEMORY_WARDEN_BUNDLE: '0' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.bundled).toBe(true);
+    expect(r.stdout).toBe(modules.stdout);
+    const chunks = r.compiled.filter((c) => c.file.startsWith(join(pkg, 'dist/src/cli-')));
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(chunks.every((c) => c.cached && c.rejected)).toBe(true);
+  });
+
+  it('chunks that import at run time (a plugin, an ES-module package) still work once the commands that load them are trained', () => {
+    // Node 20 loses the import callback of a function compiled from a code cache made in another process: such a
+    // chunk must never get one. Train the copy's cache on the commands that load them, then run those commands.
+    const pkg = copy('trained');
+    const work = join(pkg, 'work');
+    mkdirSync(work);
+    const db = join(work, 'memory.db');
+    makeStore(db, [{ id: 'm1', fact: 'x', source: 'ask:1', confirmed_at: '2026-01-01 00:00:00' }]);
+    writeFileSync(join(work, 'plugin.mjs'), `import { defineVerifier, refuse } from ${JSON.stringify(join(pkg, 'dist/src/index.js'))};
+export default defineVerifier({ name: 'asker', async verify() { throw refuse('not on the list'); } });`);
+    const config = join(work, 'warden.yaml');
+    writeFileSync(config, `stateDb: ./state.db\nstores:\n  agent:\n    db: ./memory.db\nverify:\n  plugins: [./plugin.mjs]\n  cacheDir: ./cache\n  rules:\n    - match: { source: "^ask:" }\n      use: asker\n`);
+    const commands = [['run', 'drift', '--config', config, '--json'], ['digest', '--preview', '--config', config]];
+    const cacheDir = join(pkg, 'dist/src', BUNDLE_CACHE_DIR);
+    for (const args of commands) expect(run(pkg, args, { MEMORY_WARDEN_CODE_CACHE_OUT: cacheDir }).status).toBe(0);
+    const manifest = JSON.parse(readFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    for (const f of readdirSync(cacheDir)) {
+      const st = statSync(join(cacheDir, f));
+      manifest.files[`dist/src/${BUNDLE_CACHE_DIR}/${f}`] = [st.size, st.mtimeMs, sha256File(join(cacheDir, f))];
+    }
+    writeFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), JSON.stringify(manifest));
+    rmSync(join(work, 'state.db'));
+    for (const args of commands) {
+      const r = run(pkg, args);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toBe('');
+      expect(r.bundled).toBe(true);
+      expect(r.compiled.filter((c) => c.cached && !c.rejected).length).toBeGreaterThan(0);
+    }
+    const state = openStateDb(join(work, 'state.db'));
+    try {
+      expect(state.prepare(`SELECT verdict FROM drift_verdicts WHERE memory_id = 'm1'`).pluck().all()).toEqual(['refused']);
+    } finally {
+      state.close();
+    }
   });
 
   it('after an edit of a module (tsc without the bundler), the CLI runs the edited modules, not the old bundle', () => {
