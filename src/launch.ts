@@ -89,8 +89,10 @@ export function requireBundle(bundle: Bundle): unknown {
   const out = process.env[CACHE_OUT_ENV];
   const compiled: [string, vm.Script][] = [];
   extensions['.js'] = function (module, filename) {
+    if (!bundle.cached.has(filename)) return plain.call(this, module, filename);
+    // The build's training runs read and write their own cache; a run without a cache for the chunk compiles as Node does.
     const cache = out ? [join(out, `${basename(filename)}.v8`)].find((f) => existsSync(f)) : bundle.cached.get(filename);
-    if (!bundle.cached.has(filename) || (!cache && !out)) return plain.call(this, module, filename);
+    if (!cache && !out) return plain.call(this, module, filename);
     const script = new vm.Script(Module.wrap(readFileSync(filename, 'utf8')), { filename, cachedData: cache ? readFileSync(cache) : undefined });
     if (out) compiled.push([filename, script]);
     const wrapper = script.runInThisContext() as (...args: unknown[]) => void;
