@@ -96,7 +96,11 @@ describe('drift through worker processes, one killed mid-run', () => {
       const done = await rescuer.waitFor('the rescued drift job to complete', (l) => l.msg === 'job done' && l.jobId === job.id, 30_000);
       expect(done.outcome).toBe('ok');
       expect(rescuer.lines.some((l) => l.msg.startsWith('job stalled') && l.jobId === job.id)).toBe(true);
-      const finished = (await queue.getJob(job.id!))!;
+      // 'job done' is logged as the processor returns; BullMQ stores the result and marks the job completed just after.
+      const finished = await until('the rescued drift job to be marked completed', async () => {
+        const j = await queue.getJob(job.id!);
+        return j?.finishedOn ? j : undefined;
+      });
       expect(finished.returnvalue).toMatchObject({ due: 3, confirmed: 3 });
       // Each row: one verdict, applied once, although the dead run's tasks were picked up again too.
       withState(box.statePath, (state) => {
