@@ -73,6 +73,23 @@ describe('currentBundle: the bundle runs only while it is the build of the files
     }
   });
 
+  it('a chunk compiles with a code cache only when the build marked it cacheable and stamped its cache', () => {
+    build();
+    const manifest = JSON.parse(readFileSync(join(src, BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    const cache = at(`dist/src/${BUNDLE_CACHE_DIR}/cli-chunk-x.cjs.v8`);
+    mkdirSync(join(cache, '..'));
+    writeFileSync(cache, 'v8');
+    writeFileSync(at(`dist/src/${BUNDLE_CACHE_DIR}/${BUNDLE_ENTRY}.v8`), 'v8'); // present, not stamped: not used
+    const st = statSync(cache);
+    manifest.files[`dist/src/${BUNDLE_CACHE_DIR}/cli-chunk-x.cjs.v8`] = [st.size, st.mtimeMs, sha256File(cache)];
+    manifest.cached = [BUNDLE_ENTRY, 'cli-chunk-x.cjs'];
+    writeFileSync(join(src, BUNDLE_MANIFEST), JSON.stringify(manifest));
+    expect([...current()!.cached]).toEqual([[join(src, BUNDLE_ENTRY), undefined], [join(src, 'cli-chunk-x.cjs'), cache]]);
+    manifest.cached = [BUNDLE_ENTRY]; // a chunk with a dynamic import(): never compiled with a cache, stamped or not
+    writeFileSync(join(src, BUNDLE_MANIFEST), JSON.stringify(manifest));
+    expect([...current()!.cached]).toEqual([[join(src, BUNDLE_ENTRY), undefined]]);
+  });
+
   it('no manifest, or one that is not JSON: not current', () => {
     build();
     rmSync(join(src, BUNDLE_MANIFEST));
