@@ -96,7 +96,8 @@ function makeCodeCache(): string[] {
   const work = mkdtempSync(join(tmpdir(), 'mw-bundle-'));
   try {
     const db = join(work, 'store.db');
-    buildDemoStore(db);
+    const demo = join(work, 'demo.db');
+    buildDemoStore(demo);
     const config = join(work, 'warden.yaml');
     writeFileSync(config, `stateDb: ${join(work, 'state.db')}\nstores:\n  demo:\n    db: ${db}\nlog:\n  level: warn\n`);
     const runs = [
@@ -110,10 +111,9 @@ function makeCodeCache(): string[] {
     ];
     const env = { ...process.env, [CACHE_OUT_ENV]: cacheDir, MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(work, 'state.db'), LOG_LEVEL: 'silent' };
     for (const args of runs) {
-      copyFileSync(db, join(work, 'before.db')); // erase and prune change the store: the next run gets the same one
+      copyFileSync(demo, db); // erase and prune change the store: every run gets the same one
       const r = spawnSync(process.execPath, [join(OUT, 'cli.js'), ...args], { env, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
       if (r.status !== 0 && r.status !== 1) throw new Error(`bundle: training run ${args.join(' ')} exited ${r.status}: ${r.stderr.slice(-500)}`);
-      copyFileSync(join(work, 'before.db'), db);
     }
   } finally {
     rmSync(work, { recursive: true, force: true });

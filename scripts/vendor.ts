@@ -5,14 +5,14 @@
  * The bundle is the package's own code, unchanged; without the bundler (a production install) the re-exports
  * stay, and everything works as before, only slower to start.
  */
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const VENDOR = fileURLToPath(new URL('../src/vendor/', import.meta.url));
 
 const BUNDLES = [
-  // What src/vendor/zod.ts is (zod, set up without its JIT), as an ES module.
-  { file: 'zod.js', entry: `import { config } from 'zod'; config({ jitless: true }); export * from 'zod';`, format: 'esm' },
+  // src/vendor/zod.ts as tsc emitted it (zod, and its set-up), as an ES module.
+  { file: 'zod.js', entry: readFileSync(`${VENDOR}zod.js`, 'utf8').replace(/^\/\/# sourceMappingURL=.*$/m, ''), format: 'esm' },
   // What src/vendor/yaml.cjs re-exports, as CommonJS: config-read.ts requires it only when a YAML file is parsed.
   { file: 'yaml.cjs', entry: `module.exports = require('yaml');`, format: 'cjs' },
 ] as const;

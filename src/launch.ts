@@ -6,7 +6,8 @@ import vm from 'node:vm';
 
 /**
  * The command line's bundle (scripts/bundle.ts, run by `npm run build`): the CLI's own modules, the vendored zod and
- * yaml, and commander, in a few CommonJS chunks beside this module in dist/src/ (`cli-bundle.cjs`, `cli-chunk-*.cjs`).
+ * commander, in a few CommonJS chunks beside this module in dist/src/ (`cli-bundle.cjs`, `cli-chunk-*.cjs`); the
+ * vendored yaml stays its own file, required when a YAML file is parsed.
  * On Node 20 (no compile cache) resolving and compiling ~170 ES modules one by one is most of a command's start-up;
  * the same code as a handful of CommonJS files starts ~90 ms sooner on the 2-core machine (BENCHMARKS.md, "fifth
  * session"). The chunks split where the modules import lazily, so a command still loads only what it runs.
@@ -91,7 +92,8 @@ export function requireBundle(bundle: Bundle): unknown {
   extensions['.js'] = function (module, filename) {
     if (!bundle.cached.has(filename)) return plain.call(this, module, filename);
     // The build's training runs read and write their own cache; a run without a cache for the chunk compiles as Node does.
-    const cache = out ? [join(out, `${basename(filename)}.v8`)].find((f) => existsSync(f)) : bundle.cached.get(filename);
+    const trained = out && join(out, `${basename(filename)}.v8`);
+    const cache = trained ? (existsSync(trained) ? trained : undefined) : bundle.cached.get(filename);
     if (!cache && !out) return plain.call(this, module, filename);
     const script = new vm.Script(Module.wrap(readFileSync(filename, 'utf8')), { filename, cachedData: cache ? readFileSync(cache) : undefined });
     if (out) compiled.push([filename, script]);
