@@ -1,13 +1,14 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import Module, { createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import vm from 'node:vm';
 
 /**
  * The command line's bundle (scripts/bundle.ts, run by `npm run build`): the CLI's own modules, the vendored zod and
  * commander, in a few CommonJS chunks beside this module in dist/src/ (`cli-bundle.cjs`, `cli-chunk-*.cjs`); the
- * vendored yaml stays its own file, required when a YAML file is parsed.
+ * vendored yaml stays its own file, required when a YAML file is parsed, stamped and code-cached like a chunk.
  * On Node 20 (no compile cache) resolving and compiling ~170 ES modules one by one is most of a command's start-up;
  * the same code as a handful of CommonJS files starts ~90 ms sooner on the 2-core machine (BENCHMARKS.md, "fifth
  * session"). The chunks split where the modules import lazily, so a command still loads only what it runs.
@@ -16,6 +17,12 @@ import vm from 'node:vm';
  * it was built from and every chunk, with size, mtime and sha256; a file whose size differs, or whose mtime differs
  * and whose content does too (a copy that did not keep times still matches), and the CLI runs the modules themselves
  * instead (`tsc` alone after an edit, a chunk removed, a package upgraded). MEMORY_WARDEN_BUNDLE=0 does the same.
+ * A package npm installed has every file's mtime set to the install's time, so that check reads and hashes all of them
+ * (~30 ms a start); the first start that does records what it saw (`cli-bundle.seen.json`: each such file's size and
+ * mtime, for this manifest), and later starts take a file whose size and mtime are still those as checked. Any write
+ * to a file changes its mtime, and the next start hashes it again. The record goes beside the manifest, or where the
+ * package's directory cannot be written (a global install run by another user), in the user's cache directory; if
+ * neither can be written every start hashes, as before.
  *
  * The chunks compile with V8's code cache (`cli-bundle.cache/<chunk>.v8`), which the build makes by running a few
  * commands (scripts/bundle.ts) and stamps in the manifest like the chunks: compiling the chunks was ~70 ms of a
@@ -30,6 +37,7 @@ import vm from 'node:vm';
 export const BUNDLE_MANIFEST = 'cli-bundle.json';
 export const BUNDLE_ENTRY = 'cli-bundle.cjs';
 export const BUNDLE_CACHE_DIR = 'cli-bundle.cache';
+export const BUNDLE_SEEN = 'cli-bundle.seen.json';
 /** Set by the build only (scripts/bundle.ts): where to write each chunk's code cache as this process exits. */
 export const CACHE_OUT_ENV = 'MEMORY_WARDEN_CODE_CACHE_OUT';
 
@@ -41,26 +49,42 @@ export interface BundleManifest {
   files: Record<string, FileStamp>;
   /** Each chunk (by name, in dist/src/) and the modules in it, by path from the package root. */
   chunks: Record<string, string[]>;
-  /** The chunks that compile with a code cache: those without a dynamic import(). */
+  /** The files that compile with a code cache, by path from dist/src/: the chunks without a dynamic import(), and
+   * the vendored yaml (required from its own file). Each one's cache is `cli-bundle.cache/<its name>.v8`. */
   cached: string[];
 }
 
 export const sha256File = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
+/** What a start saw of files whose mtime is not the build's and whose content is (src/launch.ts). */
+interface Seen {
+  /** sha256 of the manifest's text: a record made for another build is not used. */
+  manifest: string;
+  files: Record<string, [size: number, mtimeMs: number]>;
+}
+
 export interface Bundle {
   entry: string;
+  /** How many files this check read and hashed (their mtime was neither the build's nor as last checked). */
+  hashed: number;
   /** Each chunk that compiles with a code cache, by path, and its cache's path when the build made one. */
   cached: Map<string, string | undefined>;
 }
 
 /** The bundle in `dir` (dist/src/) when it was built from the files as they are now; else undefined. */
 export function currentBundle(dir: string): Bundle | undefined {
+  let text: string;
   let manifest: BundleManifest;
   try {
-    manifest = JSON.parse(readFileSync(join(dir, BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    text = readFileSync(join(dir, BUNDLE_MANIFEST), 'utf8');
+    manifest = JSON.parse(text) as BundleManifest;
   } catch {
     return undefined; // no bundle (not built with the bundler), or unreadable: the modules themselves
   }
+  const manifestSha = createHash('sha256').update(text).digest('hex');
+  const seen = readSeen(dir, manifestSha);
+  const checked: Seen = { manifest: manifestSha, files: {} };
+  let hashed = 0;
   // Paths joined by hand: path.resolve on each of ~300 files was 6 ms of every start.
   const root = resolve(dir, '../..');
   for (const rel in manifest.files) {
@@ -68,15 +92,59 @@ export function currentBundle(dir: string): Bundle | undefined {
     const path = `${root}/${rel}`;
     const st = statSync(path, { throwIfNoEntry: false });
     if (!st || !st.isFile() || st.size !== size) return undefined;
-    if (st.mtimeMs !== mtimeMs && sha256File(path) !== sha) return undefined;
+    if (st.mtimeMs === mtimeMs) continue;
+    const before = seen?.files[rel];
+    if (!before || before[0] !== st.size || before[1] !== st.mtimeMs) {
+      hashed++;
+      if (sha256File(path) !== sha) return undefined;
+    }
+    checked.files[rel] = [st.size, st.mtimeMs]; // the stat from before the read: a write during it shows next time
   }
+  if (hashed > 0) writeSeen(dir, checked);
   const cacheRel = relative(root, join(dir, BUNDLE_CACHE_DIR));
   const cached = new Map<string, string | undefined>();
   for (const name of manifest.cached ?? []) {
-    const stamped = manifest.files[`${cacheRel}/${name}.v8`] !== undefined;
-    cached.set(`${dir}/${name}`, stamped ? `${root}/${cacheRel}/${name}.v8` : undefined);
+    const cache = `${cacheRel}/${basename(name)}.v8`;
+    cached.set(`${dir}/${name}`, manifest.files[cache] !== undefined ? `${root}/${cache}` : undefined);
   }
-  return { entry: join(dir, BUNDLE_ENTRY), cached };
+  return { entry: join(dir, BUNDLE_ENTRY), hashed, cached };
+}
+
+/** Where a package directory that cannot be written keeps its record: the user's cache, one file per directory. */
+const seenElsewhere = (dir: string) => {
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  return join(base, 'memory-warden', `cli-bundle-${createHash('sha256').update(dir).digest('hex').slice(0, 16)}.seen.json`);
+};
+
+function readSeen(dir: string, manifestSha: string): Seen | undefined {
+  for (const path of [join(dir, BUNDLE_SEEN), seenElsewhere(dir)]) {
+    try {
+      const seen = JSON.parse(readFileSync(path, 'utf8')) as Seen;
+      if (seen.manifest === manifestSha && typeof seen.files === 'object' && seen.files) return seen;
+    } catch {
+      // none there, or not one this start can use
+    }
+  }
+  return undefined;
+}
+
+/** Best effort, whole or not at all (a temporary file renamed): a start that cannot record only hashes next time too. */
+function writeSeen(dir: string, seen: Seen): void {
+  for (const path of [join(dir, BUNDLE_SEEN), seenElsewhere(dir)]) {
+    const tmp = `${path}.${process.pid}.tmp`;
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(tmp, JSON.stringify(seen));
+      renameSync(tmp, path);
+      return;
+    } catch {
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // nothing was written there
+      }
+    }
+  }
 }
 
 /**

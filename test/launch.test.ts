@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
+import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, BUNDLE_SEEN, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
 import { makeStore, tempDir } from './helpers/store.js';
 import { openStateDb } from '../src/state.js';
 
@@ -52,6 +52,78 @@ describe('currentBundle: the bundle runs only while it is the build of the files
     build();
     for (const f of files) utimesSync(at(f), new Date(), new Date());
     expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
+  });
+
+  it('a package installed without its times (npm sets each to the install\'s): hashed once, then taken as checked', () => {
+    build();
+    const installed = new Date();
+    for (const f of files) utimesSync(at(f), installed, installed);
+    expect(current()?.hashed).toBe(files.length);
+    expect(existsSync(join(src, BUNDLE_SEEN))).toBe(true);
+    expect(current()?.hashed).toBe(0);
+    // One file touched again (its content the same): only it is read again.
+    utimesSync(at('dist/src/b.js'), new Date(installed.getTime() + 5000), new Date(installed.getTime() + 5000));
+    expect(current()?.hashed).toBe(1);
+    expect(current()?.hashed).toBe(0);
+  });
+
+  it('after a record of what was checked, any change still counts: edited, grown, removed, rebuilt, record broken', () => {
+    const installedCopy = () => {
+      build();
+      for (const f of files) utimesSync(at(f), new Date(), new Date());
+      expect(current()?.hashed).toBe(files.length);
+    };
+    for (const f of files) {
+      installedCopy();
+      writeFileSync(at(f), readFileSync(at(f), 'utf8').replace('//', '/*')); // same size, a new mtime
+      expect(current(), `${f} edited`).toBeUndefined();
+      installedCopy();
+      writeFileSync(at(f), `${readFileSync(at(f), 'utf8')}x`);
+      expect(current(), `${f} grown`).toBeUndefined();
+      installedCopy();
+      rmSync(at(f));
+      expect(current(), `${f} removed`).toBeUndefined();
+    }
+    // An edit that keeps size and puts the checked mtime back is as invisible as one that puts the build's back.
+    // A record made for another build (another manifest) is not used: everything is read again.
+    installedCopy();
+    const manifest = JSON.parse(readFileSync(join(src, BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    writeFileSync(join(src, BUNDLE_MANIFEST), JSON.stringify({ ...manifest, cached: ['cli-chunk-x.cjs'] }));
+    expect(current()?.hashed).toBe(files.length);
+    for (const broken of ['{"manifest": ', '[]', '{"manifest": "x", "files": null}', 'null']) {
+      installedCopy();
+      writeFileSync(join(src, BUNDLE_SEEN), broken);
+      expect(current()?.hashed, broken).toBe(files.length);
+      expect(current()?.hashed, broken).toBe(0); // and written again
+    }
+  });
+
+  it('a package directory that cannot be written: the record goes to the user\'s cache directory', () => {
+    const cache = join(dir, 'xdg-cache');
+    const was = process.env.XDG_CACHE_HOME;
+    process.env.XDG_CACHE_HOME = cache;
+    try {
+      build();
+      mkdirSync(join(src, BUNDLE_SEEN)); // as unwritable as it gets for root: a directory in its place
+      for (const f of files) utimesSync(at(f), new Date(), new Date());
+      expect(current()?.hashed).toBe(files.length);
+      expect(readdirSync(join(cache, 'memory-warden')).filter((f) => f.endsWith('.seen.json'))).toHaveLength(1);
+      expect(current()?.hashed).toBe(0);
+      writeFileSync(at('dist/src/a.js'), readFileSync(at('dist/src/a.js'), 'utf8').replace('//', '/*'));
+      expect(current()).toBeUndefined();
+      // Neither place writable: every start hashes, and still runs the bundle.
+      rmSync(cache, { recursive: true });
+      writeFileSync(cache, '');
+      build();
+      mkdirSync(join(src, BUNDLE_SEEN));
+      for (const f of files) utimesSync(at(f), new Date(), new Date());
+      expect(current()?.hashed).toBe(files.length);
+      expect(current()?.hashed).toBe(files.length);
+    } finally {
+      if (was === undefined) delete process.env.XDG_CACHE_HOME;
+      else process.env.XDG_CACHE_HOME = was;
+      rmSync(cache, { recursive: true, force: true });
+    }
   });
 
   it('an input or a chunk changed, removed, grown or replaced: not current', () => {
@@ -139,17 +211,31 @@ describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
     expect([modules.bundled, modules.program]).toEqual([false, true]);
     expect(bundled.stdout).toBe(modules.stdout);
     expect(bundled.stdout).toMatch(/^ {2}erase\b/m);
+    // The copy's files are newer than the build: the first start read them and recorded it; the next runs the bundle
+    // from that record, and an edit after it is still seen.
+    expect(existsSync(join(pkg, 'dist/src', BUNDLE_SEEN))).toBe(true);
+    const again = run(pkg, ['--help']);
+    expect([again.bundled, again.stdout]).toEqual([true, modules.stdout]);
+    writeFileSync(join(pkg, 'dist/src/program.js'), readFileSync(join(pkg, 'dist/src/program.js'), 'utf8').replace("keeps AI agents", "KEEPS AI agents"));
+    const edited = run(pkg, ['--help']);
+    expect([edited.bundled, edited.program]).toEqual([false, true]);
+    expect(edited.stdout).toContain('KEEPS AI agents');
   });
 
   it('the bundle compiles the chunks a command loads with the build\'s code cache, which V8 takes', () => {
     const db = join(dir, 'small.db');
     makeStore(db, [{ id: 'a', fact: 'x' }]);
-    for (const args of [['--help'], ['check', '--db', db, '--json']]) {
+    const config = join(dir, 'small.yaml');
+    writeFileSync(config, `stateDb: ${join(dir, 'state.db')}\nstores:\n  small:\n    db: ${db}\n`);
+    const yaml = join(ROOT, 'dist/src/vendor/yaml.cjs');
+    for (const args of [['--help'], ['check', '--db', db, '--json'], ['check', '--config', config, '--json']]) {
       const r = run(ROOT, args);
       expect(r.status, r.stderr).toBe(0);
-      const chunks = r.compiled.filter((c) => c.file.startsWith(join(ROOT, 'dist/src/cli-')));
+      const chunks = r.compiled.filter((c) => c.file.startsWith(join(ROOT, 'dist/src/cli-')) || c.file === yaml);
       expect(chunks.length, args.join(' ')).toBeGreaterThan(args.length > 1 ? 1 : 0);
       expect(chunks.filter((c) => !c.cached || c.rejected), args.join(' ')).toEqual([]);
+      // The vendored yaml, its own file, is compiled (with its cache) when a YAML file is read, and only then.
+      expect(chunks.some((c) => c.file === yaml), args.join(' ')).toBe(args.includes('--config'));
     }
   });
 
