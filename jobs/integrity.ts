@@ -4,6 +4,7 @@ import { openStore } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
 import { layoutOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
+import { fileIdentity } from '../src/store/file-identity.js';
 
 /** `{ store }`, checked without loading zod when it is plainly that (`check`'s start-up). */
 export const payloadSchema = storePayload;
@@ -13,10 +14,12 @@ export type IntegrityPayload = { store: string };
 export async function integrity(payload: IntegrityPayload, ctx: JobContext): Promise<CheckReport> {
   const store = openStore(ctx.config, payload.store);
   try {
+    // Which file this checks, taken before: the digest shows this report only for that same file (collect.ts).
+    const file = fileIdentity(store.path);
     // A restore killed half-way is reported first, and the orphans it makes up are not (src/snapshot/journal.ts).
     const report = withPendingRestore(await layoutOf(store).check(store, { ctx }), ctx.config.stores[payload.store]!.db);
     ctx.log.info({ ok: report.ok, rows: report.rows, live: report.live, problems: report.problems.length }, 'integrity done');
-    return report;
+    return file === undefined ? report : { ...report, file };
   } finally {
     store.close();
   }

@@ -10,6 +10,7 @@ import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { maskDeep, preloadCatalogue } from '../credentials.js';
 import { attachReviewLinks } from '../review-web/links.js';
+import { fileIdentity } from '../store/file-identity.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 
 export type { Period } from '../layouts/contract.js';
@@ -148,7 +149,10 @@ const REUSE_CHECK_MS = 26 * 3_600_000;
 export function recentCheck(state: Db, store: string, path: string, now: Instant): CheckReport | null {
   const run = lastRun(state, 'integrity', store, 'ok');
   const r = parseJson(run?.result);
-  if (!r || r.path !== path || typeof r.rows !== 'number' || typeof r.live !== 'number') return null;
+  // The same file, not the same path text: a relative path from another working directory, or a file renamed over
+  // the store since (a restore), is another file; a run recorded before runs said which file has no `file`.
+  const file = fileIdentity(path);
+  if (!r || file === undefined || r.file !== file || typeof r.rows !== 'number' || typeof r.live !== 'number') return null;
   if (!Array.isArray(r.problems) || !Array.isArray(r.notes) || typeof r.ok !== 'boolean') return null;
   const at = parseInstant(r.checkedAt);
   if (at === null || at > now || now - at > REUSE_CHECK_MS) return null;

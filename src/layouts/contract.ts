@@ -99,6 +99,8 @@ export interface CheckReport {
   ok: boolean;
   store: string;
   path: string;
+  /** The checked file's identity (src/store/file-identity.ts), set by the integrity job: what the digest matches. */
+  file?: string;
   checkedAt: string;
   rows: number;
   live: number;

@@ -1,0 +1,17 @@
+import { statSync } from 'node:fs';
+
+/**
+ * Which file a path names now, as a string that compares equal only for the same file: device, inode and birth
+ * time (where the filesystem keeps one: an inode number freed by a deleted file and given to a new one is another
+ * file). Not the path: the same relative path from another working directory is another file, and a file renamed
+ * over the path (a restore) is another file too; a second path to the same file (a link) is the same file.
+ * Undefined when the path names nothing that can be read.
+ */
+export function fileIdentity(path: string): string | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.dev}:${st.ino}:${st.birthtimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
