@@ -22,7 +22,7 @@ const BUNDLED = ['commander', 'zod'];
 /**
  * src/vendor/zod.ts, whose tsc output scripts/vendor.ts replaced with all of zod in one file (for the library entry
  * and the modules): in the CLI bundle, the same module is built from zod's own modules, so the bundler keeps only
- * the parts the commands use (180 KB of its 650; ~30 ms less to load, BENCHMARKS.md "sixth session").
+ * the parts the commands use (185 KB of its 650: ~10 ms less for each `--config` start, BENCHMARKS.md "sixth session").
  */
 const VENDOR_ZOD = join(OUT, 'vendor/zod.js');
 const VENDOR_ZOD_SOURCE = join(ROOT, 'src/vendor/zod.ts');

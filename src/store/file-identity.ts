@@ -5,7 +5,8 @@ import { statSync } from 'node:fs';
  * time (where the filesystem keeps one: an inode number freed by a deleted file and given to a new one is another
  * file). Not the path: the same relative path from another working directory is another file, and a file renamed
  * over the path (a restore) is another file too; a second path to the same file (a link) is the same file.
- * Undefined when the path names nothing that can be read.
+ * Undefined when the path names nothing that can be read. (Where the system gives the change time as the birth
+ * time, without statx, the identity changes with every write: the digest then checks afresh, slower, never wrong.)
  */
 export function fileIdentity(path: string): string | undefined {
   try {
