@@ -17,6 +17,8 @@ import vm from 'node:vm';
  * it was built from and every chunk, with size, mtime and sha256; a file whose size differs, or whose mtime differs
  * and whose content does too (a copy that did not keep times still matches), and the CLI runs the modules themselves
  * instead (`tsc` alone after an edit, a chunk removed, a package upgraded). MEMORY_WARDEN_BUNDLE=0 does the same.
+ * A bundled package's files are looked for where Node finds the package from dist/src/ (in an installed copy, the
+ * application's node_modules).
  * A package npm installed has every file's mtime set to the install's time, so that check reads and hashes all of them
  * (~30 ms a start); the first start that does records what it saw (`cli-bundle.seen.json`: each such file's size and
  * mtime, for this manifest), and later starts take a file whose size and mtime are still those as checked. Any write
@@ -87,16 +89,17 @@ export function currentBundle(dir: string): Bundle | undefined {
   let hashed = 0;
   // Paths joined by hand: path.resolve on each of ~300 files was 6 ms of every start.
   const root = resolve(dir, '../..');
+  const packages = new Map<string, string | undefined>();
   for (const rel in manifest.files) {
     const [size, mtimeMs, sha] = manifest.files[rel]!;
-    const path = `${root}/${rel}`;
-    const st = statSync(path, { throwIfNoEntry: false });
+    const path = rel.startsWith('node_modules/') ? packageFile(dir, rel, packages) : `${root}/${rel}`;
+    const st = path === undefined ? undefined : statSync(path, { throwIfNoEntry: false });
     if (!st || !st.isFile() || st.size !== size) return undefined;
     if (st.mtimeMs === mtimeMs) continue;
     const before = seen?.files[rel];
     if (!before || before[0] !== st.size || before[1] !== st.mtimeMs) {
       hashed++;
-      if (sha256File(path) !== sha) return undefined;
+      if (sha256File(path!) !== sha) return undefined;
     }
     checked.files[rel] = [st.size, st.mtimeMs]; // the stat from before the read: a write during it shows next time
   }
@@ -108,6 +111,28 @@ export function currentBundle(dir: string): Bundle | undefined {
     cached.set(`${dir}/${name}`, manifest.files[cache] !== undefined ? `${root}/${cache}` : undefined);
   }
   return { entry: join(dir, BUNDLE_ENTRY), hashed, cached };
+}
+
+/**
+ * A bundled package's file (`node_modules/<name>/<file>` in the manifest, as the build found it beside the package)
+ * where Node finds that package from dist/src/ now: in an installed copy it is hoisted into the application's
+ * node_modules, not under this package. Each package's directory is looked up once.
+ */
+function packageFile(dir: string, rel: string, packages: Map<string, string | undefined>): string | undefined {
+  const parts = rel.split('/');
+  const n = parts[1]?.startsWith('@') ? 3 : 2;
+  const name = parts.slice(1, n).join('/');
+  if (!packages.has(name)) packages.set(name, findPackage(dir, name));
+  const base = packages.get(name);
+  return base === undefined ? undefined : `${base}/${parts.slice(n).join('/')}`;
+}
+
+/** Node's lookup of a package by name from `from`: `node_modules/<name>` in it and each directory above. */
+function findPackage(from: string, name: string): string | undefined {
+  for (let d = from; ; d = dirname(d)) {
+    if (basename(d) !== 'node_modules' && existsSync(`${d}/node_modules/${name}/package.json`)) return `${d}/node_modules/${name}`;
+    if (dirname(d) === d) return undefined;
+  }
 }
 
 /** Where a package directory that cannot be written keeps its record: the user's cache, one file per directory. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, BUNDLE_SEEN, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
@@ -33,6 +33,7 @@ describe('currentBundle: the bundle runs only while it is the build of the files
       manifest.files[f] = [st.size, st.mtimeMs, sha256File(path)];
     }
     writeFileSync(join(dir, 'pkg/dist/src', BUNDLE_MANIFEST), JSON.stringify(manifest));
+    writeFileSync(join(dir, 'pkg/node_modules/pkg/package.json'), '{}'); // a package, as Node looks for one
   };
   const at = (f: string) => join(dir, 'pkg', f);
   const current = () => currentBundle(at('dist/src'));
@@ -124,6 +125,26 @@ describe('currentBundle: the bundle runs only while it is the build of the files
       else process.env.XDG_CACHE_HOME = was;
       rmSync(cache, { recursive: true, force: true });
     }
+  });
+
+  it('a bundled package found where Node finds it from dist/src/: hoisted above the package, the nearest copy first', () => {
+    build();
+    mkdirSync(join(dir, 'node_modules'));
+    renameSync(at('node_modules/pkg'), join(dir, 'node_modules/pkg'));
+    const hoisted = join(dir, 'node_modules/pkg/index.js');
+    expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
+    writeFileSync(hoisted, readFileSync(hoisted, 'utf8').replace('//', '/*'));
+    expect(current()).toBeUndefined();
+    // A copy under the package itself is the one Node loads, and the one checked: the hoisted one is not.
+    build();
+    expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
+    rmSync(at('node_modules/pkg/index.js'));
+    expect(current()).toBeUndefined();
+    // Nowhere to be found: not current.
+    build();
+    rmSync(at('node_modules/pkg'), { recursive: true });
+    rmSync(join(dir, 'node_modules'), { recursive: true });
+    expect(current()).toBeUndefined();
   });
 
   it('an input or a chunk changed, removed, grown or replaced: not current', () => {
@@ -220,6 +241,19 @@ describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
     const edited = run(pkg, ['--help']);
     expect([edited.bundled, edited.program]).toEqual([false, true]);
     expect(edited.stdout).toContain('KEEPS AI agents');
+  });
+
+  it('installed as an application\'s dependency (its packages hoisted beside it): runs its bundle', () => {
+    // app/node_modules/memory-warden is the package; every other package is the application's, one level up.
+    const modules = join(dir, 'app/node_modules');
+    mkdirSync(modules, { recursive: true });
+    for (const name of readdirSync(join(ROOT, 'node_modules'))) if (name !== 'memory-warden') symlinkSync(join(ROOT, 'node_modules', name), join(modules, name));
+    const pkg = join(modules, 'memory-warden');
+    for (const part of ['dist/src', 'dist/jobs', 'config', 'package.json']) cpSync(join(ROOT, part), join(pkg, part), { recursive: true });
+    const bundled = run(pkg, ['--help']);
+    expect(bundled.status, bundled.stderr).toBe(0);
+    expect([bundled.bundled, bundled.program]).toEqual([true, false]);
+    expect(bundled.stdout).toBe(run(pkg, ['--help'], { MEMORY_WARDEN_BUNDLE: '0' }).stdout);
   });
 
   it('the bundle compiles the chunks a command loads with the build\'s code cache, which V8 takes', () => {
