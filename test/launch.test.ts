@@ -147,6 +147,23 @@ describe('currentBundle: the bundle runs only while it is the build of the files
     expect(current()).toBeUndefined();
   });
 
+  it('a scoped package (`@scope/name`) is looked for the same way', () => {
+    build();
+    const file = join(dir, 'node_modules/@scope/pkg/lib/index.js');
+    mkdirSync(join(file, '..'), { recursive: true });
+    writeFileSync(join(dir, 'node_modules/@scope/pkg/package.json'), '{}');
+    writeFileSync(file, '// scoped\n');
+    const manifest = JSON.parse(readFileSync(join(src, BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    const st = statSync(file);
+    manifest.files['node_modules/@scope/pkg/lib/index.js'] = [st.size, st.mtimeMs, sha256File(file)];
+    writeFileSync(join(src, BUNDLE_MANIFEST), JSON.stringify(manifest));
+    expect(current()?.entry).toBe(join(src, BUNDLE_ENTRY));
+    writeFileSync(file, '// SCOPED\n');
+    expect(current()).toBeUndefined();
+    rmSync(join(dir, 'node_modules'), { recursive: true });
+    expect(current()).toBeUndefined();
+  });
+
   it('an input or a chunk changed, removed, grown or replaced: not current', () => {
     const edits: [string, (p: string) => void][] = [
       ['same size, new content (tsc after an edit)', (p) => writeFileSync(p, readFileSync(p, 'utf8').replace('//', '/*').replace(/\n$/, '\n'))],
