@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { copyFileSync, linkSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, world, withState } from './fixtures.js';
@@ -78,9 +78,9 @@ describe('digest and the last integrity run', () => {
     // Named through a link, or with a path that resolves to it: still the file the run checked.
     const linked = join(tmp.dir, 'linked.db');
     linkSync(path, linked);
-    for (const db of [linked, join(path, '..', '.', path.split('/').pop()!)]) {
-      const v = { ...w, config: { ...w.config, stores: { agent: { ...w.config.stores.agent!, db } } } };
-      expect(await codes(v, NOW), db).toEqual({ rows: 2, codes: [] });
+    for (const other of [linked, join(path, '..', '.', basename(path))]) {
+      const v = { ...w, config: { ...w.config, stores: { agent: { ...w.config.stores.agent!, db: other } } } };
+      expect(await codes(v, NOW), other).toEqual({ rows: 2, codes: [] });
     }
     rmSync(linked);
     // A copy renamed over the store (as a restore does): the same path, another file, checked afresh.
