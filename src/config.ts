@@ -3,6 +3,7 @@ import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from './vendor/zod.js';
 import { configError } from './errors.js';
+import { LOG_LEVELS } from './log-levels.js';
 import { storeSchema } from './store/config.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths } from './verifiers/config.js';
@@ -26,7 +27,7 @@ export const configSchema = z.strictObject({
   busyTimeoutMs: z.number().int().nonnegative().default(5000),
   /** memory-warden's own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder. */
   stateDb: z.string().min(1).default('~/.local/state/memory-warden/state.db'),
-  log: z.strictObject({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).prefault({}),
+  log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
   prune: z
     .strictObject({
       expired: z.boolean().default(true),

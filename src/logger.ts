@@ -58,7 +58,7 @@ export interface LoggerOptions {
  * Logs go to stderr so that stdout stays the command's result (`--json`).
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const level = opts.level ?? process.env.LOG_LEVEL ?? 'info';
+  const level = opts.level ?? (process.env.LOG_LEVEL || 'info'); // an empty variable is an unset one
   const redact = { paths: REDACT_PATHS, censor: '[redacted]' };
   if (opts.destination) return pino({ level, redact, hooks }, redactingStream(opts.destination));
   const pretty = opts.pretty ?? (process.stderr.isTTY === true);

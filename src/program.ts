@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
-import { coerceError } from './errors.js';
+import { coerceError, usageError } from './errors.js';
+import { LOG_LEVELS } from './log-levels.js';
 import { oneLine } from './untrusted.js';
 import { VERSION } from './version.js';
 import { redactText } from './secrets.js';
@@ -19,9 +20,10 @@ export function buildProgram(): Command {
     .description('keeps AI agents\' memory stores honest: prune, integrity, snapshots, digest, drift re-verification')
     .version(VERSION)
     .option('--pretty', 'human-readable logs (default when stderr is a terminal)')
-    .option('--log-level <level>', 'trace, debug, info, warn, error, silent')
+    .option('--log-level <level>', LOG_LEVELS.join(', '))
     .showHelpAfterError()
-    .exitOverride();
+    .exitOverride()
+    .hook('preAction', (_program, action) => rejectEmptyOptions(action));
   registerCoreCommands(program);
   registerEraseCommands(program);
   registerDigestCommands(program);
@@ -32,6 +34,27 @@ export function buildProgram(): Command {
   registerReviewCommands(program);
   registerServeCommands(program);
   return program;
+}
+
+/** Options whose values are memory ids: an agent can have written any text as an id, the empty one too. */
+const VALUES_ARE_IDS = new Set(['ids']);
+
+/**
+ * An option given on the command line with nothing in it (`--now ""`, `--hash-password "$UNSET"`) is a usage
+ * error, for every command and the global options alike. Read as "not given", it changed what ran: a prune or an
+ * erase at `--now ""` ran as of this moment, `serve --hash-password ""` started the server, `--out ""` wrote no file.
+ */
+function rejectEmptyOptions(action: Command): void {
+  for (let cmd: Command | null = action; cmd; cmd = cmd.parent) {
+    for (const option of cmd.options) {
+      const key = option.attributeName();
+      if (cmd.getOptionValueSource(key) !== 'cli' || VALUES_ARE_IDS.has(key)) continue;
+      const value: unknown = cmd.getOptionValue(key);
+      if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && v.trim() === '')) {
+        throw usageError(`${option.long ?? option.flags}: empty (give a value, or leave the option out)`);
+      }
+    }
+  }
 }
 
 /** Exit codes: 0 done, 1 ran and found problems (check), 2 could not run (usage, config, store, lock, service). */

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { parseInstant, systemClock, type Clock } from '../time.js';
 import { usageError } from '../errors.js';
+import { LOG_LEVELS } from '../log-levels.js';
 import { escapedLine, jsonText, terminalText } from '../untrusted.js';
 import { noProgress, type Progress } from '../progress.js';
 import { terminalProgress } from '../progress-terminal.js';
@@ -52,9 +53,23 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
   // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
   const config = (quickConfig(load) as Config | undefined) ?? (await import('../config.js')).loadConfig(load);
   const g = globalOptions(cmd);
-  const level = g.logLevel ?? process.env.LOG_LEVEL ?? config.log.level;
+  const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
   const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
   return { config, log, now: clockFrom(opts.now), progress: progressFor(opts, level) };
+}
+
+/**
+ * `--log-level`, else LOG_LEVEL (empty is unset, as for the other variables), else config's (validated with it).
+ * A level pino does not know is named with where it came from, not left to pino's "default level:… must be
+ * included in custom levels".
+ */
+function logLevel(option: string | undefined, env: string | undefined, configured: string): string {
+  for (const [from, value] of [['--log-level', option], ['LOG_LEVEL', env || undefined]] as const) {
+    if (value === undefined) continue;
+    if (!(LOG_LEVELS as readonly string[]).includes(value)) throw usageError(`${from}: "${value}" is not a log level (${LOG_LEVELS.join(', ')})`);
+    return value;
+  }
+  return configured;
 }
 
 let shownProgress: Progress | undefined;
