@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -41,21 +42,48 @@ export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: stri
 }
 
 /**
- * `--db PATH` becomes a store of its own, named after the file, layered over whatever config was given.
- * Config, logger and store code are imported here, when a command runs, not when `--help` lists the commands.
+ * Config, logger and clock for a command; `dbStore`, with `--db PATH`, the name that file's store has in the config
+ * (see dbStoreIn). Config, logger and store code are imported here, when a command runs, not when `--help` lists
+ * the commands.
  */
-export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress }> {
+export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress; dbStore?: string }> {
   const [{ quickConfig }, { createLogger }] = await Promise.all([import('../config-read.js'), import('../logger.js')]);
-  const dbName = await storeNameForDb(opts.db);
-  const overrides = opts.db ? { stores: { [dbName!]: { db: opts.db } } } : undefined;
-  const load = { file: opts.config ?? process.env.MEMORY_WARDEN_CONFIG, overrides };
-  // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
-  // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
-  const config = (quickConfig(load) as Config | undefined) ?? (await import('../config.js')).loadConfig(load);
+  const file = opts.config ?? process.env.MEMORY_WARDEN_CONFIG;
+  let config: Config;
+  let dbStore = await storeNameForDb(opts.db);
+  if (opts.db && file) ({ config, dbStore } = await dbStoreIn(file, opts.db));
+  else {
+    const load = { file, overrides: opts.db ? { stores: { [dbStore!]: { db: opts.db } } } : undefined };
+    // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
+    // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
+    config = (quickConfig(load) as Config | undefined) ?? (await import('../config.js')).loadConfig(load);
+  }
   const g = globalOptions(cmd);
   const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
   const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
-  return { config, log, now: clockFrom(opts.now), progress: progressFor(opts, level) };
+  return { config, log, now: clockFrom(opts.now), progress: progressFor(opts, level), ...(dbStore !== undefined ? { dbStore } : {}) };
+}
+
+/**
+ * `--db PATH` with a config file: the store the config has for that same file (a link or another path to it
+ * counts), with its settings. Run as a store of its own, a prune would delete rows and leave their Qdrant points,
+ * and its records would go under another name. A file the config does not hold is a store of its own, named after
+ * it, unless a configured store of another file has that name: run under it, the command would take that store's
+ * vector collections, snapshot folder and records for this file's (a prune of a copy deleting the live store's
+ * points). That is refused, before anything is read or written.
+ */
+async function dbStoreIn(file: string, db: string): Promise<{ config: Config; dbStore: string }> {
+  const [{ loadConfig }, { expandHome }, { fileIdentity }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
+  const config = loadConfig({ file });
+  const identity = fileIdentity(db);
+  const sameFile = (path: string) => (identity !== undefined ? fileIdentity(expandHome(path)) === identity : resolve(expandHome(path)) === resolve(db));
+  const held = Object.keys(config.stores).filter((name) => sameFile(config.stores[name]!.db));
+  if (held.length > 1) throw usageError(`--db ${db}: config ${file} holds this file as several stores (${held.join(', ')}); give --store NAME instead`);
+  if (held.length === 1) return { config, dbStore: held[0]! };
+  const name = (await storeNameForDb(db))!;
+  const other = config.stores[name];
+  if (other) throw usageError(`--db ${db}: config ${file} has a store named ${name} for another file (${other.db}); give --store ${name} for that one, or leave the config out for this file`);
+  return { config: loadConfig({ file, overrides: { stores: { [name]: { db } } } }), dbStore: name };
 }
 
 /**
@@ -92,9 +120,14 @@ export function endProgress(): void {
 
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
   const base = await loadForCommand(opts, cmd);
-  const { selectStore } = await import('../config-read.js');
-  const storeName = opts.db ? (await storeNameForDb(opts.db))! : selectStore(base.config, opts.store).name;
-  return { ...base, storeName };
+  if (base.dbStore === undefined) {
+    const { selectStore } = await import('../config-read.js');
+    return { ...base, storeName: selectStore(base.config, opts.store).name };
+  }
+  if (opts.store !== undefined && opts.store !== base.dbStore) {
+    throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${base.dbStore}); give one of them`);
+  }
+  return { ...base, storeName: base.dbStore };
 }
 
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */
