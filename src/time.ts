@@ -66,10 +66,27 @@ function daysInMonth(year: number, month: number): number {
   return month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
 }
 
-/** `YYYY-MM-DD HH:MM:SS` in UTC, as SQLite's datetime() writes it. */
+/** The instants canonical text can hold: 0000-01-01 00:00:00 to 9999-12-31 23:59:59.999 UTC (parseInstant's range). */
+export const FIRST_INSTANT: Instant = -62_167_219_200_000;
+export const LAST_INSTANT: Instant = 253_402_300_799_999;
+
+/**
+ * `YYYY-MM-DD HH:MM:SS` in UTC, as SQLite's datetime() writes it. An instant outside the years 0000-9999 throws:
+ * Date would write `+010240-08-21…`, which is no timestamp, and must never reach a store.
+ */
 export function toCanonical(instant: Instant | Date): string {
-  const iso = new Date(instant).toISOString();
+  const t = instant instanceof Date ? instant.getTime() : instant;
+  if (!(t >= FIRST_INSTANT && t <= LAST_INSTANT)) throw new RangeError(`time out of range: ${t} ms since 1970 is not within the years 0000 to 9999`);
+  const iso = new Date(t).toISOString();
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
+}
+
+/**
+ * A text to compare canonical timestamps with, for an instant that may lie outside what they can hold: its
+ * canonical text, else '' (below every timestamp) or '9999-13' (above every one), so `col <= bound` stays exact.
+ */
+export function canonicalBound(instant: Instant): string {
+  return instant < FIRST_INSTANT ? '' : instant > LAST_INSTANT ? '9999-13' : toCanonical(instant);
 }
 
 /** `2026-11-29T060000Z`: sortable, safe in file names. */
@@ -90,7 +107,8 @@ export function classifyTime(value: unknown): TimeClass {
  * days after. Rows below the bound are then checked exactly with parseInstant.
  */
 export function textUpperBound(instant: Instant): string {
-  return new Date(instant + 2 * 86_400_000).toISOString().slice(0, 10);
+  const bound = instant + 2 * 86_400_000;
+  return bound > LAST_INSTANT ? '9999-13' : bound < FIRST_INSTANT ? '' : new Date(bound).toISOString().slice(0, 10);
 }
 
 const DURATION = /^(\d+)\s*(s|m|h|d|w)$/;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyTime, parseInstant, textUpperBound, toCanonical, parseDuration } from '../src/time.js';
+import { canonicalBound, classifyTime, FIRST_INSTANT, LAST_INSTANT, parseInstant, textUpperBound, toCanonical, parseDuration } from '../src/time.js';
 
 describe('parseInstant', () => {
   const at = Date.UTC(2026, 7, 8, 10, 0, 0);
@@ -66,5 +66,41 @@ describe('parseDuration', () => {
     expect(parseDuration('12h')).toBe(12 * 3_600_000);
     expect(parseDuration('2w')).toBe(14 * 86_400_000);
     expect(parseDuration('soon')).toBeNull();
+  });
+});
+
+describe('the years canonical text holds', () => {
+  it('toCanonical writes the first and last instant, and throws past them instead of writing what is no timestamp', () => {
+    expect(FIRST_INSTANT).toBe(parseInstant('0000-01-01 00:00:00'));
+    expect(LAST_INSTANT).toBe(parseInstant('9999-12-31 23:59:59.999'));
+    expect(toCanonical(FIRST_INSTANT)).toBe('0000-01-01 00:00:00');
+    expect(toCanonical(LAST_INSTANT)).toBe('9999-12-31 23:59:59');
+    expect(toCanonical(new Date(LAST_INSTANT))).toBe('9999-12-31 23:59:59');
+    for (const t of [LAST_INSTANT + 1, FIRST_INSTANT - 1, 8.64e15 + 1, -8.64e15 - 1, Number.NaN, Infinity, -Infinity]) {
+      expect(() => toCanonical(t), String(t)).toThrow(/time out of range/);
+    }
+    expect(() => toCanonical(new Date(LAST_INSTANT + 1))).toThrow(/time out of range/);
+  });
+
+  it('canonicalBound is below or above every timestamp outside them, so comparisons stay exact', () => {
+    const samples = ['0000-01-01 00:00:00', '2026-11-29 06:05:04', '9999-12-31 23:59:59'];
+    for (const t of [FIRST_INSTANT - 1, FIRST_INSTANT - 1e12]) for (const s of samples) expect(s <= canonicalBound(t)).toBe(false);
+    for (const t of [LAST_INSTANT + 1, LAST_INSTANT + 1e12]) for (const s of samples) expect(s <= canonicalBound(t)).toBe(true);
+    expect(canonicalBound(Date.UTC(2026, 10, 29, 6, 5, 4))).toBe('2026-11-29 06:05:04');
+  });
+
+  it('textUpperBound near the ends still bounds every form of the year 9999, and nothing below the year 0000', () => {
+    const t = LAST_INSTANT - 1000;
+    const bound = textUpperBound(t);
+    for (const text of ['9999-12-31 00:00:00', '9999-12-30T23:59:59-12:00', '9999-12-31T13:00:00+14:00']) {
+      expect(parseInstant(text)! <= t, text).toBe(true);
+      expect(text < bound, text).toBe(true);
+    }
+    expect(textUpperBound(FIRST_INSTANT - 3 * 86_400_000)).toBe('');
+  });
+
+  it('an offset can put a parseable text past them (what repair timestamps leaves alone)', () => {
+    expect(parseInstant('9999-12-31T23:59:59-12:00')!).toBeGreaterThan(LAST_INSTANT);
+    expect(parseInstant('0000-01-01T00:00:00+14:00')!).toBeLessThan(FIRST_INSTANT);
   });
 });

@@ -105,7 +105,7 @@ export function registerCoreCommands(program: Command): void {
       try {
         const result = await repairTimestamps(store);
         if (opts.json) return printJson(result);
-        print(`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable left for a person`);
+        print(`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable and ${result.outOfRange} outside the years 0000-9999 left for a person`);
         for (const c of result.changes) print(`  ${show(c.id)} ${c.column}: ${show(c.from)} -> ${show(c.to)}`);
       } finally {
         store.close();

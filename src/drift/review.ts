@@ -6,7 +6,7 @@ import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../errors.js';
-import { parseDuration, toCanonical, type Instant } from '../time.js';
+import { LAST_INSTANT, parseDuration, toCanonical, type Instant } from '../time.js';
 import { pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
 import type { Correction, CurrentMemory } from '../layouts/contract.js';
@@ -126,6 +126,7 @@ export async function supersedeMemory(store: StoreHandle, state: Db, id: string,
 export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant): Promise<ReviewDecision> {
   const ms = parseDuration(inText);
   if (ms === null) throw usageError(`review expire: --in "${inText}" is not a duration like 7d, 12h, 30m`);
+  if (now + ms > LAST_INSTANT) throw usageError(`review expire: --in "${inText}" is too far: the expiry would fall after 9999-12-31`);
   return correctMemory(store, state, id, { action: 'expire', expiresAt: toCanonical(now + ms) }, now);
 }
 

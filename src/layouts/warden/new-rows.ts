@@ -1,5 +1,5 @@
 import type { Db } from '../../store/sqlite.js';
-import { canonicalSql, textUpperBound, toCanonical, DAY_MS } from '../../time.js';
+import { canonicalBound, canonicalSql, textUpperBound, DAY_MS } from '../../time.js';
 import { clip } from '../../untrusted.js';
 import type { FlaggedRow, LookTwice, NewRows, Period } from '../contract.js';
 
@@ -23,7 +23,7 @@ export function newRows(db: Db, period: Period, maxRows: number, lookTwice: Look
   const lower = new Date(period.start - 2 * DAY_MS).toISOString().slice(0, 10);
   const params = {
     lower, upper: textUpperBound(period.end), start: period.start, end: period.end,
-    startBefore: toCanonical(period.start - 1), endBefore: toCanonical(period.end - 1),
+    startBefore: canonicalBound(period.start - 1), endBefore: canonicalBound(period.end - 1),
   };
   const flagged: FlaggedRow[] = [];
   const rest: FlaggedRow[] = [];

@@ -3,7 +3,7 @@ import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
-import { canonicalSql, classifyTime, parseInstant, toCanonical } from '../../time.js';
+import { canonicalSql, classifyTime, FIRST_INSTANT, LAST_INSTANT, parseInstant, toCanonical } from '../../time.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;
@@ -62,12 +62,17 @@ export interface TimestampRepair {
   store: string;
   rewritten: number;
   unparseable: number;
+  /** Parseable, but outside the years 0000-9999 once in UTC (`9999-12-31T23:59:59-12:00`): no canonical text holds it. */
+  outOfRange: number;
   changes: TimestampChange[];
 }
 
-/** Rewrite parseable non-canonical timestamps to `YYYY-MM-DD HH:MM:SS` UTC; leave unparseable ones for a person. */
+/**
+ * Rewrite parseable non-canonical timestamps to `YYYY-MM-DD HH:MM:SS` UTC; leave for a person the unparseable ones
+ * and those whose UTC instant falls outside the years 0000-9999 (rewritten, they would be no timestamp at all).
+ */
 export async function repairTimestamps(store: StoreHandle): Promise<TimestampRepair> {
-  const out: TimestampRepair = { store: store.name, rewritten: 0, unparseable: 0, changes: [] };
+  const out: TimestampRepair = { store: store.name, rewritten: 0, unparseable: 0, outOfRange: 0, changes: [] };
   const cols = [...memoryColumns(store.db)].filter((c) => ['created_at', 'confirmed_at', 'expires_at', 'last_used_at'].includes(c));
   await withMaintenanceLock(store.path, 'repair timestamps', async () => {
     assertIntact(store.db, store.path);
@@ -82,7 +87,12 @@ export async function repairTimestamps(store: StoreHandle): Promise<TimestampRep
           out.unparseable += 1;
           continue;
         }
-        changes.push({ id, column: col, from: String(v), to: toCanonical(parseInstant(v)!) });
+        const at = parseInstant(v)!;
+        if (at < FIRST_INSTANT || at > LAST_INSTANT) {
+          out.outOfRange += 1;
+          continue;
+        }
+        changes.push({ id, column: col, from: String(v), to: toCanonical(at) });
       }
       // One short transaction per 500 rows; `IS ?` skips a value the agent rewrote in between.
       for (let i = 0; i < changes.length; i += 500) {

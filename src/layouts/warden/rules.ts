@@ -1,4 +1,4 @@
-import { canonicalSql, DAY_MS, textUpperBound, toCanonical, type Instant } from '../../time.js';
+import { canonicalBound, canonicalSql, DAY_MS, textUpperBound, type Instant } from '../../time.js';
 
 /**
  * The two prune rules of the brief, written once, in SQL, and used for both finding candidates and the re-check
@@ -34,7 +34,7 @@ export function instantCompare(col: string, op: '<' | '<=', name: string, canoni
 }
 
 export function instantParams(name: string, at: Instant): Record<string, string | number> {
-  return { [`${name}Text`]: toCanonical(at), [`${name}Before`]: toCanonical(at - 1), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
+  return { [`${name}Text`]: canonicalBound(at), [`${name}Before`]: canonicalBound(at - 1), [`${name}Ms`]: at, [`${name}Upper`]: textUpperBound(at) };
 }
 
 /**
