@@ -126,6 +126,24 @@ describe('--db with a config file', () => {
     expect(ids(fx.dbPath)).toEqual(['gone1', 'gone2', 'live1', 'live2']);
   });
 
+  it('a stores key written with escapes is still read as stores (a file named like one of them is refused)', async () => {
+    const escaped = join(fx.dir, 'escaped.yaml');
+    const raw = fx.raw();
+    const { stores, ...rest } = raw;
+    writeFileSync(escaped, `${YAML.stringify(rest)}"st\\x6fres": ${JSON.stringify(stores)}\n`);
+    expect(readFileSync(escaped, 'utf8')).not.toContain('stores');
+    const copy = join(fx.dir, 'copies', 'agent.db');
+    mkdirSync(join(fx.dir, 'copies'), { recursive: true });
+    copyFileSync(fx.dbPath, copy);
+    const before = sha(copy);
+    const r = await run(['run', 'prune', '--now', NOW, '--config', escaped, '--db', copy]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('has a store named agent for another file');
+    expect(sha(copy)).toBe(before);
+    const held = await run(['check', '--json', '--now', NOW, '--config', escaped, '--db', fx.dbPath]);
+    expect(held.json().store).toBe('agent');
+  });
+
   it('a config that holds the file as two stores is refused', async () => {
     const raw = fx.raw();
     const stores = raw.stores as Record<string, unknown>;

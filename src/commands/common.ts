@@ -73,14 +73,20 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
  * points). That is refused, before anything is read or written.
  */
 async function dbStoreIn(file: string, db: string): Promise<{ config: Config; dbStore: string }> {
-  const [{ loadConfig }, { expandHome }, { fileIdentity }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
+  const [{ loadConfig }, { expandHome, isPlainObject, readYaml }, { fileIdentity }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
+  const name = (await storeNameForDb(db))!;
+  // A config that names no store (most of those given beside --db) is validated once, with the file's store in it:
+  // the file as loadConfig parses it (escaped keys and merge keys read alike), the defaults name no store.
+  const user = parsed(() => readYaml(file));
+  if (isPlainObject(user) && !Object.hasOwn(user, 'stores')) {
+    return { config: loadConfig({ file, overrides: { stores: { [name]: { db } } } }), dbStore: name };
+  }
   const config = loadConfig({ file });
   const identity = fileIdentity(db);
   const sameFile = (path: string) => (identity !== undefined ? fileIdentity(expandHome(path)) === identity : resolve(expandHome(path)) === resolve(db));
   const held = Object.keys(config.stores).filter((name) => sameFile(config.stores[name]!.db));
   if (held.length > 1) throw usageError(`--db ${db}: config ${file} holds this file as several stores (${held.join(', ')}); give --store NAME instead`);
   if (held.length === 1) return { config, dbStore: held[0]! };
-  const name = (await storeNameForDb(db))!;
   const other = config.stores[name];
   if (other) throw usageError(`--db ${db}: config ${file} has a store named ${name} for another file (${other.db}); give --store ${name} for that one, or leave the config out for this file`);
   return { config: loadConfig({ file, overrides: { stores: { [name]: { db } } } }), dbStore: name };
@@ -116,6 +122,15 @@ function progressFor(opts: StoreOptions, level: string): Progress {
 /** Take any progress line away (before an error message is written over it). */
 export function endProgress(): void {
   shownProgress?.done();
+}
+
+/** What `read` returns, or undefined when it throws (loadConfig then says why, naming the file). */
+function parsed(read: () => unknown): unknown {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
 }
 
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
