@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { readRegularFile } from './read-file.js';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
@@ -118,7 +119,7 @@ export function merge(base: unknown, over: unknown): unknown {
 
 export function readText(file: string): string {
   try {
-    return readFileSync(file, 'utf8');
+    return readRegularFile(file);
   } catch (err) {
     throw configError(`config ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }

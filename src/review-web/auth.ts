@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readRegularFile } from '../read-file.js';
 import { randomBytes, scryptSync, timingSafeEqual, createHash } from 'node:crypto';
 import { configError } from '../errors.js';
 import type { ReviewWebConfig } from './config.js';
@@ -28,7 +28,7 @@ const same = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(
 function readUsers(file: string): Map<string, { salt: Buffer; hash: Buffer }> {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file);
   } catch (err) {
     throw configError(`review.auth.usersFile ${file}: cannot read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
   }

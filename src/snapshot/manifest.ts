@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { readRegularFile } from '../read-file.js';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { storeError } from '../errors.js';
@@ -83,7 +84,7 @@ export function readManifest(folder: string): Manifest {
   const path = join(folder, MANIFEST);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
+    raw = JSON.parse(readRegularFile(path));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw storeError(`${folder}: no readable ${MANIFEST} (${code ?? (err as Error).message}): not a complete snapshot`, err);

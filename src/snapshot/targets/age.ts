@@ -1,4 +1,5 @@
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { readKey, readRegularFile } from '../../read-file.js';
 import { Decrypter, Encrypter } from 'age-encryption';
 import { configError, storeError } from '../../errors.js';
 import { expandTilde } from './types.js';
@@ -40,15 +41,16 @@ export function loadIdentities(target: string, identityFile: string | undefined,
   let text = env[IDENTITY_ENV];
   let from = IDENTITY_ENV;
   if (!text && identityFile) {
-    identityFile = expandTilde(identityFile);
+    const file = expandTilde(identityFile);
+    identityFile = file;
     let st;
     try {
-      st = statSync(identityFile);
+      st = statSync(file);
     } catch (err) {
       throw configError(`target ${target}: identity file ${identityFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     if ((st.mode & 0o077) !== 0) throw configError(`target ${target}: identity file ${identityFile} is readable by others (mode ${(st.mode & 0o777).toString(8)}); chmod 600 it`);
-    text = readFileSync(identityFile, 'utf8');
+    text = readKey(() => readRegularFile(file), `target ${target}: identity file ${file}`);
     from = identityFile;
   }
   if (!text) throw configError(`target ${target}: its snapshots are encrypted; set ${IDENTITY_ENV} or encrypt.identityFile to restore`);

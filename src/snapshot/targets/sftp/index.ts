@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { statSync, readFileSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { readKey, readRegularFile } from '../../../read-file.js';
 import type { SFTPWrapper } from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { configError, storeError, transientError, WardenError } from '../../../errors.js';
@@ -169,7 +170,7 @@ export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, 
       throw configError(`target ${config.name}: private key ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     if (mode !== 0) throw configError(`target ${config.name}: ${file} is readable by others (mode ${(mode | 0o600).toString(8)}); chmod 600 it`);
-    privateKey = readFileSync(file, 'utf8');
+    privateKey = readKey(() => readRegularFile(file), `target ${config.name}: private key ${file}`);
   }
   const want = config.hostKeySha256.replace(/=+$/, '');
   let seen: string | undefined;
