@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readRegularFile } from '../src/read-file.js';
 import { loadIdentities } from '../src/snapshot/targets/age.js';
@@ -79,6 +79,27 @@ describe('through the commands', () => {
       expect(r.stderr).toBe(`memory-warden: ${folder}: no readable manifest.json (not a regular file): not a complete snapshot\n`);
     }
   }, 30_000);
+
+  it('a snapshot whose store.db is a FIFO or a link to a device fails its verification at once', () => {
+    const config = join(dir, 'snap.yaml');
+    writeFileSync(config, `stateDb: ${join(dir, 'state.db')}\nsnapshot:\n  root: ${join(dir, 'snaps')}\n`);
+    const taken = cli(['run', 'snapshot', '--config', config, '--db', db, '--json'], env);
+    expect(taken.code, taken.stderr).toBe(0);
+    const made = taken.json().dir as string;
+    for (const [name, make] of [['pipe', (p: string) => spawnSync('mkfifo', [p])], ['zero', (p: string) => symlinkSync('/dev/zero', p)]] as const) {
+      const folder = join(dir, `copy-${name}`);
+      expect(spawnSync('cp', ['-r', made, folder]).status).toBe(0);
+      rmSync(join(folder, 'store.db'));
+      make(join(folder, 'store.db'));
+      const before = readFileSync(db);
+      const r = cli(['restore', folder, '--config', config, '--db', db, '--dry-run'], env);
+      expect(r.code, name).toBe(2);
+      expect(r.stderr).toBe(`memory-warden: ${join(folder, 'store.db')}: not a regular file\n`);
+      expect(readFileSync(db).equals(before)).toBe(true);
+    }
+    const good = cli(['restore', made, '--config', config, '--db', db, '--dry-run'], env);
+    expect(good.code, good.stderr).toBe(0);
+  }, 60_000);
 
   it("an age identity file that is a FIFO is refused, not waited on", () => {
     const pipe = fifo('identity.txt');

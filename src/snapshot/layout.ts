@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
+import { open } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
+import { storeError } from '../errors.js';
 import type { Config } from '../config.js';
 import { expandHome } from '../config-read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
@@ -36,10 +38,20 @@ export function lockSnapshots(dir: string, holder: string): MaintenanceLock {
   return acquireMaintenanceLock(join(dir, '.snapshots'), { holder });
 }
 
+/**
+ * Size and sha256 of a regular file, streamed. Anything else is refused before a byte is read: a FIFO in a
+ * snapshot folder would hold a verify or restore until someone wrote to it, a link to /dev/zero would never end.
+ */
 export async function sha256File(path: string): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash('sha256');
   let bytes = 0;
-  await pipeline(createReadStream(path), async function* (source: AsyncIterable<Buffer>) {
+  const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK); // a FIFO opens without a writer
+  const regular = await file.stat().then((st) => st.isFile(), () => false);
+  if (!regular) {
+    await file.close();
+    throw storeError(`${path}: not a regular file`);
+  }
+  await pipeline(file.createReadStream(), async function* (source: AsyncIterable<Buffer>) {
     for await (const chunk of source) {
       hash.update(chunk);
       bytes += chunk.length;
