@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import YAML from 'yaml';
 import { CLI } from './helpers/cli.js';
@@ -163,7 +163,7 @@ describe('--db with a config file', () => {
 
   /** ROWS written over `path` (the fixture's store), WAL and all. */
   function makeStoreAt(path: string): void {
-    for (const suffix of ['', '-wal', '-shm']) spawnSync('rm', ['-f', path + suffix]);
+    for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true });
     makeStore(path, ROWS);
   }
 });

@@ -93,7 +93,7 @@ async function dbStoreIn(file: string, db: string): Promise<{ config: Config; db
 }
 
 /**
- * `--log-level`, else LOG_LEVEL (empty is unset, as for the other variables), else config's (validated with it).
+ * `--log-level`, else LOG_LEVEL (an empty one is unset), else config's (validated with it).
  * A level pino does not know is named with where it came from, not left to pino's "default level:… must be
  * included in custom levels".
  */
