@@ -40,6 +40,13 @@ function healthy(path: string): string {
   return path;
 }
 
+/** A fault's store: a file of just these bytes. */
+const fileOf = (bytes: string) => (dir: string): string => {
+  const db = join(dir, 'm.db');
+  writeFileSync(db, bytes);
+  return db;
+};
+
 /** The commands every fault is tried on; the first faults below go through all of COMMANDS. */
 const SOME = ['check', 'init', 'run prune', 'review confirm', 'digest --preview', 'erase'];
 
@@ -89,6 +96,9 @@ const FAULTS: Record<string, Fault> = {
     watch: (_, db) => [db],
     only: SOME,
   },
+  // SQLite's unix VFS reports a one-byte file as empty: it would have taken it for a new database.
+  'a one-byte file': { make: fileOf('x'), names: (_, db) => db, watch: (_, db) => [db] },
+  'a two-byte file': { make: fileOf('xy'), names: (_, db) => db, watch: (_, db) => [db], only: SOME },
   'a directory': {
     make(dir) {
       const db = join(dir, 'm.db');
@@ -111,6 +121,16 @@ const FAULTS: Record<string, Fault> = {
     watch: (_, db) => [db],
     // init takes no --config, so it would wait the default 5 s: the other commands cover the lock.
     skip: ['init'],
+  },
+  'a one-byte state db': {
+    make(dir) {
+      const db = healthy(join(dir, 'm.db'));
+      writeFileSync(join(dir, 'state.db'), '\0');
+      return db;
+    },
+    names: (dir) => join(dir, 'state.db'),
+    watch: (dir, db) => [db, join(dir, 'state.db')],
+    skip: ['check', 'init', 'repair dangling', 'repair timestamps'],
   },
   'a corrupt state db': {
     make(dir) {
@@ -207,6 +227,34 @@ describe('init on a store that fails integrity_check', () => {
       expect(existsSync(`${db}-wal`)).toBe(false);
     } finally {
       cleanup();
+    }
+  });
+});
+
+describe('init --create over a file that is there', () => {
+  const { dir, cleanup } = tempDir('mw-create-');
+  afterAll(cleanup);
+
+  it('never writes a store over a file SQLite would read as empty (one byte) or cannot read', () => {
+    for (const [name, bytes] of [['one', 'x'], ['nul', '\0'], ['short', 'abc'], ['text', 'my notes\n'.repeat(20)]] as const) {
+      const db = join(dir, `${name}.db`);
+      writeFileSync(db, bytes);
+      const before = fingerprint(db);
+      const r = cli(['init', '--db', db, '--create'], { MEMORY_WARDEN_STATE: join(dir, 'state.db') });
+      expect(r.code, name).toBe(2);
+      expect(r.stderr.trim().split('\n'), name).toHaveLength(1);
+      expect(r.stderr).toContain(db);
+      expect(fingerprint(db), name).toEqual(before);
+    }
+  });
+
+  it('an empty file or no file is made a store', () => {
+    for (const name of ['empty', 'new']) {
+      const db = join(dir, `${name}.db`);
+      if (name === 'empty') writeFileSync(db, '');
+      const r = cli(['init', '--db', db, '--create'], { MEMORY_WARDEN_STATE: join(dir, 'state.db') });
+      expect(r.code, r.stderr).toBe(0);
+      expect(readFileSync(db).subarray(0, 16).toString('latin1')).toBe('SQLite format 3\0');
     }
   });
 });
