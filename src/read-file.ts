@@ -12,16 +12,30 @@ export const SMALL_FILE_BYTES = 16 * 1024 * 1024;
  * caller names the file and what it is for.
  */
 export function readRegularFile(path: string, maxBytes = SMALL_FILE_BYTES): string {
+  const fd = openRegularFile(path);
+  try {
+    if (fstatSync(fd).size > maxBytes) throw Object.assign(new Error(`${path} is larger than ${maxBytes} bytes`), { code: `larger than ${maxBytes} bytes` });
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A descriptor on `path` when it is a regular file (the caller closes it); otherwise it throws, with the code
+ * EISDIR for a directory and 'not a regular file' for a pipe, device or socket.
+ */
+export function openRegularFile(path: string): number {
   // O_NONBLOCK: opening a FIFO does not wait for a writer (the fstat below then refuses it).
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const st = fstatSync(fd);
     if (st.isDirectory()) throw Object.assign(new Error(`${path} is a directory`), { code: 'EISDIR' });
     if (!st.isFile()) throw Object.assign(new Error(`${path} is not a regular file`), { code: 'not a regular file' });
-    if (st.size > maxBytes) throw Object.assign(new Error(`${path} is larger than ${maxBytes} bytes`), { code: `larger than ${maxBytes} bytes` });
-    return readFileSync(fd, 'utf8');
-  } finally {
+    return fd;
+  } catch (err) {
     closeSync(fd);
+    throw err;
   }
 }
 

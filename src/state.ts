@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ensurePrivateFile, openHandle, refuseOneByteFile, setJournalMode, type Db } from './store/sqlite.js';
+import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
 import { migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
@@ -17,7 +17,6 @@ export function openStateDb(path: string): Db {
     chmodSync(dir, 0o700); // whatever the umask
   }
   ensurePrivateFile(path);
-  refuseOneByteFile(path);
   const db = openHandle(path, { timeout: 5000 });
   db.pragma('foreign_keys = ON');
   try {

@@ -76,17 +76,23 @@ export const LAST_INSTANT: Instant = 253_402_300_799_999;
  */
 export function toCanonical(instant: Instant | Date): string {
   const t = instant instanceof Date ? instant.getTime() : instant;
-  if (!(t >= FIRST_INSTANT && t <= LAST_INSTANT)) throw new RangeError(`time out of range: ${t} ms since 1970 is not within the years 0000 to 9999`);
+  if (!inCanonicalRange(t)) throw new RangeError(`time out of range: ${t} ms since 1970 is not within the years 0000 to 9999`);
   const iso = new Date(t).toISOString();
   return `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
 }
 
+/** Whether canonical text can hold the instant (false for NaN too). */
+export const inCanonicalRange = (t: Instant): boolean => t >= FIRST_INSTANT && t <= LAST_INSTANT;
+
+/** For an instant outside that range, a text below every timestamp ('') or above every one ('9999-13'). */
+const beyondRange = (t: Instant): string | undefined => (t < FIRST_INSTANT ? '' : t > LAST_INSTANT ? '9999-13' : undefined);
+
 /**
  * A text to compare canonical timestamps with, for an instant that may lie outside what they can hold: its
- * canonical text, else '' (below every timestamp) or '9999-13' (above every one), so `col <= bound` stays exact.
+ * canonical text, else beyondRange's, so `col <= bound` stays exact.
  */
 export function canonicalBound(instant: Instant): string {
-  return instant < FIRST_INSTANT ? '' : instant > LAST_INSTANT ? '9999-13' : toCanonical(instant);
+  return beyondRange(instant) ?? toCanonical(instant);
 }
 
 /** `2026-11-29T060000Z`: sortable, safe in file names. */
@@ -108,7 +114,7 @@ export function classifyTime(value: unknown): TimeClass {
  */
 export function textUpperBound(instant: Instant): string {
   const bound = instant + 2 * 86_400_000;
-  return bound > LAST_INSTANT ? '9999-13' : bound < FIRST_INSTANT ? '' : new Date(bound).toISOString().slice(0, 10);
+  return beyondRange(bound) ?? new Date(bound).toISOString().slice(0, 10);
 }
 
 const DURATION = /^(\d+)\s*(s|m|h|d|w)$/;

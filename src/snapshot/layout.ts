@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { closeSync, createReadStream, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
-import { open } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { storeError } from '../errors.js';
+import { openRegularFile } from '../read-file.js';
 import type { Config } from '../config.js';
 import { expandHome } from '../config-read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
@@ -45,13 +45,15 @@ export function lockSnapshots(dir: string, holder: string): MaintenanceLock {
 export async function sha256File(path: string): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash('sha256');
   let bytes = 0;
-  const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK); // a FIFO opens without a writer
-  const regular = await file.stat().then((st) => st.isFile(), () => false);
-  if (!regular) {
-    await file.close();
-    throw storeError(`${path}: not a regular file`);
+  let fd: number;
+  try {
+    fd = openRegularFile(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EISDIR' || code === 'not a regular file') throw storeError(`${path}: not a regular file`, err);
+    throw err;
   }
-  await pipeline(file.createReadStream(), async function* (source: AsyncIterable<Buffer>) {
+  await pipeline(createReadStream('', { fd }), async function* (source: AsyncIterable<Buffer>) {
     for await (const chunk of source) {
       hash.update(chunk);
       bytes += chunk.length;

@@ -13,8 +13,8 @@ export interface OpenOptions {
 }
 
 /**
- * Refuse a path that is missing, not a file, empty or one byte long, before SQLite itself touches it (SQLite would
- * take either as a new database). Whether it is SQLite at all is asked of SQLite once open (`openDatabase`): this
+ * Refuse a path that is missing, not a file, or empty, before SQLite itself touches it (SQLite would take an
+ * empty file as a new database; a one-byte file openHandle refuses). Whether it is SQLite at all is asked of SQLite once open (`openDatabase`): this
  * process never opens a descriptor of its own on a store, because closing one drops every POSIX lock the process
  * holds on the file, SQLite's included (another thread's reader, a second job's connection): "How To Corrupt An
  * SQLite Database File", 2.2.
@@ -33,15 +33,6 @@ export function assertSqliteFile(path: string): void {
     throw storeError(`${path}: cannot read (${(err as NodeJS.ErrnoException).code})`, err);
   }
   if (size === 0) throw storeError(`${path}: empty file, not a SQLite database`);
-  refuseOneByte(path, size);
-}
-
-/**
- * SQLite's unix VFS reports a one-byte file as empty (a workaround for an old filesystem's bug), so it would take
- * one as a new database and write a store over that byte; every other short file it refuses (SQLITE_NOTADB).
- */
-function refuseOneByte(path: string, size: number): void {
-  if (size === 1) throw storeError(`${path}: one byte, not a SQLite database`);
 }
 
 /**
@@ -51,7 +42,6 @@ function refuseOneByte(path: string, size: number): void {
  */
 export function openDatabase(path: string, opts: OpenOptions = {}): Db {
   if (!opts.create) assertSqliteFile(path);
-  else refuseOneByteFile(path); // `init --create` over an existing file: not over a byte it cannot read
   let db: Db;
   try {
     db = openHandle(path, { fileMustExist: !opts.create, readonly: opts.readonly ?? false });
@@ -70,17 +60,6 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Db {
     throw err instanceof Error && ('kind' in err || err instanceof Database.SqliteError) ? err : storeError(`open ${path}: ${(err as Error).message}`, err);
   }
   return db;
-}
-
-/** refuseOneByte for a path that may not exist yet (a store `init --create` makes, the state db). */
-export function refuseOneByteFile(path: string): void {
-  let size = -1;
-  try {
-    size = statSync(path).size;
-  } catch {
-    // nothing there: SQLite makes the file
-  }
-  refuseOneByte(path, size);
 }
 
 /** The first read of the file: its header, checked by SQLite (SQLITE_NOTADB when it is not a database). */
@@ -152,8 +131,24 @@ export function nameErrors(db: Db, path: string): Db {
   return db;
 }
 
-/** `new Database` for every handle that is not a store (state db, lock sidecars, copies): errors name the file. */
+/**
+ * SQLite's unix VFS reports a one-byte file as empty (a workaround for an old filesystem's bug), so it would take
+ * one as a new database and write over that byte (a store under `init`, the state db); every other short file it
+ * refuses itself (SQLITE_NOTADB). A stat, never a descriptor of our own (see assertSqliteFile).
+ */
+function refuseOneByte(path: string): void {
+  let size = -1;
+  try {
+    size = statSync(path).size;
+  } catch {
+    // nothing there (SQLite makes the file, or says why not)
+  }
+  if (size === 1) throw storeError(`${path}: one byte, not a SQLite database`);
+}
+
+/** `new Database` for every handle (stores through openDatabase, the state db, lock sidecars): errors name the file. */
 export function openHandle(path: string, options?: Database.Options): Db {
+  refuseOneByte(path);
   let db: Db;
   try {
     db = new Database(path, options);

@@ -3,7 +3,7 @@ import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
-import { canonicalSql, classifyTime, FIRST_INSTANT, LAST_INSTANT, parseInstant, toCanonical } from '../../time.js';
+import { canonicalSql, classifyTime, inCanonicalRange, parseInstant, toCanonical } from '../../time.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;
@@ -88,7 +88,7 @@ export async function repairTimestamps(store: StoreHandle): Promise<TimestampRep
           continue;
         }
         const at = parseInstant(v)!;
-        if (at < FIRST_INSTANT || at > LAST_INSTANT) {
+        if (!inCanonicalRange(at)) {
           out.outOfRange += 1;
           continue;
         }
