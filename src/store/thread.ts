@@ -46,6 +46,35 @@ const ops = {
   },
   all: ({ sql, params }) => db.prepare(sql).all(params),
   checkpoint: () => { db.pragma('wal_checkpoint(PASSIVE)'); return null; },
+  // Checkpoints on request until stopped, without a message per request (src/store/checkpointer.ts): the thread
+  // waits on the shared counters, and starts the next checkpoint the moment one is asked for or the last ends.
+  checkpoints: ({ signal }) => {
+    const s = new Int32Array(signal);
+    Atomics.store(s, 4, 1);
+    Atomics.notify(s, 4);
+    for (let done = Atomics.load(s, 2); ; ) {
+      const asked = Atomics.load(s, 0);
+      if (asked === done) {
+        if (Atomics.load(s, 1) !== 0) return null;
+        Atomics.wait(s, 0, asked);
+        continue;
+      }
+      // Until every frame is copied: frames another connection committed while this one ran are copied at once, so
+      // that its next commit finds the WAL fully copied (and starts it again from the top) instead of copying them
+      // itself. Busy: another connection is checkpointing (the agent's commit, at its autocheckpoint): tried again
+      // each millisecond. No progress (a reader still needs the frames left): until the next request.
+      for (let copied = -1; Atomics.load(s, 1) === 0; ) {
+        const r = db.pragma('wal_checkpoint(PASSIVE)')[0];
+        if (r === undefined) break;
+        if (r.busy === 1) { Atomics.wait(s, 3, 0, 1); continue; }
+        if (r.checkpointed >= r.log || r.checkpointed <= copied) break;
+        copied = r.checkpointed;
+      }
+      done = asked;
+      Atomics.store(s, 2, done);
+      Atomics.notify(s, 2);
+    }
+  },
   // truncateWal (src/store/sqlite.ts), here: tried again while another connection's checkpoint makes it busy.
   truncate: () => {
     const deadline = Date.now() + busyMs;
@@ -71,7 +100,7 @@ parentPort.on('message', ({ id, op, arg }) => {
   catch (err) { parentPort.postMessage({ id, error: message(err) }); }
 });`;
 
-export type ThreadOp = 'quick_check' | 'integrity' | 'all' | 'checkpoint' | 'truncate' | 'compact';
+export type ThreadOp = 'quick_check' | 'integrity' | 'all' | 'checkpoint' | 'checkpoints' | 'truncate' | 'compact';
 
 /** Below this file size a whole-file pass runs in less time than a thread takes to start (a V8 isolate, better-sqlite3 loaded again: 50–100 ms of CPU). */
 export const THREAD_MIN_BYTES = 8 * 1024 * 1024;

@@ -1,46 +1,16 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createRequire } from 'node:module';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { openDatabase, truncateWal } from '../../src/store/sqlite.js';
 import { startStoreThread } from '../../src/store/thread.js';
+import { holder, type Holder } from '../helpers/wal-holders.js';
 
 /**
  * A checkpoint(TRUNCATE) that meets another connection's checkpoint gets busy at once, whatever its busy_timeout
  * (SQLite calls no busy handler for the checkpointer lock). Here another connection's checkpoint(RESTART) holds
  * that lock while it waits for a reader on an old snapshot; the reader ends 400 ms later.
  */
-const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
-const HOLDER = `
-const { parentPort, workerData } = require('node:worker_threads');
-const db = new (require(workerData.driver))(workerData.path);
-const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-if (workerData.role === 'reader') {
-  db.exec('BEGIN');
-  db.prepare('SELECT count(*) FROM memory').get(); // a read snapshot, held
-  parentPort.postMessage('reading');
-  sleep(400);
-  db.exec('COMMIT');
-} else {
-  db.pragma('busy_timeout = 3000');
-  parentPort.postMessage('checkpointing');
-  db.pragma('wal_checkpoint(RESTART)'); // holds the checkpointer lock while it waits for the reader
-}
-db.close();
-parentPort.postMessage('done');`;
-
-function holder(path: string, role: 'reader' | 'checkpointer'): { started: Promise<void>; done: Promise<void> } {
-  const worker = new Worker(HOLDER, { eval: true, workerData: { driver: DRIVER, path, role } });
-  const started = new Promise<void>((resolve) => worker.once('message', () => resolve()));
-  const done = new Promise<void>((resolve, reject) => {
-    worker.on('message', (m) => m === 'done' && resolve());
-    worker.once('error', reject);
-  });
-  return { started, done };
-}
-
 describe('truncating the WAL while another connection checkpoints', () => {
   let dir: string;
   let cleanup: () => void;
@@ -50,7 +20,7 @@ describe('truncating the WAL while another connection checkpoints', () => {
   const rows = (n: number, from = 0): Row[] => Array.from({ length: n }, (_, i) => ({ id: `r${from + i}`, fact: `fact ${from + i} `.repeat(20) }));
 
   /** A WAL store whose WAL has frames past a reader's snapshot, a checkpointer waiting on that reader. */
-  async function contended(): Promise<{ path: string; reader: ReturnType<typeof holder>; checkpointer: ReturnType<typeof holder> }> {
+  async function contended(): Promise<{ path: string; reader: Holder; checkpointer: Holder }> {
     const path = makeStore(join(dir, 'm.db'), rows(2000));
     const db = openDatabase(path, { busyTimeoutMs: 5000 });
     db.pragma('wal_autocheckpoint = 0');

@@ -3,6 +3,7 @@ import type { JobContext } from '../../job.js';
 import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
+import { storeBytes, THREAD_MIN_BYTES, warmStoreThread } from '../../store/thread.js';
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
 import { withMaintenanceLock } from '../../store/lock.js';
@@ -94,12 +95,16 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   // between the two is in the files' times, one after it in data_version).
   const version = store.db.prepare('PRAGMA data_version').pluck().get() as number;
   const watched: Watched = { version, since: performance.now(), lastWrite: lastWriteAt(store.path) };
+  // On a store of some size, the checkpoint thread starts while the candidates are collected, and checkpoints from
+  // the first batch on: until it does, an agent's commit that finds 1,000 frames in the WAL copies them itself.
+  const earlyCheckpoints = !dryRun && journalMode(store.db) === 'wal' && storeBytes(store.db) >= THREAD_MIN_BYTES;
+  if (earlyCheckpoints) warmStoreThread();
   const candidates = pruneCandidates(store, rules);
   if (dryRun) {
     const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
     tally(result, doomed.map((r) => r.rowid), doomed, candidates);
   } else if (candidates.rowids.length > 0) {
-    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, watched));
+    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, watched, earlyCheckpoints));
   }
   result.durationMs = Date.now() - started;
   return result;
@@ -145,19 +150,23 @@ function lastWriteAt(path: string): number {
  * that always last `pauseMs` (`prune.windowEndsOnCommit: false`): one whose retries have backed off to 50 or
  * 100 ms sleeps rarely hits a window that the first commit ended.
  *
- * Each batch's checkpoint runs on a thread of its own (src/store/checkpointer.ts) while the window and the next
- * batch go on, so the agent's commits find the pages already being copied and never copy them themselves. A WAL
+ * Each batch's checkpoint runs on a thread of its own (src/store/checkpointer.ts), asked for as the commit returns,
+ * while the window and the next batch go on; it copies until every frame is in the file, the agent's too. The
+ * agent's commits then find a checkpoint running (their own autocheckpoint gives up at once) or nothing left to
+ * copy (they start the WAL again from the top), instead of copying the batch and waiting for its fsyncs. A WAL
  * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
  * waits for the checkpoint to finish: the WAL never holds more than those few batches.
  */
 async function deleteInBatches(
   store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult, watched: Watched,
+  earlyCheckpoints: boolean,
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
   const restore = tuneForPrune(store.db);
   const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
   try {
+    if (earlyCheckpoints) await checkpointer?.ready();
     // Start small (the first batch meets a cold cache); then each batch is offered the roots that should fill
     // batchMs and a little over, and takes chunks of them until its time is up (the budget, not the offer, bounds
     // how long it holds the lock: a quiet prune reaches its long batches at the second batch, not the tenth).
@@ -176,12 +185,13 @@ async function deleteInBatches(
     let lastCommit = lastVersion === watched.version ? Math.min(watched.since, watched.lastWrite) : performance.now();
     let windowMs = opts.pauseMs;
     const quiet = () => performance.now() - lastCommit > QUIET_AFTER_MS;
-    // After each batch (and each transaction of a deep chain's delete): the checkpoint, then the agent's window.
+    // Each commit's checkpoint is asked for the moment it returns, before anything else runs (src/store/checkpointer.ts).
+    const afterCommit = () => checkpointer?.request();
+    // After each batch (and each transaction of a deep chain's delete): the agent's window.
     const letWritersIn = async (): Promise<boolean> => {
       const window = performance.now();
       const before = version.get() as number;
       if (before !== lastVersion) lastCommit = performance.now(); // only another connection's commit changes it
-      checkpointer?.request();
       if (++windows % WAL_BATCHES === 0) await checkpointer?.idle();
       // The window closes early once another connection has committed: the writer that was waiting got in.
       const open = () => {
@@ -206,7 +216,7 @@ async function deleteInBatches(
       const batchMs = calm ? quietMs : opts.batchMs;
       const budget = { ms: Math.max(1, batchMs - overhead), chunk };
       const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
-      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn });
+      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn, afterCommit });
       i += outcome.consumed;
       ctx.progress?.set(i);
       tally(result, outcome.rowids, outcome.deleted, candidates);
