@@ -17,6 +17,11 @@ import { startStoreThread } from './thread.js';
 export interface Checkpointer {
   /** Ask for a checkpoint; asks that arrive while one runs fold into one more run after it. */
   request(): void;
+  /**
+   * Asks for a checkpoint and returns once the thread is checkpointing (at most `maxMs` later): whoever holds the
+   * write lock meanwhile knows that no other connection's commit can find the frames not being copied.
+   */
+  requestStarted(maxMs: number): void;
   /** Resolves once the thread waits for requests (or could not start: then idle() rejects). */
   ready(): Promise<void>;
   /** Resolves once every checkpoint asked for has run; rejects with the thread's error. */
@@ -26,16 +31,18 @@ export interface Checkpointer {
 
 /**
  * The shared counters: checkpoints asked for, stop, checkpoints done (the asked count the last one answered), one the
- * thread sleeps on, and whether the thread is ready (its connection open, waiting for requests).
+ * thread sleeps on, whether the thread is ready (its connection open, waiting for requests), and whether it is
+ * checkpointing now.
  */
 const ASKED = 0;
 const STOP = 1;
 const DONE = 2;
 const READY = 4;
+const RUNNING = 5;
 
 export function startCheckpointer(path: string): Checkpointer {
   const thread = startStoreThread(path);
-  const shared = new Int32Array(new SharedArrayBuffer(5 * 4));
+  const shared = new Int32Array(new SharedArrayBuffer(6 * 4));
   let failure: Error | null = null;
   const loop = thread.call('checkpoints', { signal: shared.buffer }).then((r) => {
     if (r === null || r.error !== undefined) failure ??= new Error(`checkpoint ${path}: ${r?.error ?? 'the checkpoint thread stopped'}`);
@@ -47,6 +54,17 @@ export function startCheckpointer(path: string): Checkpointer {
       if (stopped()) return;
       Atomics.add(shared, ASKED, 1);
       Atomics.notify(shared, ASKED);
+    },
+    requestStarted(maxMs) {
+      this.request();
+      const asked = Atomics.load(shared, ASKED);
+      const until = performance.now() + maxMs;
+      // Running already: it goes on to this request's frames the moment it ends (src/store/thread.ts).
+      while (Atomics.load(shared, RUNNING) === 0 && Atomics.load(shared, DONE) < asked && !stopped()) {
+        const left = until - performance.now();
+        if (left <= 0) return;
+        Atomics.wait(shared, RUNNING, 0, left);
+      }
     },
     async ready() {
       while (Atomics.load(shared, READY) === 0 && !stopped()) {

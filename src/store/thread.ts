@@ -63,6 +63,8 @@ const ops = {
       // that its next commit finds the WAL fully copied (and starts it again from the top) instead of copying them
       // itself. Busy: another connection is checkpointing (the agent's commit, at its autocheckpoint): tried again
       // each millisecond. No progress (a reader still needs the frames left): until the next request.
+      Atomics.store(s, 5, 1);
+      Atomics.notify(s, 5);
       for (let copied = -1; Atomics.load(s, 1) === 0; ) {
         const r = db.pragma('wal_checkpoint(PASSIVE)')[0];
         if (r === undefined) break;
@@ -72,7 +74,9 @@ const ops = {
       }
       done = asked;
       Atomics.store(s, 2, done);
+      Atomics.store(s, 5, 0);
       Atomics.notify(s, 2);
+      Atomics.notify(s, 5);
     }
   },
   // truncateWal (src/store/sqlite.ts), here: tried again while another connection's checkpoint makes it busy.

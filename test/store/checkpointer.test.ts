@@ -117,9 +117,35 @@ describe('the checkpointer thread', () => {
     }
   });
 
+  it('requestStarted returns once the thread is checkpointing or has copied everything', async () => {
+    const path = join(dir, 'm.db');
+    const writer = walStore(path, 4000);
+    const checkpointer = startCheckpointer(path);
+    try {
+      await checkpointer.ready();
+      for (let round = 0; round < 3; round++) {
+        commit(writer, 4000, 10000 * (round + 1));
+        writer.exec('BEGIN IMMEDIATE'); // as the prune does: the write lock held while the thread starts
+        try {
+          checkpointer.requestStarted(1000);
+          const wal = walIndex(path);
+          expect(checkpointLockTaken(path) || wal.nBackfill === wal.mxFrame).toBe(true);
+        } finally {
+          writer.exec('ROLLBACK');
+        }
+        await checkpointer.idle();
+        expect(walIndex(path).nBackfill).toBe(walIndex(path).mxFrame);
+      }
+    } finally {
+      await checkpointer.close();
+      writer.close();
+    }
+  });
+
   it('reports a checkpoint it cannot run instead of hanging', async () => {
     const checkpointer = startCheckpointer(join(dir, 'missing.db'));
     await checkpointer.ready(); // the thread could not open the file: ready all the same, and idle() says why
+    checkpointer.requestStarted(1000); // returns: nothing will start
     checkpointer.request();
     await expect(checkpointer.idle()).rejects.toThrow(/missing\.db|unable to open|not exist/i);
     await checkpointer.close();

@@ -18,6 +18,8 @@ const ID_CAP = 1000;
 const CHUNK_MS = 3;
 /** Every this many batches the prune lets the checkpoint catch up, so that the WAL starts again from the top. */
 const WAL_BATCHES = 4;
+/** The longest a commit keeps the write lock for the checkpoint thread to start (it takes well under a millisecond). */
+const CHECKPOINT_START_MS = 5;
 /** No other connection has committed for this long: nobody is writing, and batches may last `quietBatchMs`. */
 const QUIET_AFTER_MS = 500;
 
@@ -185,8 +187,18 @@ async function deleteInBatches(
     let lastCommit = lastVersion === watched.version ? Math.min(watched.since, watched.lastWrite) : performance.now();
     let windowMs = opts.pauseMs;
     const quiet = () => performance.now() - lastCommit > QUIET_AFTER_MS;
-    // Each commit's checkpoint is asked for the moment it returns, before anything else runs (src/store/checkpointer.ts).
-    const afterCommit = () => checkpointer?.request();
+    // Each commit's checkpoint is asked for the moment it returns (src/store/checkpointer.ts), with the write lock
+    // taken again until the thread is checkpointing: an agent's commit in between would find the batch not copied and
+    // no checkpoint running, and copy it itself (SQLite's autocheckpoint), waiting for both fsyncs.
+    const afterCommit = () => {
+      if (!checkpointer) return;
+      store.db.exec('BEGIN IMMEDIATE');
+      try {
+        checkpointer.requestStarted(CHECKPOINT_START_MS);
+      } finally {
+        store.db.exec('ROLLBACK');
+      }
+    };
     // After each batch (and each transaction of a deep chain's delete): the agent's window.
     const letWritersIn = async (): Promise<boolean> => {
       const window = performance.now();
