@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from './vendor/zod.js';
+import { timerDuration } from './timer-duration.js';
 import { configError } from './errors.js';
 import { LOG_LEVELS } from './log-levels.js';
 import { storeSchema } from './store/config.js';
@@ -24,7 +25,7 @@ export type { LoadOptions } from './config-read.js';
  * validation. A wrong field is one line naming its path and what was expected.
  */
 export const configSchema = z.strictObject({
-  busyTimeoutMs: z.number().int().nonnegative().default(5000),
+  busyTimeoutMs: timerDuration('ms').int().nonnegative().default(5000),
   /** memory-warden's own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder. */
   stateDb: z.string().min(1).default('~/.local/state/memory-warden/state.db'),
   log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),

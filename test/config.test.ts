@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { loadConfig, expandEnv } from '../src/config.js';
 import { tempDir } from './helpers/store.js';
 import { cli } from './helpers/cli.js';
+import { busyTimeoutMs, openDatabase } from '../src/store/sqlite.js';
 
 describe('config', () => {
   let dir: string;
@@ -81,6 +82,52 @@ describe('hostile config files: refused with the file and the key path, exit 2',
     expect(thrown!.message).toContain(`config ${file}: `);
     expect(thrown!.message).not.toContain('\n');
     expect(Object.prototype).not.toHaveProperty('busyTimeoutMs');
+  });
+
+  // A duration that becomes a timer: Node's fire after 1 ms past 2^31-1 ms, and SQLite's busy_timeout wraps around
+  // to none, so "wait a month" meant "do not wait". Each is refused past the limit and accepted at it.
+  const over = 2 ** 31;
+  const timers: [string, (n: number) => string, RegExp][] = [
+    ['busyTimeoutMs', (n) => `busyTimeoutMs: ${n}\n`, /: busyTimeoutMs: at most 2147483647 ms/],
+    ['worker.heartbeatMs', (n) => `worker:\n  heartbeatMs: ${n}\n`, /worker\.heartbeatMs: at most 2147483647 ms/],
+    ['worker.shutdownTimeoutMs', (n) => `worker:\n  shutdownTimeoutMs: ${n}\n`, /worker\.shutdownTimeoutMs: at most/],
+    ['worker.lockDurationMs', (n) => `worker:\n  lockDurationMs: ${n}\n`, /worker\.lockDurationMs: at most/],
+    ['worker.stalledIntervalMs', (n) => `worker:\n  stalledIntervalMs: ${n}\n`, /worker\.stalledIntervalMs: at most/],
+    ['worker.storeLock.ttlMs', (n) => `worker:\n  storeLock:\n    ttlMs: ${n}\n`, /worker\.storeLock\.ttlMs: at most/],
+    ['verify.timeoutMs', (n) => `verify:\n  timeoutMs: ${n}\n`, /verify\.timeoutMs: at most/],
+    ['a verify rule\'s timeoutMs', (n) => `verify:\n  rules:\n    - { match: { source: "^f:" }, use: file, with: { path: x }, timeoutMs: ${n} }\n`, /verify\.rules\.0\.timeoutMs: at most/],
+    ['smtp.timeoutMs', (n) => `smtp:\n  host: mail\n  timeoutMs: ${n}\n`, /smtp\.timeoutMs: at most/],
+    ['digest.hostTimeoutSeconds', (n) => `digest:\n  hostTimeoutSeconds: ${Math.floor(n / 1000)}\n`, /digest\.hostTimeoutSeconds: at most 2147483 seconds/],
+    ['an sftp target\'s timeoutMs', (n) => `snapshot:\n  targets:\n    - { name: box, type: sftp, host: h, username: u, hostKeySha256: "SHA256:${'A'.repeat(43)}", privateKeyFile: /k, path: b, timeoutMs: ${n} }\n`, /snapshot\.targets\.0\.timeoutMs: at most/],
+    ['an s3 target\'s timeoutMs', (n) => `snapshot:\n  targets:\n    - { name: s3, type: s3, bucket: b, timeoutMs: ${n} }\n`, /snapshot\.targets\.0\.timeoutMs: at most/],
+    ['a store\'s Qdrant timeoutMs', (n) => `stores:\n  a:\n    db: /a.db\n    qdrant: { url: "http://127.0.0.1:6333", collections: [m], timeoutMs: ${n} }\n`, /stores\.a\.qdrant\.timeoutMs: at most/],
+  ];
+
+  it.each(timers)('%s: refused past the longest timer, accepted at it', (_, yaml, message) => {
+    const file = join(dir, 'w.yaml');
+    writeFileSync(file, yaml(over + 1000));
+    expect(() => loadConfig({ file, env: {} })).toThrow(message);
+    writeFileSync(file, yaml(over + 1000).replace(String(over + 1000), '1e15').replace(String(Math.floor((over + 1000) / 1000)), '1e15'));
+    expect(() => loadConfig({ file, env: {} })).toThrow(message);
+    writeFileSync(file, yaml(over - 1));
+    expect(() => loadConfig({ file, env: {} })).not.toThrow();
+  });
+
+  it('a busy timeout at the limit is the busy timeout the store gets, not none', () => {
+    const file = join(dir, 'w.yaml');
+    writeFileSync(file, `busyTimeoutMs: ${over - 1}\n`);
+    expect(loadConfig({ file, env: {} }).busyTimeoutMs).toBe(over - 1);
+    const db = openDatabase(join(dir, 'm.db'), { busyTimeoutMs: over + 5, create: true }); // past it (a caller without config): the most SQLite takes
+    expect(busyTimeoutMs(db)).toBe(over - 1);
+    db.close();
+  });
+
+  it('enqueue --timeout past the longest timer: one line, exit 2, before anything connects', () => {
+    for (const t of ['2147484', '1e12']) {
+      const r = cli(['enqueue', 'prune', '--timeout', t], { REDIS_URL: 'redis://127.0.0.1:1' });
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim()).toBe('memory-warden: --timeout: at most 2147483 seconds (about 24.8 days), the longest wait a timer holds');
+    }
   });
 
   it('config and schedule exit 2 with one line naming the schedule', () => {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { loadForCommand, print, printJson } from './common.js';
 import { usageError } from '../errors.js';
 import { JOB_SCOPES } from './job-names.js';
+import { timerMax, timerTooLong } from '../timer-limit.js';
 import type { SchedulerListing } from '../queue/schedules.js';
 import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
 import type { Config } from '../config.js';
@@ -83,6 +84,7 @@ export function registerWorkerCommands(program: Command): void {
       if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
       const timeoutSec = Number(opts.timeout);
       if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) throw usageError(`--timeout: "${opts.timeout}" is not a positive number of seconds`);
+      if (timeoutSec > timerMax('seconds')) throw usageError(`--timeout: ${timerTooLong('seconds')}`);
       const { config, log } = await loadForCommand({ config: opts.config }, cmd);
       const global = scope === 'global';
       if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);

@@ -1,4 +1,5 @@
 import { z } from '../vendor/zod.js';
+import { timerDuration } from '../timer-duration.js';
 
 export const smtpSchema = z.strictObject({
   host: z.string().min(1),
@@ -8,7 +9,7 @@ export const smtpSchema = z.strictObject({
   user: z.string().optional(),
   /** From the environment only: `password: ${SMTP_PASSWORD}`. */
   password: z.string().optional(),
-  timeoutMs: z.number().int().positive().default(30_000),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000),
 });
 
 /** A case-insensitive regular expression from config; a bad one is a config error naming its field. */
@@ -74,7 +75,7 @@ export const digestSchema = z.strictObject({
    * A fleet (stores on several hosts): how long the digest waits for each other host's sections. A host that has
    * not answered by then gets a section saying "no report from host X since …"; the digest goes out anyway.
    */
-  hostTimeoutSeconds: z.number().positive().default(120),
+  hostTimeoutSeconds: timerDuration('seconds').positive().default(120),
   lookTwice: z
     .strictObject({
       /** Sources that are tool output. Replaces the defaults when given. */

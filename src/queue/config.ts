@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { z } from '../vendor/zod.js';
+import { timerDuration } from '../timer-duration.js';
 
 const require = createRequire(import.meta.url);
 
@@ -74,7 +75,7 @@ export const workerSchema = z.strictObject({
    */
   host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
   /** Every worker writes a heartbeat to Redis this often (`memory-warden fleet`, /metrics). */
-  heartbeatMs: z.number().int().min(100).default(10_000),
+  heartbeatMs: timerDuration('ms').int().min(100).default(10_000),
   /** A host whose last heartbeat is older than this is silent: `fleet`, /metrics and the digest name it. */
   silentAfterMs: z.number().int().min(1000).default(120_000),
   timezone: timeZone.default('UTC'),
@@ -99,17 +100,17 @@ export const workerSchema = z.strictObject({
   removeOnComplete: keepSchema.default({ count: 200, ageSeconds: 7 * 86_400 }),
   removeOnFail: keepSchema.default({ count: 1000 }),
   /** On SIGTERM/SIGINT, how long running jobs may take to finish before they are told to stop. */
-  shutdownTimeoutMs: z.number().int().nonnegative().default(300_000),
+  shutdownTimeoutMs: timerDuration('ms').int().nonnegative().default(300_000),
   /** BullMQ's job lock: renewed while the job runs; a job whose lock lapses (its worker died) runs again. */
-  lockDurationMs: z.number().int().positive().default(30_000),
-  stalledIntervalMs: z.number().int().positive().default(30_000),
+  lockDurationMs: timerDuration('ms').int().positive().default(30_000),
+  stalledIntervalMs: timerDuration('ms').int().positive().default(30_000),
   /** How often one job may be recovered from a dead worker before it is failed for good. */
   maxStalledCount: z.number().int().nonnegative().default(2),
   /** The Redis-held per-store lock writers take (on top of the OS lock on this machine). */
   storeLock: z
     .strictObject({
       /** Expiry; extended every third of it while the job runs, so a crashed holder frees it within ttlMs. */
-      ttlMs: z.number().int().min(100).default(60_000),
+      ttlMs: timerDuration('ms').int().min(100).default(60_000),
       /** How long a writer waits for the lock before failing transiently (and being retried with backoff). */
       waitMs: z.number().int().nonnegative().default(60_000),
     })

@@ -1,4 +1,5 @@
 import { z } from '../vendor/zod.js';
+import { timerDuration } from '../timer-duration.js';
 import { mem0Schema } from '../layouts/mem0/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
@@ -16,7 +17,7 @@ export const qdrantSchema = z.strictObject({
   textKey: z.string().min(1).optional(),
   /** Namespace for `pointId: uuid5`. */
   uuidNamespace: z.string().uuid().default('6ba7b811-9dad-11d1-80b4-00c04fd430c8'),
-  timeoutMs: z.number().int().positive().default(30_000),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000),
   /**
    * Which live rows the consistency check expects a point for: `every` collection (default), `any` one of them
    * (collections partition the rows), or `none` (not every row is embedded; only orphans are looked for).

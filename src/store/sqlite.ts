@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { chmodSync, closeSync, openSync, statSync } from 'node:fs';
 import { storeError } from '../errors.js';
 import { parseInstant } from '../time.js';
+import { TIMER_MAX_MS } from '../timer-limit.js';
 
 export type Db = Database.Database;
 
@@ -50,7 +51,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Db {
   }
   try {
     db.pragma('foreign_keys = ON');
-    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000))}`);
+    db.pragma(`busy_timeout = ${Math.min(TIMER_MAX_MS, Math.max(0, Math.floor(opts.busyTimeoutMs ?? 5000)))}`);
     if (db.pragma('foreign_keys', { simple: true }) !== 1) throw storeError(`${path}: foreign keys could not be enabled`);
     if (!opts.create) assertSqliteHeader(db, path);
     registerTimeFunctions(db);

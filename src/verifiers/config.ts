@@ -1,4 +1,5 @@
 import { z } from '../vendor/zod.js';
+import { timerDuration } from '../timer-duration.js';
 import { VERIFIER_NAME } from './define.js';
 
 /** A regular expression written in config: it must compile (named groups become template variables). */
@@ -31,7 +32,7 @@ export const ruleSchema = z
       .union([z.string().min(1), z.strictObject({ fact: z.string().min(1), source: z.string().min(1).optional() })])
       .optional(),
     /** Overrides `verify.timeoutMs` for this rule. */
-    timeoutMs: z.number().int().positive().optional(),
+    timeoutMs: timerDuration('ms').int().positive().optional(),
   })
   .superRefine((rule, ctx) => {
     if (rule.autoSupersede && !rule.replacement) {
@@ -55,7 +56,7 @@ export const verifySchema = z.strictObject({
   /** Verifications running at the same time. */
   concurrency: z.number().int().min(1).max(64).default(4),
   /** Per verification; past it the verdict is `unverifiable` (retried next run) and the others carry on. */
-  timeoutMs: z.number().int().positive().default(30_000),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000),
   /** Cached clones of the git verifier; `~` is the home folder. */
   cacheDir: z.string().min(1).default('~/.cache/memory-warden'),
   allow: allowSchema.prefault({}),

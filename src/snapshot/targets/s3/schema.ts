@@ -1,4 +1,5 @@
 import { z } from '../../../vendor/zod.js';
+import { timerDuration } from '../../../timer-duration.js';
 
 /** S3 or any S3-compatible object storage (MinIO, R2, Backblaze B2, Ceph RGW, …). */
 export const s3TargetSchema = z.strictObject({
@@ -23,6 +24,6 @@ export const s3TargetSchema = z.strictObject({
   /** Attempts per request (the SDK's own retry of 5xx, throttling and network errors) before the job fails. */
   maxAttempts: z.number().int().min(1).max(10).default(3),
   /** No answer in this long: the request fails as transient. */
-  timeoutMs: z.number().int().positive().default(120_000),
+  timeoutMs: timerDuration('ms').int().positive().default(120_000),
 });
 export type S3TargetConfig = z.infer<typeof s3TargetSchema>;

@@ -1,4 +1,5 @@
 import { z } from '../../../vendor/zod.js';
+import { timerDuration } from '../../../timer-duration.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
 export const sftpTargetSchema = z.strictObject({
@@ -16,6 +17,6 @@ export const sftpTargetSchema = z.strictObject({
   privateKey: z.string().min(1).optional(),
   passphrase: z.string().optional(),
   password: z.string().optional(),
-  timeoutMs: z.number().int().positive().default(30_000),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000),
 });
 export type SftpTargetConfig = z.infer<typeof sftpTargetSchema>;
