@@ -57,6 +57,9 @@ function rejectEmptyOptions(action: Command): void {
   }
 }
 
+/** An error line longer than this (a library's message that quotes a whole document) is cut, with an ellipsis. */
+const MAX_ERROR_CHARS = 2000;
+
 /** Exit codes: 0 done, 1 ran and found problems (check), 2 could not run (usage, config, store, lock, service). */
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
@@ -69,7 +72,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     const e = coerceError(err);
     endProgress();
-    process.stderr.write(`memory-warden: ${oneLine(redactText(e.message.split('\n')[0]!))}\n`);
+    // The whole message on one line: a name it quotes may hold a newline, and cutting there left half a sentence.
+    const line = oneLine(redactText(e.message));
+    process.stderr.write(`memory-warden: ${line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS - 1)}…` : line}\n`);
     return e.exitCode;
   }
 }

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command, Option } from 'commander';
 import { buildProgram, main } from '../src/program.js';
@@ -152,5 +152,34 @@ describe('log levels', () => {
     expect(quiet.code).toBe(0);
     expect(quiet.stderr).toContain('"msg":"integrity done"'); // config's level, info
     for (const level of levels.split(', ')) expect(cli(['--log-level', level, 'check', '--db', db], env).code, level).toBe(0);
+  });
+});
+
+describe('an error that quotes a value holding a newline or an escape is still one whole line', () => {
+  let dir: string;
+  let cleanup: () => void;
+  afterEach(() => cleanup?.());
+
+  // The printer used to cut at the first newline: `memory-warden: host "bad` and nothing of why.
+  const cases: [string, (dir: string) => { argv: string[]; env?: Record<string, string> }, RegExp][] = [
+    ['a store name', (d) => ({ argv: ['check', '--config', join(d, 'c.yaml'), '--store', 'x\ny\x1b[31m'] }), /no store named "x ⏎ y�\[31m" in config \(stores: a\)$/],
+    ['a host name from the command line', () => ({ argv: ['worker', '--host', 'a\r\nb'] }), /--host: "a ⏎ b" is not a host name/],
+    ['a host name from the environment', () => ({ argv: ['fleet'], env: { REDIS_URL: 'redis://127.0.0.1:6379', MEMORY_WARDEN_HOST: 'bad\nhost\x1b]52;c;SGVsbG8=\x07' } }), /host "bad ⏎ host�\]52;c;SGVsbG8=�": a host name is letters/],
+    ['a log level', () => ({ argv: ['check', '--log-level', 'de\nbug'] }), /--log-level: "de ⏎ bug" is not a log level/],
+    ['a time', (d) => ({ argv: ['check', '--db', join(d, 'm.db'), '--now', '2026-13-01\n\x1b[2J'] }), /--now: "2026-13-01 ⏎ �\[2J" is not an ISO-8601 time$/],
+    ['a duration', (d) => ({ argv: ['review', 'expire', 'm1', '--db', join(d, 'm.db'), '--in', 'soon\n\x9b31m'] }), /--in "soon ⏎ �31m" is not a duration like 7d, 12h, 30m$/],
+    ['a config file name', (d) => ({ argv: ['check', '--config', join(d, 'no\nsuch.yaml')] }), /no ⏎ such\.yaml/],
+  ];
+
+  it.each(cases)('%s', (_, make, message) => {
+    ({ dir, cleanup } = tempDir());
+    makeStore(join(dir, 'm.db'), [{ id: 'm1' }]);
+    writeFileSync(join(dir, 'c.yaml'), `stores:\n  a:\n    db: ${join(dir, 'm.db')}\n`);
+    const { argv, env } = make(dir);
+    const r = cli(argv, { REDIS_URL: 'redis://127.0.0.1:1', ...env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^memory-warden: [^\n]*\n$/);
+    expect(r.stderr).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f]/);
+    expect(r.stderr.trimEnd()).toMatch(message);
   });
 });
