@@ -6,6 +6,7 @@ import { timerDuration } from './timer-duration.js';
 import { configError } from './errors.js';
 import { LOG_LEVELS } from './log-levels.js';
 import { storeSchema } from './store/config.js';
+import { assertStateApart } from './store/files.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
@@ -89,7 +90,9 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   const merged = merge(merge(defaults, user), opts.overrides);
   checkTargetSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
   const expanded = expandEnv(merged, env);
-  return validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
+  const config = validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
+  assertStateApart(config);
+  return config;
 }
 
 function resolveRelativePaths(user: Record<string, unknown>, base: string): Record<string, unknown> {

@@ -56,7 +56,9 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
     const load = { file, overrides: opts.db ? { stores: { [dbStore!]: { db: opts.db } } } : undefined };
     // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
     // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
-    config = (quickConfig(load) as Config | undefined) ?? (await import('../config.js')).loadConfig(load);
+    const quick = quickConfig(load) as Config | undefined;
+    if (quick) (await import('../store/files.js')).assertStateApart(quick);
+    config = quick ?? (await import('../config.js')).loadConfig(load);
   }
   const g = globalOptions(cmd);
   const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);

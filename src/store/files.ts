@@ -1,0 +1,30 @@
+import { resolve } from 'node:path';
+import type { StoreConfig } from './config.js';
+import { entityVectorDbOf, mem0Of } from '../layouts/mem0/names.js';
+import { expandHome } from '../config-read.js';
+import { fileIdentity } from './file-identity.js';
+import { configError } from '../errors.js';
+
+/** The files on this machine that hold a store's data: its `db`, and mem0's vector files when it keeps them in SQLite. */
+export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): string[] {
+  const files = [store.db];
+  const mem0 = store.layout === 'mem0' ? mem0Of(store) : undefined;
+  if (mem0?.vectorStore === 'sqlite') files.push(mem0.vectorDb, entityVectorDbOf(mem0));
+  return files.map((f) => expandHome(f));
+}
+
+/**
+ * memory-warden's own records never go into a store: a `stateDb` that is one of a store's files (the same path, or
+ * the same file through a link) would add its tables to the agent's data. Refused, naming both, before anything opens.
+ */
+export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>> }): void {
+  const state = expandHome(config.stateDb);
+  const identity = fileIdentity(state);
+  for (const [name, store] of Object.entries(config.stores)) {
+    for (const file of storeFiles(store)) {
+      if (resolve(file) === resolve(state) || (identity !== undefined && fileIdentity(file) === identity)) {
+        throw configError(`stateDb ${config.stateDb} is ${file === expandHome(store.db) ? 'the file' : 'a vector file'} of store ${name} (${file}): memory-warden keeps its records apart from every store; give stateDb another file`);
+      }
+    }
+  }
+}
