@@ -1,8 +1,8 @@
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
-import { migrateState } from './state/migrate.js';
+import { assertNoForeignTables, migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
 
 /**
@@ -15,6 +15,15 @@ export function openStateDb(path: string): Db {
   if (!existsSync(dir)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700); // whatever the umask
+  }
+  // A file with someone else's tables in it (an agent's store) is refused before anything of it changes: its mode, its journal.
+  if (existsSync(path) && statSync(path).size > 0) {
+    const probe = openHandle(path, { readonly: true, fileMustExist: true });
+    try {
+      assertNoForeignTables(probe, path);
+    } finally {
+      probe.close();
+    }
   }
   ensurePrivateFile(path);
   const db = openHandle(path, { timeout: 5000 });

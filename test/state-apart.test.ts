@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
+import { openStateDb } from '../src/state.js';
 
 /**
  * memory-warden's records never go into a store. A stateDb that was a store's own file (by the same path written
@@ -71,5 +72,35 @@ describe('the state db is none of the stores\' files', () => {
     expect(r.code).toBe(0);
     expect(tables(join(dir, 'm.db'))).toBe(before);
     expect(tables(join(dir, 'state.db'))).toMatch(/job_runs/);
+  });
+
+  it('a state db is never made inside a file that holds other tables, however it was named', () => {
+    makeStore(join(dir, 'm.db'), [{ id: 'm1' }]);
+    chmodSync(join(dir, 'm.db'), 0o644); // the agent's mode, which a state db's 0600 would take from its other readers
+    const before = tables(join(dir, 'm.db'));
+    expect(() => openStateDb(join(dir, 'm.db'))).toThrow(/open state db .*m\.db: the file holds tables memory-warden did not make \(.*memory.*\): it is not a state db; give stateDb a file of its own/);
+    expect(tables(join(dir, 'm.db'))).toBe(before);
+    expect(statSync(join(dir, 'm.db')).mode & 0o777).toBe(0o644);
+    // An older build's state db (its first table, no version yet) is brought up to date.
+    const old = new Database(join(dir, 'old.db'));
+    old.exec(`CREATE TABLE job_runs (id INTEGER PRIMARY KEY, job TEXT NOT NULL, store TEXT, started_at TEXT NOT NULL, finished_at TEXT, outcome TEXT NOT NULL, result TEXT, error TEXT)`);
+    old.close();
+    openStateDb(join(dir, 'old.db')).close();
+    expect(tables(join(dir, 'old.db'))).toMatch(/digest_deliveries/);
+  });
+
+  it('init never puts the memory table into the state db', () => {
+    makeStore(join(dir, 'm.db'), [{ id: 'm1' }]);
+    const home = join(dir, 'home');
+    expect(cli(['run', 'integrity', '--db', join(dir, 'm.db')], { HOME: home }).code).toBe(0);
+    const state = join(home, '.local/state/memory-warden/state.db');
+    const before = tables(state);
+    expect(before).toMatch(/job_runs/);
+    for (const argv of [['init', '--db', state], ['init', '--db', state, '--create']]) {
+      const r = cli(argv, { HOME: home });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/state\.db is memory-warden's state db \(its job runs and receipts\), not a store; init makes a store in a file of its own\n$/);
+    }
+    expect(tables(state)).toBe(before);
   });
 });

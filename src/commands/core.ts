@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES } from './job-names.js';
+import { usageError } from '../errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import type { PruneResult } from '../layouts/warden/prune.js';
 import type { Finding } from '../findings.js';
@@ -14,11 +15,13 @@ export function registerCoreCommands(program: Command): void {
     .option('--create', 'make a new store file if none exists')
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
-      const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }] = await Promise.all([
-        import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'),
+      const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }, { isStateDb }] = await Promise.all([
+        import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'), import('../state/migrate.js'),
       ]);
       const db = openDatabase(opts.db, { create: opts.create ?? false });
       try {
+        // memory-warden's own records are no store: the memory table never goes in beside them.
+        if (isStateDb(db)) throw usageError(`${opts.db} is memory-warden's state db (its job runs and receipts), not a store; init makes a store in a file of its own`);
         const result = await withMaintenanceLock(opts.db, 'init', async () => {
           assertIntact(db, opts.db, 'integrity_check'); // a migration over a damaged file would bake the damage in
           return initSchema(db, opts.db);

@@ -21,6 +21,7 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
   if (versionNow() === known) return known;
   return db.transaction(() => {
     const version = versionNow();
+    if (version === 0) assertNoForeignTables(db, path, migrations);
     for (const step of migrations.slice(version)) {
       try {
         db.exec(step.sql);
@@ -32,4 +33,34 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
     if (version < known) db.pragma(`user_version = ${known}`);
     return known;
   }).immediate();
+}
+
+/** The tables and views the state migrations create. */
+function stateTables(migrations: readonly StateMigration[]): Set<string> {
+  const names = migrations.flatMap((m) => [...m.sql.matchAll(/CREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?["`]?(\w+)/gi)].map((x) => x[1]!.toLowerCase()));
+  return new Set(names);
+}
+
+const tablesOf = (db: Db): string[] =>
+  db.prepare(`SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'`).pluck().all() as string[];
+
+/**
+ * A state db not yet migrated holds nothing but what the migrations make (an older build's tables, or none): a
+ * file with other tables is someone's data (an agent's store named as stateDb some way the config check missed),
+ * and memory-warden's tables never go into it.
+ */
+export function assertNoForeignTables(db: Db, path: string, migrations: readonly StateMigration[] = STATE_MIGRATIONS): void {
+  if ((db.pragma('user_version', { simple: true }) as number) !== 0) return; // a state db already (or newer: refused when migrated)
+  const ours = stateTables(migrations);
+  const foreign = tablesOf(db).filter((t) => !ours.has(t.toLowerCase()));
+  if (foreign.length > 0) {
+    throw storeError(`open state db ${path}: the file holds tables memory-warden did not make (${foreign.slice(0, 5).join(', ')}${foreign.length > 5 ? ', …' : ''}): it is not a state db; give stateDb a file of its own`);
+  }
+}
+
+/** Whether `db` is memory-warden's state db: it holds every table the state migrations make. */
+export function isStateDb(db: Db, migrations: readonly StateMigration[] = STATE_MIGRATIONS): boolean {
+  const tables = new Set(tablesOf(db).map((t) => t.toLowerCase()));
+  const ours = [...stateTables(migrations)];
+  return ours.length > 0 && ours.every((t) => tables.has(t));
 }
