@@ -81,6 +81,15 @@ describe('the state db is none of the stores\' files', () => {
     expect(() => openStateDb(join(dir, 'm.db'))).toThrow(/open state db .*m\.db: the file holds tables memory-warden did not make \(.*memory.*\): it is not a state db; give stateDb a file of its own/);
     expect(tables(join(dir, 'm.db'))).toBe(before);
     expect(statSync(join(dir, 'm.db')).mode & 0o777).toBe(0o644);
+    // The same with a user_version of the agent's own (mem0 and agents set one): the steps after it would have run.
+    for (const version of [1, 3]) {
+      const agent = new Database(join(dir, 'm.db'));
+      agent.pragma(`user_version = ${version}`);
+      agent.close();
+      const tablesNow = tables(join(dir, 'm.db'));
+      expect(() => openStateDb(join(dir, 'm.db'))).toThrow(/it is not a state db/);
+      expect(tables(join(dir, 'm.db'))).toBe(tablesNow);
+    }
     // An older build's state db (its first table, no version yet) is brought up to date.
     const old = new Database(join(dir, 'old.db'));
     old.exec(`CREATE TABLE job_runs (id INTEGER PRIMARY KEY, job TEXT NOT NULL, store TEXT, started_at TEXT NOT NULL, finished_at TEXT, outcome TEXT NOT NULL, result TEXT, error TEXT)`);

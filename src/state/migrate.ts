@@ -21,7 +21,7 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
   if (versionNow() === known) return known;
   return db.transaction(() => {
     const version = versionNow();
-    if (version === 0) assertNoForeignTables(db, path, migrations);
+    assertNoForeignTables(db, path, migrations);
     for (const step of migrations.slice(version)) {
       try {
         db.exec(step.sql);
@@ -45,12 +45,14 @@ const tablesOf = (db: Db): string[] =>
   db.prepare(`SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'`).pluck().all() as string[];
 
 /**
- * A state db not yet migrated holds nothing but what the migrations make (an older build's tables, or none): a
+ * A state db not yet up to date holds nothing but what the migrations make (an older build's tables, or none): a
  * file with other tables is someone's data (an agent's store named as stateDb some way the config check missed),
  * and memory-warden's tables never go into it.
  */
 export function assertNoForeignTables(db: Db, path: string, migrations: readonly StateMigration[] = STATE_MIGRATIONS): void {
-  if ((db.pragma('user_version', { simple: true }) as number) !== 0) return; // a state db already (or newer: refused when migrated)
+  // Up to date (or newer: refused when migrated): nothing will be made in it. A foreign file's own user_version
+  // (agents and mem0 set theirs) is no reason to skip the look: the steps after it would run.
+  if ((db.pragma('user_version', { simple: true }) as number) >= migrations.length) return;
   const ours = stateTables(migrations);
   const foreign = tablesOf(db).filter((t) => !ours.has(t.toLowerCase()));
   if (foreign.length > 0) {
