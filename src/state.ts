@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
 import { toCanonical, type Instant } from './time.js';
@@ -16,19 +16,14 @@ export function openStateDb(path: string): Db {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700); // whatever the umask
   }
-  // A file with someone else's tables in it (an agent's store) is refused before anything of it changes: its mode, its journal.
-  if (existsSync(path) && statSync(path).size > 0) {
-    const probe = openHandle(path, { readonly: true, fileMustExist: true });
-    try {
-      assertNoForeignTables(probe, path);
-    } finally {
-      probe.close();
-    }
-  }
-  ensurePrivateFile(path);
+  const fresh = !existsSync(path);
+  if (fresh) ensurePrivateFile(path); // private before SQLite opens it
   const db = openHandle(path, { timeout: 5000 });
-  db.pragma('foreign_keys = ON');
   try {
+    // A file with someone else's tables in it (an agent's store) is refused before anything of it changes: its mode, its journal.
+    assertNoForeignTables(db, path);
+    if (!fresh) ensurePrivateFile(path); // an old file, or one made under a umask of 0o400
+    db.pragma('foreign_keys = ON');
     setJournalMode(db, 'wal'); // busy at once, without the timeout, while another process creates it too
     migrateState(db, path); // its tables: src/state/migrations/, in order
   } catch (err) {

@@ -1,4 +1,3 @@
-import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -75,7 +74,7 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
  * points). That is refused, before anything is read or written.
  */
 async function dbStoreIn(file: string, db: string): Promise<{ config: Config; dbStore: string }> {
-  const [{ loadConfig }, { expandHome, isPlainObject, readYaml }, { fileIdentity }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
+  const [{ loadConfig }, { expandHome, isPlainObject, readYaml }, { sameFile }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
   const name = (await storeNameForDb(db))!;
   // A config that names no store (most of those given beside --db) is validated once, with the file's store in it:
   // the file as loadConfig parses it (escaped keys and merge keys read alike), the defaults name no store.
@@ -84,9 +83,7 @@ async function dbStoreIn(file: string, db: string): Promise<{ config: Config; db
     return { config: loadConfig({ file, overrides: { stores: { [name]: { db } } } }), dbStore: name };
   }
   const config = loadConfig({ file });
-  const identity = fileIdentity(db);
-  const sameFile = (path: string) => (identity !== undefined ? fileIdentity(expandHome(path)) === identity : resolve(expandHome(path)) === resolve(db));
-  const held = Object.keys(config.stores).filter((name) => sameFile(config.stores[name]!.db));
+  const held = Object.keys(config.stores).filter((name) => sameFile(db, expandHome(config.stores[name]!.db)));
   if (held.length > 1) throw usageError(`--db ${db}: config ${file} holds this file as several stores (${held.join(', ')}); give --store NAME instead`);
   if (held.length === 1) return { config, dbStore: held[0]! };
   const other = config.stores[name];

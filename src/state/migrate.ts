@@ -21,7 +21,6 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
   if (versionNow() === known) return known;
   return db.transaction(() => {
     const version = versionNow();
-    assertNoForeignTables(db, path, migrations);
     for (const step of migrations.slice(version)) {
       try {
         db.exec(step.sql);
@@ -36,8 +35,8 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
 }
 
 /** The tables and views the state migrations create. */
-function stateTables(migrations: readonly StateMigration[]): Set<string> {
-  const names = migrations.flatMap((m) => [...m.sql.matchAll(/CREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?["`]?(\w+)/gi)].map((x) => x[1]!.toLowerCase()));
+function stateTables(): Set<string> {
+  const names = STATE_MIGRATIONS.flatMap((m) => [...m.sql.matchAll(/CREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?["`]?(\w+)/gi)].map((x) => x[1]!.toLowerCase()));
   return new Set(names);
 }
 
@@ -47,13 +46,13 @@ const tablesOf = (db: Db): string[] =>
 /**
  * A state db not yet up to date holds nothing but what the migrations make (an older build's tables, or none): a
  * file with other tables is someone's data (an agent's store named as stateDb some way the config check missed),
- * and memory-warden's tables never go into it.
+ * and memory-warden's tables never go into it. openStateDb asks before anything of the file changes.
  */
-export function assertNoForeignTables(db: Db, path: string, migrations: readonly StateMigration[] = STATE_MIGRATIONS): void {
+export function assertNoForeignTables(db: Db, path: string): void {
   // Up to date (or newer: refused when migrated): nothing will be made in it. A foreign file's own user_version
   // (agents and mem0 set theirs) is no reason to skip the look: the steps after it would run.
-  if ((db.pragma('user_version', { simple: true }) as number) >= migrations.length) return;
-  const ours = stateTables(migrations);
+  if ((db.pragma('user_version', { simple: true }) as number) >= STATE_MIGRATIONS.length) return;
+  const ours = stateTables();
   const foreign = tablesOf(db).filter((t) => !ours.has(t.toLowerCase()));
   if (foreign.length > 0) {
     throw storeError(`open state db ${path}: the file holds tables memory-warden did not make (${foreign.slice(0, 5).join(', ')}${foreign.length > 5 ? ', …' : ''}): it is not a state db; give stateDb a file of its own`);
@@ -61,8 +60,8 @@ export function assertNoForeignTables(db: Db, path: string, migrations: readonly
 }
 
 /** Whether `db` is memory-warden's state db: it holds every table the state migrations make. */
-export function isStateDb(db: Db, migrations: readonly StateMigration[] = STATE_MIGRATIONS): boolean {
+export function isStateDb(db: Db): boolean {
   const tables = new Set(tablesOf(db).map((t) => t.toLowerCase()));
-  const ours = [...stateTables(migrations)];
+  const ours = [...stateTables()];
   return ours.length > 0 && ours.every((t) => tables.has(t));
 }

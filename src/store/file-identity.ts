@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 /**
  * Which file a path names now, as a string that compares equal only for the same file: device, inode and birth
@@ -15,4 +16,11 @@ export function fileIdentity(path: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Whether two paths name the same file: the same path once resolved, or the same file through a link. */
+export function sameFile(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  const identity = fileIdentity(a);
+  return identity !== undefined && fileIdentity(b) === identity;
 }

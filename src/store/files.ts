@@ -1,8 +1,7 @@
-import { resolve } from 'node:path';
 import type { StoreConfig } from './config.js';
 import { entityVectorDbOf, mem0Of } from '../layouts/mem0/names.js';
 import { expandHome } from '../config-read.js';
-import { fileIdentity } from './file-identity.js';
+import { sameFile } from './file-identity.js';
 import { configError } from '../errors.js';
 
 /** The files on this machine that hold a store's data: its `db`, and mem0's vector files when it keeps them in SQLite. */
@@ -19,10 +18,9 @@ export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): 
  */
 export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>> }): void {
   const state = expandHome(config.stateDb);
-  const identity = fileIdentity(state);
   for (const [name, store] of Object.entries(config.stores)) {
     for (const file of storeFiles(store)) {
-      if (resolve(file) === resolve(state) || (identity !== undefined && fileIdentity(file) === identity)) {
+      if (sameFile(state, file)) {
         throw configError(`stateDb ${config.stateDb} is ${file === expandHome(store.db) ? 'the file' : 'a vector file'} of store ${name} (${file}): memory-warden keeps its records apart from every store; give stateDb another file`);
       }
     }
