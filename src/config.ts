@@ -35,7 +35,7 @@ export const configSchema = z.strictObject({
       expired: z.boolean().default(true),
       supersededAfterDays: z.number().nonnegative().default(180),
       batchSize: z.number().int().positive().default(300000),
-      batchMs: z.number().positive().default(30),
+      batchMs: z.number().positive().default(15),
       quietBatchMs: z.number().positive().default(1000),
       pauseMs: z.number().nonnegative().default(30),
       windowEndsOnCommit: z.boolean().default(true),

@@ -7,6 +7,8 @@ import { cli } from '../helpers/cli.js';
 import { prune } from '../../jobs/prune.js';
 import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
+import { openDatabase } from '../../src/store/sqlite.js';
+import { heavyRoots } from '../../src/layouts/warden/prune.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
 const DAY = 86_400_000;
@@ -116,6 +118,71 @@ describe('prune', () => {
     expect(result.expired + result.superseded + result.cascaded).toBe(result.deleted);
     expect(result.batches).toBeGreaterThan(1);
   });
+
+  /**
+   * Rows that many others are superseded by, among the mixed fixture's: an expired one (its cascade goes with it),
+   * one nested under it, a live one (only its own expired children go), a ring of two (an agent pointing versions
+   * at each other), and rows with children that expire or are superseded themselves.
+   */
+  function withHeavyRows(n: number): Row[] {
+    const rows = mixedFixture(n);
+    const children = (parent: string, count: number, extra: (i: number) => Partial<Row> = () => ({})): Row[] =>
+      Array.from({ length: count }, (_, i) => ({ id: `${parent}_c${i}`, superseded_by: parent, created_at: writeTime(NOW - 10 * DAY, i), ...extra(i) }));
+    rows.push(
+      { id: 'hub_expired', expires_at: writeTime(NOW - DAY, 1), created_at: writeTime(NOW - 20 * DAY, 0) },
+      ...children('hub_expired', 40, (i) => (i % 7 === 0 ? { expires_at: writeTime(NOW - 3 * DAY, i) } : {})),
+      { id: 'hub_nested', superseded_by: 'hub_expired', created_at: writeTime(NOW - 5 * DAY, 2) },
+      ...children('hub_nested', 24),
+      { id: 'hub_live', created_at: writeTime(NOW - 5 * DAY, 3) },
+      ...children('hub_live', 30, (i) => (i % 3 === 0 ? { expires_at: writeTime(NOW - 2 * DAY, i) } : i % 5 === 0 ? { created_at: writeTime(NOW - 300 * DAY, i) } : {})),
+      { id: 'ring_a', superseded_by: 'ring_b', expires_at: writeTime(NOW - DAY, 4) },
+      { id: 'ring_b', superseded_by: 'ring_a' },
+      ...children('ring_a', 17),
+      ...children('ring_b', 18),
+    );
+    return rows;
+  }
+
+  it('counts the cascade of rows many others are superseded by, nested and in rings, once each', () => {
+    const path = makeStore(join(dir, 'm.db'), withHeavyRows(300));
+    const db = openDatabase(path);
+    try {
+      const rowid = (id: string) => db.prepare('SELECT rowid FROM memory WHERE id = ?').pluck().get(id) as number;
+      const heavy = heavyRoots({ db });
+      // hub_expired: its 41 rows (hub_nested among them) and hub_nested's 24; rows with fewer than 16 are not listed.
+      expect(heavy.get(rowid('hub_expired'))).toBe(41 + 24);
+      expect(heavy.get(rowid('hub_nested'))).toBe(24);
+      expect(heavy.get(rowid('hub_live'))).toBe(30);
+      // The ring: each counts its own rows (its partner among them) and the partner's (itself among them): every
+      // row of the ring once, whichever is asked first.
+      expect(heavy.get(rowid('ring_a'))).toBe(17 + 1 + 18 + 1);
+      expect(heavy.get(rowid('ring_b'))).toBe(18 + 1 + 17 + 1);
+      expect([...heavy.keys()].sort()).toEqual(['hub_expired', 'hub_nested', 'hub_live', 'ring_a', 'ring_b'].map(rowid).sort());
+    } finally {
+      db.close();
+    }
+  });
+
+  for (const [name, settings] of [
+    ['the default batches', {}],
+    ['batches of one chunk', { batchMs: 0.001, pauseMs: 0 }],
+    ['batches of a few roots', { batchSize: 7, pauseMs: 0 }],
+  ] as const) {
+    it(`deletes exactly the rows the rules select, with their cascade, beside rows many others are superseded by (${name})`, async () => {
+      const rows = withHeavyRows(1500);
+      const db = makeStore(join(dir, 'm.db'), rows);
+      const expected = referenceDeleted(rows, 180);
+      const dry = await prune({ store: 't', dryRun: true }, ctx(db, { prune: settings }));
+      const before = new Set(ids(db));
+      const result = await prune({ store: 't', dryRun: false }, ctx(db, { prune: settings }));
+      const after = new Set(ids(db));
+      expect(new Set([...before].filter((id) => !after.has(id)))).toEqual(expected);
+      for (const id of ['hub_expired', 'hub_nested', 'hub_nested_c3', 'ring_a', 'ring_b', 'ring_b_c17', 'hub_live_c3']) expect(expected.has(id)).toBe(true);
+      for (const id of ['hub_live', 'hub_live_c1']) expect(after.has(id)).toBe(true);
+      expect(result.deleted).toBe(expected.size);
+      expect({ ...dry, dryRun: false, durationMs: 0, batches: 0, ids: [], idsTruncated: false }).toEqual({ ...result, durationMs: 0, batches: 0, ids: [], idsTruncated: false });
+    });
+  }
 
   it('dry run reports the same numbers and deletes nothing', async () => {
     const rows = mixedFixture(1500);

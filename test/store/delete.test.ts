@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
 import { openDatabase } from '../../src/store/sqlite.js';
-import { deleteRoots } from '../../src/layouts/warden/delete.js';
+import { chunkAt, deleteRoots } from '../../src/layouts/warden/delete.js';
 
 describe('deleteRoots with a time budget', () => {
   let dir: string;
@@ -34,6 +34,39 @@ describe('deleteRoots with a time budget', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('puts a root weighed heavier than a chunk in a chunk of its own', async () => {
+    const path = makeStore(join(dir, 'm.db'), rows);
+    const db = openDatabase(path);
+    const weight = (root: string | number) => (root === 'r2' || root === 'r5' ? 50 : 1);
+    try {
+      // Chunks of 10 in weight: r0 r1 | r2 | r3 r4 | r5 | r6 … r15
+      expect([0, 2, 3, 5, 6].map((from) => chunkAt(roots, from, { ms: 0, chunk: 10, weight }))).toEqual([
+        { end: 2, weight: 2 }, { end: 3, weight: 50 }, { end: 5, weight: 2 }, { end: 6, weight: 50 }, { end: 16, weight: 10 },
+      ]);
+      // A budget of 0 ms takes one chunk a call: the heavy root is not in the chunk before it, and goes alone with
+      // its cascade (old2) when its turn comes.
+      const first = await deleteRoots(db, roots, { budget: { ms: 0, chunk: 10, weight } });
+      expect(first.consumed).toBe(2);
+      expect(first.deleted.map((r) => r.id).sort()).toEqual(['old0', 'old1', 'r0', 'r1']);
+      const heavy = await deleteRoots(db, roots.slice(2), { budget: { ms: 0, chunk: 10, weight } });
+      expect(heavy.consumed).toBe(1);
+      expect(heavy.deleted.map((r) => r.id).sort()).toEqual(['old2', 'r2']);
+      // With time to spare, the rest goes in one call, heavy root and all.
+      const rest = await deleteRoots(db, roots.slice(3), { budget: { ms: 60_000, chunk: 10, weight } });
+      expect(rest.consumed).toBe(97);
+      expect(ids(path)).toEqual([]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('takes chunks of `chunk` roots when no weight is given, the last one shorter', () => {
+    expect([0, 90, 99].map((from) => chunkAt(roots, from, { ms: 0, chunk: 15 }))).toEqual([
+      { end: 15, weight: 15 }, { end: 100, weight: 10 }, { end: 100, weight: 1 },
+    ]);
+    expect(chunkAt(roots, 100, { ms: 0, chunk: 15 })).toEqual({ end: 100, weight: 0 });
   });
 
   it('never takes more roots than it was given', async () => {

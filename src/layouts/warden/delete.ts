@@ -71,18 +71,30 @@ export interface DeleteOptions {
   pause?: () => Promise<boolean>;
   maxAttempts?: number;
   /**
-   * Delete the roots in chunks of `chunk` inside the transaction, and take no chunk that would end past `ms` if it
-   * took as long as the last one: the write lock is then held for about that long however fast or slow the rows go. Roots left over
-   * are the caller's to pass again (with a vector store their vectors are already gone; the rows follow with
-   * that next call, as they would after a crash).
+   * Delete the roots in chunks of `chunk` inside the transaction, and take no chunk that would end past `ms` at the
+   * last chunk's time per unit of weight: the write lock is then held for about that long however fast or slow the
+   * rows go. Roots left over are the caller's to pass again (with a vector store their vectors are already gone;
+   * the rows follow with that next call, as they would after a crash).
    */
-  budget?: { ms: number; chunk: number };
+  budget?: DeleteBudget;
   /**
    * deleteRoots only: return at most this many rows in `deleted` (every removed row's rowid is in `rowids`
    * anyway). Turning thousands of rows into objects took a tenth of a prune batch. Ignored with a vector store
    * or `beforeCommit`, which need them all.
    */
   rows?: number;
+}
+
+export interface DeleteBudget {
+  ms: number;
+  /** The weight a chunk takes (at least one root). */
+  chunk: number;
+  /**
+   * What deleting a root costs, in units of a root that takes no other row with it (default 1 each): a root that
+   * a few hundred rows are superseded by takes them all in its cascade, and goes in a chunk of its own, or waits
+   * for the next call when it would not fit in what is left of `ms`.
+   */
+  weight?: (root: string | number) => number;
 }
 
 /** What one deleteRoots call did: the rows removed, how many of the roots it got to, and its time in the lock. */
@@ -119,6 +131,19 @@ const shortPause = () => new Promise<boolean>((r) => setTimeout(() => r(true), 5
  */
 export async function deleteWithCascade(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeletedRow[]> {
   return (await deleteRoots(db, roots, opts)).deleted;
+}
+
+/** The chunk that starts at `from`: roots up to `chunk` in weight, at least one; where it ends, and its weight. */
+export function chunkAt(roots: readonly (string | number)[], from: number, budget: DeleteBudget): { end: number; weight: number } {
+  let end = from;
+  let weight = 0;
+  while (end < roots.length) {
+    const w = budget.weight?.(roots[end]!) ?? 1;
+    if (end > from && weight + w > budget.chunk) break;
+    weight += w;
+    end += 1;
+  }
+  return { end, weight };
 }
 
 /** deleteWithCascade, also saying how far it got (with `budget`, not necessarily through every root). */
@@ -167,19 +192,22 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         let consumed = roots.length;
         if (!opts.budget) remove.run({ ...params, roots: takeShallow(params.roots) });
         else {
-          const { ms, chunk } = opts.budget;
+          const { ms } = opts.budget;
           consumed = 0;
-          let took = 0;
+          let next = chunkAt(roots, 0, opts.budget);
+          let msPerWeight = 0;
           do {
             const at = performance.now();
-            remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, consumed + chunk))) });
-            took = performance.now() - at;
+            remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, next.end))) });
+            const took = performance.now() - at;
             // A cascade is quadratic in its depth: one chunk that alone outlasts the budget met chains deep enough
             // (hundreds of versions) to be deleted from the oldest up from the next call on.
             if (!deepSearch && took > Math.max(ms, SLOW_CHUNK_MS)) deepLately.set(db, DEEP_CALLS);
-            consumed = Math.min(roots.length, consumed + chunk);
-            // No chunk starts that would end past the budget if it took as long as the last one.
-          } while (consumed < roots.length && performance.now() - started + took <= ms);
+            msPerWeight = took / next.weight;
+            consumed = next.end;
+            next = chunkAt(roots, consumed, opts.budget);
+            // No chunk starts that would end past the budget at the last chunk's time per weight.
+          } while (consumed < roots.length && performance.now() - started + msPerWeight * next.weight <= ms);
         }
         const deleted = rows === 0 ? [] : (captured.all({ ...params, rows }) as DeletedRow[]);
         const rowids = rows === -1 ? deleted.map((r) => r.rowid) : (capturedRowids.all() as number[]);

@@ -20,6 +20,15 @@ const CHUNK_MS = 3;
 const WAL_BATCHES = 4;
 /** The longest a commit keeps the write lock for the checkpoint thread to start (it takes well under a millisecond). */
 const CHECKPOINT_START_MS = 5;
+/** A root that at least this many rows are superseded by has its cascade counted in the batch's time. */
+const HEAVY_CHILDREN = 16;
+/**
+ * What deleting a row in a root's cascade costs, in roots: the roots of a batch are neighbouring rows, the rows a
+ * cascade takes are anywhere in the file (measured: ~0.02 ms a cascaded row against ~0.004 ms a root, at 1M rows).
+ */
+const CASCADE_COST = 4;
+/** SQLITE_MAX_TRIGGER_DEPTH: a cascade deeper fails (and heavyRoots' count goes no deeper; it bounds its recursion). */
+const MAX_TRIGGER_DEPTH = 1000;
 /** No other connection has committed for this long: nobody is writing, and batches may last `quietBatchMs`. */
 const QUIET_AFTER_MS = 500;
 
@@ -59,6 +68,49 @@ export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRule
     }
   }
   return { rowids: out.rowids.subarray(0, n), superseded: out.superseded.subarray(0, n) };
+}
+
+/**
+ * The rows that many others are superseded by, each with how many rows its cascade takes (the rows superseded by
+ * it, and theirs when those are such rows too): a batch that met one unawares held the write lock for the whole
+ * cascade past its time (a row 906 others went with took 15-25 ms on its own). By rowid. One pass over the
+ * non-null part of the superseded_by index.
+ */
+export function heavyRoots(store: Pick<StoreHandle, 'db'>): Map<number, number> {
+  const rows = store.db
+    .prepare(
+      `SELECT m.rowid, h.id, h.n, m.superseded_by FROM (SELECT superseded_by AS id, count(*) AS n FROM memory
+       WHERE superseded_by IS NOT NULL GROUP BY superseded_by HAVING count(*) >= ?) h JOIN memory m ON m.id = h.id`,
+    )
+    .raw()
+    .all(HEAVY_CHILDREN) as [number, string, number, string | null][];
+  const byId = new Map(rows.map(([rowid, id, n]) => [id, { rowid, n, below: [] as string[] }]));
+  for (const [, id, , parent] of rows) if (parent !== null) byId.get(parent)?.below.push(id);
+  const total = new Map<string, number>();
+  // A ring of supersedes (an agent pointing versions at each other) counts each of its rows once: a count cut short
+  // by the ring is not kept for the others, whose own count it is not. Past SQLite's trigger depth a cascade fails
+  // anyway, and such chains are deleted from their oldest version up (src/layouts/warden/chain.ts).
+  const cascade = (id: string, seen: Set<string>): { n: number; cut: boolean } => {
+    const known = total.get(id);
+    if (known !== undefined) return { n: known, cut: false };
+    const hub = byId.get(id)!;
+    seen.add(id);
+    let n = hub.n;
+    let cut = false;
+    for (const child of hub.below) {
+      if (seen.has(child) || seen.size >= MAX_TRIGGER_DEPTH) cut = true;
+      else {
+        const below = cascade(child, seen);
+        n += below.n;
+        cut ||= below.cut;
+      }
+    }
+    if (!cut) total.set(id, n);
+    return { n, cut };
+  };
+  const out = new Map<number, number>();
+  for (const [id, hub] of byId) out.set(hub.rowid, cascade(id, new Set()).n);
+  return out;
 }
 
 /** The rule that selected `rowid`, or 'cascaded' when none did (binary search: the rowids are sorted). */
@@ -144,8 +196,10 @@ function lastWriteAt(path: string): number {
  * taken sleeps 1, 2, 5, 10, 15, 20, 25, 25 … ms and tries again. So each batch holds the lock for about
  * `batchMs`, then leaves it free for a window of up to `pauseMs`, long enough for one of those retries to fall
  * inside it. The window closes as soon as another connection has committed (the writer that was waiting got in),
- * so a busy agent costs the prune only the time until its next retry. batchMs (30) is sized to that retry: a
- * writer that tried as the batch began retries 33 ms later, and finds the lock free. Nobody can see a writer
+ * so a busy agent costs the prune only the time until its next retry. batchMs (15) is sized to those retries: a
+ * writer that tried as the batch began retries 18 ms later and finds the lock free, and a batch that overran by
+ * as much again still ends before its retry at 33 ms (a root whose cascade takes hundreds of rows is weighed as
+ * such: heavyRoots). Nobody can see a writer
  * that waits (between its tries it holds no lock), only its commits (PRAGMA data_version); when none came for
  * QUIET_AFTER_MS, batches last quietBatchMs, and each window lasts until any writer that began waiting during the
  * batch has tried again (retryGapMs). Several writers fare better with windows
@@ -165,6 +219,8 @@ async function deleteInBatches(
 ): Promise<void> {
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
+  const heavy = heavyRoots(store);
+  const weight = (rowid: string | number) => 1 + CASCADE_COST * (heavy.get(rowid as number) ?? 0);
   const restore = tuneForPrune(store.db);
   const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
   try {
@@ -226,7 +282,7 @@ async function deleteInBatches(
       const roots = Array.from(candidates.rowids.subarray(i, i + offer));
       const calm = quiet();
       const batchMs = calm ? quietMs : opts.batchMs;
-      const budget = { ms: Math.max(1, batchMs - overhead), chunk };
+      const budget = { ms: Math.max(1, batchMs - overhead), chunk, weight };
       const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
       const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn, afterCommit });
       i += outcome.consumed;
@@ -236,7 +292,9 @@ async function deleteInBatches(
       const spent = outcome.lockMs - outcome.deleteMs;
       overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
       const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
-      chunk = Math.max(10, Math.round(CHUNK_MS / msPerRoot));
+      let weighed = 0;
+      for (let r = 0; r < outcome.consumed; r++) weighed += weight(roots[r]!);
+      chunk = Math.max(10, Math.round((CHUNK_MS * weighed) / Math.max(outcome.deleteMs, 0.1)));
       offer = Math.max(50, Math.min(opts.batchSize, Math.round((1.5 * batchMs) / msPerRoot)));
       windowMs = calm && quietMs > opts.batchMs ? Math.max(opts.pauseMs, retryGapMs(outcome.lockMs) + 5) : opts.pauseMs;
       if (i >= candidates.rowids.length) break;
