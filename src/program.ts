@@ -1,7 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { coerceError, usageError } from './errors.js';
 import { LOG_LEVELS } from './log-levels.js';
-import { oneLine } from './untrusted.js';
+import { oneLine, terminalText } from './untrusted.js';
 import { VERSION } from './version.js';
 import { redactText } from './secrets.js';
 import { registerCoreCommands } from './commands/core.js';
@@ -16,7 +16,7 @@ import { endProgress } from './commands/common.js';
 
 
 export function buildProgram(): Command {
-  const program = new Command('memory-warden')
+  const program = new WardenCommand('memory-warden')
     .description('keeps AI agents\' memory stores honest: prune, integrity, snapshots, digest, drift re-verification')
     .version(VERSION)
     .option('--pretty', 'human-readable logs (default when stderr is a terminal)')
@@ -34,6 +34,37 @@ export function buildProgram(): Command {
   registerReviewCommands(program);
   registerServeCommands(program);
   return program;
+}
+
+/**
+ * Commander's own output: help, `--version`, and its usage errors, which quote argv (`error: unknown option
+ * '-x…'`, `error: unknown command '…'`). argv is not ours: a word can hold an escape sequence, a bidi control or
+ * a newline that forges a line. An error is one line, as main() writes its own; help and version are our text and
+ * only get the last check every printed block gets (terminalText), so they read as they always did.
+ */
+const COMMANDER_OUTPUT = {
+  writeOut: (text: string) => process.stdout.write(terminalText(text)),
+  writeErr: (text: string) => process.stderr.write(terminalText(text)),
+  // Commander puts its own suggestion on a line of its own after the error ("\n(Did you mean check?)"): keep it
+  // on the error's line. It closes the message; a newline from argv is inside the quotes before it.
+  outputError: (text: string, write: (text: string) => void) =>
+    write(`${errorLine(text.replace(/\n$/, '').replace(/\n(\(Did you mean [^\n]*\?\))$/, ' $1'))}\n`),
+};
+
+/**
+ * Every command of the tree is made here, with that output: `.command()` makes each subcommand through
+ * createCommand, and commander's implicit `help` command (made only when help is asked for) too, which does not
+ * inherit its parent's settings as a subcommand does.
+ */
+class WardenCommand extends Command {
+  constructor(name?: string) {
+    super(name);
+    this.configureOutput(COMMANDER_OUTPUT);
+  }
+
+  override createCommand(name?: string): Command {
+    return new WardenCommand(name);
+  }
 }
 
 /** Options whose values are memory ids: an agent can have written any text as an id, the empty one too. */
@@ -72,11 +103,18 @@ export async function main(argv: string[]): Promise<number> {
     }
     const e = coerceError(err);
     endProgress();
-    // The whole message on one line: a name it quotes may hold a newline, and cutting there left half a sentence.
-    const line = oneLine(redactText(e.message));
-    process.stderr.write(`memory-warden: ${line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS - 1)}…` : line}\n`);
+    process.stderr.write(`memory-warden: ${errorLine(e.message)}\n`);
     return e.exitCode;
   }
+}
+
+/**
+ * An error for stderr, ours or commander's: the whole message on one line (a name it quotes may hold a newline,
+ * and cutting there left half a sentence), secrets redacted, every hidden character inert, a very long one cut.
+ */
+function errorLine(message: string): string {
+  const line = oneLine(redactText(message));
+  return line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS - 1)}…` : line;
 }
 
 /** The command line's whole run: src/cli.ts calls it, from the build's bundle or from these modules. */
