@@ -11,7 +11,7 @@
 import type { SecretLintCoreConfig } from '@secretlint/types';
 
 // Prefixes that say what kind of token it was and are the same in every token of that kind.
-const PUBLIC_PREFIX = /^(?:github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ)/;
+const PUBLIC_PREFIX = /^(?:github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ|shp(?:at|ss|ca|pa)_|lin_api_|pypi-|hv[sbr]\.|do[por]_v1_|GOCSPX-|AGE-SECRET-KEY-|gsk_|xai-|tskey-|PMAK-|sntry[su]_|glsa_|dapi|figd_|sbp_)/;
 
 /** The mask of one secret value. */
 export function maskValue(value: string): string {
@@ -29,29 +29,72 @@ const GENERIC: RegExp[] = [
   // Credentials in query parameters: ?api_key=…, &token=…, &X-Amz-Signature=…
   /[?&;][\w.-]*?(?:key|token|secret|password|passwd|pwd|signature|sig|credential|auth)[\w.-]*=([^&\s#"'<>]+)/gi,
   // `Authorization: Bearer …`, `Authorization: Basic …`, `Proxy-Authorization: …`, a bare `Bearer …`.
-  /\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:[A-Za-z]+\s+)?([^\s"'\\,;]{4,})/gi,
-  /\bbearer\s+([A-Za-z0-9._~+/-]{8,}=*)/gi,
+  /\bauthorization(?:\\?["'])?(?:\s*[:=]\s*|%3A(?:%20)*)(?:\\?["'])?(?:[A-Za-z]+(?:\s+|%20))?([^\s"'\\,;]{4,})/gi,
+  /\bbearer(?:\s+|%20|\+)([A-Za-z0-9._~+/-]{8,}=*)/gi,
   // Assignments: password=…, aws_secret_access_key = …, "apiKey": "…", client-secret: …
   // (The name starts at a word start, tried once per word: a long run of word characters stays linear.)
   /(?<![\w.-])[\w.-]*?(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key|token|credentials?)(?:[_-]?(?:access[_-]?)?(?:key|id|value|token|string))?(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
   // JWTs (header.payload.signature, base64url JSON).
-  /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
-  // Token formats that need no context: cloud keys, forge and chat tokens, AI and payment API keys.
-  /\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}\b/g,
-  /\bAIza[0-9A-Za-z_-]{35}/g,
-  /\bya29\.[0-9A-Za-z_-]{20,}/g,
-  /\b(?:github_pat_[A-Za-z0-9_]{20,}|gh[pousr]_[A-Za-z0-9]{20,})/g,
-  /\bgl(?:pat|dt|ptt|rt|cbt|ft|oas|imt|soat|agent)-[A-Za-z0-9_-]{20,}/g,
-  /\bxox[abposre]-[A-Za-z0-9-]{10,}/g,
-  /\bhooks\.slack\.com\/services\/[A-Za-z0-9/]+/g,
-  /\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{12,}/g,
-  /\b(?:npm|hf)_[A-Za-z0-9]{30,}/g,
-  /\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}/g,
+  /eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g,
+  // Token formats that need no context: cloud keys, forge and chat tokens, AI and payment API keys. Their prefixes
+  // are distinctive enough to be looked for inside a word too (`token_sk-proj-…`, `xAKIA…`, `1sk_live_…`): a
+  // secret glued to other text is still the secret. Only the short generic `sk-`/`pk-` form needs no letter or
+  // digit before it (`risk-assessment-framework` is no key).
+  /(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])/g,
+  /AIza[0-9A-Za-z_-]{35}/g,
+  /ya29\.[0-9A-Za-z_-]{20,}/g,
+  /(?:github_pat_[A-Za-z0-9_]{20,}|gh[pousr]_[A-Za-z0-9]{20,})/g,
+  /gl(?:pat|dt|ptt|rt|cbt|ft|oas|imt|soat|agent|sa|c)[-_][A-Za-z0-9_-]{20,}/g,
+  /xox[abposre]-[A-Za-z0-9-]{10,}/g,
+  /hooks\.slack\.com\/services\/[A-Za-z0-9/]+/g,
+  /(?:sk-(?:ant|proj|svcacct|admin)-|[spr]k_(?:live|test)_)[A-Za-z0-9_-]{12,}/g,
+  /(?<![A-Za-z0-9])(?:sk|pk|rk)[-_][A-Za-z0-9_-]{12,}/g,
+  /(?:npm|hf)_[A-Za-z0-9]{30,}/g,
+  /SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}/g,
+  // More of the same kind: Shopify, Linear, PyPI, Vault, DigitalOcean, Google OAuth client secrets, age identities,
+  // Groq, xAI, Tailscale, Postman, Sentry, Grafana, Databricks, Figma, Supabase; Telegram bot tokens.
+  /(?:shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|lin_api_[A-Za-z0-9]{32,}|pypi-AgE[A-Za-z0-9_-]{32,}|hv[sbr]\.[A-Za-z0-9_-]{24,}|do[por]_v1_[a-f0-9]{32,})/g,
+  /(?:GOCSPX-[A-Za-z0-9_-]{20,}|AGE-SECRET-KEY-1[0-9A-Z]{40,}|gsk_[A-Za-z0-9]{32,}|xai-[A-Za-z0-9]{32,}|tskey-[a-z]+-[A-Za-z0-9-]{16,})/g,
+  /(?:PMAK-[a-f0-9]{24}-[a-f0-9]{34}|sntry[su]_[A-Za-z0-9+/=_-]{32,}|dapi[a-f0-9]{32}|figd_[A-Za-z0-9_-]{32,}|sbp_[a-f0-9]{40})/g,
+  /\d{8,10}:AA[A-Za-z0-9_-]{32,}/g,
+  // A password without a scheme's `//`: `admin:Hunter2@db.internal:5432`, `curl -u admin:Hunter2`.
+  /(?<![\w.+-])(?!(?:mailto|sips?|xmpp|tel|im|pres):)[\w.+-]+:([^\s:/?#@"'<>]{6,})@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::\d+)?/gi,
+  /(?:^|\s)(?:-u|--user)\s+[^\s:]+:(\S{4,})/g,
+  // `pass=…`, `pw: …`, `passphrase = …` (whole names only: `bypass=1` is no password), cookies, PuTTY keys.
+  /(?<![\w.-])(?:pass|pw|passphrase|pin)(?:\\?["'])?\s*(?:=>|[:=])\s*(?:\\?["'])?([^\s"'\\,;]{4,})/gi,
+  /\b(?:set-)?cookie(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?([^\r\n"'\\]{4,})/gi,
+  /PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC:\s*[0-9a-fA-F]+|$)/g,
 ];
+
+// Characters that render as nothing (default-ignorable code points, format characters) between two others: they
+// split a token so that no pattern sees it (`gh\u200Bp_…`, `passwd\u200B=…`).
+const HIDDEN_INSIDE = /(?<=\S)[\p{Default_Ignorable_Code_Point}\p{Cf}]+(?=\S)/gu;
+
+/**
+ * The text as masking reads it: NFKC (fullwidth `ｓｈｐａｔ＿` is `shpat_`, as a person reads it) and no hidden
+ * character inside a run of visible ones.
+ */
+export function maskingForm(text: string): string {
+  return text.normalize('NFKC').replace(HIDDEN_INSIDE, '');
+}
+
+/**
+ * Text unchanged when masking finds nothing in its masking form; else that form, masked (a secret spelled in
+ * fullwidth or split by an invisible character is shown as what it is, masked).
+ */
+function maskedOrSame(text: string, mask: (form: string) => string): string {
+  const form = maskingForm(text);
+  const masked = mask(form);
+  return masked === form ? text : masked;
+}
 
 /** The generic rules only: synchronous, for every string a render shows. */
 export function maskSecretsSync(text: unknown): string {
-  let out = String(text ?? '');
+  return maskedOrSame(String(text ?? ''), genericMask);
+}
+
+function genericMask(text: string): string {
+  let out = text;
   for (const re of GENERIC) {
     out = out.replace(re, (whole: string, ...rest: unknown[]) => {
       const value = typeof rest[0] === 'string' ? rest[0] : undefined;
@@ -123,12 +166,15 @@ async function catalogueFinds(text: string): Promise<string[]> {
 
 /** Both layers: every occurrence of what the catalogue finds, then the generic rules. */
 export async function maskSecrets(text: unknown): Promise<string> {
-  let out = String(text ?? '');
+  const raw = String(text ?? '');
+  const form = maskingForm(raw);
   // No token of the catalogue is this short (verdicts, counts), and every one of its patterns has a letter in it
   // (a prefix, a scheme, a key name): text without one (times, numbers) needs the generic rules only.
-  if (out.trim().length < 12 || !/[A-Za-z]/.test(out)) return maskSecretsSync(out);
-  for (const value of await catalogueFinds(out)) out = out.split(value).join(maskValue(value));
-  return maskSecretsSync(out);
+  if (form.trim().length < 12 || !/[A-Za-z]/.test(form)) return maskSecretsSync(raw);
+  let out = form;
+  for (const value of await catalogueFinds(form)) out = out.split(value).join(maskValue(value));
+  out = genericMask(out);
+  return out === form ? raw : out;
 }
 
 /**

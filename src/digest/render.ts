@@ -143,7 +143,7 @@ function textReview(s: StoreSection, line: Line): void {
     if (r.link) line(`     review on the page: ${r.link}`);
     else {
       line(`     $ ${cmd.confirm}`);
-      if (s.review.supersede !== false) line(`     $ ${cmd.supersede}`);
+      if (s.review.supersede !== false && cmd.supersede) line(`     $ ${cmd.supersede}`);
     }
   }
 }
@@ -261,7 +261,7 @@ function htmlReview(s: StoreSection): string {
     return `<tr>
 <td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
 <td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
-${r.link ? reviewLinkHtml(r.link) : `<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code>${s.review.supersede !== false ? `<code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code>` : ''}`}</td>
+${r.link ? reviewLinkHtml(r.link) : `<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code>${s.review.supersede !== false && cmd.supersede ? `<code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code>` : ''}`}</td>
 </tr>`;
   });
   return `<h3 style="${S.h3}">Review queue: ${s.review.due} due</h3>

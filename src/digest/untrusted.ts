@@ -13,10 +13,14 @@ export { clip, headerText, oneLine };
 export const maskSecrets = maskSecretsSync;
 
 const SCHEME = /\b(https?|ftps?|sftp|file|mailto|javascript|data|vbscript|tel|sms|ssh|git|wss?|news|irc|xmpp|callto|skype)(:)(\/\/)?/gi;
-// What linkify-it (the autolinker of mailparser and many web mail clients) takes as a letter of a host: anything
-// but whitespace, punctuation and controls, so also the � that stands for a hidden character, and `-`, `_`.
-const HOST_CHAR = String.raw`(?:[^\s\p{P}\p{Z}\p{Cc}]|[_-])`;
-const LABEL_START = String.raw`[^\s\p{P}\p{Z}\p{Cc}\p{N}]`;
+// What an autolinker may take as a letter of a host. linkify-it (mailparser's, and many web mail clients') takes
+// anything but whitespace, punctuation and controls, so also the � that stands for a hidden character, and `-`,
+// `_`. But which characters are punctuation depends on its Unicode tables (uc.micro's lack some 230 that Node's
+// have: U+10100, U+1B4E …), and other linkifiers have their own: so only ASCII punctuation, which every table
+// has, ends a host here. A dot after any other character is defanged (`»[.]com` reads as well).
+const ASCII_P = String.raw`!"#%&'()*,./:;?@[\\\]{}`;
+const HOST_CHAR = String.raw`[^\s\p{Z}\p{Cc}${ASCII_P}]`;
+const LABEL_START = String.raw`[^\s\p{Z}\p{Cc}\p{N}${ASCII_P}_-]`;
 // A dot, or a look-alike that IDNA (UTS 46) maps to one: ideographic and halfwidth full stops, fullwidth and
 // small full stops, one-dot leader. NFKC already folds most of them; these stay listed for text that skipped it.
 const DOTS = '[.\u3002\uFF0E\uFF61\uFE52\u2024]';
@@ -65,6 +69,9 @@ export function html(text: unknown): string {
   return escapeHtml(plain(text));
 }
 
+/** Whether masking would change the id: it holds what looks like a credential (in any spelling masking reads). */
+export const idHoldsSecret = (id: string) => maskSecretsSync(id) !== id;
+
 /** An id that may go bare into a shell command line: no quoting needed, not an option, nothing to autolink. */
 const PLAIN_ID = /^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$/;
 export const isPlainId = (id: string) => PLAIN_ID.test(id) && defang(id) === id;
@@ -94,8 +101,11 @@ function shellPath(path: string): string {
  * The review commands a person runs for one row, naming the store the way `storeSelector` chose. A non-plain
  * id goes after `--`, so even an id like `--help` or `-rf` is an operand, never an option.
  */
-export function reviewCommands(id: string, store: StoreSelector): { confirm: string; supersede: string } {
+export function reviewCommands(id: string, store: StoreSelector): { confirm: string; supersede?: string } {
   const s = `${store.flag} ${store.flag === '--db' ? shellPath(store.value) : shellWord(store.value)}`;
+  // An id that holds what looks like a credential goes in no command (a mail is no place for it): the person
+  // finds the row in the terminal, where review list shows it.
+  if (idHoldsSecret(id)) return { confirm: `memory-warden review list ${s}   # this row's id looks like a credential: not printed here` };
   const sup = `--fact 'NEW FACT' --source 'WHERE IT CAME FROM'`;
   if (isPlainId(id)) {
     return { confirm: `memory-warden review confirm ${id} ${s}`, supersede: `memory-warden review supersede ${id} ${sup} ${s}` };

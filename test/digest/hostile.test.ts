@@ -2,9 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir, type Row } from '../helpers/store.js';
 import { linksIn, htmlToText } from '../helpers/linkify.js';
-import { CONFUSABLE_LINKS, LINK_FORMS, fakeSecrets, hiddenCodePoints, hiddenLinkVariants, secretCore } from '../helpers/hostile.js';
+import { CONFUSABLE_LINKS, DISGUISES, LINK_FORMS, asRead, fakeSecrets, hiddenCodePoints, hiddenLinkVariants, secretCore } from '../helpers/hostile.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
-import { plain } from '../../src/digest/untrusted.js';
+import { html, plain } from '../../src/digest/untrusted.js';
 import { maskDeep, maskSecrets } from '../../src/credentials.js';
 
 let smtp: TestSmtp;
@@ -83,6 +83,74 @@ describe('links hidden by invisible and look-alike characters', () => {
     expect(text).toContain('hxxps[://]ev\uFFFDil[.]com');
     expect(html).toContain('now points at boss[@]corp\uFFFD[.]com');
   }, 240_000);
+});
+
+describe('links after punctuation an autolinker may read as a letter', () => {
+  // linkify-it's Unicode tables (uc.micro) call some 230 characters letters that Node's call punctuation (U+10100,
+  // U+1B4E …); other mail clients have tables of their own. Every non-ASCII punctuation character, before a dot.
+  const punctuation: string[] = [];
+  for (let c = 0x80; c <= 0x10ffff; c++) if ((c < 0xd800 || c > 0xdfff) && /\p{P}/u.test(String.fromCodePoint(c))) punctuation.push(String.fromCodePoint(c));
+  const forms = (c: string) => [`evil${c}.com/login`, `login at a.b${c}.com/x`, `www.ev${c}il.com`, `mail boss@corp${c}.com`];
+
+  it('the set is hostile: without defanging, linkify-it links some of them', () => {
+    expect(punctuation.length).toBeGreaterThan(700);
+    expect(punctuation.filter((c) => linksIn(`evil${c}.com/login`).length > 0).length).toBeGreaterThan(100);
+  });
+
+  it('after plain(), linkify-it finds no link in any of them, and the HTML part none either', () => {
+    const linked = punctuation.flatMap(forms).filter((v) => linksIn(plain(v)).length > 0 || linksIn(htmlToText(html(v))).length > 0);
+    expect(linked.slice(0, 5)).toEqual([]);
+  });
+});
+
+describe('credentials in disguise', () => {
+  it('each form glued to a word, split by a character that renders as nothing, or in fullwidth: masked, both layers and the generic rules alone', async () => {
+    const leaks: string[] = [];
+    let tried = 0;
+    for (const s of fakeSecrets()) {
+      for (const d of DISGUISES) {
+        const text = d.apply(s.text, s.secret);
+        if (text === s.text) continue; // a form whose text holds its secret otherwise (the PEM block)
+        tried += 1;
+        const core = secretCore(s.secret);
+        for (const [how, out] of [['both', plain(await maskSecrets(text))], ['generic', plain(text)]] as const) {
+          if (asRead(out).includes(core)) leaks.push(`${s.form} / ${d.name} / ${how}: ${out.slice(0, 100)}`);
+        }
+      }
+    }
+    expect(tried).toBeGreaterThan(600);
+    expect(leaks).toEqual([]);
+  });
+
+  it('ordinary text is shown as written: nothing masked, hidden characters still marked', async () => {
+    for (const text of ['risk-assessment-framework for the team', 'bypass=true in tests', 'write to boss@corp.example', 'mailto:someone@example.org', 'pay\u202Eto the order', 'a\u200Bb']) {
+      expect(await maskSecrets(text), text).toBe(text);
+    }
+  });
+});
+
+describe('ids that hold a credential', () => {
+  it('shown masked in the digest, in no review command; the rest of the rows keep their commands', async () => {
+    const forms = fakeSecrets().filter((s) => /github|npm|shopify|linear|stripe|openai|aws key|google api|groq|age/.test(s.form));
+    const rows: Row[] = [];
+    const ids = forms.flatMap((s, i) => [s.secret, DISGUISES[i % DISGUISES.length]!.apply(s.secret, s.secret)]);
+    ids.forEach((id, i) => {
+      rows.push({ id, subject: 'creds', fact: 'an agent used a token as the id', source: 'tool', created_at: at(NOW - 400 * DAY), confirmed_at: at(NOW - (300 - i) * DAY) });
+      rows.push({ id: `${id}-new`, subject: 'creds', fact: 'a new row with such an id', source: 'tool', created_at: at(NOW - HOUR - i * 1000) });
+    });
+    rows.push({ id: 'm_plain', subject: 'user', fact: 'prefers pnpm', source: 'message', created_at: at(NOW - 500 * DAY), confirmed_at: at(NOW - 400 * DAY) });
+    const w = world(tmp.dir, { agent: rows }, smtp, {}, { review: { batch: ids.length + 1 } });
+    await runDigestJob(w.config, NOW);
+    const m = smtp.received[0]!;
+    const text = String(m.parsed.text ?? '');
+    const htmlText = htmlToText(String(m.parsed.html || ''));
+    for (const part of [text, htmlText, m.raw.replace(/=\r?\n/g, '')]) {
+      for (const s of forms) expect(asRead(part), s.form).not.toContain(secretCore(s.secret));
+    }
+    expect(text.match(/looks like a credential: not printed here/g)).toHaveLength(ids.length);
+    expect(text).toMatch(/\$ memory-warden review confirm m_plain --db /);
+    expect(htmlText).toMatch(/memory-warden review confirm m_plain --db /);
+  });
 });
 
 describe('credentials never reach a digest', () => {

@@ -73,7 +73,45 @@ export function fakeSecrets(): { form: string; text: string; secret: string }[] 
     mk('openai', cat('sk-', 'proj-', b(48)), (s) => `OPENAI ${s}`),
     mk('stripe', cat('sk_', 'live_', b(24)), (s) => `stripe ${s}`),
     mk('npm', cat('npm_', b(36)), (s) => `//registry.npmjs.org/:_authToken=${s}`),
+    mk('age identity', cat('AGE-SECRET-KEY-', '1', rep('QZ7R2MX9KL4PV8NW3TY6', 58)), (s) => `identity ${s}`),
+    mk('pypi', cat('pypi-', 'AgEIcHlwaS5vcmc', b(60)), (s) => `twine token ${s}`),
+    mk('vault', cat('hvs.', b(90)), (s) => `VAULT ${s}`),
+    mk('digitalocean', cat('dop_', 'v1_', rep('a3f9c2e1b7d4', 64)), (s) => `do ${s}`),
+    mk('google oauth client secret', cat('GOC', 'SPX-', b(28)), (s) => `client ${s}`),
+    mk('telegram bot', cat('123456789', ':AA', b(33)), (s) => `bot ${s}`),
+    mk('shopify', cat('shp', 'at_', rep('a1b2c3d4e5f6', 32)), (s) => `shop ${s}`),
+    mk('linear', cat('lin_', 'api_', b(40)), (s) => `linear ${s}`),
+    mk('groq', cat('gsk_', b(52)), (s) => `groq ${s}`),
+    mk('userinfo without scheme', 'Hunter2SecretPw', (s) => `connect admin:${s}@db.internal:5432`),
+    mk('curl -u', 'Hunter7SecretPw', (s) => `ran curl -u admin:${s} https://api.example.com`),
+    mk('pass=', 'Sw0rdfishPw', (s) => `login pass=${s}`),
+    mk('passphrase:', 'open_sesame_long_phrase', (s) => `passphrase: ${s}`),
+    mk('cookie', cat('session=', b(32)), (s) => `Cookie: ${s}; theme=dark`),
+    mk('bearer url-encoded', b(32), (s) => `header Authorization%3A%20Bearer%20${s}`),
+    mk('putty key', rep('AAAAgQC7x9Lm2Kq8Zr', 40), (s) => `PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nPrivate-Lines: 1\n${s}\nPrivate-MAC: 0a1b2c`),
   ];
+}
+
+/**
+ * Ways an agent's text hides a secret from a pattern that finds it plain: glued to a word before or after it,
+ * split by a character that renders as nothing, spelled in fullwidth letters. Each is applied to the secret inside
+ * its context (`fullwidth` to the whole text).
+ */
+export const DISGUISES: { name: string; apply: (text: string, secret: string) => string }[] = [
+  { name: 'glued after a word', apply: (t, s) => t.replace(s, `token_${s}`) },
+  { name: 'glued after a letter', apply: (t, s) => t.replace(s, `x${s}`) },
+  { name: 'glued after a digit', apply: (t, s) => t.replace(s, `1${s}`) },
+  { name: 'glued before a word', apply: (t, s) => t.replace(s, `${s}_tail`) },
+  ...[0x200b, 0x2060, 0xad, 0x200d, 0xfeff, 0x180e, 0xe0041].flatMap((c) => [
+    { name: `U+${c.toString(16)} after two characters`, apply: (t: string, s: string) => t.replace(s, s.slice(0, 2) + String.fromCodePoint(c) + s.slice(2)) },
+    { name: `U+${c.toString(16)} in the middle`, apply: (t: string, s: string) => t.replace(s, s.slice(0, s.length >> 1) + String.fromCodePoint(c) + s.slice(s.length >> 1)) },
+  ]),
+  { name: 'fullwidth', apply: (t) => [...t].map((ch) => (ch >= '!' && ch <= '~' ? String.fromCodePoint(ch.codePointAt(0)! + 0xfee0) : ch)).join('') },
+];
+
+/** What a reader sees of a shown text: compatibility forms folded, hidden characters and their � markers gone. */
+export function asRead(text: string): string {
+  return text.normalize('NFKC').replace(/[\p{Default_Ignorable_Code_Point}\p{Cf}\uFFFD]/gu, '');
 }
 
 /** The characters of a secret that must not appear: all of it but a public prefix a mask may keep. */
