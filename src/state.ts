@@ -1,6 +1,8 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
+import { notRegularFile } from './store/private-file.js';
+import { storeError } from './errors.js';
 import { toCanonical, type Instant } from './time.js';
 import { assertNoForeignTables, migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
@@ -11,6 +13,8 @@ import { redactSecrets, redactText } from './secrets.js';
  * verdicts, erase receipts). Durable on disk: Redis here may keep nothing.
  */
 export function openStateDb(path: string): Db {
+  const kind = notRegularFile(path); // checked with the config too; asked again of the file about to open
+  if (kind) throw storeError(`open state db ${path}: it is ${kind}, not a regular file; give stateDb a file path`);
   const dir = dirname(path);
   if (!existsSync(dir)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });

@@ -3,6 +3,7 @@ import { entityVectorDbOf, mem0Of } from '../layouts/mem0/names.js';
 import { expandHome } from '../config-read.js';
 import { sameFile } from './file-identity.js';
 import { configError } from '../errors.js';
+import { notRegularFile } from './private-file.js';
 
 /** The files on this machine that hold a store's data: its `db`, and mem0's vector files when it keeps them in SQLite. */
 export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): string[] {
@@ -14,10 +15,13 @@ export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): 
 
 /**
  * memory-warden's own records never go into a store: a `stateDb` that is one of a store's files (the same path, or
- * the same file through a link) would add its tables to the agent's data. Refused, naming both, before anything opens.
+ * the same file through a link) would add its tables to the agent's data. Nor into what is not a file (a device, a
+ * FIFO: see notRegularFile). Refused, naming stateDb, before anything opens.
  */
 export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>> }): void {
   const state = expandHome(config.stateDb);
+  const kind = notRegularFile(state);
+  if (kind) throw configError(`stateDb ${config.stateDb} is ${kind}: memory-warden keeps its records in a regular file it makes itself; give stateDb a file path`);
   for (const [name, store] of Object.entries(config.stores)) {
     for (const file of storeFiles(store)) {
       if (sameFile(state, file)) {
