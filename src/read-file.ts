@@ -1,4 +1,5 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { configError } from './errors.js';
 
 /** A file above this is not a config, users or key file, nor a snapshot's manifest. */
@@ -36,6 +37,49 @@ export function openRegularFile(path: string): number {
   } catch (err) {
     closeSync(fd);
     throw err;
+  }
+}
+
+/**
+ * Writes `text` to `path`, a regular file or a new one, never into a pipe or a device: a FIFO nobody reads would
+ * hold the process for ever, a device would swallow what the person meant to keep. Nothing is truncated before the
+ * file is known to be a regular one. Throws as openRegularFile does.
+ */
+export function writeRegularFile(path: string, text: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NONBLOCK, 0o644);
+  } catch (err) {
+    // A FIFO that nobody reads refuses a non-blocking open for writing.
+    if ((err as NodeJS.ErrnoException).code === 'ENXIO') throw Object.assign(new Error(`${path} is not a regular file`), { code: 'not a regular file' });
+    throw err;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw Object.assign(new Error(`${path} is not a regular file`), { code: 'not a regular file' });
+    ftruncateSync(fd, 0);
+    writeFileSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Why `path` cannot be written as a regular file, checked before any work whose result goes there (null when it
+ * can): not a directory, pipe or device, and in a folder that exists.
+ */
+export function unwritableFile(path: string): string | null {
+  try {
+    const st = statSync(path);
+    return st.isDirectory() ? 'is a directory' : st.isFile() ? null : 'is not a regular file';
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return 'its folder is not a directory';
+    if (code !== 'ENOENT') return code ?? (err as Error).message;
+    try {
+      return statSync(dirname(path)).isDirectory() ? null : 'its folder is not a directory';
+    } catch {
+      return 'its folder does not exist';
+    }
   }
 }
 

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
 import type { DigestResult } from '../digest/digest.js';
 import { usageError } from '../errors.js';
+import { unwritableFile } from '../read-file.js';
 import { terminalText } from '../untrusted.js';
 
 interface DigestOptions extends StoreOptions {
@@ -29,6 +30,9 @@ export function registerDigestCommands(program: Command): void {
     .action(async (opts: DigestOptions, cmd: Command) => {
       if (opts.preview === opts.send) throw usageError('digest: choose one of --preview or --send');
       if (opts.out && !opts.preview) throw usageError('digest: --out goes with --preview');
+      // Before any work: a digest rendered for a folder, a pipe or a device would be lost (or wait for a reader).
+      const unwritable = opts.out ? unwritableFile(opts.out) : null;
+      if (unwritable) throw usageError(`digest --out ${opts.out}: ${unwritable}`);
       const stores = (opts.store as unknown as string[] | undefined) ?? [];
       // A spare store thread for the review queue's scan (src/layouts/warden/queue.ts), starting while config loads.
       // Imported here, not at the top: --help loads no SQLite (test/cli-startup.test.ts).

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { writeRegularFile } from '../read-file.js';
 import type { Config } from '../config.js';
 import { expandHome } from '../config.js';
 import type { JobContext } from '../job.js';
@@ -230,7 +230,13 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));
     if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
     const rendered = renderDigest(model, { prefix: config.digest.subject });
-    if (opts.out) writeFileSync(opts.out, rendered.html);
+    if (opts.out) {
+      try {
+        writeRegularFile(opts.out, rendered.html);
+      } catch (err) {
+        throw usageError(`digest --out ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      }
+    }
     return { ...rendered, model };
   } finally {
     state.close();

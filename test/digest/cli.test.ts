@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { CLI, cli } from '../helpers/cli.js';
@@ -9,6 +9,7 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, stateRows } from './fixtures.js';
 import { validateConfig } from '../../src/config.js';
+import { writeRegularFile } from '../../src/read-file.js';
 
 /** The built CLI (npm test builds first), as a person or cron runs it: separate processes, one config file. */
 let smtp: TestSmtp;
@@ -60,6 +61,40 @@ describe('memory-warden digest', () => {
     expect(smtp.attempts).toBe(0);
     const config = validateConfig({ stateDb: join(tmp.dir, 'state.db') });
     expect(stateRows(config)).toEqual([]);
+  });
+
+  it('--out that is no regular file (a FIFO, a folder, a device, a missing folder): one line naming it, exit 2, before any work', () => {
+    const fifo = join(tmp.dir, 'pipe.html');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    mkdirSync(join(tmp.dir, 'folder.html'));
+    const before = readdirSync(tmp.dir).sort();
+    for (const [out, why] of [
+      [fifo, 'is not a regular file'],
+      [join(tmp.dir, 'folder.html'), 'is a directory'],
+      ['/dev/null', 'is not a regular file'],
+      [join(tmp.dir, 'no-such-folder', 'x.html'), 'its folder does not exist'],
+      [join(tmp.dir, 'agent.db', 'x.html'), 'its folder is not a directory'],
+    ]) {
+      const r = spawnSync(process.execPath, [CLI, 'digest', '--preview', '--config', configFile, '--now', NOW_ISO, '--out', out!], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, LOG_LEVEL: 'silent' } });
+      expect(r.status, out).toBe(2);
+      expect(r.stderr, out).toBe(`memory-warden: digest --out ${out}: ${why}\n`);
+      expect(r.stdout).toBe('');
+    }
+    // No state db made, no WAL opened beside the store: nothing ran.
+    expect(readdirSync(tmp.dir).sort()).toEqual(before);
+    expect(statSync(fifo).isFIFO()).toBe(true);
+  });
+
+  it('writeRegularFile writes a regular file whole and refuses a FIFO nobody reads, a device or a folder at once', () => {
+    const file = join(tmp.dir, 'old.html');
+    writeFileSync(file, 'x'.repeat(10_000));
+    writeRegularFile(file, '<p>new</p>');
+    expect(readFileSync(file, 'utf8')).toBe('<p>new</p>');
+    const fifo = join(tmp.dir, 'pipe');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    expect(() => writeRegularFile(fifo, 'x')).toThrow(/not a regular file/);
+    expect(() => writeRegularFile('/dev/null', 'x')).toThrow(/not a regular file/);
+    expect(() => writeRegularFile(tmp.dir, 'x')).toThrow(/EISDIR/);
   });
 
   it('--preview --db works without any config file or SMTP', () => {
