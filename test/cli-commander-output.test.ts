@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Command } from 'commander';
-import { buildProgram, main } from '../src/program.js';
+import { buildProgram } from '../src/program.js';
 import { cli } from './helpers/cli.js';
+import { runMain } from './helpers/main.js';
 import { FORGED, RAW, TERMINAL_PAYLOADS } from './helpers/terminal-payloads.js';
 
 /**
@@ -11,27 +12,14 @@ import { FORGED, RAW, TERMINAL_PAYLOADS } from './helpers/terminal-payloads.js';
 
 const payloads = Object.entries(TERMINAL_PAYLOADS);
 
-async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-  try {
-    return { code: await main(['node', 'memory-warden', ...argv]), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
-
 /** Commander's help of the command at `path`, as `--help` prints it on stdout. */
 async function helpOf(path: string[]): Promise<string> {
-  return (await run([...path, '--help'])).stdout;
+  return (await runMain([...path, '--help'])).stdout;
 }
 
 /** An error is one line, then (showHelpAfterError) a blank line and the command's help, as `--help` shows it. */
 async function expectOneLineError(argv: string[], helpPath: string[], message: RegExp): Promise<void> {
-  const r = await run(argv);
+  const r = await runMain(argv);
   expect(r.code, argv.join(' ')).toBe(2);
   expect(r.stderr, argv.join(' ')).not.toMatch(RAW);
   expect(r.stderr).not.toMatch(FORGED);
@@ -103,7 +91,7 @@ describe('every command writes through the sanitiser', () => {
   });
 
   it('help is unchanged for ordinary text', async () => {
-    const r = await run(['review', '--help']);
+    const r = await runMain(['review', '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe(buildProgram().commands.find((c) => c.name() === 'review')!.helpInformation());
   });

@@ -165,15 +165,24 @@ export function printJson(value: unknown): void {
 }
 
 /**
- * Every human-readable line goes out through here: whatever store text it holds, no escape sequence, CR, C1
- * control or bidi override reaches the terminal (each becomes �). Store text in a line should also be `show`n,
- * so that its newlines cannot forge lines of their own.
+ * Every human-readable line goes out through here, written as a tagged template: print`${store}: ${n} row(s)`.
+ * Each value in it is `show`n on its own, so that no value (store text, a path from the config or the command
+ * line, a state-db column, a value from Redis or a remote manifest) can drive the terminal or, with a newline,
+ * forge a line; our own words stay as written, `\n` included. The whole line is checked again on its way out.
  */
-export function print(line = ''): void {
-  process.stdout.write(terminalText(line) + '\n');
+export function print(words: TemplateStringsArray, ...values: unknown[]): void {
+  process.stdout.write(terminalText(line(words, ...values)) + '\n');
 }
 
-/** Store text for one human-readable line: one line, every hidden character named as `\uXXXX` (../untrusted.ts). */
+/**
+ * A line as print writes it, for code that builds a line before printing it (a row of a table). Printed as a
+ * value, print`${line`…`}`, it reads the same: a shown value holds no hidden character left to show.
+ */
+export function line(words: TemplateStringsArray, ...values: unknown[]): string {
+  return words.reduce((out, word, i) => out + show(String(values[i - 1])) + word);
+}
+
+/** Untrusted text for one line: every hidden character, newlines included, named as `\uXXXX` (../untrusted.ts). */
 export const show = (text: unknown): string => escapedLine(text);
 
 /**

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, show, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES } from './job-names.js';
 import { usageError } from '../errors.js';
 import type { CheckReport } from '../layouts/contract.js';
@@ -35,7 +35,7 @@ export function registerCoreCommands(program: Command): void {
           result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
           result.addedTrigger && 'added trigger memory_stamp_times',
         ].filter(Boolean);
-        print(`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`);
+        print`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`;
       } finally {
         db.close();
       }
@@ -91,9 +91,9 @@ export function registerCoreCommands(program: Command): void {
         const result = await repairDangling(store);
         ctx.log.info({ store: store.name, deleted: result.deleted }, 'repair dangling done');
         if (opts.json) return printJson(result);
-        print(`${store.name}: deleted ${result.deleted} row(s)`);
-        for (const id of result.dangling) print(`  dangling  ${show(id)}`);
-        for (const id of result.cascaded) print(`  cascaded  ${show(id)}`);
+        print`${store.name}: deleted ${result.deleted} row(s)`;
+        for (const id of result.dangling) print`  dangling  ${id}`;
+        for (const id of result.cascaded) print`  cascaded  ${id}`;
       } finally {
         store.close();
       }
@@ -108,8 +108,8 @@ export function registerCoreCommands(program: Command): void {
       try {
         const result = await repairTimestamps(store);
         if (opts.json) return printJson(result);
-        print(`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable and ${result.outOfRange} outside the years 0000-9999 left for a person`);
-        for (const c of result.changes) print(`  ${show(c.id)} ${c.column}: ${show(c.from)} -> ${show(c.to)}`);
+        print`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable and ${result.outOfRange} outside the years 0000-9999 left for a person`;
+        for (const c of result.changes) print`  ${c.id} ${c.column}: ${c.from} -> ${c.to}`;
       } finally {
         store.close();
       }
@@ -142,19 +142,19 @@ function redactConfig(config: unknown, scrubUrlCredentials: <T>(value: T) => T):
 
 export function printFindings(findings: Finding[], indent = '  '): void {
   for (const f of findings) {
-    print(`${indent}[${f.severity}] ${f.code}: ${show(f.message)}`);
-    if (f.ids && f.ids.length > 0) print(`${indent}    ids: ${f.ids.map(show).join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`);
+    print`${indent}[${f.severity}] ${f.code}: ${f.message}`;
+    if (f.ids && f.ids.length > 0) print`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`;
   }
 }
 
 function printCheck(r: CheckReport): void {
-  print(`${r.store} (${show(r.path)}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`);
-  print(`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`);
+  print`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`;
+  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
   printFindings(r.problems);
   printFindings(r.notes);
 }
 
 function printPrune(r: PruneResult): void {
   const verb = r.dryRun ? 'would delete' : 'deleted';
-  print(`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`);
+  print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
 }

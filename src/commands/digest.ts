@@ -51,7 +51,7 @@ export function registerDigestCommands(program: Command): void {
       const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: loadJob, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
       for (const d of result.deliveries) {
-        print(`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`);
+        print`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`;
       }
     });
 }

@@ -62,17 +62,17 @@ export function registerEraseCommands(program: Command): void {
       const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase-receipts.js'), import('../config.js')]);
       const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
       if (opts.json) return printJson(rows);
-      for (const r of rows) print(`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`);
+      for (const r of rows) print`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`;
     });
 }
 
 function printReceipt(r: EraseReceipt): void {
   const verb = r.dryRun ? 'would erase' : 'erased';
-  print(`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`);
-  print(`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`);
-  print(`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`);
-  if (!r.dryRun) print(`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`);
-  if (!r.dryRun && !r.stateWalTruncated) print(`  state db WAL truncated NO: the worker held it; run erase again when it is idle`);
-  for (const dir of r.snapshots.found) print(`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${dir}`);
-  if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print('  (--snapshots deletes those folders)');
+  print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
+  print`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`;
+  print`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`;
+  if (!r.dryRun) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;
+  if (!r.dryRun && !r.stateWalTruncated) print`  state db WAL truncated NO: the worker held it; run erase again when it is idle`;
+  for (const dir of r.snapshots.found) print`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${dir}`;
+  if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print`  (--snapshots deletes those folders)`;
 }

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../errors.js';
-import { addStoreOptions, print, printJson, show, storeContext, type CommandContext, type StoreOptions } from './common.js';
+import { addStoreOptions, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
 import type { ReviewDecision, ReviewList } from '../drift/review.js';
 
 /** The review functions, loaded when a review command runs. */
@@ -83,27 +83,27 @@ async function withReview(
 function report(d: ReviewDecision, opts: StoreOptions): void {
   if (opts.json) return printJson(d);
   const what = {
-    confirm: `confirmed ${show(d.id)}`,
-    supersede: `superseded ${show(d.id)} by ${show(d.newId)}`,
-    expire: `${show(d.id)} expires at ${show(d.expiresAt)}`,
-    delete: `deleted ${(d.deleted ?? []).map(show).join(', ')}`,
+    confirm: `confirmed ${d.id}`,
+    supersede: `superseded ${d.id} by ${d.newId}`,
+    expire: `${d.id} expires at ${d.expiresAt}`,
+    delete: `deleted ${(d.deleted ?? []).join(', ')}`,
   }[d.action];
-  print(`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`);
+  print`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`;
 }
 
 function printList(l: ReviewList): void {
-  print(`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`);
-  if (l.pending.length > 0) print('\nwaiting for a person:');
+  print`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`;
+  if (l.pending.length > 0) print`\nwaiting for a person:`;
   for (const p of l.pending) {
     const ev = (p.evidence ?? {}) as { reason?: string; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: string } };
-    print(`  ${show(p.memoryId)}  ${show(p.verdict)}${p.verifier ? ` (${show(p.verifier)})` : ''}  checked ${show(p.checkedAt)}`);
-    if (p.memory) print(`      fact: ${show(p.memory.fact)}\n      source: ${show(p.memory.source)}`);
-    else print('      (the row no longer exists)');
-    if (ev.reason) print(`      reason: ${show(ev.reason)}`);
-    if (ev.previous) print(`      before: ${show(JSON.stringify(ev.previous.value))}`);
-    if (ev.current && 'value' in ev.current) print(`      now: ${show(JSON.stringify(ev.current.value))}`);
-    if (ev.replacement?.fact) print(`      proposed: ${show(ev.replacement.fact)}`);
+    print`  ${p.memoryId}  ${p.verdict}${p.verifier ? ` (${p.verifier})` : ''}  checked ${p.checkedAt}`;
+    if (p.memory) print`      fact: ${p.memory.fact}\n      source: ${p.memory.source}`;
+    else print`      (the row no longer exists)`;
+    if (ev.reason) print`      reason: ${ev.reason}`;
+    if (ev.previous) print`      before: ${JSON.stringify(ev.previous.value)}`;
+    if (ev.current && 'value' in ev.current) print`      now: ${JSON.stringify(ev.current.value)}`;
+    if (ev.replacement?.fact) print`      proposed: ${ev.replacement.fact}`;
   }
-  if (l.next.length > 0) print(`\nnext drift run takes (${l.next.length}):`);
-  for (const r of l.next) print(`  ${show(r.id)}  confirmed ${show(r.confirmed_at)}  ${show(r.fact)}  [${show(r.source)}]`);
+  if (l.next.length > 0) print`\nnext drift run takes (${l.next.length}):`;
+  for (const r of l.next) print`  ${r.id}  confirmed ${r.confirmed_at}  ${r.fact}  [${r.source}]`;
 }

@@ -14,7 +14,7 @@ export function registerServeCommands(program: Command): void {
     .action(async (opts: StoreOptions & { link?: string; hashPassword?: string }, cmd: Command) => {
       if (opts.hashPassword) {
         const { hashPasswordLine } = await import('../review-web/auth.js');
-        return print(hashPasswordLine(opts.hashPassword, await readPassword()));
+        return print`${hashPasswordLine(opts.hashPassword, await readPassword())}`;
       }
       const { config, log, now } = await loadForCommand(opts, cmd);
       if (opts.link) {
@@ -24,12 +24,12 @@ export function registerServeCommands(program: Command): void {
         const store = selectStore(config, opts.link).name;
         const { host, port } = config.review.listen;
         const withUrl = config.review.url ? config : { ...config, review: { ...config.review, url: `http://${host.includes(':') ? `[${host}]` : host}:${port}` } };
-        return print(reviewLink(withUrl, reviewKey(config.review.secretEnv), store, '*', now()));
+        return print`${reviewLink(withUrl, reviewKey(config.review.secretEnv), store, '*', now())}`;
       }
       // Loaded only here: the web framework is no cost to every other command's start.
       const { startReviewServer } = await import('../review-web/server.js');
       const server = await startReviewServer({ config, log, now });
-      print(`review page at ${server.url}${config.review.url ? ` (readers reach it as ${config.review.url})` : ''}`);
+      print`review page at ${server.url}${config.review.url ? ` (readers reach it as ${config.review.url})` : ''}`;
       await new Promise<void>((resolve) => {
         const stop = () => void server.close().then(resolve);
         process.once('SIGTERM', stop);

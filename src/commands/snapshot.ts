@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, print, printJson, show, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { addStoreOptions, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
 import { usageError } from '../errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
 
@@ -34,14 +34,14 @@ export function registerSnapshotCommands(program: Command): void {
       const bad = entries.filter((e) => e.problem || (e.verified && e.verified !== 'ok'));
       if (bad.length > 0) process.exitCode = 1;
       if (opts.json) return printJson({ store: ctx.storeName, dir, snapshots: entries });
-      print(`${ctx.storeName}: ${entries.length} snapshot(s) in ${dir}`);
+      print`${ctx.storeName}: ${entries.length} snapshot(s) in ${dir}`;
       for (const e of entries) {
         if (e.problem) {
-          print(`  ${show(e.name)}  NOT USABLE: ${show(e.problem)}`);
+          print`  ${e.name}  NOT USABLE: ${e.problem}`;
           continue;
         }
-        const points = Object.entries(e.points ?? {}).map(([c, n]) => `${show(c)} ${n}`).join(', ');
-        print(`  ${show(e.name)}  ${show(e.reason)}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${show(e.verified)}` : ''}`);
+        const points = Object.entries(e.points ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
+        print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${e.verified}` : ''}`;
       }
     });
 
@@ -66,9 +66,9 @@ export function registerSnapshotCommands(program: Command): void {
           .finally(() => fetched?.cleanup());
       if (fetched) result.from = fetched.from;
       if (opts.json) return printJson(result);
-      print(`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`);
-      for (const s of result.steps) print(`  ${show(s)}`);
-      if (result.undo) print(`  to undo: memory-warden restore ${result.undo} --store ${result.store}`);
+      print`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`;
+      for (const s of result.steps) print`  ${s}`;
+      if (result.undo) print`  to undo: memory-warden restore ${result.undo} --store ${result.store}`;
     });
 
   const repair = program.commands.find((c) => c.name() === 'repair');
@@ -93,9 +93,9 @@ export function registerSnapshotCommands(program: Command): void {
         const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });
         ctx.log.info({ store: store.name, deleted: result.deleted, dryRun: result.dryRun }, 'repair orphans done');
         if (opts.json) return printJson(result);
-        print(`${store.name}: ${result.dryRun ? 'would delete' : 'deleted'} ${result.deleted} orphan point(s)`);
-        for (const c of result.collections) print(`  ${c.collection}: ${c.deleted}`);
-        for (const id of result.ids) print(`  ${show(id)}`);
+        print`${store.name}: ${result.dryRun ? 'would delete' : 'deleted'} ${result.deleted} orphan point(s)`;
+        for (const c of result.collections) print`  ${c.collection}: ${c.deleted}`;
+        for (const id of result.ids) print`  ${id}`;
       } finally {
         store.close();
       }

@@ -32,10 +32,10 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
   });
   if (entries.some((e) => e.problem)) process.exitCode = 1;
   if (json) return printJson({ store: ctx.storeName, target: targetName, where, snapshots: entries });
-  print(`${ctx.storeName}: ${entries.length} snapshot(s) on target ${targetName} (${where})`);
+  print`${ctx.storeName}: ${entries.length} snapshot(s) on target ${targetName} (${where})`;
   for (const e of entries) {
-    if (e.problem) print(`  ${e.name}  NOT USABLE: ${e.problem}`);
-    else print(`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}  ${e.bytes} bytes${e.encryptedFor!.length ? `  encrypted for ${e.encryptedFor!.length} recipient(s)` : ''}${e.verified ? `  verify: ${e.verified}` : ''}`);
+    if (e.problem) print`  ${e.name}  NOT USABLE: ${e.problem}`;
+    else print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}  ${e.bytes} bytes${e.encryptedFor!.length ? `  encrypted for ${e.encryptedFor!.length} recipient(s)` : ''}${e.verified ? `  verify: ${e.verified}` : ''}`;
   }
 }
 

@@ -22,7 +22,7 @@ export function registerTargetCommands(program: Command): void {
       const { replicateStore } = await import('../snapshot/targets/replicate.js');
       const runs = await replicateStore(ctx.config, ctx.storeName, { log: ctx.log, now: ctx.now, only: opts.target });
       if (opts.json) return printJson({ store: ctx.storeName, targets: runs });
-      if (runs.length === 0) print(`${ctx.storeName}: no snapshot targets configured`);
-      for (const r of runs) print(`${ctx.storeName} → ${r.target} (${r.where}): uploaded ${r.uploaded.length}${r.uploaded.length ? ` (${r.uploaded.join(', ')})` : ''}, pruned ${r.pruned.length}, cleaned ${r.cleaned.length}`);
+      if (runs.length === 0) print`${ctx.storeName}: no snapshot targets configured`;
+      for (const r of runs) print`${ctx.storeName} → ${r.target} (${r.where}): uploaded ${r.uploaded.length}${r.uploaded.length ? ` (${r.uploaded.join(', ')})` : ''}, pruned ${r.pruned.length}, cleaned ${r.cleaned.length}`;
     });
 }

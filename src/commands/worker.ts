@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { loadForCommand, print, printJson } from './common.js';
+import { line, loadForCommand, print, printJson, show } from './common.js';
 import { usageError } from '../errors.js';
 import { JOB_SCOPES } from './job-names.js';
 import { timerMax, timerTooLong } from '../timer-limit.js';
@@ -64,8 +64,8 @@ export function registerWorkerCommands(program: Command): void {
       try {
         const rows = await listSchedulers(queues, planSchedulers(config, JOBS, log));
         if (opts.json) return printJson({ prefix: config.redis.prefix, queue: config.worker.queue, schedulers: rows });
-        if (rows.length === 0) print('no job schedulers: no stores configured, or every schedule disabled');
-        for (const r of rows) print(formatScheduler(r));
+        if (rows.length === 0) print`no job schedulers: no stores configured, or every schedule disabled`;
+        for (const r of rows) print`${formatScheduler(r)}`;
       } finally {
         for (const q of queues) await q.queue.close();
         await redis.quit();
@@ -96,8 +96,8 @@ export function registerWorkerCommands(program: Command): void {
       // On the store's host's queue: only a worker on the machine that holds the file takes it.
       const { runOnHost } = await import('../queue/remote.js');
       const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
-      if (opts.json) printJson(result);
-      else print(`${what}: done\n${JSON.stringify(result, null, 2)}`);
+      if (!opts.json) print`${what}: done`;
+      printJson(result);
       // A check that ran and found problems is exit 1, as for `memory-warden check`.
       if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
     });
@@ -106,7 +106,7 @@ export function registerWorkerCommands(program: Command): void {
 function formatScheduler(r: SchedulerListing): string {
   const when = r.every !== null ? `every ${r.every} ms` : `${r.pattern} (${r.tz ?? 'UTC'})`;
   const status = r.inConfig && r.inRedis ? `next ${r.next ?? '?'}` : r.inConfig ? 'not in Redis yet: starts with the next worker' : 'not in config: removed at the next worker start';
-  return `${r.id.padEnd(28)} ${(r.host ?? '(any host)').padEnd(16)} ${when.padEnd(28)} ${status}`;
+  return `${show(r.id).padEnd(28)} ${show(r.host ?? '(any host)').padEnd(16)} ${show(when).padEnd(28)} ${show(status)}`;
 }
 
 /** `memory-warden fleet`: every host, its stores, each job's last success and next run, what is overdue. */
@@ -134,16 +134,16 @@ export function registerFleetCommand(program: Command): void {
 }
 
 function printFleet(s: FleetStatus): void {
-  const job = (j: FleetJob) => `    ${j.job.padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
+  const job = (j: FleetJob) => line`    ${show(j.job).padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
   for (const h of s.hosts) {
     const state = h.neverSeen ? 'never seen' : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
-    print(`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`);
+    print`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`;
     for (const st of h.stores) {
-      print(`  ${st.store}`);
-      for (const j of st.jobs) print(job(j));
+      print`  ${st.store}`;
+      for (const j of st.jobs) print`${job(j)}`;
     }
   }
-  if (s.global.length > 0) print('(every store)');
-  for (const j of s.global) print(job(j));
-  print(`${s.silent.length} silent host(s), ${s.overdue.length} overdue job(s)`);
+  if (s.global.length > 0) print`(every store)`;
+  for (const j of s.global) print`${job(j)}`;
+  print`${s.silent.length} silent host(s), ${s.overdue.length} overdue job(s)`;
 }
