@@ -1,5 +1,7 @@
+import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 import { hasSecrets, redactText } from './secrets.js';
+import { escapedLine, jsonEscaped } from './untrusted.js';
 
 export type { Logger };
 
@@ -37,40 +39,63 @@ const hooks = {
   },
 };
 
-/** Every line as written, redacted once more: bindings of child loggers and serializers do not pass the hooks. */
-function redactingStream(dest: NodeJS.WritableStream | pino.DestinationStream): pino.DestinationStream {
+/**
+ * Every line as written: redacted once more (bindings of child loggers and serializers do not pass the hooks),
+ * then made safe for a terminal, since log lines are read in one (`tail -f`, journalctl, a command's stderr).
+ * JSON.stringify leaves C1 controls, DEL, bidi controls and U+2028/2029 raw inside strings; they become `\uXXXX`
+ * escapes (jsonEscaped), and the line still parses back to the exact values. A pretty line is made from that.
+ */
+function logStream(dest: NodeJS.WritableStream | pino.DestinationStream, pretty?: (line: string) => string): pino.DestinationStream {
   const d = dest as pino.DestinationStream & { flush?: (cb?: (err?: Error) => void) => void; flushSync?: () => void };
   return {
-    write: (line: string) => d.write(hasSecrets() ? redactText(line) : line),
+    write: (line: string) => {
+      const json = jsonEscaped(hasSecrets() ? redactText(line) : line);
+      d.write(pretty ? pretty(json) : json);
+    },
     flush: (cb?: (err?: Error) => void) => (d.flush ? d.flush(cb) : cb?.()),
     flushSync: () => d.flushSync?.(),
   } as pino.DestinationStream;
 }
 
+/**
+ * pino-pretty, in this process, over a line whose every string (keys too) is first shown as on one line of the
+ * CLI's output (escapedLine): pino-pretty strips C0 and C1 controls from the message but keeps its newlines and bidi
+ * controls, and prints field values as JSON, which leaves C1 and bidi controls raw. Loaded only for a pretty
+ * logger: no command's start-up pays for it.
+ */
+function prettyLines(colorize: boolean): (line: string) => string {
+  const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
+  const prettify = prettyFactory({ colorize, ignore: 'pid,hostname' });
+  return (line) => prettify(shown(JSON.parse(line)));
+}
+
+/** A parsed log line with every string in it, and every key, shown on one line with its hidden characters named. */
+function shown(value: unknown): unknown {
+  if (typeof value === 'string') return escapedLine(value);
+  if (Array.isArray(value)) return value.map(shown);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [escapedLine(k), shown(v)]));
+  return value;
+}
+
 export interface LoggerOptions {
   level?: string;
+  /** Human-readable lines (pino-pretty) instead of JSON lines; default: when stderr is a terminal. */
   pretty?: boolean;
+  /** Where lines go instead of stderr (tests); JSON lines unless `pretty` is given. */
   destination?: NodeJS.WritableStream;
 }
 
 /**
- * JSON lines by default (what log shippers read); human-readable when stdout is a terminal or --pretty.
+ * JSON lines by default (what log shippers read); human-readable when stderr is a terminal or --pretty.
  * Logs go to stderr so that stdout stays the command's result (`--json`).
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const level = opts.level ?? (process.env.LOG_LEVEL || 'info'); // an empty variable is an unset one
   const redact = { paths: REDACT_PATHS, censor: '[redacted]' };
-  if (opts.destination) return pino({ level, redact, hooks }, redactingStream(opts.destination));
-  const pretty = opts.pretty ?? (process.stderr.isTTY === true);
-  if (pretty) {
-    return pino({
-      level,
-      redact,
-      hooks,
-      transport: { target: 'pino-pretty', options: { destination: 2, colorize: true, ignore: 'pid,hostname' } },
-    });
-  }
-  return pino({ level, redact, hooks }, redactingStream(pino.destination(2)));
+  const pretty = opts.pretty ?? (opts.destination === undefined && process.stderr.isTTY === true);
+  // Colours only on stderr, as before; a test's destination gets plain text.
+  const format = pretty ? prettyLines(opts.destination === undefined) : undefined;
+  return pino({ level, redact, hooks }, logStream(opts.destination ?? pino.destination(2), format));
 }
 
 /** A logger that discards everything, for library callers and tests that do not care. */

@@ -3,7 +3,8 @@
  * is hostile: it can carry terminal escapes (ESC/CSI/OSC/DCS, C1 controls, an OSC 52 clipboard write), CR/LF
  * that forge lines or mail headers, bidi overrides that make text read differently from what it is, and
  * characters that render as nothing. This is the one sanitiser every human-readable output goes through: the
- * CLI's printed lines, error messages, and the digest (which adds defanging on top, in digest/untrusted.ts).
+ * CLI's printed lines, error messages, log lines, and the digest (which adds defanging on top, in
+ * digest/untrusted.ts).
  */
 
 // Everything that is not shown as itself: C0/C1 controls and DEL (Cc), format characters (Cf: bidi controls,
@@ -50,10 +51,19 @@ export function headerText(text: unknown, max = 200): string {
 /**
  * JSON for a terminal that still parses back to the exact same values: JSON.stringify already escapes C0
  * controls and lone surrogates; the other hidden characters (DEL, C1 such as U+009B CSI, bidi overrides, U+2028)
- * are written as `\uXXXX` escapes too. They can only occur inside strings, so the escape is exact.
+ * are written as `\uXXXX` escapes too (jsonEscaped).
  */
 export function jsonText(value: unknown, indent = 2): string {
-  return JSON.stringify(value, null, indent).replace(UNSAFE_BUT_NEWLINE, (c) => {
+  return jsonEscaped(JSON.stringify(value, null, indent));
+}
+
+/**
+ * JSON text (a document, a log line) with every hidden character but `\n` written as a `\uXXXX` escape. Outside
+ * its strings JSON text holds none of them (its `\n` ends a line or separates), so the escape is exact: it parses
+ * back to the very same values.
+ */
+export function jsonEscaped(json: string): string {
+  return json.replace(UNSAFE_BUT_NEWLINE, (c) => {
     let out = '';
     for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
     return out;
