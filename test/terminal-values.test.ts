@@ -9,7 +9,7 @@ import { openQueue } from '../src/queue/queues.js';
 import { loadConfig } from '../src/config.js';
 import { cli } from './helpers/cli.js';
 import { runMain } from './helpers/main.js';
-import { startTestRedis, type TestRedis } from './helpers/redis.js';
+import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
 import { makeStore, tempDir } from './helpers/store.js';
 import { FORGED, RAW, TERMINAL_PAYLOADS } from './helpers/terminal-payloads.js';
 
@@ -26,15 +26,13 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => redis?.stop());
 
-let n = 0;
-
 /** A store, its snapshot root and a local snapshot target, all in a folder whose name holds `payload`. */
 function world(payload: string) {
   const tmp = tempDir('mw-values-');
   const place = join(tmp.dir, `x${payload}`);
   mkdirSync(join(place, 'remote'), { recursive: true });
   const db = makeStore(join(place, 'agent.db'), [{ id: 'ada', subject: 'ada', fact: 'ada likes tea' }]);
-  const prefix = `mw-values-${process.pid}-${n++}`;
+  const prefix = uniquePrefix('terminal-values');
   const raw = {
     stateDb: join(tmp.dir, 'state.db'),
     stores: { agent: { db } },
@@ -77,9 +75,10 @@ describe.each(Object.entries(TERMINAL_PAYLOADS))('values holding %s', { timeout:
       format: MANIFEST_FORMAT, sqlite: {}, qdrant: [], files: { [`f${payload}`]: {} }, remote: { format: 'memory-warden-remote/1', objects: {} },
     }));
   });
-  afterAll(() => {
+  afterAll(async () => {
     vi.unstubAllEnvs();
     w.tmp.cleanup();
+    await deletePrefix(redis.client, w.prefix);
   });
 
   it('init --db PATH --create', async () => {
