@@ -21,7 +21,6 @@ export function buildProgram(): Command {
     .version(VERSION)
     .option('--pretty', 'human-readable logs (default when stderr is a terminal)')
     .option('--log-level <level>', LOG_LEVELS.join(', '))
-    .showHelpAfterError()
     .exitOverride()
     .hook('preAction', (_program, action) => rejectEmptyOptions(action));
   registerCoreCommands(program);
@@ -39,17 +38,22 @@ export function buildProgram(): Command {
 /**
  * Commander's own output: help, `--version`, and its usage errors, which quote argv (`error: unknown option
  * '-x…'`, `error: unknown command '…'`). argv is not ours: a word can hold an escape sequence, a bidi control or
- * a newline that forges a line. An error is one line, as main() writes its own; help and version are our text and
- * only get the last check every printed block gets (terminalText), so they read as they always did.
+ * a newline that forges a line. A usage error is one line, as main() writes its own errors (`memory-warden: …`),
+ * ending with where the usage is (a script reading stderr gets the error, not forty lines of help); help and
+ * version are our text and only get the last check every printed block gets (terminalText), so they read as they
+ * always did.
  */
 const COMMANDER_OUTPUT = {
   writeOut: (text: string) => process.stdout.write(terminalText(text)),
   writeErr: (text: string) => process.stderr.write(terminalText(text)),
-  // Commander puts its own suggestion on a line of its own after the error ("\n(Did you mean check?)"): keep it
-  // on the error's line. It closes the message; a newline from argv is inside the quotes before it.
-  outputError: (text: string, write: (text: string) => void) =>
-    write(`${errorLine(text.replace(/\n$/, '').replace(/\n(\(Did you mean [^\n]*\?\))$/, ' $1'))}\n`),
 };
+
+/** `memory-warden review confirm`: the words that name a command, from the root. */
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
 
 /**
  * Every command of the tree is made here, with that output: `.command()` makes each subcommand through
@@ -59,7 +63,25 @@ const COMMANDER_OUTPUT = {
 class WardenCommand extends Command {
   constructor(name?: string) {
     super(name);
-    this.configureOutput(COMMANDER_OUTPUT);
+    this.configureOutput(this.output());
+  }
+
+  /** A subcommand is given its parent's output settings when added: its errors name it, not the parent. */
+  override copyInheritedSettings(source: Command): this {
+    super.copyInheritedSettings(source);
+    return this.configureOutput(this.output());
+  }
+
+  private output() {
+    return {
+      ...COMMANDER_OUTPUT,
+      // Commander puts its own suggestion on a line of its own after the error ("\n(Did you mean check?)"): keep it
+      // on the error's line. It closes the message; a newline from argv is inside the quotes before it.
+      outputError: (text: string, write: (text: string) => void) => {
+        const message = text.replace(/\n$/, '').replace(/^error: /, '').replace(/\n(\(Did you mean [^\n]*\?\))$/, ' $1');
+        write(`memory-warden: ${errorLine(`${message} (${commandPath(this)} --help shows the usage)`)}\n`);
+      },
+    };
   }
 
   override createCommand(name?: string): Command {

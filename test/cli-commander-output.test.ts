@@ -17,42 +17,48 @@ async function helpOf(path: string[]): Promise<string> {
   return (await runMain([...path, '--help'])).stdout;
 }
 
-/** An error is one line, then (showHelpAfterError) a blank line and the command's help, as `--help` shows it. */
+/**
+ * An error is one line, as main() writes its own, naming where the usage is (`memory-warden review confirm
+ * --help`): nothing after it, the help not printed (a script reading stderr gets the error alone).
+ */
 async function expectOneLineError(argv: string[], helpPath: string[], message: RegExp): Promise<void> {
   const r = await runMain(argv);
   expect(r.code, argv.join(' ')).toBe(2);
   expect(r.stderr, argv.join(' ')).not.toMatch(RAW);
   expect(r.stderr).not.toMatch(FORGED);
   const [line, ...rest] = r.stderr.split('\n');
-  expect(line).toMatch(message);
-  expect(rest.join('\n')).toBe(`\n${await helpOf(helpPath)}`);
+  expect(rest).toEqual(['']);
+  const where = ` (${['memory-warden', ...helpPath].join(' ')} --help shows the usage)`;
+  expect(line!.endsWith(where), line).toBe(true);
+  expect(line!.slice(0, -where.length)).toMatch(message);
+  expect(await helpOf(helpPath)).toMatch(/^Usage: memory-warden/);
 }
 
 describe("commander's errors are one inert line", () => {
   it.each(payloads)('an unknown option holding %s', async (_, payload) => {
-    await expectOneLineError(['review', 'confirm', `-x${payload}`, 'm1'], ['review', 'confirm'], /^error: unknown option '-x[^']*'$/);
-    await expectOneLineError([`--x${payload}`, 'check'], [], /^error: unknown option '--x[^']*'$/);
+    await expectOneLineError(['review', 'confirm', `-x${payload}`, 'm1'], ['review', 'confirm'], /^memory-warden: unknown option '-x[^']*'$/);
+    await expectOneLineError([`--x${payload}`, 'check'], [], /^memory-warden: unknown option '--x[^']*'$/);
   });
 
   it.each(payloads)('an unknown command holding %s', async (_, payload) => {
-    await expectOneLineError([`x${payload}`], [], /^error: unknown command 'x[^']*'$/);
-    await expectOneLineError(['review', `x${payload}`], ['review'], /^error: unknown command 'x[^']*'$/);
-    await expectOneLineError(['snapshots', `x${payload}`], ['snapshots'], /^error: unknown command 'x[^']*'$/);
+    await expectOneLineError([`x${payload}`], [], /^memory-warden: unknown command 'x[^']*'$/);
+    await expectOneLineError(['review', `x${payload}`], ['review'], /^memory-warden: unknown command 'x[^']*'$/);
+    await expectOneLineError(['snapshots', `x${payload}`], ['snapshots'], /^memory-warden: unknown command 'x[^']*'$/);
   });
 
   it.each(payloads)('too many arguments, one holding %s', async (_, payload) => {
-    await expectOneLineError(['review', 'confirm', 'm1', `x${payload}`], ['review', 'confirm'], /^error: too many arguments for 'confirm'\. Expected 1 argument but got 2\.$/);
+    await expectOneLineError(['review', 'confirm', 'm1', `x${payload}`], ['review', 'confirm'], /^memory-warden: too many arguments for 'confirm'\. Expected 1 argument but got 2\.$/);
   });
 
   it('a missing argument, a missing option value, a missing required option', async () => {
-    await expectOneLineError(['review', 'confirm'], ['review', 'confirm'], /^error: missing required argument 'id'$/);
-    await expectOneLineError(['review', 'confirm', 'm1', '--now'], ['review', 'confirm'], /^error: option '--now <time>' argument missing$/);
-    await expectOneLineError(['init'], ['init'], /^error: required option '--db <path>' not specified$/);
+    await expectOneLineError(['review', 'confirm'], ['review', 'confirm'], /^memory-warden: missing required argument 'id'$/);
+    await expectOneLineError(['review', 'confirm', 'm1', '--now'], ['review', 'confirm'], /^memory-warden: option '--now <time>' argument missing$/);
+    await expectOneLineError(['init'], ['init'], /^memory-warden: required option '--db <path>' not specified$/);
   });
 
   it("commander's suggestion stays on the error's line", async () => {
-    await expectOneLineError(['checkk'], [], /^error: unknown command 'checkk' \(Did you mean check\?\)$/);
-    await expectOneLineError(['run', `prunex${TERMINAL_PAYLOADS['a newline and a forged line']}`], ['run'], /^error: unknown command 'prunexx ⏎ FORGED line'$/);
+    await expectOneLineError(['checkk'], [], /^memory-warden: unknown command 'checkk' \(Did you mean check\?\)$/);
+    await expectOneLineError(['run', `prunex${TERMINAL_PAYLOADS['a newline and a forged line']}`], ['run'], /^memory-warden: unknown command 'prunexx ⏎ FORGED line'$/);
   });
 
   it.each(payloads)('an invalid choice holding %s (any command made with .command() gets the same output)', async (_, payload) => {
@@ -68,7 +74,7 @@ describe("commander's errors are one inert line", () => {
     }
     expect(stderr).not.toMatch(RAW);
     expect(stderr).not.toMatch(FORGED);
-    expect(stderr.split('\n')[0]).toMatch(/^error: option '--colour <c>' argument 'x.*' is invalid\. Allowed choices are red, blue\.$/);
+    expect(stderr.split('\n')[0]).toMatch(/^memory-warden: option '--colour <c>' argument 'x.*' is invalid\. Allowed choices are red, blue\. \(memory-warden pick --help shows the usage\)$/);
   });
 });
 
@@ -86,7 +92,14 @@ describe('every command writes through the sanitiser', () => {
     const root = program.configureOutput();
     for (const cmd of all) {
       const own = cmd.configureOutput();
-      for (const key of ['writeOut', 'writeErr', 'outputError'] as const) expect(own[key], `${cmd.name()} ${key}`).toBe(root[key]);
+      for (const key of ['writeOut', 'writeErr'] as const) expect(own[key], `${cmd.name()} ${key}`).toBe(root[key]);
+      // Its errors are its own: one inert line naming it.
+      let written = '';
+      own.outputError!(`error: unknown option '-x${TERMINAL_PAYLOADS['a newline and a forged line']}'\n`, (t) => (written += t));
+      const path: string[] = [];
+      for (let c: Command | null = cmd; c; c = c.parent) path.unshift(c.name());
+      expect(written).not.toMatch(RAW);
+      expect(written.split('\n')).toEqual([expect.stringMatching(new RegExp(`^memory-warden: unknown option '-x.*' \\(${path.join(' ')} --help shows the usage\\)$`)), '']);
     }
   });
 
@@ -108,9 +121,8 @@ describe('the built command line', () => {
       expect(r.code).toBe(2);
       expect(r.stderr).not.toMatch(RAW);
       expect(r.stderr).not.toMatch(FORGED);
-      expect(r.stderr.split('\n')[0]).toMatch(/^error: unknown (option|command) '[^']*'$/);
-      expect(r.stderr.split('\n')[1]).toBe('');
-      expect(r.stderr.split('\n')[2]).toMatch(/^Usage: memory-warden/);
+      expect(r.stderr.split('\n')).toHaveLength(2);
+      expect(r.stderr.split('\n')[0]).toMatch(/^memory-warden: unknown (option|command) '[^']*' \(memory-warden( review)? --help shows the usage\)$/);
     }
   });
 });
