@@ -79,6 +79,16 @@ function defaultsOf(text: string, cached: DefaultsCache | undefined): unknown {
   return value;
 }
 
+/**
+ * Config fields that name a file or folder (`stateDb`, `stores.a.db`, `snapshot.root`, a target's `path`,
+ * `identityFile`, `fileRoots`, `gitRepos`, `cacheDir`, mem0's `vectorDb` and `vectorPaths`, `usersFile`): by the
+ * last key that is not an index.
+ */
+function isPathField(path: string[]): boolean {
+  const key = [...path].reverse().find((k) => !/^\d+$/.test(k)) ?? '';
+  return /^(?:db|dir|path|root)$|(?:Db|Dir|File|Path|Paths|Root|Roots|Repos)$/.test(key);
+}
+
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
 /**
@@ -91,7 +101,7 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[]
     return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
       const v = env[name];
       if (v !== undefined && v !== '') {
-        rememberSecret(name, v);
+        rememberSecret(name, v, isPathField(path));
         return v;
       }
       if (fallback !== undefined) return fallback;

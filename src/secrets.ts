@@ -32,6 +32,9 @@ function charForms(c: string): string {
   if (c === ' ') forms.add('\\+');
   const json = JSON.stringify(c).slice(1, -1);
   if (json !== c) forms.add(escapeRegex(json));
+  // JSON as PHP and others write it (`\/`), and a backslash as a URL parser reads it (`/`, in http and file URLs).
+  if (c === '/') forms.add(escapeRegex('\\/'));
+  if (c === '\\') forms.add('/');
   return forms.size === 1 ? [...forms][0]! : `(?:${[...forms].join('|')})`;
 }
 
@@ -57,7 +60,8 @@ function build(): void {
   const alternatives: string[] = [];
   names = [];
   for (const s of list) {
-    const forms = [[...s.value].map(charForms).join(''), ...base64Cores(s.value).map(escapeRegex)];
+    const hex = Buffer.from(s.value, 'utf8').toString('hex');
+    const forms = [[...s.value].map(charForms).join(''), ...base64Cores(s.value).map(escapeRegex), hex, hex.toUpperCase()];
     alternatives.push(`(${forms.join('|')})`);
     names.push(s.name);
   }
@@ -66,14 +70,19 @@ function build(): void {
 
 /**
  * A local file or folder path (`/var/lib/…`, `~/.mem0`, `./backups`): where a file is, not a secret. Every error
- * about a file names it (a user must see which file), so a path that came from the environment is not hidden.
- * A URL, or anything with userinfo, is still a secret.
+ * about a file names it (a user must see which file), so a path that came from the environment into a field that
+ * names a file or folder (`pathField`) is not hidden. Anywhere else the same shape is a secret like any other: a
+ * token can begin with `/` (one base64 token in 64 does), and a verifier rule's URL or header is no file. A URL,
+ * or anything with userinfo, is a secret in any field.
  */
 const LOCAL_PATH = /^(?:\/|~\/|\.\.?\/)[^\s:@?#]*$/;
 
-/** Remember a value read from the environment variable `name` (called wherever `${NAME}` is expanded). */
-export function rememberSecret(name: string, value: string): void {
-  if (value.length < MIN_SECRET_LENGTH || LOCAL_PATH.test(value) || secrets.has(value)) return;
+/**
+ * Remember a value read from the environment variable `name` (called wherever `${NAME}` is expanded); `pathField`:
+ * it was expanded into a config field that names a file or folder.
+ */
+export function rememberSecret(name: string, value: string, pathField = false): void {
+  if (value.length < MIN_SECRET_LENGTH || (pathField && LOCAL_PATH.test(value)) || secrets.has(value)) return;
   secrets.set(value, { name, value });
   build();
 }

@@ -67,12 +67,34 @@ describe('secrets from the environment', () => {
 });
 
 describe('what counts as a secret from the environment', () => {
-  it('a local file path is not one (errors must name their file); a URL or a token is', () => {
-    rememberSecret('SOME_DIR', '/var/lib/some-secret-looking-dir');
-    rememberSecret('HOME_DIR', '~/.mem0/store');
+  it('a local file path in a field that names a file is not one (errors must name their file); a URL or a token is', () => {
+    rememberSecret('SOME_DIR', '/var/lib/some-secret-looking-dir', true);
+    rememberSecret('HOME_DIR', '~/.mem0/store', true);
     rememberSecret('SOME_URL', 'https://user:pw-9731@example.org/x');
     rememberSecret('SOME_TOKEN', 'tok-5521-abcdef');
     expect(redactText('open /var/lib/some-secret-looking-dir/state.db and ~/.mem0/store')).toBe('open /var/lib/some-secret-looking-dir/state.db and ~/.mem0/store');
     expect(redactText('GET https://user:pw-9731@example.org/x?t=tok-5521-abcdef')).toBe('GET ${SOME_URL}?t=${SOME_TOKEN}');
+  });
+});
+
+describe('a value shaped like a path is a secret anywhere but a field that names a file', () => {
+  it('a token that begins with / or ./ or ~/, in a rule URL, a header, SMTP, Redis: redacted', () => {
+    const env = { TOK_SLASH: '/s3cr3tTokenValue9', TOK_DOT: './dotTokenValue-31', TOK_TILDE: '~/tildeToken-88', SMTP_SECRET: '/smtpPassw0rd-4', DIR_OF_DB: '/var/lib/warden-db-dir' };
+    compileRules({ rules: [{ match: { source: '^x$' }, use: 'http', with: { url: 'http://h/p?key=${TOK_SLASH}&b=${TOK_DOT}', headers: { Authorization: 'Bearer ${TOK_TILDE}' } }, autoSupersede: false }] }, env);
+    loadConfig({ overrides: { stores: { x: { db: '${DIR_OF_DB}/m.db' } }, smtp: { host: 'mail.example', password: '${SMTP_SECRET}' } }, env });
+    for (const [name, value] of Object.entries(env).filter(([n]) => n !== 'DIR_OF_DB')) {
+      expect(redactText(`GET http://h/p?key=${value} answered 404`), name).toBe(`GET http://h/p?key=\${${name}} answered 404`);
+    }
+    // The store's folder, from the environment into stores.x.db: named as it is in errors.
+    expect(redactText('/var/lib/warden-db-dir/m.db: not a file')).toBe('/var/lib/warden-db-dir/m.db: not a file');
+  });
+
+  it('redacts it JSON-escaped as PHP writes it, hex-encoded either case, and a backslash read as a URL reads it', () => {
+    rememberSecret('ENC_TOKEN', 'tok/Abc+123=zz-enc');
+    rememberSecret('BACKSLASH_TOKEN', 'ab\\cd9876-url');
+    const hex = Buffer.from('tok/Abc+123=zz-enc').toString('hex');
+    for (const form of ['"Bearer tok\\/Abc+123=zz-enc"', hex, hex.toUpperCase(), new URL('http://h/ab\\cd9876-url').pathname]) {
+      expect(redactText(`x ${form} y`), form).not.toMatch(/Abc\+123|cd9876|746f6b2f|746F6B2F/);
+    }
   });
 });
