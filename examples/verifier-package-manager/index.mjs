@@ -15,7 +15,7 @@
  *         with: { dir: "${dir}", expect: pnpm }
  *         replacement: "prefers ${value}"
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { defineVerifier } from 'memory-warden';
 
@@ -45,7 +45,8 @@ export default defineVerifier({
     // Once per run per folder, however many memories talk about it.
     const { names, manifest } = await ctx.once(`package-manager:${dir}`, async () => {
       const names = await readdir(dir);
-      const manifest = names.includes('package.json') ? JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) : {};
+      // ctx.readFile, not readFile: package.json may be a symlink out of the roots, or become one as it is opened.
+      const manifest = names.includes('package.json') ? JSON.parse((await ctx.readFile(join(dir, 'package.json'))).text) : {};
       return { names, manifest };
     });
     const declared = typeof manifest.packageManager === 'string' ? manifest.packageManager.split('@')[0] : undefined;

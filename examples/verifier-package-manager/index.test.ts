@@ -21,6 +21,9 @@ describe('example plugin: package-manager', () => {
     writeFileSync(join(root, 'mixed/package-lock.json'), '{}');
     writeFileSync(join(outside, 'pnpm-lock.yaml'), '');
     symlinkSync(outside, join(root, 'escape'));
+    mkdirSync(join(root, 'linked'));
+    writeFileSync(join(outside, 'package.json'), JSON.stringify({ packageManager: 'bun@1.0.0' }));
+    symlinkSync(join(outside, 'package.json'), join(root, 'linked/package.json'));
   });
   afterEach(() => rmSync(join(root, '..'), { recursive: true, force: true }));
 
@@ -41,6 +44,8 @@ describe('example plugin: package-manager', () => {
     expect(await run('../elsewhere')).toMatchObject({ verdict: 'refused' });
     expect(await run(outside)).toMatchObject({ verdict: 'refused' });
     expect(await run('escape')).toMatchObject({ verdict: 'refused', reason: expect.stringMatching(/symlink/) });
+    // the folder is inside, its package.json a symlink out: refused, not read
+    expect(await run('linked')).toMatchObject({ verdict: 'refused', reason: expect.stringMatching(/symlink/) });
   });
 
   it('rejects a rule with the wrong parameters', async () => {

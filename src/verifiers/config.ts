@@ -41,7 +41,7 @@ export const ruleSchema = z
   });
 
 export const allowSchema = z.strictObject({
-  /** Folders the file verifier (and plugins through ctx.resolveFile) may read under; symlinks may not leave them. */
+  /** Folders the file verifier (and plugins through ctx.readFile) may read under; symlinks may not leave them. */
   fileRoots: z.array(z.string().min(1)).default([]),
   /** Repositories the git verifier may clone: local paths or URLs, compared exactly. */
   gitRepos: z.array(z.string().min(1)).default([]),

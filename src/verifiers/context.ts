@@ -1,5 +1,5 @@
-import { realpathSync } from 'node:fs';
-import { realpath } from 'node:fs/promises';
+import { constants, realpathSync, type Stats } from 'node:fs';
+import { open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Instant } from '../time.js';
@@ -59,6 +59,79 @@ export async function resolveUnderRoots(path: string, roots: readonly string[], 
   return real;
 }
 
+/** A file above this is not a config a fact is about: the file verifier's limit, and ctx.readFile's default. */
+export const MAX_FILE_BYTES = 10 * 1024 * 1024;
+
+export interface ReadOptions {
+  maxBytes?: number;
+  signal?: AbortSignal;
+  /** For tests: runs between the path check and the open, where a swap of the path would land. */
+  beforeOpen?: (real: string) => void | Promise<void>;
+  /** For tests: where the descriptors are listed (default /proc/self/fd); a missing folder takes the fallback. */
+  procFd?: string;
+}
+
+/**
+ * The text of a regular file under the roots, read through one descriptor. Checking a path and then reading it
+ * by its name again is a race: a folder or the file itself swapped for a symlink in between is followed, out of
+ * the roots. So the path is checked first (a refusal then names the reason), then opened without following a
+ * symlink at its last component and without waiting on a FIFO, and then the descriptor itself is checked: the
+ * kernel's name for it inside a root, a regular file within `maxBytes`. What was checked is what is read, swap or
+ * no swap. A hard link inside a root to a file elsewhere is read: it is inside the root, by that name.
+ */
+export async function readUnderRoots(path: string, roots: readonly string[], asConfigured: readonly string[], opts: ReadOptions = {}): Promise<{ path: string; text: string }> {
+  const real = await resolveUnderRoots(path, roots, asConfigured);
+  await opts.beforeOpen?.(real);
+  const max = opts.maxBytes ?? MAX_FILE_BYTES;
+  let fh: FileHandle;
+  try {
+    fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch (err) {
+    // O_NOFOLLOW: the real path has no symlink at its end, unless one was put there since.
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Refusal(`path ${JSON.stringify(path)} turned into a symlink as it was opened`);
+    throw err;
+  }
+  try {
+    const st = await fh.stat();
+    const opened = await openedPath(fh.fd, real, st, opts.procFd ?? '/proc/self/fd');
+    if (opened === null || !roots.some((r) => within(r, opened))) throw new Refusal(`path ${JSON.stringify(path)} led outside the allowed roots as it was opened`);
+    if (!st.isFile()) throw new Error(`${real}: not a regular file`);
+    const text = st.size > max ? null : await readAtMost(fh, max, opts.signal);
+    if (text === null) throw new Error(`${real}: larger than ${max} bytes`);
+    return { path: real, text };
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The path of the file behind descriptor `fd`, as the kernel names it (Linux: /proc/self/fd). Without /proc
+ * (macOS, the BSDs), `real` when it still names the very file opened (device and inode), else null: weaker, as a
+ * second swap back between the open and that stat would pass.
+ */
+async function openedPath(fd: number, real: string, st: Stats, procFd: string): Promise<string | null> {
+  try {
+    return await readlink(`${procFd}/${fd}`);
+  } catch {
+    const now = await stat(real).catch(() => undefined);
+    return now && now.dev === st.dev && now.ino === st.ino ? realpath(real) : null;
+  }
+}
+
+/** The file's text, or null past `max` bytes: it may have grown since the fstat. */
+async function readAtMost(fh: FileHandle, max: number, signal?: AbortSignal): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for (;;) {
+    signal?.throwIfAborted();
+    const { bytesRead, buffer } = await fh.read({ buffer: Buffer.alloc(64 * 1024) });
+    if (bytesRead === 0) return Buffer.concat(chunks, size).toString('utf8');
+    size += bytesRead;
+    if (size > max) return null;
+    chunks.push(buffer.subarray(0, bytesRead));
+  }
+}
+
 export interface ContextOptions {
   signal: AbortSignal;
   log: Logger;
@@ -80,5 +153,6 @@ export function createVerifierContext(opts: ContextOptions): VerifierContext {
     cacheDir: opts.cacheDir,
     once: (key, read) => opts.cache.once(key, read),
     resolveFile: (path) => resolveUnderRoots(path, roots, opts.configuredRoots ?? roots),
+    readFile: (path, o) => readUnderRoots(path, roots, opts.configuredRoots ?? roots, { maxBytes: o?.maxBytes, signal: opts.signal }),
   };
 }

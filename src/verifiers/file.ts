@@ -1,10 +1,7 @@
-import { readFile, stat } from 'node:fs/promises';
 import { z } from '../vendor/zod.js';
 import { defineVerifier } from './define.js';
 import { FORMATS, formatOf, parseContent } from './formats.js';
 import { select } from './select.js';
-
-export const MAX_FILE_BYTES = 10 * 1024 * 1024;
 
 const params = z.strictObject({
   /** Absolute, or relative to the first of verify.allow.fileRoots; must stay under a root. */
@@ -22,12 +19,8 @@ export default defineVerifier<z.infer<typeof params>>({
   params,
   async verify({ params: p }, ctx) {
     const real = await ctx.resolveFile(p.path);
-    const text = await ctx.once(`file:${real}`, async () => {
-      const st = await stat(real);
-      if (!st.isFile()) throw new Error(`${real}: not a regular file`);
-      if (st.size > MAX_FILE_BYTES) throw new Error(`${real}: larger than ${MAX_FILE_BYTES} bytes`);
-      return readFile(real, { encoding: 'utf8', signal: ctx.signal });
-    });
+    // Checked first, so that every memory naming the same file shares one read; read through one descriptor.
+    const text = await ctx.once(`file:${real}`, async () => (await ctx.readFile(real)).text);
     const format = p.format ?? formatOf(real);
     let parsed: unknown;
     try {

@@ -47,8 +47,17 @@ export interface VerifierContext {
    * Use it for whatever is expensive or rate-limited (a file, a URL, a fetch of a repository).
    */
   once<T>(key: string, read: () => Promise<T>): Promise<T>;
-  /** A path from a rule, checked against `allow.fileRoots` (no `..`, symlinks resolved): its real path, or a refusal. */
+  /**
+   * A path from a rule, checked against `allow.fileRoots` (no `..`, symlinks resolved): its real path, or a refusal.
+   * Only a check: what is then opened by that path may have been swapped since. To read a file, use readFile.
+   */
   resolveFile(path: string): Promise<string>;
+  /**
+   * A file under `allow.fileRoots`, read through the descriptor that was checked (so a symlink swapped in while it
+   * is opened is refused, not followed): its real path and text, or a refusal. A directory, a FIFO, a device or a
+   * file above `maxBytes` (default 10 MiB) is an error (unverifiable).
+   */
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<{ path: string; text: string }>;
 }
 
 /** What the source says now. Without `verdict`, the rule's `expect` or the fingerprint decides. */
