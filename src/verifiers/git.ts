@@ -26,6 +26,8 @@ type Params = z.infer<typeof params>;
 const MAX_OUTPUT = 10 * 1024 * 1024;
 /** Branch and tag names as people write them; nothing git would read as an option, a range or a reflog. */
 const SAFE_REF = /^[A-Za-z0-9_][A-Za-z0-9._/-]*$/;
+/** A commit id, full or abbreviated, as a memory would quote one. */
+const OBJECT_ID = /^[0-9a-f]{4,64}$/i;
 
 /** The git CLI with an argument vector: no shell ever sees a repository, ref or path. */
 export function git(args: string[], opts: { cwd?: string; signal?: AbortSignal } = {}): Promise<string> {
@@ -77,17 +79,26 @@ function checkRef(ref: string): void {
  * A mirror clone under the cache folder, cloned once and then fetched: at most once per run (ctx.once), however
  * many memories read from it. A new clone is made beside and renamed into place, so a killed run leaves no half
  * clone behind.
+ *
+ * The mirror holds the repository's own objects only. A local clone would copy (hard-link) every object file,
+ * dangling ones too, and the repository's objects/info/alternates, through which the mirror then reads objects of
+ * another repository, one not on gitRepos. `--no-local` clones a local path through git's transport, as a remote:
+ * what is reachable from the repository's refs, stored in the mirror. A mirror an older version cloned locally
+ * (with an alternates file) is made again.
  */
 async function syncClone(repo: string, cacheDir: string, signal: AbortSignal): Promise<string> {
   const dir = join(cacheDir, 'git', createHash('sha256').update(repo).digest('hex').slice(0, 24) + '.git');
   if (existsSync(join(dir, 'HEAD'))) {
-    await git(['-C', dir, 'fetch', '--prune', '--quiet', 'origin'], { signal });
-    return dir;
+    if (!existsSync(join(dir, 'objects', 'info', 'alternates'))) {
+      await git(['-C', dir, 'fetch', '--prune', '--quiet', 'origin'], { signal });
+      return dir;
+    }
+    await rm(dir, { recursive: true, force: true });
   }
   await mkdir(join(cacheDir, 'git'), { recursive: true, mode: 0o700 });
   const tmp = `${dir}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   try {
-    await git(['clone', '--mirror', '--quiet', '--', repo, tmp], { signal });
+    await git(['clone', '--mirror', '--no-local', '--quiet', '--', repo, tmp], { signal });
     await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
       if (!existsSync(join(dir, 'HEAD'))) throw err; // someone else's clone won the race: use theirs
     });
@@ -95,6 +106,15 @@ async function syncClone(repo: string, cacheDir: string, signal: AbortSignal): P
     await rm(tmp, { recursive: true, force: true });
   }
   return dir;
+}
+
+/**
+ * Whether `commit` is in the history of one of the mirror's refs (the repository's branches, tags and other refs as
+ * last fetched). A commit id from memory text could otherwise name any commit the mirror holds: one left behind by
+ * a force-push or a deleted branch, which the repository itself no longer shows.
+ */
+async function reachable(dir: string, commit: string, signal: AbortSignal): Promise<boolean> {
+  return (await git(['-C', dir, 'for-each-ref', '--count=1', '--format=%(refname)', '--contains', commit], { signal })).trim() !== '';
 }
 
 /** A file at a ref, or the latest commit touching a path, in an allowlisted repository. */
@@ -107,12 +127,16 @@ export default defineVerifier<Params>({
     checkPathInRepo(p.path);
     checkRef(p.ref);
     const dir = await ctx.once(`git-sync:${repo}`, () => syncClone(repo, ctx.cacheDir, ctx.signal));
-    let commit: string;
-    try {
-      commit = (await git(['-C', dir, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${p.ref}^{commit}`], { signal: ctx.signal })).trim();
-    } catch {
-      return { verdict: 'unverifiable', reason: `${repo}: no commit ${p.ref}` };
-    }
+    const commit = await git(['-C', dir, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${p.ref}^{commit}`], { signal: ctx.signal }).then(
+      (out) => out.trim(),
+      () => '',
+    );
+    // Nothing is read at a commit outside the repository's history. A commit id the fetched mirror lacks is not in
+    // it either: refused alike, so that the answer does not tell whether such an object exists.
+    const unreachable = () => new Refusal(`${repo}: ${p.ref} is not a commit reachable from the repository's refs`);
+    if (!commit && OBJECT_ID.test(p.ref)) throw unreachable();
+    if (!commit) return { verdict: 'unverifiable', reason: `${repo}: no commit ${p.ref}` };
+    if (!(await reachable(dir, commit, ctx.signal))) throw unreachable();
     const evidence: Record<string, unknown> = { repo, ref: p.ref, commit, path: p.path };
     if (p.read === 'lastCommit') {
       const out = await ctx.once(`git-log:${dir}:${commit}:${p.path}`, () =>

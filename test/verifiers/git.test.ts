@@ -1,5 +1,4 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import git from '../../src/verifiers/git.js';
@@ -8,14 +7,7 @@ import { drift } from '../../jobs/drift.js';
 import { configFor, daysAgo, insertRows, jobContext, sandbox, type Sandbox } from '../drift/helpers.js';
 import { DAY_MS } from '../../src/time.js';
 import { NOW } from '../drift/helpers.js';
-
-function sh(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, {
-    cwd,
-    encoding: 'utf8',
-    env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.org', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.org' },
-  });
-}
+import { sh } from '../helpers/git.js';
 
 describe('git verifier', () => {
   let box: Sandbox;
