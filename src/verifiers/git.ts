@@ -1,10 +1,10 @@
-import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from '../vendor/zod.js';
 import { defineVerifier } from './define.js';
+import { git, transportOf, trustedOwnersConfig } from './git-cli.js';
 import { FORMATS, formatOf, parseContent } from './formats.js';
 import { select } from './select.js';
 import { Refusal } from './types.js';
@@ -23,34 +23,10 @@ const params = z.strictObject({
 });
 type Params = z.infer<typeof params>;
 
-const MAX_OUTPUT = 10 * 1024 * 1024;
 /** Branch and tag names as people write them; nothing git would read as an option, a range or a reflog. */
 const SAFE_REF = /^[A-Za-z0-9_][A-Za-z0-9._/-]*$/;
 /** A commit id, full or abbreviated, as a memory would quote one. */
 const OBJECT_ID = /^[0-9a-f]{4,64}$/i;
-
-/** The git CLI with an argument vector: no shell ever sees a repository, ref or path. */
-export function git(args: string[], opts: { cwd?: string; signal?: AbortSignal } = {}): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    execFile(
-      'git',
-      ['-c', 'protocol.ext.allow=never', '-c', 'core.hooksPath=/dev/null', ...args],
-      {
-        cwd: opts.cwd,
-        signal: opts.signal,
-        maxBuffer: MAX_OUTPUT,
-        encoding: 'utf8',
-        env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' },
-      },
-      (err, stdout, stderr) => {
-        if (err) {
-          const why = String(stderr).trim().split('\n')[0] || err.message.split('\n')[0];
-          reject(new Error(`git ${args[0] === '-C' ? args[2] : args[0]}: ${why}`));
-        } else resolvePromise(stdout);
-      },
-    );
-  });
-}
 
 const isUrl = (r: string) => /^[a-z][a-z0-9+.-]*:\/\//i.test(r) || /^[^/]+@[^/]+:/.test(r);
 
@@ -88,17 +64,19 @@ function checkRef(ref: string): void {
  */
 async function syncClone(repo: string, cacheDir: string, signal: AbortSignal): Promise<string> {
   const dir = join(cacheDir, 'git', createHash('sha256').update(repo).digest('hex').slice(0, 24) + '.git');
+  await mkdir(join(cacheDir, 'git'), { recursive: true, mode: 0o700 });
+  const transport = transportOf(repo);
+  const globalConfig = transport === 'file' ? await trustedOwnersConfig(join(cacheDir, 'git')) : undefined;
   if (existsSync(join(dir, 'HEAD'))) {
     if (!existsSync(join(dir, 'objects', 'info', 'alternates'))) {
-      await git(['-C', dir, 'fetch', '--prune', '--quiet', 'origin'], { signal });
+      await git(['-C', dir, 'fetch', '--prune', '--quiet', 'origin'], { signal, transport, globalConfig });
       return dir;
     }
     await rm(dir, { recursive: true, force: true });
   }
-  await mkdir(join(cacheDir, 'git'), { recursive: true, mode: 0o700 });
   const tmp = `${dir}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   try {
-    await git(['clone', '--mirror', '--no-local', '--quiet', '--', repo, tmp], { signal });
+    await git(['clone', '--mirror', '--no-local', '--quiet', '--', repo, tmp], { signal, transport, globalConfig });
     await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
       if (!existsSync(join(dir, 'HEAD'))) throw err; // someone else's clone won the race: use theirs
     });

@@ -38,7 +38,7 @@ describe('git verifier', () => {
     expect(await runVerifier(git, { repo, path: 'package.json', ref: 'v1', select: '$.packageManager' }, { allow: allow(), cacheDir })).toMatchObject({ value: 'pnpm@9.1.0' });
     const last = await runVerifier(git, { repo, path: 'package.json', read: 'lastCommit' }, { allow: allow(), cacheDir });
     expect(last).toMatchObject({ value: { subject: 'switch to npm', commit: sh(repo, 'rev-parse', 'HEAD').trim() } });
-    expect(readdirSync(join(cacheDir, 'git'))).toHaveLength(1);
+    expect(readdirSync(join(cacheDir, 'git')).filter((n) => n.endsWith('.git'))).toHaveLength(1);
     expect(await runVerifier(git, { repo, path: 'nope.json' }, { allow: allow(), cacheDir })).toMatchObject({ verdict: 'unverifiable' });
     expect(await runVerifier(git, { repo, path: 'package.json', ref: 'no-such-branch' }, { allow: allow(), cacheDir })).toMatchObject({ verdict: 'unverifiable' });
   });
