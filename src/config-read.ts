@@ -81,12 +81,12 @@ function defaultsOf(text: string, cached: DefaultsCache | undefined): unknown {
 
 /**
  * Config fields that name a file or folder (`stateDb`, `stores.a.db`, `snapshot.root`, a target's `path`,
- * `identityFile`, `fileRoots`, `gitRepos`, `cacheDir`, mem0's `vectorDb` and `vectorPaths`, `usersFile`): by the
- * last key that is not an index.
+ * `identityFile`, `fileRoots`, `gitRepos`, `cacheDir`, verify `plugins`, mem0's `vectorDb` and `vectorPaths`,
+ * `usersFile`): by the last key that is not an index.
  */
 function isPathField(path: string[]): boolean {
   const key = [...path].reverse().find((k) => !/^\d+$/.test(k)) ?? '';
-  return /^(?:db|dir|path|root)$|(?:Db|Dir|File|Path|Paths|Root|Roots|Repos)$/.test(key);
+  return /^(?:db|dir|path|root|plugins)$|(?:Db|Dir|File|Path|Paths|Root|Roots|Repos)$/.test(key);
 }
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
