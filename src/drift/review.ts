@@ -9,7 +9,7 @@ import { usageError } from '../errors.js';
 import { LAST_INSTANT, parseDuration, toCanonical, type Instant } from '../time.js';
 import { pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
-import type { Correction, CurrentMemory } from '../layouts/contract.js';
+import type { Correction, CurrentMemory, DecisionGuard } from '../layouts/contract.js';
 
 /**
  * What a person does with the review queue. Each decision is one transaction on the store with its record in
@@ -43,21 +43,19 @@ export async function listReview(store: StoreHandle, state: Db, config: Config, 
   const waiting = pendingMemoryIds(state, store.name);
   const layout = layoutOf(store);
   const { due: dueTotal, batch: next } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
-  return {
-    store: store.name,
-    now: toCanonical(now),
-    dueTotal,
-    next,
-    pending: pendingItems(state, store.name).map((p) => ({
+  const pending: PendingItem[] = [];
+  for (const p of pendingItems(state, store.name)) {
+    pending.push({
       id: p.id,
       memoryId: p.memory_id,
       verdict: p.verdict,
       verifier: p.verifier,
       checkedAt: p.checked_at,
       evidence: p.evidence ? JSON.parse(p.evidence) : null,
-      memory: layout.currentMemory(store, p.memory_id),
-    })),
-  };
+      memory: await layout.currentMemory(store, p.memory_id),
+    });
+  }
+  return { store: store.name, now: toCanonical(now), dueTotal, next, pending };
 }
 
 export interface ReviewDecision {
@@ -105,10 +103,15 @@ function recordManual(state: Db, store: string, id: string, now: Instant, resolu
   return resolvePending(state, store, id, now, resolution);
 }
 
-export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
+/** How a decision is made: `guard` (the review page's) may refuse it on the row as it reads just before the write. */
+export interface DecisionOptions {
+  guard?: DecisionGuard;
+}
+
+export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   return withMaintenanceLock(store.path, 'review confirm', async () => {
     const record = () => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
-    const resolved = await layoutOf(store).confirm(store, { id, now, log: verdictLog(state), decided: record });
+    const resolved = await layoutOf(store).confirm(store, { id, now, log: verdictLog(state), decided: record, ...opts });
     return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
   });
 }
@@ -116,33 +119,33 @@ export async function confirmMemory(store: StoreHandle, state: Db, id: string, n
 
 
 
-export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant): Promise<ReviewDecision> {
+export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   if (next.fact.trim() === '') throw usageError('review supersede: --fact must not be empty');
   if (next.source.trim() === '') throw usageError('review supersede: --source must not be empty (a fact that cannot be traced cannot be re-checked)');
-  return correctMemory(store, state, id, { action: 'supersede', fact: next.fact, source: next.source }, now);
+  return correctMemory(store, state, id, { action: 'supersede', fact: next.fact, source: next.source }, now, opts);
 }
 
 /** The fact decays after all: give it an expiry (the next prune deletes it) instead of reviewing it again. */
-export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant): Promise<ReviewDecision> {
+export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   const ms = parseDuration(inText);
   if (ms === null) throw usageError(`review expire: --in "${inText}" is not a duration like 7d, 12h, 30m`);
   if (now + ms > LAST_INSTANT) throw usageError(`review expire: --in "${inText}" is too far: the expiry would fall after 9999-12-31`);
-  return correctMemory(store, state, id, { action: 'expire', expiresAt: toCanonical(now + ms) }, now);
+  return correctMemory(store, state, id, { action: 'expire', expiresAt: toCanonical(now + ms) }, now, opts);
 }
 
 /** Delete through both stores, with what the layout deletes along with it (older versions pointing at it). */
-export async function deleteMemory(store: StoreHandle, state: Db, id: string, now: Instant): Promise<ReviewDecision> {
-  return correctMemory(store, state, id, { action: 'delete' }, now);
+export async function deleteMemory(store: StoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
+  return correctMemory(store, state, id, { action: 'delete' }, now, opts);
 }
 
 /** A correction through the store's layout, each memory it touches recorded as the person's decision. */
-async function correctMemory(store: StoreHandle, state: Db, id: string, correction: Correction, now: Instant): Promise<ReviewDecision> {
+async function correctMemory(store: StoreHandle, state: Db, id: string, correction: Correction, now: Instant, opts: DecisionOptions): Promise<ReviewDecision> {
   const layout = layoutOf(store);
   if (!layout.correct) throw usageError(`review ${correction.action}: a ${layout.name} store cannot be corrected here; correct it through its own API (erase --ids deletes)`);
   const correct = layout.correct.bind(layout);
   return withMaintenanceLock(store.path, `review ${correction.action}`, async () => {
     const done = await correct(store, {
-      id, now, correction, log: verdictLog(state),
+      id, now, correction, log: verdictLog(state), ...opts,
       decided: (memoryId, resolution, detail) => recordManual(state, store.name, memoryId, now, resolution, detail),
     });
     return { store: store.name, id, action: correction.action, ...done };

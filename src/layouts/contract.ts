@@ -39,8 +39,11 @@ export interface Layout {
    * memory has that id. Returns what `decided` returned.
    */
   confirm(store: StoreHandle, opts: ConfirmOptions): Promise<number>;
-  /** The memory as it reads now, shown beside evidence waiting for a person; null when there is no such row. */
-  currentMemory(store: StoreHandle, id: string): CurrentMemory;
+  /**
+   * The memory as it reads now, shown beside evidence waiting for a person and on the review page; null when there
+   * is no such row. `opts.guard` of a decision is handed the row read the same way.
+   */
+  currentMemory(store: StoreHandle, id: string): Promise<CurrentMemory>;
   /**
    * A person corrects a memory: supersedes it with a new fact, gives it an expiry, or deletes it (with what the
    * layout deletes along with it). `opts.decided` records each memory's decision in `opts.log`, in the log's
@@ -173,8 +176,18 @@ export interface ReviewDueOptions {
   canonicalOnly?: boolean;
 }
 
-/** The row as it is now beside evidence waiting for a person; null when it no longer exists. */
-export type CurrentMemory = (MemoryUnderReview & { superseded_by: string | null }) | null;
+/**
+ * The row as it is now beside evidence waiting for a person; null when it no longer exists. `expires_at` is the
+ * layout's expiry as stored (mem0: `expiration_date`), `superseded_by` null where the layout has no chains.
+ */
+export type CurrentMemory = (MemoryUnderReview & { superseded_by: string | null; expires_at: string | null }) | null;
+
+/**
+ * Called with the row as `currentMemory` reads it, just before a person's decision changes it: inside the write
+ * transaction where the layout has one, so nothing can change the row between the call and the write. Throwing
+ * refuses the decision with nothing written (the review page refuses a form drawn before the row changed).
+ */
+export type DecisionGuard = (row: CurrentMemory) => void;
 
 /** What one memory's verification came to, before anything is written (src/drift/dispatch.ts decides it). */
 export interface Decision {
@@ -238,6 +251,8 @@ export interface ConfirmOptions {
   log: VerdictLog;
   /** The person's decision: writes it to `log` and resolves what waited; run inside `log.together`. */
   decided: () => number;
+  /** Looks at the row inside the same transaction, before the stamp (mem0: just before its update). */
+  guard?: DecisionGuard;
 }
 
 export type Correction =
@@ -255,6 +270,11 @@ export interface CorrectOptions {
    * writes it to `log` and resolves what waited for it; returns how many waited. Called inside the log's transaction.
    */
   decided: (memoryId: string, resolution: string, detail: Record<string, unknown>) => number;
+  /**
+   * Supersede and expire: looks at the row inside their transaction. A delete: looks before the vectors go, and
+   * the DELETE itself then takes the row only if it still reads as the guard saw it.
+   */
+  guard?: DecisionGuard;
 }
 
 export interface Corrected {

@@ -7,7 +7,9 @@ import { WardenError, coerceError } from '../errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 import type { Instant } from '../time.js';
 import { clip, plain } from '../digest/untrusted.js';
-import { seenState } from './pages.js';
+import { seenState } from './seen.js';
+import { pendingItems } from '../drift/record.js';
+import type { CurrentMemory } from '../layouts/contract.js';
 import { storeHistory, type DayFigures } from './history.js';
 
 /**
@@ -25,13 +27,29 @@ export interface DecisionForm {
 
 export type DecisionOutcome = { ok: true; decision: ReviewDecision } | { ok: false; status: 400 | 409 | 503; message: string };
 
-export async function readQueue(config: Config, store: string, now: Instant): Promise<{ list: ReviewList; history: DayFigures[]; corrections: boolean }> {
+/** What the page draws: the queue, and each due row read as `currentMemory` reads it (what a form is checked against). */
+export interface Queue {
+  list: ReviewList;
+  due: DrawnRow[];
+  history: DayFigures[];
+  corrections: boolean;
+}
+export type DrawnRow = NonNullable<CurrentMemory>;
+
+export async function readQueue(config: Config, store: string, now: Instant): Promise<Queue> {
   const handle = openStore(config, store, { readonly: true });
   try {
     const state = openStateDb(expandHome(config.stateDb));
     try {
       const list = await listReview(handle, state, config, now);
-      return { list, history: await storeHistory(config, state, handle, now), corrections: layoutOf(handle).correct !== undefined };
+      const layout = layoutOf(handle);
+      // Drawn from the same read the form's fingerprint is made of, not from the queue's own read of the row.
+      const due: DrawnRow[] = [];
+      for (const m of list.next) {
+        const row = await layout.currentMemory(handle, m.id);
+        if (row) due.push(row);
+      }
+      return { list, due, history: await storeHistory(config, state, handle, now), corrections: layout.correct !== undefined };
     } finally {
       state.close();
     }
@@ -40,6 +58,9 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
   }
 }
 
+/** Thrown by the guard, inside the decision's transaction: the row no longer reads as the page showed it. */
+class DrawnBefore extends Error {}
+
 export async function decide(config: Config, store: string, user: string, form: DecisionForm, now: Instant): Promise<DecisionOutcome> {
   const handle = openStore(config, store);
   try {
@@ -47,27 +68,32 @@ export async function decide(config: Config, store: string, user: string, form: 
     if (!layout.correct && form.action !== 'confirm') {
       return { ok: false, status: 400, message: `Store ${store} is a ${layout.name} store: only confirm here; change it through its own API. Nothing changed.` };
     }
-    // The form was drawn against this state of the row; if it moved since, someone decided already.
-    if (seenState(layout.currentMemory(handle, form.id)) !== form.seen) {
-      return { ok: false, status: 409, message: `Memory ${plain(clip(form.id, 80))} was decided already (here, in another tab or by the command line) since this page was drawn. Nothing changed.` };
-    }
     const state = openStateDb(expandHome(config.stateDb));
     try {
+      // The form was drawn against this state of the row and of what waits on it: checked now, to say why early,
+      // and again by the layout just before it writes (where it has a transaction, inside it).
+      const seen = (row: CurrentMemory) => seenState(row, pendingItems(state, store, form.id).map((p) => p.id));
+      const stale = staleMessage(form, seen(await layout.currentMemory(handle, form.id)));
+      if (stale) return { ok: false, status: 409, message: stale };
+      const guard = (row: CurrentMemory) => {
+        if (seen(row) !== form.seen) throw new DrawnBefore();
+      };
       const run = (): Promise<ReviewDecision> => {
         switch (form.action) {
-          case 'confirm': return confirmMemory(handle, state, form.id, now);
-          case 'supersede': return supersedeMemory(handle, state, form.id, { fact: form.fact ?? '', source: form.source ?? '' }, now);
+          case 'confirm': return confirmMemory(handle, state, form.id, now, { guard });
+          case 'supersede': return supersedeMemory(handle, state, form.id, { fact: form.fact ?? '', source: form.source ?? '' }, now, { guard });
           case 'expire': {
             const days = Number(form.days);
             if (!Number.isInteger(days) || days < 1 || days > 3650) throw new WardenError('usage', `expire: "${form.days ?? ''}" is not a whole number of days from 1 to 3650`);
-            return expireMemory(handle, state, form.id, `${days}d`, now);
+            return expireMemory(handle, state, form.id, `${days}d`, now, { guard });
           }
-          case 'delete': return deleteMemory(handle, state, form.id, now);
+          case 'delete': return deleteMemory(handle, state, form.id, now, { guard });
           default: throw new WardenError('usage', `unknown decision "${form.action}"`);
         }
       };
       return { ok: true, decision: await asPerson(user, run) };
     } catch (err) {
+      if (err instanceof DrawnBefore) return { ok: false, status: 409, message: changedText(form.id) };
       const e = coerceError(err);
       if (e.kind === 'usage') return { ok: false, status: 409, message: `${e.message}. Nothing changed.` };
       // A prune or snapshot holding the store: the decision was not made, and can simply be made again.
@@ -79,6 +105,16 @@ export async function decide(config: Config, store: string, user: string, form: 
   } finally {
     handle.close();
   }
+}
+
+const changedText = (id: string) =>
+  `Memory ${plain(clip(id, 80))} changed since this page was drawn (a decision here, in another tab or by the command line, or the agent rewrote it). Nothing changed; the page shows it as it is now.`;
+
+/** Why the form cannot be acted on as drawn, or undefined. A row that is not there is not said to be decided. */
+function staleMessage(form: DecisionForm, now: string): string | undefined {
+  if (now === form.seen) return undefined;
+  if (now === 'gone') return `There is no memory ${plain(clip(form.id, 80))} in the store (any more): it was deleted since this page was drawn, or never had this id. Nothing changed.`;
+  return changedText(form.id);
 }
 
 export function decisionText(d: ReviewDecision): string {

@@ -1,10 +1,10 @@
-import type { PendingItem, ReviewList } from '../drift/review.js';
-import type { MemoryUnderReview } from '../verifiers/types.js';
+import type { PendingItem } from '../drift/review.js';
+import type { DrawnRow, Queue } from './decide.js';
+import { seenState } from './seen.js';
 import { clip, escapeHtml, html, maskSecrets } from '../digest/untrusted.js';
 import { DAY_MS, parseInstant, type Instant } from '../time.js';
 import { itemAnchor } from './tokens.js';
 import { activityChart, gapChart, legend } from './chart.js';
-import type { DayFigures } from './history.js';
 
 /**
  * Plain server-rendered HTML. Store text goes through the digest's own `html()` (one line, defanged, escaped) so
@@ -67,10 +67,7 @@ function forms(ctx: PageContext, id: string, seen: string, proposed = ''): strin
 </div>`;
 }
 
-/** What a form was rendered against: a decision on a row that changed since is refused as already decided. */
-export const seenState = (m: { confirmed_at?: string | null; superseded_by?: string | null } | null) => (m ? `${m.confirmed_at ?? ''}|${m.superseded_by ?? ''}` : 'gone');
-
-function fields(m: MemoryUnderReview, now: Instant): string {
+function fields(m: DrawnRow, now: Instant): string {
   return `<dl>
 <dt>fact</dt><dd class="fact">${html(clip(maskSecrets(m.fact), 2000))}</dd>
 <dt>subject</dt><dd>${html(clip(m.subject, 300))}</dd>
@@ -89,26 +86,35 @@ function evidence(p: PendingItem): string {
   return rows.length > 0 ? `<dl class="evidence">${rows.join('')}</dl>` : '';
 }
 
-function pendingCard(ctx: PageContext, p: PendingItem): string {
+/** The verdicts waiting on each memory: part of what a form was drawn against. */
+function waitingByMemory(pending: PendingItem[]): Map<string, number[]> {
+  const by = new Map<string, number[]>();
+  for (const p of pending) by.set(p.memoryId, [...(by.get(p.memoryId) ?? []), p.id]);
+  return by;
+}
+
+function pendingCard(ctx: PageContext, p: PendingItem, waiting: number[]): string {
   const head = `<h3><code>${html(clip(p.memoryId, 80))}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(clip(p.verifier, 80))}` : ''} <span class="muted">checked ${html(clip(p.checkedAt, 40))}</span></h3>`;
   // A verifier's proposed replacement is offered as the new fact; the person still names its source.
   const proposed = (p.evidence as { replacement?: { fact?: unknown } } | null)?.replacement?.fact;
-  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
+  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory, waiting), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
   return `<article class="item pending" id="${itemAnchor(p.memoryId)}">${head}${body}</article>`;
 }
 
-function dueCard(ctx: PageContext, m: MemoryUnderReview): string {
-  return `<article class="item due" id="${itemAnchor(m.id)}"><h3><code>${html(clip(m.id, 80))}</code></h3>${fields(m, ctx.now)}${forms(ctx, m.id, seenState(m as MemoryUnderReview & { superseded_by?: null }))}</article>`;
+function dueCard(ctx: PageContext, m: DrawnRow): string {
+  // Due rows are not waiting for a person (the queue leaves those out): nothing waits on them as drawn.
+  return `<article class="item due" id="${itemAnchor(m.id)}"><h3><code>${html(clip(m.id, 80))}</code></h3>${fields(m, ctx.now)}${forms(ctx, m.id, seenState(m, []))}</article>`;
 }
 
-export function storePage(ctx: PageContext, list: ReviewList, history: DayFigures[], notice?: string): string {
+export function storePage(ctx: PageContext, { list, due, history }: Pick<Queue, 'list' | 'due' | 'history'>, notice?: string): string {
   // One card per memory, with its latest verdict's evidence (a decision resolves all of them at once).
+  const waiting = waitingByMemory(list.pending);
   const seenIds = new Set<string>();
   const pending = [...list.pending].reverse().filter((p) => !seenIds.has(p.memoryId) && seenIds.add(p.memoryId)).reverse();
   const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
 ${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
-<section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p)).join('\n')}</section>
-<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${list.next.map((m) => dueCard(ctx, m)).join('\n')}</section>
+<section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p, waiting.get(p.memoryId)!)).join('\n')}</section>
+<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${due.map((m) => dueCard(ctx, m)).join('\n')}</section>
 <section><h2>Last 30 days</h2>${legend()}${gapChart(history)}${activityChart(history)}</section>`;
   return withBase(ctx.base, page(`Review: ${ctx.store}`, body));
 }

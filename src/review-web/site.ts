@@ -84,12 +84,13 @@ export class ReviewSite {
   }
 
   async showStore(c: Context, s: Session, item?: string): Promise<Response> {
-    const { list, history, corrections } = await readQueue(this.config, s.store, this.now());
+    const queue = await readQueue(this.config, s.store, this.now());
+    const { list, corrections } = queue;
     const listed = [...list.pending.map((p) => p.memoryId), ...list.next.map((m) => m.id)];
     const gone = item !== undefined && item !== '*' && !listed.includes(item);
     const notice = gone ? 'The item this link points at no longer waits for review: it was decided already, or is not due any more.' : undefined;
     const ctx = { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
-    return c.html(storePage(ctx, list, history, notice));
+    return c.html(storePage(ctx, queue, notice));
   }
 }
 

@@ -3,6 +3,7 @@ import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
+import Database from 'better-sqlite3';
 import { validateConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { openStateDb } from '../../src/state.js';
@@ -83,4 +84,24 @@ export async function freshContext(browser: Browser, extraHTTPHeaders?: Record<s
     if (!/^http:\/\/127\.0\.0\.1:\d+\//.test(r.url())) external.push(r.url());
   });
   return { ctx, external };
+}
+
+/** One row of the site's store as it is now (every column), or undefined. */
+export function memory(site: Site, id: string): Record<string, unknown> | undefined {
+  const db = new Database(site.dbPath, { readonly: true });
+  try {
+    return db.prepare(`SELECT * FROM memory WHERE id = ?`).get(id) as Record<string, unknown> | undefined;
+  } finally {
+    db.close();
+  }
+}
+
+/** The site's state db, open for `fn`. */
+export function withState<T>(site: Site, fn: (s: ReturnType<typeof openStateDb>) => T): T {
+  const s = openStateDb(site.statePath);
+  try {
+    return fn(s);
+  } finally {
+    s.close();
+  }
 }

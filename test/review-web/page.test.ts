@@ -7,7 +7,7 @@ import { verdictsFor, pendingItems, recordVerdict } from '../../src/drift/record
 import { cli } from '../helpers/cli.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { DAY_MS, toCanonical } from '../../src/time.js';
-import { daysAgo, freshContext, launchChromium, NOW, PASSWORD, startSite, type Site } from './fixtures.js';
+import { daysAgo, freshContext, launchChromium, memory, NOW, PASSWORD, startSite, withState, type Site } from './fixtures.js';
 
 let browser: Browser;
 beforeAll(async () => {
@@ -24,23 +24,6 @@ const ROWS = [
   // New since yesterday: the digest is not "all quiet", so it lists the review batch.
   { id: 'm_today', fact: 'works from Lisbon this week', source: 'message:120', created_at: toCanonical(NOW - 3_600_000), confirmed_at: toCanonical(NOW - 3_600_000) },
 ];
-
-const memory = (site: Site, id: string) => {
-  const db = new Database(site.dbPath, { readonly: true });
-  try {
-    return db.prepare(`SELECT * FROM memory WHERE id = ?`).get(id) as Record<string, unknown> | undefined;
-  } finally {
-    db.close();
-  }
-};
-const withState = <T>(site: Site, fn: (s: ReturnType<typeof openStateDb>) => T): T => {
-  const s = openStateDb(site.statePath);
-  try {
-    return fn(s);
-  } finally {
-    s.close();
-  }
-};
 
 /** The digest's HTML part as it would be mailed now, and the review link of one item in it. */
 async function digestLink(site: Site, id: string): Promise<string> {
@@ -230,10 +213,10 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     const again = await ctx.request.post(action, { form: confirmForm });
     expect(again.status()).toBe(409);
     expect(await again.text()).toMatch(/was sent before.*Nothing changed/);
-    // The delete form was drawn before the confirm: the row moved since, so it is refused as decided already.
+    // The delete form was drawn before the confirm: the row moved since, so it is refused.
     const stale = await ctx.request.post(action, { form: deleteForm });
     expect(stale.status()).toBe(409);
-    expect(await stale.text()).toContain('decided already');
+    expect(await stale.text()).toContain('changed since this page was drawn');
     // A nonce this session never issued, and no session at all.
     const made = await ctx.request.post(action, { form: { ...confirmForm, csrf: 'x'.repeat(32) } });
     expect(made.status()).toBe(403);

@@ -1,8 +1,8 @@
 import type { StoreHandle } from '../contract.js';
 import type { Instant } from '../../time.js';
-import { mem0Confirm, mem0ReviewDue } from './memories.js';
+import { createdAtOf, expirationOf, mem0Confirm, mem0Handle, mem0ReviewDue, sourceOf, subjectOf, textOf, updatedAtOf } from './memories.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
-import type { Applied, ConfirmOptions, Decision, VerdictLog } from '../contract.js';
+import type { Applied, ConfirmOptions, CurrentMemory, Decision, VerdictLog } from '../contract.js';
 import { usageError } from '../../errors.js';
 
 /**
@@ -40,8 +40,25 @@ export async function applyMem0Decision(store: StoreHandle, log: VerdictLog, d: 
   return out;
 }
 
-/** mem0: the stamp goes through mem0's own update (no shared transaction with the state db), then the record. */
-export async function confirmMem0(store: StoreHandle, { id, now, log, decided }: ConfirmOptions): Promise<number> {
+/**
+ * mem0: the stamp goes through mem0's own update (no shared transaction with the state db), then the record. mem0
+ * has no transaction to guard in: the guard reads the point just before the update.
+ */
+export async function confirmMem0(store: StoreHandle, { id, now, log, decided, guard }: ConfirmOptions): Promise<number> {
+  if (guard) guard(await mem0Current(store, id));
   if (!(await mem0Confirm(store, id, now))) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
   return log.together(null, decided);
+}
+
+/** The point as the review page shows it: text, who it is about, its source, its stamp and its expiry as stored. */
+export async function mem0Current(store: StoreHandle, id: string): Promise<CurrentMemory> {
+  const h = mem0Handle(store);
+  const [p] = await h.points.retrieve(h.collection, [id]);
+  if (!p) return null;
+  const expiry = expirationOf(p);
+  return {
+    id: p.id, subject: subjectOf(p), fact: textOf(p) ?? '', source: sourceOf(p.payload.actor_id, p.payload.role),
+    confirmed_at: updatedAtOf(p) ?? createdAtOf(p) ?? '', superseded_by: null,
+    expires_at: expiry === undefined || expiry === null ? null : typeof expiry === 'string' ? expiry : JSON.stringify(expiry),
+  };
 }

@@ -43,8 +43,7 @@ export const mem0Layout: Layout = {
   },
   applyDrift: async (store, { decision, now, log }) => (await import('./drift.js')).applyMem0Decision(store, log, decision, now),
   confirm: async (store, opts) => (await import('./drift.js')).confirmMem0(store, opts),
-  // mem0's point payloads are read by the queue only: there the evidence carries the text as it was verified.
-  currentMemory: () => null,
+  currentMemory: async (store, id) => (await import('./drift.js')).mem0Current(store, id),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMem0(store, selector, dryRun, opts),
 };
 

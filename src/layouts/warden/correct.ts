@@ -2,17 +2,18 @@ import { usageError } from '../../errors.js';
 import type { CorrectOptions, Corrected, StoreHandle } from '../contract.js';
 import { deleteWithCascade } from './delete.js';
 import { supersedeRow } from './apply.js';
-import { liveRow } from './review.js';
+import { currentWardenRow, liveRow, stillReads } from './review.js';
 
 /**
  * A person's correction on the brief's table. Supersede and expire are one transaction on each database; a delete
  * goes through both stores with the cascade (older versions pointing at it go too), each store transaction's
  * records committed right after it (a deep chain takes several).
  */
-export async function correctWarden(store: StoreHandle, { id, now, correction, log, decided }: CorrectOptions): Promise<Corrected> {
+export async function correctWarden(store: StoreHandle, { id, now, correction, log, decided, guard }: CorrectOptions): Promise<Corrected> {
   switch (correction.action) {
     case 'supersede':
       return log.together(store.db, () => {
+        guard?.(currentWardenRow(store, id));
         liveRow(store.db, store.name, id);
         const newId = supersedeRow(store.db, id, correction, now);
         const resolution = `superseded:${newId}`;
@@ -21,17 +22,23 @@ export async function correctWarden(store: StoreHandle, { id, now, correction, l
       });
     case 'expire':
       return log.together(store.db, () => {
+        guard?.(currentWardenRow(store, id));
         liveRow(store.db, store.name, id);
         store.db.prepare(`UPDATE memory SET expires_at = ? WHERE id = ?`).run(correction.expiresAt, id);
         const resolution = `expires:${correction.expiresAt}`;
         return { resolution, resolved: decided(id, resolution, { action: 'expire', expiresAt: correction.expiresAt }), expiresAt: correction.expiresAt };
       });
     case 'delete': {
-      if (!store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`).get(id)) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+      const row = currentWardenRow(store, id);
+      if (!row) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name}`);
+      // The vectors go before the SQLite transaction: the guard looks first, and the DELETE then takes the row
+      // only if it still reads as the guard saw it.
+      guard?.(row);
       let resolved = 0;
       try {
         const deleted = await deleteWithCascade(store.db, [id], {
           vectors: store.vectors,
+          ...(guard ? { recheck: stillReads(row) } : {}),
           beforeCommit: (rows) => {
             log.begin();
             for (const r of rows) resolved += decided(r.id, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });
@@ -39,7 +46,7 @@ export async function correctWarden(store: StoreHandle, { id, now, correction, l
           afterCommit: () => log.commit(),
         });
         log.commit();
-        if (deleted.length === 0) throw usageError(`memory ${id} was deleted by someone else meanwhile`);
+        if (deleted.length === 0) throw usageError(`memory ${id} was ${guard ? 'changed or ' : ''}deleted by someone else meanwhile`);
         return { resolution: 'deleted', resolved, deleted: deleted.map((r) => r.id) };
       } finally {
         log.rollback();

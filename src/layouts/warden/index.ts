@@ -33,7 +33,7 @@ export const wardenLayout: Layout = {
   reviewDue: (store, opts) => reviewQueueConcurrently(store, opts),
   applyDrift: async (store, { decision, now, log }) => (await import('./apply.js')).applyDecision(store.db, log, store.name, decision, now),
   confirm: async (store, opts) => (await import('./review.js')).confirmWarden(store, opts),
-  currentMemory: (store, id) => currentWardenRow(store, id),
+  currentMemory: async (store, id) => currentWardenRow(store, id),
   correct: async (store, opts) => (await import('./correct.js')).correctWarden(store, opts),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWarden(store, selector, dryRun, opts),
 };

@@ -2,6 +2,7 @@ import { usageError } from '../../errors.js';
 import type { Db } from '../../store/sqlite.js';
 import { toCanonical } from '../../time.js';
 import type { ConfirmOptions, CurrentMemory, StoreHandle } from '../contract.js';
+import type { Sql } from './chain.js';
 
 /** A live row of that id, or a usage error saying why it cannot be decided on. */
 export function liveRow(db: Db, store: string, id: string): { id: string; superseded_by: string | null } {
@@ -12,8 +13,9 @@ export function liveRow(db: Db, store: string, id: string): { id: string; supers
 }
 
 /** The brief's table: the stamp and its record in one transaction on each database. */
-export function confirmWarden(store: StoreHandle, { id, now, log, decided }: ConfirmOptions): number {
+export function confirmWarden(store: StoreHandle, { id, now, log, decided, guard }: ConfirmOptions): number {
   return log.together(store.db, () => {
+    guard?.(currentWardenRow(store, id));
     liveRow(store.db, store.name, id);
     store.db.prepare(`UPDATE memory SET confirmed_at = ? WHERE id = ?`).run(toCanonical(now), id);
     return decided();
@@ -21,6 +23,12 @@ export function confirmWarden(store: StoreHandle, { id, now, log, decided }: Con
 }
 
 export function currentWardenRow(store: StoreHandle, id: string): CurrentMemory {
-  const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, superseded_by FROM memory WHERE id = ?`).get(id);
+  const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, expires_at, superseded_by FROM memory WHERE id = ?`).get(id);
   return (row as CurrentMemory | undefined) ?? null;
+}
+
+/** For a DELETE's recheck: the row still holds exactly what `currentWardenRow` read (NULLs included). */
+export function stillReads(row: NonNullable<CurrentMemory>): Sql {
+  const cols = ['subject', 'fact', 'source', 'confirmed_at', 'expires_at', 'superseded_by'] as const;
+  return { sql: cols.map((c) => `${c} IS @seen_${c}`).join(' AND '), params: Object.fromEntries(cols.map((c) => [`seen_${c}`, row[c]])) };
 }
