@@ -1,11 +1,12 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import { expandHome } from './config.js';
 import type { Db } from './store/sqlite.js';
 import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
+import { readRegularFile } from './read-file.js';
 import { toCanonical, type Instant } from './time.js';
 
 /**
@@ -44,7 +45,12 @@ export function eraseKey(stateDb: string): Buffer {
       rmSync(tmp, { force: true });
     }
   }
-  const hex = readFileSync(path, 'utf8').trim();
+  let hex: string;
+  try {
+    hex = readRegularFile(path, 1024).trim(); // a FIFO or a device put there is refused, never waited on or read
+  } catch (err) {
+    throw storeError(`erase key: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, err);
+  }
   if (!/^[0-9a-f]{64}$/.test(hex)) throw storeError(`erase key: ${path} is not 64 hex digits; restore it from backup (without it erase --user cannot find what prune deleted)`);
   return Buffer.from(hex, 'hex');
 }

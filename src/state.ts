@@ -1,8 +1,6 @@
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ensurePrivateFile, openHandle, setJournalMode, type Db } from './store/sqlite.js';
-import { notRegularFile } from './store/private-file.js';
-import { storeError } from './errors.js';
+import { setJournalMode, type Db } from './store/sqlite.js';
+import { ensurePrivateDir, openPrivateDb } from './store/private-file.js';
 import { toCanonical, type Instant } from './time.js';
 import { assertNoForeignTables, migrateState } from './state/migrate.js';
 import { redactSecrets, redactText } from './secrets.js';
@@ -13,20 +11,11 @@ import { redactSecrets, redactText } from './secrets.js';
  * verdicts, erase receipts). Durable on disk: Redis here may keep nothing.
  */
 export function openStateDb(path: string): Db {
-  const kind = notRegularFile(path); // checked with the config too; asked again of the file about to open
-  if (kind) throw storeError(`open state db ${path}: it is ${kind}, not a regular file; give stateDb a file path`);
-  const dir = dirname(path);
-  if (!existsSync(dir)) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700); // whatever the umask
-  }
-  const fresh = !existsSync(path);
-  if (fresh) ensurePrivateFile(path); // private before SQLite opens it
-  const db = openHandle(path, { timeout: 5000 });
+  ensurePrivateDir(dirname(path), false);
+  // Only a regular file of its own, and one that holds someone else's tables (an agent's store) is refused before
+  // anything of it changes: its mode, its journal (src/store/private-file.ts).
+  const db = openPrivateDb(path, { name: 'open state db', fix: 'give stateDb a file of its own', check: (d) => assertNoForeignTables(d, path), options: { timeout: 5000 } });
   try {
-    // A file with someone else's tables in it (an agent's store) is refused before anything of it changes: its mode, its journal.
-    assertNoForeignTables(db, path);
-    if (!fresh) ensurePrivateFile(path); // an old file, or one made under a umask of 0o400
     db.pragma('foreign_keys = ON');
     setJournalMode(db, 'wal'); // busy at once, without the timeout, while another process creates it too
     migrateState(db, path); // its tables: src/state/migrations/, in order

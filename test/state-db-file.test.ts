@@ -1,13 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { createServer, type Server } from 'node:net';
 import { mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { ids, makeStore, tempDir } from './helpers/store.js';
+import { closeSockets, fifoAt, isRoot, nullDeviceAt, socketAt } from './helpers/not-files.js';
 import { openStateDb } from '../src/state.js';
 
-const isRoot = process.getuid?.() === 0;
 const mode = (path: string) => statSync(path).mode & 0o7777;
 
 /**
@@ -17,34 +16,26 @@ const mode = (path: string) => statSync(path).mode & 0o7777;
 describe('a state db that is not a file is refused before anything is done', () => {
   let dir: string;
   let cleanup: () => void;
-  let server: Server | undefined;
   beforeEach(() => ({ dir, cleanup } = tempDir()));
   afterEach(async () => {
-    if (server) await new Promise((resolve) => server!.close(resolve));
-    server = undefined;
+    await closeSockets();
     cleanup();
   });
 
   /** What a careless stateDb can name, each made in the temp folder (devices only as root: mknod needs it). */
   async function notFiles(): Promise<[string, string, RegExp][]> {
-    const fifo = join(dir, 'fifo');
-    expect(spawnSync('mkfifo', ['-m', '644', fifo]).status).toBe(0);
-    const sock = join(dir, 'sock');
-    server = createServer();
-    await new Promise<void>((resolve) => server!.listen(sock, resolve));
     mkdirSync(join(dir, 'folder'), { mode: 0o755 });
     const cases: [string, string, RegExp][] = [
-      ['a FIFO', fifo, /a FIFO/],
-      ['a socket', sock, /a socket/],
+      ['a FIFO', fifoAt(join(dir, 'fifo')), /a FIFO/],
+      ['a socket', await socketAt(join(dir, 'sock')), /a socket/],
       ['a folder', join(dir, 'folder'), /a directory/],
     ];
     if (isRoot) {
-      const nul = join(dir, 'mynull');
+      const nul = nullDeviceAt(join(dir, 'mynull'));
       const blk = join(dir, 'myblock');
-      expect(spawnSync('mknod', ['-m', '666', nul, 'c', '1', '3']).status).toBe(0);
       expect(spawnSync('mknod', ['-m', '644', blk, 'b', '7', '200']).status).toBe(0); // a loop device number, never opened
       symlinkSync(nul, join(dir, 'null-link'));
-      cases.push(['a null device', nul, /a character device/], ['a block device', blk, /a block device/], ['a link to a null device', join(dir, 'null-link'), /a character device/]);
+      cases.push(['a null device', nul, /a character device/], ['a block device', blk, /a block device/], ['a link to a null device', join(dir, 'null-link'), /a symbolic link/]);
     }
     return cases;
   }
@@ -53,7 +44,7 @@ describe('a state db that is not a file is refused before anything is done', () 
     for (const [what, path, kind] of await notFiles()) {
       const before = mode(path);
       const started = Date.now();
-      expect(() => openStateDb(path), what).toThrow(new RegExp(`^open state db ${path}: it is ${kind.source}, not a regular file; give stateDb a file path$`));
+      expect(() => openStateDb(path), what).toThrow(new RegExp(`^open state db ${path}: it is ${kind.source}, not a regular file; give stateDb a file of its own$`));
       expect(Date.now() - started, what).toBeLessThan(2000);
       expect(mode(path), what).toBe(before);
     }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, rmSync, chmodSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Config } from '../config.js';
 import type { StoreConfig } from '../store/config.js';
@@ -9,6 +9,7 @@ import { toFolderStamp } from '../time.js';
 import { coerceError, storeError, usageError } from '../errors.js';
 import { openStore } from '../layouts/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
+import { makeDirPrivate } from '../store/private-file.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { layoutFor } from '../layouts/registry.js';
 import { copySqlite } from './sqlite-copy.js';
@@ -87,8 +88,8 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     const final = join(root, name);
     if (existsSync(final)) throw usageError(`snapshot ${final} already exists; one snapshot per store and second`);
     const tmp = join(root, `${PARTIAL_PREFIX}${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
-    mkdirSync(tmp, { mode: DIR_MODE });
-    chmodSync(tmp, DIR_MODE);
+    mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
+    makeDirPrivate(tmp);
     try {
       const manifest = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');

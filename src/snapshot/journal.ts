@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readRegularFile } from '../read-file.js';
 import { dirname } from 'node:path';
 import { storeError, usageError } from '../errors.js';
 import { FILE_MODE, fsyncPath } from './layout.js';
@@ -41,9 +42,11 @@ export function readJournal(dbPath: string): RestoreJournal | null {
   if (!existsSync(path)) return null;
   let j: Partial<RestoreJournal>;
   try {
-    j = JSON.parse(readFileSync(path, 'utf8')) as Partial<RestoreJournal>;
+    // A regular file only: a FIFO put there held every command on the store for ever, a link to /dev/zero filled memory.
+    j = JSON.parse(readRegularFile(path)) as Partial<RestoreJournal>;
   } catch (err) {
-    throw storeError(`read restore journal ${path}: ${(err as Error).message}; a restore of this store was interrupted: check the store by hand, then delete the file`, err);
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw storeError(`read restore journal ${path}: ${err instanceof SyntaxError ? err.message : why}; a restore of this store was interrupted: check the store by hand, then delete the file`, err);
   }
   if (j.format !== JOURNAL_FORMAT || typeof j.from !== 'string' || !Array.isArray(j.recovered)) {
     throw storeError(`read restore journal ${path}: not a memory-warden restore journal (format ${JSON.stringify(j.format)})`);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { closeSync, createReadStream, fsyncSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { storeError } from '../errors.js';
@@ -7,6 +7,7 @@ import { openRegularFile } from '../read-file.js';
 import type { Config } from '../config.js';
 import { expandHome } from '../config-read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
+import { ensurePrivateDir } from '../store/private-file.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
 import type { Logger } from '../logger.js';
@@ -26,11 +27,8 @@ export function storeSnapshotDir(config: Config, store: string): string {
   return join(expandHome(config.snapshot.root), store);
 }
 
-/** mkdir -p with 0700 on every folder this creates, and 0700 on the last one even if it existed. */
-export function ensurePrivateDir(path: string): void {
-  mkdirSync(path, { recursive: true, mode: DIR_MODE });
-  chmodSync(path, DIR_MODE);
-}
+/** mkdir -p, and 0700 on the last folder even if it existed, never through a link (src/store/private-file.ts). */
+export { ensurePrivateDir } from '../store/private-file.js';
 
 /** One snapshotter per store at a time: a lock file beside the snapshots, dropped by the OS if we die. */
 export function lockSnapshots(dir: string, holder: string): MaintenanceLock {

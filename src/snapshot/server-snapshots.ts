@@ -38,7 +38,8 @@ export function uploadName(now: number): string {
 
 function writeNote(path: string, note: ServerSnapshotNote): void {
   const tmp = `${path}.tmp`;
-  writeFileSync(tmp, JSON.stringify(note) + '\n', { mode: FILE_MODE });
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, JSON.stringify(note) + '\n', { mode: FILE_MODE, flag: 'wx' }); // a new file, never written through a link
   fsyncPath(tmp);
   renameSync(tmp, path);
 }

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, copyFileSync, existsSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, copyFileSync, existsSync, fchmodSync, fchownSync, fstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Progress } from '../progress.js';
@@ -33,14 +33,29 @@ export function fileOwner(dbPath: string): FileOwner | null {
   }
 }
 
-/** The agent may run as another user: the restored file keeps the mode and owner the store file had. */
+/**
+ * The agent may run as another user: the restored file keeps the mode and owner the store file had. Given through
+ * a descriptor of the staged copy, opened without following a link: a link put at its path is refused, never
+ * followed to give its target the store's mode and owner.
+ */
 export function keepOwner(path: string, file: FileOwner | null, log: Logger): void {
-  chmodSync(path, file?.mode ?? FILE_MODE);
-  if (!file) return;
+  let fd: number;
   try {
-    chownSync(path, file.uid, file.gid);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
-    log.warn({ path, uid: file.uid, gid: file.gid, err: (err as Error).message }, 'could not give the restored store file its owner back (restore as root or as the owner)');
+    throw storeError(`open staged copy ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw storeError(`staged copy ${path}: not a regular file`);
+    fchmodSync(fd, file?.mode ?? FILE_MODE);
+    if (!file) return;
+    try {
+      fchownSync(fd, file.uid, file.gid);
+    } catch (err) {
+      log.warn({ path, uid: file.uid, gid: file.gid, err: (err as Error).message }, 'could not give the restored store file its owner back (restore as root or as the owner)');
+    }
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -125,7 +140,7 @@ export function storeUsers(dbPath: string): string[] {
 /** Copy the snapshot's SQLite file beside the store, give it the source's journal mode, check it. */
 export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger): void {
   rmSync(staged, { force: true });
-  copyFileSync(source, staged);
+  copyFileSync(source, staged, constants.COPYFILE_EXCL); // a new file: whatever is put at the path meanwhile is not written through
   keepOwner(staged, file, log);
   const db = openDatabase(staged, { busyTimeoutMs });
   try {

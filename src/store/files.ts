@@ -16,12 +16,10 @@ export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): 
 /**
  * memory-warden's own records never go into a store: a `stateDb` that is one of a store's files (the same path, or
  * the same file through a link) would add its tables to the agent's data. Nor into what is not a file (a device, a
- * FIFO: see notRegularFile). Refused, naming stateDb, before anything opens.
+ * FIFO, a link: see notRegularFile). Refused, naming stateDb, before anything opens.
  */
 export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>> }): void {
   const state = expandHome(config.stateDb);
-  const kind = notRegularFile(state);
-  if (kind) throw configError(`stateDb ${config.stateDb} is ${kind}: memory-warden keeps its records in a regular file it makes itself; give stateDb a file path`);
   for (const [name, store] of Object.entries(config.stores)) {
     for (const file of storeFiles(store)) {
       if (sameFile(state, file)) {
@@ -29,4 +27,6 @@ export function assertStateApart(config: { stateDb: string; stores: Record<strin
       }
     }
   }
+  const kind = notRegularFile(state);
+  if (kind) throw configError(`stateDb ${config.stateDb} is ${kind}: memory-warden keeps its records in a regular file it makes itself; give stateDb a file path`);
 }

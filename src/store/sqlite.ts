@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { chmodSync, closeSync, openSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { storeError } from '../errors.js';
 import { parseInstant } from '../time.js';
 import { TIMER_MAX_MS } from '../timer-limit.js';
@@ -158,28 +158,6 @@ export function openHandle(path: string, options?: Database.Options): Db {
     throw storeError(`open ${path}: ${(err as Error).message}`, err);
   }
   return nameErrors(db, path);
-}
-
-/**
- * memory-warden's own SQLite files (the state db, lock sidecars) are private: 0600 whatever the umask. SQLite
- * would create them 0644 minus the umask; created (or corrected) here first, SQLite then keeps the mode, and gives
- * the same mode to the journal, WAL and shm files it makes beside them. An existing file is corrected by path,
- * never through a descriptor: another connection of this process may hold a lock on it (a second job's lock
- * sidecar), and closing any descriptor of the file would drop that lock for every other process to take.
- */
-export function ensurePrivateFile(path: string): void {
-  try {
-    closeSync(openSync(path, 'wx', 0o600)); // new: no connection can hold a lock on it yet
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-      throw storeError(`create ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
-    }
-  }
-  try {
-    if ((statSync(path).mode & 0o777) !== 0o600) chmodSync(path, 0o600); // an old file, or a umask of 0o400
-  } catch {
-    // Not ours to change (another user's file): SQLite will say whether it can use it.
-  }
 }
 
 /** `warden_epoch(text)`: epoch ms of any ISO-8601 instant, NULL when unparseable (so it never compares true). */

@@ -6,7 +6,8 @@ import { chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeStore, tempDir } from '../helpers/store.js';
 import { acquireMaintenanceLock, lockPathFor } from '../../src/store/lock.js';
-import { ensurePrivateFile, openDatabase } from '../../src/store/sqlite.js';
+import { openDatabase } from '../../src/store/sqlite.js';
+import { openPrivateDb } from '../../src/store/private-file.js';
 import { openStateDb } from '../../src/state.js';
 
 /**
@@ -18,6 +19,9 @@ import { openStateDb } from '../../src/state.js';
  * every other process as soon as a second job of the worker tried it on the same store.)
  */
 const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
+
+/** A private file opened and closed again, as the state db and lock sidecars are. */
+const openPrivate = (path: string) => openPrivateDb(path, { name: 'test file', fix: 'none', check: () => {} }).close();
 
 /** Can another process take the write lock of `path` right now? */
 function otherProcessCanWrite(path: string): boolean {
@@ -71,7 +75,7 @@ describe('no descriptor of our own closes under a connection\'s lock', () => {
     try {
       expect(otherProcessCanWrite(path)).toBe(false);
       chmodSync(path, 0o644); // a mode to correct, as after a copy by hand
-      ensurePrivateFile(path);
+      openPrivate(path);
       expect(statSync(path).mode & 0o777).toBe(0o600);
       expect(otherProcessCanWrite(path)).toBe(false);
     } finally {
@@ -85,12 +89,12 @@ describe('no descriptor of our own closes under a connection\'s lock', () => {
     const path = join(dir, 'new.db');
     const umask = process.umask(0o277); // a umask that would leave it read-only to its owner
     try {
-      ensurePrivateFile(path);
+      openPrivate(path);
     } finally {
       process.umask(umask);
     }
     expect(statSync(path).mode & 0o777).toBe(0o600);
-    ensurePrivateFile(path); // and again: an existing file is fine
-    expect(() => ensurePrivateFile(join(dir, 'no', 'such', 'dir', 'x.db'))).toThrow(/^create .*x\.db: ENOENT$/);
+    openPrivate(path); // and again: an existing file is fine
+    expect(() => openPrivate(join(dir, 'no', 'such', 'dir', 'x.db'))).toThrow(/^create .*x\.db: ENOENT$/);
   });
 });
