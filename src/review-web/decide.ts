@@ -30,7 +30,8 @@ export type DecisionOutcome = { ok: true; decision: ReviewDecision } | { ok: fal
 /** What the page draws: the queue, and each due row read as `currentMemory` reads it (what a form is checked against). */
 export interface Queue {
   list: ReviewList;
-  due: DrawnRow[];
+  /** In the queue's order; `row` null when the id no longer reads back (deleted meanwhile, or not valid text in the file). */
+  due: { id: string; row: CurrentMemory }[];
   history: DayFigures[];
   corrections: boolean;
 }
@@ -44,11 +45,8 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
       const list = await listReview(handle, state, config, now);
       const layout = layoutOf(handle);
       // Drawn from the same read the form's fingerprint is made of, not from the queue's own read of the row.
-      const due: DrawnRow[] = [];
-      for (const m of list.next) {
-        const row = await layout.currentMemory(handle, m.id);
-        if (row) due.push(row);
-      }
+      const due: Queue['due'] = [];
+      for (const m of list.next) due.push({ id: m.id, row: await layout.currentMemory(handle, m.id) });
       return { list, due, history: await storeHistory(config, state, handle, now), corrections: layout.correct !== undefined };
     } finally {
       state.close();
@@ -113,7 +111,7 @@ const changedText = (id: string) =>
 /** Why the form cannot be acted on as drawn, or undefined. A row that is not there is not said to be decided. */
 function staleMessage(form: DecisionForm, now: string): string | undefined {
   if (now === form.seen) return undefined;
-  if (now === 'gone') return `There is no memory ${plain(clip(form.id, 80))} in the store (any more): it was deleted since this page was drawn, or never had this id. Nothing changed.`;
+  if (now === 'gone') return `There is no memory ${plain(clip(form.id, 80))} in the store now: it was deleted since this page was drawn, or its id does not read back exactly from the store file. Nothing changed.`;
   return changedText(form.id);
 }
 

@@ -1,6 +1,7 @@
 import type { PendingItem } from '../drift/review.js';
 import type { DrawnRow, Queue } from './decide.js';
 import { seenState } from './seen.js';
+import { encodeFormId } from './form-id.js';
 import { clip, escapeHtml, html, maskSecrets } from '../digest/untrusted.js';
 import { DAY_MS, parseInstant, type Instant } from '../time.js';
 import { itemAnchor } from './tokens.js';
@@ -57,7 +58,7 @@ const ageDays = (confirmedAt: string, now: Instant) => {
 
 function forms(ctx: PageContext, id: string, seen: string, proposed = ''): string {
   const action = `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
-  const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${escapeHtml(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
+  const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${encodeFormId(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
   if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
   return `<div class="forms">${confirm}
@@ -97,13 +98,17 @@ function pendingCard(ctx: PageContext, p: PendingItem, waiting: number[]): strin
   const head = `<h3><code>${html(clip(p.memoryId, 80))}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(clip(p.verifier, 80))}` : ''} <span class="muted">checked ${html(clip(p.checkedAt, 40))}</span></h3>`;
   // A verifier's proposed replacement is offered as the new fact; the person still names its source.
   const proposed = (p.evidence as { replacement?: { fact?: unknown } } | null)?.replacement?.fact;
-  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory, waiting), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}<p class="muted">The row no longer exists.</p>`;
+  const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory, waiting), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}${NOT_FOUND}`;
   return `<article class="item pending" id="${itemAnchor(p.memoryId)}">${head}${body}</article>`;
 }
 
-function dueCard(ctx: PageContext, m: DrawnRow): string {
+/** A listed id that reads no row: nothing the page could decide (and nothing said to be decided). */
+const NOT_FOUND = '<p class="muted">No row reads under this id now: it was deleted, or its id is not valid text in the store file (decide it there).</p>';
+
+function dueCard(ctx: PageContext, { id, row }: Queue['due'][number]): string {
   // Due rows are not waiting for a person (the queue leaves those out): nothing waits on them as drawn.
-  return `<article class="item due" id="${itemAnchor(m.id)}"><h3><code>${html(clip(m.id, 80))}</code></h3>${fields(m, ctx.now)}${forms(ctx, m.id, seenState(m, []))}</article>`;
+  const body = row ? fields(row, ctx.now) + forms(ctx, id, seenState(row, [])) : NOT_FOUND;
+  return `<article class="item due" id="${itemAnchor(id)}"><h3><code>${html(clip(id, 80))}</code></h3>${body}</article>`;
 }
 
 export function storePage(ctx: PageContext, { list, due, history }: Pick<Queue, 'list' | 'due' | 'history'>, notice?: string): string {
@@ -114,7 +119,7 @@ export function storePage(ctx: PageContext, { list, due, history }: Pick<Queue, 
   const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
 ${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
 <section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p, waiting.get(p.memoryId)!)).join('\n')}</section>
-<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${due.map((m) => dueCard(ctx, m)).join('\n')}</section>
+<section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${due.map((d) => dueCard(ctx, d)).join('\n')}</section>
 <section><h2>Last 30 days</h2>${legend()}${gapChart(history)}${activityChart(history)}</section>`;
   return withBase(ctx.base, page(`Review: ${ctx.store}`, body));
 }

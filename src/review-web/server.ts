@@ -9,6 +9,7 @@ import { configError } from '../errors.js';
 import { itemAnchor } from './tokens.js';
 import { loginPage, messagePage } from './pages.js';
 import { decide, decisionText, type DecisionForm } from './decide.js';
+import { decodeFormId } from './form-id.js';
 import { REVIEW_CSS } from './style.js';
 import { ReviewSite } from './site.js';
 
@@ -25,6 +26,12 @@ export interface ReviewServer {
   url: string;
   close(): Promise<void>;
 }
+
+/**
+ * The largest form the page draws, as a browser sends it: a supersede's fact (10,000 characters) and source (2,000),
+ * each character up to 9 bytes once form-encoded, and the memory id as encodeFormId writes it (long ids exist).
+ */
+const MAX_FORM_BYTES = 256 * 1024;
 
 const CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -44,7 +51,7 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
     c.header('X-Frame-Options', 'DENY');
     c.header('Cache-Control', 'no-store');
   });
-  app.use(bodyLimit({ maxSize: 64 * 1024, onError: (c) => c.html(messagePage(site.base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
+  app.use(bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.html(messagePage(site.base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
   app.get('/static/review.css', (c) => c.body(REVIEW_CSS, 200, { 'Content-Type': 'text/css; charset=utf-8' }));
   app.get('/', (c) => site.message(c, 404, 'memory-warden review', 'Open this page from a link in the digest email.'));
   linkRoutes(app, site);
@@ -117,7 +124,9 @@ function decisionRoutes(app: Hono, site: ReviewSite): void {
     const spent = site.sessions.spend(s, field('csrf') ?? '');
     if (spent === 'replayed') return site.message(c, 409, 'Already sent', 'This form was sent before (a reload or a replay); it was acted on once. Nothing changed now.', back);
     if (spent === 'unknown') return site.message(c, 403, 'Form not accepted', 'This form did not come from your session of the review page. Nothing changed.', back);
-    const form: DecisionForm = { action: field('action') ?? '', id: field('id') ?? '', seen: field('seen') ?? '', fact: field('fact'), source: field('source'), days: field('days') };
+    const id = decodeFormId(field('id') ?? '');
+    if (id === null) return site.message(c, 400, 'Form not accepted', 'This form does not name a memory the way the review page writes it (it was changed on the way). Nothing changed.', back);
+    const form: DecisionForm = { action: field('action') ?? '', id, seen: field('seen') ?? '', fact: field('fact'), source: field('source'), days: field('days') };
     const out = await decide(site.config, store, s.user, form, site.now());
     if (!out.ok) return site.message(c, out.status, 'Not done', out.message, back);
     site.log.info({ store, user: s.user, action: out.decision.action, id: out.decision.id }, 'review page: decision');

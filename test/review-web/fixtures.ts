@@ -1,4 +1,5 @@
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +28,33 @@ export function launchChromium(): Promise<Browser> {
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+}
+
+/** Opens a link in the browser and signs in with the shared password, up to the store's page. */
+export async function signIn(page: Page, link: string, user = 'alice'): Promise<void> {
+  await page.goto(link);
+  await page.fill('input[name=user]', user);
+  await page.fill('input[name=password]', PASSWORD);
+  await page.click('button[type=submit]');
+  await page.waitForSelector('h1:has-text("Review agent")');
+}
+
+/** One Chromium for a test file: launched before its tests, closed after them. */
+export function browserForFile(): () => Browser {
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return () => browser!;
+}
+
+/** A form's hidden fields, name → value, as the browser would post them. */
+export async function hiddenFields(form: Locator): Promise<Record<string, string>> {
+  const inputs = await form.locator('input[type=hidden]').all();
+  return Object.fromEntries(await Promise.all(inputs.map(async (i) => [(await i.getAttribute('name')) ?? '', await i.inputValue()])));
 }
 
 export interface Site {

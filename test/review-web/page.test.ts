@@ -1,5 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Locator, Page } from 'playwright-core';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import Database from 'better-sqlite3';
 import { previewDigest } from '../../src/digest/digest.js';
 import { openStateDb } from '../../src/state.js';
@@ -7,15 +7,9 @@ import { verdictsFor, pendingItems, recordVerdict } from '../../src/drift/record
 import { cli } from '../helpers/cli.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { DAY_MS, toCanonical } from '../../src/time.js';
-import { daysAgo, freshContext, launchChromium, memory, NOW, PASSWORD, startSite, withState, type Site } from './fixtures.js';
+import { browserForFile, daysAgo, freshContext, hiddenFields, memory, NOW, PASSWORD, signIn, startSite, withState, type Site } from './fixtures.js';
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchChromium();
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-});
+const browser = browserForFile();
 
 const ROWS = [
   { id: 'm_pnpm', fact: 'prefers pnpm', source: 'message:41', confirmed_at: daysAgo(120), created_at: daysAgo(120) },
@@ -37,21 +31,7 @@ async function digestLink(site: Site, id: string): Promise<string> {
   return link!;
 }
 
-async function signIn(page: Page, link: string, user = 'alice'): Promise<void> {
-  await page.goto(link);
-  await page.fill('input[name=user]', user);
-  await page.fill('input[name=password]', PASSWORD);
-  await page.click('button[type=submit]');
-  await page.waitForSelector('h1:has-text("Review agent")');
-}
-
 const card = (page: Page, id: string) => page.locator('article.item').filter({ has: page.locator('h3 code').getByText(id, { exact: true }) });
-
-/** A form's hidden fields, name → value, as the browser would post them. */
-async function hiddenFields(form: Locator): Promise<Record<string, string>> {
-  const inputs = await form.locator('input[type=hidden]').all();
-  return Object.fromEntries(await Promise.all(inputs.map(async (i) => [(await i.getAttribute('name')) ?? '', await i.inputValue()])));
-}
 
 /** What the page's scripts could have set: the evaluate callback runs in the browser, where globalThis is window. */
 const pwned = (page: Page) => page.evaluate(() => (globalThis as { __pwned?: number }).__pwned);
@@ -66,7 +46,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     site = await startSite({ rows: ROWS, waiting: ['m_pg'] });
     const link = await digestLink(site, 'm_pnpm');
     expect(link.startsWith(`${site.url}/open?t=`)).toBe(true);
-    const { ctx, external } = await freshContext(browser);
+    const { ctx, external } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, link);
     expect(new URL(page.url()).hash).toMatch(/^#m-[0-9a-f]{16}$/);
@@ -99,7 +79,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
 
   it('supersedes with the new fact and source, recorded as the signed-in person', async () => {
     site = await startSite({ rows: ROWS });
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, await digestLink(site, 'm_pg'), 'carol');
     const form = card(page, 'm_pg').locator('form.supersede');
@@ -123,7 +103,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
 
   it('a store held by a maintenance job: the decision is not made, the page says so, and it can be made after', async () => {
     site = await startSite({ rows: ROWS });
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, await digestLink(site, 'm_pnpm'));
     const lock = acquireMaintenanceLock(site.dbPath, { holder: 'prune' });
@@ -146,7 +126,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     site = await startSite({ rows: ROWS });
     const link = await digestLink(site, 'm_pnpm');
     site.clock.now = NOW + 7 * DAY_MS + 1000;
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     const res = await page.goto(link);
     expect(res!.status()).toBe(410);
@@ -180,7 +160,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
       `${payload}`,
       '<script>alert(1)</script>',
     ];
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     for (const t of variants) {
       const res = await page.goto(`${site.url}/open?t=${encodeURIComponent(t)}`);
@@ -197,7 +177,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
 
   it('a replayed POST and a stale form change nothing and say so', async () => {
     site = await startSite({ rows: ROWS });
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, await digestLink(site, 'm_pnpm'));
     const fields = (sel: string) => hiddenFields(card(page, 'm_pnpm').locator(sel));
@@ -220,7 +200,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     // A nonce this session never issued, and no session at all.
     const made = await ctx.request.post(action, { form: { ...confirmForm, csrf: 'x'.repeat(32) } });
     expect(made.status()).toBe(403);
-    const { ctx: stranger } = await freshContext(browser);
+    const { ctx: stranger } = await freshContext(browser());
     const anon = await stranger.request.post(action, { form: confirmForm });
     expect(anon.status()).toBe(401);
     await stranger.close();
@@ -232,7 +212,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
   it('a GET never decides: prefetching the link or the form address changes nothing', async () => {
     site = await startSite({ rows: ROWS, waiting: ['m_pg'] });
     const link = await digestLink(site, 'm_pg');
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     // A mail scanner opening the link: no session, nothing changed.
     const scanner = await ctx.request.get(link);
@@ -262,7 +242,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     site = await startSite({ rows: [...hostile, ROWS[3]!], waiting: ['m_svg'] });
     const proposal = '</textarea><script>window.__pwned=6</script> Postgres 16';
     withState(site, (st) => recordVerdict(st, { store: 'agent', memoryId: 'm_svg', verdict: 'contradicted', verifier: 'file', evidence: { reason: '<b>bold</b>', replacement: { fact: proposal } }, checkedAt: NOW - 1000, needsPerson: true }));
-    const { ctx, external } = await freshContext(browser);
+    const { ctx, external } = await freshContext(browser());
     const page = await ctx.newPage();
     const dialogs: string[] = [];
     page.on('dialog', (d) => {
@@ -305,7 +285,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     run.run('prune', daysAgo(4), daysAgo(4), JSON.stringify({ deleted: 17, dryRun: false }));
     run.run('prune', daysAgo(3), daysAgo(3), JSON.stringify({ deleted: 99, dryRun: true }));
     state.close();
-    const { ctx, external } = await freshContext(browser);
+    const { ctx, external } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, await digestLink(site, 'm_pnpm'));
     expect(await page.locator('svg.chart').count()).toBe(2);
@@ -329,13 +309,13 @@ describe('who may decide', { timeout: 90_000 }, () => {
   it('behind a proxy: the trusted header names who decided; without it nothing opens', async () => {
     site = await startSite({ rows: ROWS, review: { auth: { mode: 'proxy', userHeader: 'X-Forwarded-User' } } });
     const link = await digestLink(site, 'm_pnpm');
-    const { ctx: nobody } = await freshContext(browser);
+    const { ctx: nobody } = await freshContext(browser());
     const bare = await nobody.newPage();
     expect((await bare.goto(link))!.status()).toBe(401);
     expect(await bare.locator('form').count()).toBe(0);
     await nobody.close();
 
-    const { ctx } = await freshContext(browser, { 'X-Forwarded-User': 'dana@example.org' });
+    const { ctx } = await freshContext(browser(), { 'X-Forwarded-User': 'dana@example.org' });
     const page = await ctx.newPage();
     await page.goto(link);
     expect(await page.locator('input[name=password]').count()).toBe(0);
@@ -360,7 +340,7 @@ describe('who may decide', { timeout: 90_000 }, () => {
     writeFileSync(usersFile, `# reviewers\n${hashPasswordLine('frank', 'frank-secret-1')}\n${hashPasswordLine('grace', 'grace-secret-2')}\n`);
     site = await startSite({ rows: ROWS, review: { auth: { mode: 'users', usersFile } } });
     const link = await digestLink(site, 'm_pg');
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     for (const [user, password] of [['frank', 'grace-secret-2'], ['mallory', 'frank-secret-1'], ['frank', '']]) {
       await page.goto('about:blank');
@@ -387,7 +367,7 @@ describe('who may decide', { timeout: 90_000 }, () => {
     site = await startSite({ rows: ROWS });
     const link = await digestLink(site, 'm_pnpm');
     const t = new URL(link).searchParams.get('t')!;
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     for (let i = 0; i < 20; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, user: 'x', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
     const paused = await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: PASSWORD }, maxRedirects: 0 });
     expect(paused.status()).toBe(429);
@@ -400,7 +380,7 @@ describe('who may decide', { timeout: 90_000 }, () => {
 
   it('a session opened for one store decides nothing in another', async () => {
     site = await startSite({ rows: ROWS, stores: { other: [{ id: 'x_1', fact: 'other store', source: 'message:1', confirmed_at: daysAgo(200) }] } });
-    const { ctx } = await freshContext(browser);
+    const { ctx } = await freshContext(browser());
     const page = await ctx.newPage();
     await signIn(page, await digestLink(site, 'm_pnpm'));
     const csrf = await card(page, 'm_pnpm').locator('form.confirm input[name=csrf]').inputValue();
