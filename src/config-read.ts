@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import { isDeepStrictEqual } from 'node:util';
 import { configError } from './errors.js';
 import { rememberSecret } from './secrets.js';
+import { expandTemplate } from './env-template.js';
 
 /**
  * Reading config, without validating it: the defaults (config/default.yaml, or the build's parsed copy), YAML
@@ -89,24 +90,19 @@ function isPathField(path: string[]): boolean {
   return /^(?:db|dir|path|root|plugins)$|(?:Db|Dir|File|Path|Paths|Root|Roots|Repos)$/.test(key);
 }
 
-const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
-
 /**
- * Replace `${VAR}` and `${VAR:-default}` in every string; an unset variable without default names its field. Every
- * value taken from the environment is remembered as a secret (src/secrets.ts): it never reaches a record or an output.
+ * Replace `${VAR}` and `${VAR:-default}` in every string (src/env-template.ts: a default may hold another
+ * placeholder, `$${` is a literal `${`, any other `${` is an error naming its field, as is an unset variable without
+ * default). Every value taken from the environment is remembered as a secret (src/secrets.ts): it never reaches a
+ * record or an output.
  */
 export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
   if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
   if (typeof value === 'string') {
-    return value.replace(ENV_REF, (_, name: string, fallback: string | undefined) => {
-      const v = env[name];
-      if (v !== undefined && v !== '') {
-        rememberSecret(name, v, isPathField(path));
-        return v;
-      }
-      if (fallback !== undefined) return fallback;
-      throw configError(`config ${path.join('.') || '(root)'}: environment variable ${name} is not set`);
-    });
+    const fail = (problem: string): never => {
+      throw configError(`config ${path.join('.') || '(root)'}: ${problem}`);
+    };
+    return expandTemplate(value, env, fail, (name, v) => rememberSecret(name, v, isPathField(path)));
   }
   if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
   if (value && typeof value === 'object') {
