@@ -29,6 +29,12 @@ export const reviewWebShape = {
       passwordEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('MEMORY_WARDEN_REVIEW_PASSWORD'),
       /** users mode: a file of `name:scrypt:salt:hash` lines (`memory-warden serve --hash-password NAME` writes one). */
       usersFile: z.string().min(1).optional(),
+      /**
+       * password and users modes behind a reverse proxy: the header the proxy sets to the client's address
+       * (X-Forwarded-For, whose last entry is read, or X-Real-IP); trusted only when set here. The sign-in limits
+       * count per client address; without it, behind a proxy, every client is the proxy's address.
+       */
+      clientHeader: z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name').optional(),
     })
     .prefault({}),
 };

@@ -88,12 +88,13 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
     const token = typeof form.t === 'string' ? form.t : '';
     const claims = site.checkLink(c, token);
     if (claims instanceof Response) return claims;
-    if (site.failures.blocked(site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in is paused for a few minutes after many wrong passwords. Nothing changed.');
     const user = typeof form.user === 'string' ? form.user.slice(0, 64) : '';
+    const client = site.client(c);
+    if (site.failures.blocked(client, user, site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in from here is paused for a few minutes after many wrong passwords. Nothing changed.');
     const who = auth.check(user, typeof form.password === 'string' ? form.password : '');
     if (who === null) {
-      site.failures.add(site.now());
-      log.warn({ store: claims.store }, 'review page: failed sign-in');
+      site.failures.fail(client, user, site.now());
+      log.warn({ store: claims.store, client }, 'review page: failed sign-in');
       return c.html(loginPage(site.base, claims.store, token, auth.mode, true), 401);
     }
     site.startSession(c, claims, who);

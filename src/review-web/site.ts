@@ -7,6 +7,8 @@ import { reviewKey, verifyLink, type LinkClaims } from './tokens.js';
 import { makeAuthenticator, type Authenticator } from './auth.js';
 import { Sessions, type Session } from './sessions.js';
 import { messagePage, storePage } from './pages.js';
+import { clientKey, SignInLimits } from './sign-in-limits.js';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
 
 export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500 | 503;
@@ -20,7 +22,7 @@ export class ReviewSite {
   readonly key: Buffer;
   readonly auth: Authenticator;
   readonly sessions = new Sessions();
-  readonly failures = new FailedSignIns();
+  readonly failures = new SignInLimits();
   /** The path the page lives under behind a proxy (review.url's path), '' at the root. */
   readonly base: string;
   private readonly secure: boolean;
@@ -61,6 +63,16 @@ export class ReviewSite {
     return this.sessions.get(getCookie(c, COOKIE), this.now());
   }
 
+  /**
+   * Who is asking, for the sign-in limits: the connection's address, or behind a reverse proxy the address the
+   * proxy names in `auth.clientHeader` (its last entry: the one the proxy itself added). Trusted only when named.
+   */
+  client(c: Context): string {
+    const header = this.config.review.auth.clientHeader;
+    const named = header ? c.req.header(header)?.split(',').at(-1)?.trim() : undefined;
+    return clientKey(named ? named.slice(0, 100) : getConnInfo(c).remote.address ?? 'unknown');
+  }
+
   /** The session this request carries, if it covers `store` (and, behind a proxy, the same person). */
   sessionFor(c: Context, store: string): Session | undefined {
     const s = this.session(c);
@@ -91,22 +103,5 @@ export class ReviewSite {
     const notice = gone ? 'The item this link points at no longer waits for review: it was decided already, or is not due any more.' : undefined;
     const ctx = { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
     return c.html(storePage(ctx, queue, notice));
-  }
-}
-
-/**
- * A guessing brake for the built-in sign-in: past MAX failures in WINDOW nobody signs in until the window moves on.
- * Guessing needs a valid link first (they only travel in the digest); this bounds what a leaked link allows.
- */
-export class FailedSignIns {
-  private static readonly MAX = 20;
-  private static readonly WINDOW_MS = 10 * 60_000;
-  private times: number[] = [];
-  add(at: number): void {
-    this.times.push(at);
-  }
-  blocked(at: number): boolean {
-    this.times = this.times.filter((t) => at - t < FailedSignIns.WINDOW_MS);
-    return this.times.length >= FailedSignIns.MAX;
   }
 }

@@ -363,12 +363,12 @@ describe('who may decide', { timeout: 90_000 }, () => {
     await ctx.close();
   });
 
-  it('many wrong passwords pause the sign-in, the right one included, until the window moves on', async () => {
+  it('many wrong passwords pause the sign-in from there, the right one included, until the window moves on', async () => {
     site = await startSite({ rows: ROWS });
     const link = await digestLink(site, 'm_pnpm');
     const t = new URL(link).searchParams.get('t')!;
     const { ctx } = await freshContext(browser());
-    for (let i = 0; i < 20; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, user: 'x', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
+    for (let i = 0; i < 10; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
     const paused = await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: PASSWORD }, maxRedirects: 0 });
     expect(paused.status()).toBe(429);
     expect(await ctx.cookies()).toEqual([]);

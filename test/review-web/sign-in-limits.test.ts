@@ -1,0 +1,112 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'node:http';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { hashPasswordLine } from '../../src/review-web/auth.js';
+import { clientKey, SignInLimits } from '../../src/review-web/sign-in-limits.js';
+import { NOW, PASSWORD, PASSWORD_ENV, startSite, type Site } from './fixtures.js';
+import { linkToken } from './http.js';
+
+/**
+ * Wrong passwords hold back the party that sends them, not everyone: counted per client address and name tried.
+ * Clients are told apart by their own loopback addresses (127.0.0.2, 127.0.0.3, …: all of 127/8 is this host).
+ */
+const { PER_NAME, PER_ADDRESS, WINDOW_MS } = SignInLimits;
+
+/** POST /login from a chosen local address, as a browser's form would; the status. */
+function login(site: Site, from: string, user: string, password: string, headers: Record<string, string> = {}): Promise<number> {
+  const body = new URLSearchParams({ t: linkToken('agent', NOW), user, password }).toString();
+  const url = new URL(`${site.url}/login`);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', localAddress: from, headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), ...headers } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function fail(site: Site, times: number, from: string, user: (i: number) => string, headers?: Record<string, string>): Promise<void> {
+  for (let i = 0; i < times; i++) expect(await login(site, from, user(i), `guess ${i}`, headers)).toBe(401);
+}
+
+describe('sign-in limits', { timeout: 60_000 }, () => {
+  let site: Site;
+  afterEach(async () => {
+    await site?.close();
+  });
+
+  it('shared password: one address guessing one name holds back only that address and name', async () => {
+    site = await startSite({ rows: [] });
+    await fail(site, PER_NAME, '127.0.0.2', () => 'alice');
+    expect(await login(site, '127.0.0.2', 'alice', PASSWORD)).toBe(429); // still limited, the right password included
+    expect(await login(site, '127.0.0.2', 'alice', 'one more guess')).toBe(429);
+    expect(await login(site, '127.0.0.3', 'alice', PASSWORD)).toBe(303); // alice elsewhere
+    expect(await login(site, '127.0.0.2', 'bob', PASSWORD)).toBe(303); // another name from there
+    expect(await login(site, '127.0.0.4', 'carol', PASSWORD)).toBe(303);
+    site.clock.now = NOW + WINDOW_MS;
+    expect(await login(site, '127.0.0.2', 'alice', PASSWORD)).toBe(303);
+  });
+
+  it('one address trying many names is held back as a whole; other addresses are not', async () => {
+    site = await startSite({ rows: [] });
+    await fail(site, PER_ADDRESS, '127.0.0.5', (i) => `name${i}`);
+    for (const user of ['alice', 'fresh-name']) expect(await login(site, '127.0.0.5', user, PASSWORD)).toBe(429);
+    for (const from of ['127.0.0.6', '127.0.0.7']) expect(await login(site, from, 'alice', PASSWORD)).toBe(303);
+  });
+
+  it('a users file: wrong passwords for one user stop neither another user nor that user from elsewhere', async () => {
+    const usersFile = join(process.env.TMPDIR ?? '/tmp', `mw-limits-users-${process.pid}-${Date.now()}`);
+    writeFileSync(usersFile, `${hashPasswordLine('frank', 'frank-secret-1')}\n${hashPasswordLine('grace', 'grace-secret-2')}\n`);
+    site = await startSite({ rows: [], review: { auth: { mode: 'users', usersFile } } });
+    await fail(site, PER_NAME, '127.0.0.8', () => 'frank');
+    expect(await login(site, '127.0.0.8', 'frank', 'frank-secret-1')).toBe(429);
+    expect(await login(site, '127.0.0.8', 'grace', 'grace-secret-2')).toBe(303);
+    expect(await login(site, '127.0.0.9', 'frank', 'frank-secret-1')).toBe(303);
+  });
+
+  it('behind a proxy: clients are told apart by the header config names, its last entry only', async () => {
+    site = await startSite({ rows: [], review: { auth: { mode: 'password', passwordEnv: PASSWORD_ENV, clientHeader: 'X-Forwarded-For' } } });
+    const via = (client: string) => ({ 'X-Forwarded-For': client });
+    // Everything comes from the proxy's address; what it appends names the client. A client's own header is before it.
+    await fail(site, PER_NAME, '127.0.0.1', () => 'alice', via('203.0.113.9'));
+    expect(await login(site, '127.0.0.1', 'alice', PASSWORD, via('203.0.113.9'))).toBe(429);
+    expect(await login(site, '127.0.0.1', 'alice', PASSWORD, via('198.51.100.7, 203.0.113.9'))).toBe(429);
+    expect(await login(site, '127.0.0.1', 'alice', PASSWORD, via('203.0.113.9, 198.51.100.7'))).toBe(303);
+    // An IPv6 client is its /64: a new address in it is the same client.
+    await fail(site, PER_NAME, '127.0.0.1', () => 'bob', via('2001:db8:1:2::1'));
+    expect(await login(site, '127.0.0.1', 'bob', PASSWORD, via('2001:db8:1:2:ffff:ffff:ffff:fffe'))).toBe(429);
+    expect(await login(site, '127.0.0.1', 'bob', PASSWORD, via('2001:db8:1:3::1'))).toBe(303);
+  });
+
+  it('without clientHeader a client cannot pick its own address by sending one', async () => {
+    site = await startSite({ rows: [] });
+    await fail(site, PER_NAME, '127.0.0.10', () => 'alice', {});
+    for (let i = 0; i < 3; i++) expect(await login(site, '127.0.0.10', 'alice', PASSWORD, { 'X-Forwarded-For': `198.51.100.${i}`, 'X-Real-IP': `198.51.100.${i}` })).toBe(429);
+  });
+});
+
+describe('clientKey', () => {
+  it('is the IPv4 address (also IPv4-mapped) or the IPv6 /64', () => {
+    expect(clientKey('127.0.0.2')).toBe('127.0.0.2');
+    expect(clientKey('::ffff:127.0.0.2')).toBe('127.0.0.2');
+    expect(clientKey('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:0DB8:0001:0002::1')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(clientKey('::1')).toBe('0:0:0:0::/64');
+    expect(clientKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+  });
+
+  it('keeps a bounded number of counts however many addresses fail', () => {
+    const limits = new SignInLimits();
+    for (let i = 0; i < SignInLimits.MAX_KEYS; i++) limits.fail(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, 'x', NOW);
+    expect((limits as unknown as { failures: Map<string, unknown> }).failures.size).toBeLessThanOrEqual(SignInLimits.MAX_KEYS);
+    // The newest are kept: the last address is still counted.
+    for (let i = 1; i < PER_NAME; i++) limits.fail('10.0.39.15', 'x', NOW);
+    expect(limits.blocked('10.0.39.15', 'x', NOW)).toBe(true);
+  });
+});
