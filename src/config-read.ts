@@ -53,7 +53,7 @@ export interface QuickCache {
   /** The defaults expanded with no environment, without `stores`. */
   input: Record<string, unknown>;
   output: Record<string, unknown>;
-  /** A store given only its `db`, validated: `db` stands for any non-empty text. */
+  /** A store given only its `db`, validated: `db` stands for any path text (isPathText). */
   store: Record<string, unknown>;
   sources: Record<string, string>;
 }
@@ -110,6 +110,17 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[]
   }
   return value;
 }
+
+/**
+ * Why text cannot name a file or folder (empty, only spaces, a NUL byte), or undefined when it can: src/path-field.ts
+ * refuses it in config, and only path text is resolved against the config file or taken by the quick path.
+ */
+export function pathTextProblem(p: string): string | undefined {
+  if (p.trim() === '') return p === '' ? 'a path, not empty text' : 'a path, not only spaces';
+  return p.includes('\0') ? 'a path, without a NUL character' : undefined;
+}
+
+export const isPathText = (p: string): boolean => pathTextProblem(p) === undefined;
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -181,7 +192,7 @@ export const STORE_NAME = /^[A-Za-z0-9_.-]+$/;
 /**
  * The validated config of a run given no config file (`--db PATH`, or nothing), without zod: the build's cache
  * (above) holds zod's output for the defaults, and the only parts that can differ at run time are the leaves that
- * come from the environment (QUICK_LEAVES, any non-empty text) and the stores `--db` adds (a name and a path).
+ * come from the environment (QUICK_LEAVES, any path text) and the stores `--db` adds (a name and a path).
  * Anything else, or a value those rules do not cover, returns undefined: src/config.ts validates it with zod,
  * which also words the error. test/cli-startup.test.ts compares the two loaders.
  */
@@ -200,7 +211,7 @@ export function quickConfig(opts: LoadOptions): Record<string, unknown> | undefi
   const rest = structuredClone(expanded);
   for (const path of QUICK_LEAVES) {
     const v = get(expanded, path);
-    if (typeof v !== 'string' || v === '') return undefined;
+    if (typeof v !== 'string' || !isPathText(v)) return undefined; // zod words what is wrong (stateDb is a path)
     set(output, path, v);
     set(rest, path, get(quick.input, path));
   }
@@ -209,7 +220,7 @@ export function quickConfig(opts: LoadOptions): Record<string, unknown> | undefi
   const validStores: Record<string, unknown> = {};
   for (const name of Object.keys(stores)) {
     const db = (expanded.stores as Record<string, { db: unknown }>)[name]!.db;
-    if (!STORE_NAME.test(name) || typeof db !== 'string' || db === '') return undefined;
+    if (!STORE_NAME.test(name) || typeof db !== 'string' || !isPathText(db)) return undefined;
     validStores[name] = { ...quick.store, db };
   }
   output.stores = validStores;

@@ -3,6 +3,7 @@ import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from './vendor/zod.js';
 import { timerDuration } from './timer-duration.js';
+import { pathField } from './path-field.js';
 import { configError } from './errors.js';
 import { LOG_LEVELS } from './log-levels.js';
 import { storeSchema } from './store/config.js';
@@ -13,7 +14,7 @@ import { workerSchema, redisSchema } from './queue/config.js';
 import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
 import { reviewWebShape } from './review-web/config.js';
 import {
-  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, expandEnv, isPlainObject, merge, parseYaml,
+  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, expandEnv, isPathText, isPlainObject, merge, parseYaml,
   readDefaults, readYaml, sha256, type LoadOptions, type QuickCache,
 } from './config-read.js';
 
@@ -28,7 +29,7 @@ export type { LoadOptions } from './config-read.js';
 export const configSchema = z.strictObject({
   busyTimeoutMs: timerDuration('ms').int().nonnegative().default(5000),
   /** memory-warden's own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder. */
-  stateDb: z.string().min(1).default('~/.local/state/memory-warden/state.db'),
+  stateDb: pathField().default('~/.local/state/memory-warden/state.db'),
   log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
   prune: z
     .strictObject({
@@ -50,7 +51,7 @@ export const configSchema = z.strictObject({
     .prefault({}),
   snapshot: z
     .strictObject({
-      root: z.string().min(1).default('./backups'),
+      root: pathField().default('./backups'),
       keep: z.number().int().positive().default(7),
       /** Copies off the machine: each completed snapshot is uploaded to each target (src/snapshot/targets). */
       targets: targetsSchema,
@@ -96,8 +97,10 @@ export function loadConfig(opts: LoadOptions = {}): Config {
 }
 
 function resolveRelativePaths(user: Record<string, unknown>, base: string): Record<string, unknown> {
+  // Only what can name a file is resolved: an empty or blank path left as written is refused by the schema (resolved,
+  // "" was the config file's own folder).
   const abs = (p: unknown) =>
-    typeof p === 'string' && !p.includes('${') && !p.startsWith('~') && !isAbsolute(p) ? resolve(base, p) : p;
+    typeof p === 'string' && isPathText(p) && !p.includes('${') && !p.startsWith('~') && !isAbsolute(p) ? resolve(base, p) : p;
   const out = { ...user };
   if (isPlainObject(out.stores)) {
     out.stores = Object.fromEntries(

@@ -1,4 +1,5 @@
 import { z } from '../vendor/zod.js';
+import { pathField } from '../path-field.js';
 
 /**
  * The review page's keys, under `review:` beside afterDays and batch. Without `url` the digest keeps its shell
@@ -28,7 +29,7 @@ export const reviewWebShape = {
       /** password mode: the environment variable holding the shared password. */
       passwordEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('MEMORY_WARDEN_REVIEW_PASSWORD'),
       /** users mode: a file of `name:scrypt:salt:hash` lines (`memory-warden serve --hash-password NAME` writes one). */
-      usersFile: z.string().min(1).optional(),
+      usersFile: pathField().optional(),
       /**
        * password and users modes behind a reverse proxy: the header the proxy sets to the client's address
        * (X-Forwarded-For, whose last entry is read, or X-Real-IP); trusted only when set here. The sign-in limits

@@ -1,5 +1,6 @@
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../timer-duration.js';
+import { pathField } from '../path-field.js';
 import { mem0Schema } from '../layouts/mem0/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
@@ -29,7 +30,7 @@ export const storeSchema = z.strictObject({
   /** `warden`: the memory table of BRIEF.md; `mem0`: a mem0 deployment (history.db + Qdrant). */
   layout: z.enum(['warden', 'mem0']).default('warden'),
   /** The SQLite file: the memory store, or mem0's history.db. */
-  db: z.string().min(1),
+  db: pathField(),
   /** The machine that holds the file (its worker's host name); default: the machine reading the config. */
   host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
   qdrant: qdrantSchema.optional(),

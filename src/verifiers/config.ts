@@ -1,5 +1,6 @@
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../timer-duration.js';
+import { pathField } from '../path-field.js';
 import { VERIFIER_NAME } from './define.js';
 
 /** A regular expression written in config: it must compile (named groups become template variables). */
@@ -42,23 +43,23 @@ export const ruleSchema = z
 
 export const allowSchema = z.strictObject({
   /** Folders the file verifier (and plugins through ctx.readFile) may read under; symlinks may not leave them. */
-  fileRoots: z.array(z.string().min(1)).default([]),
+  fileRoots: z.array(pathField()).default([]),
   /** Repositories the git verifier may clone: local paths or URLs, compared exactly. */
-  gitRepos: z.array(z.string().min(1)).default([]),
+  gitRepos: z.array(pathField()).default([]),
   /** Hosts the http verifier may GET: `host` (any port) or `host:port`. */
   httpHosts: z.array(z.string().min(1).regex(/^[^\s/@]+$/, 'a host or host:port, no scheme or path')).default([]),
 });
 
 export const verifySchema = z.strictObject({
   /** Verifier plugin modules to load at start (paths relative to the config file). */
-  plugins: z.array(z.string().min(1)).default([]),
+  plugins: z.array(pathField()).default([]),
   rules: z.array(ruleSchema).default([]),
   /** Verifications running at the same time. */
   concurrency: z.number().int().min(1).max(64).default(4),
   /** Per verification; past it the verdict is `unverifiable` (retried next run) and the others carry on. */
   timeoutMs: timerDuration('ms').int().positive().default(30_000),
   /** Cached clones of the git verifier; `~` is the home folder. */
-  cacheDir: z.string().min(1).default('~/.cache/memory-warden'),
+  cacheDir: pathField().default('~/.cache/memory-warden'),
   allow: allowSchema.prefault({}),
 });
 

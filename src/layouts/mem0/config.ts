@@ -1,4 +1,5 @@
 import { z } from '../../vendor/zod.js';
+import { pathField } from '../../path-field.js';
 
 /**
  * Where a mem0 deployment keeps what memory-warden looks after. The history file is the store's `db`; the vectors
@@ -22,14 +23,14 @@ export const mem0Schema = z.strictObject({
    */
   vectorStore: z.enum(['qdrant', 'sqlite']).default('qdrant'),
   /** `vectorStore: sqlite`: the SDK's `vectorStore.config.dbPath` (default `~/.mem0/vector_store.db`). */
-  vectorDb: z.string().min(1).default('~/.mem0/vector_store.db'),
+  vectorDb: pathField().default('~/.mem0/vector_store.db'),
   /** `vectorStore: sqlite`: the entity store's file; the SDK derives it from vectorDb, set it only if yours differs. */
-  entityVectorDb: z.string().min(1).optional(),
+  entityVectorDb: pathField().optional(),
   /**
    * Folders on this machine that hold the vectors: mem0's local Qdrant `path` (default `/tmp/qdrant`) or the
    * Qdrant server's storage folder. The integrity check reports any that sits on tmpfs (lost at reboot).
    */
-  vectorPaths: z.array(z.string().min(1)).default([]),
+  vectorPaths: z.array(pathField()).default([]),
   /** Points read per Qdrant scroll page by prune, integrity, digest and erase. */
   pageSize: z.number().int().positive().max(10_000).default(256),
 });

@@ -1,4 +1,5 @@
 import { z } from '../../vendor/zod.js';
+import { pathField } from '../../path-field.js';
 import { configError } from '../../errors.js';
 import { localTargetSchema } from './local/schema.js';
 import { s3TargetSchema } from './s3/schema.js';
@@ -18,7 +19,7 @@ const common = {
   encrypt: z
     .strictObject({
       recipients: z.array(z.string().regex(/^age1[0-9a-z]+$/, 'an age recipient (age1…)')).min(1),
-      identityFile: z.string().min(1).optional(),
+      identityFile: pathField().optional(),
     })
     .optional(),
 };

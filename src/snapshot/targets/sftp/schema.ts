@@ -1,4 +1,5 @@
 import { z } from '../../../vendor/zod.js';
+import { pathField } from '../../../path-field.js';
 import { timerDuration } from '../../../timer-duration.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
@@ -11,9 +12,9 @@ export const sftpTargetSchema = z.strictObject({
   /** The host's key, as `ssh-keygen -lf` prints it (`SHA256:…`): no other host is ever sent a byte. */
   hostKeySha256: z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}=?$/, 'SHA256:<43 base64 characters>, as ssh-keygen -lf prints it'),
   /** Snapshots go to `<path>/<store>/<snapshot>/` (absolute, or relative to the login folder). */
-  path: z.string().min(1),
+  path: pathField(),
   /** A private key file readable by this user only (mode 0600), or the key itself from the environment. */
-  privateKeyFile: z.string().min(1).optional(),
+  privateKeyFile: pathField().optional(),
   privateKey: z.string().min(1).optional(),
   passphrase: z.string().optional(),
   password: z.string().optional(),

@@ -1,0 +1,16 @@
+import { z } from './vendor/zod.js';
+import { pathTextProblem } from './config-read.js';
+
+/**
+ * A file or folder named in config (a store's db, stateDb, snapshot.root, a target's path, a key file …): text
+ * that can name one. An empty path resolved to the config file's own folder (`stores.a.db: ""` passed and was that
+ * folder), blank text to a file named by its spaces, and a NUL byte no system call takes.
+ */
+export const pathField = () =>
+  z
+    .string()
+    .min(1, 'a path, not empty text')
+    .superRefine((path, ctx) => {
+      const problem = pathTextProblem(path);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    });
