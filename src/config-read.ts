@@ -142,14 +142,36 @@ export function readText(file: string): string {
   }
 }
 
+/**
+ * A config file's YAML, as plain data, or one line naming the file and what is wrong. Duplicate keys are an error,
+ * and aliases are capped (a "billion laughs" file is refused, not expanded). Only the core schema's tags (`!!str`,
+ * `!!int` …): the library's "known" ones (`!!binary`, `!!set`, `!!omap`, `!!timestamp`) make values no config
+ * holds (a set or map read as an empty section), and a tag it does not know (`!!js/function`, `!custom`) or a
+ * directive it does not know (`%FOO`) is an error here, not a warning. The library prints nothing itself
+ * (logLevel 'error': warnings are not printed, errors are kept): its warnings went to stderr as Node warnings with
+ * a code frame, several lines after the error.
+ */
 export function parseYaml(text: string, file: string): unknown {
   // Loaded when a file is parsed (readDefaults); the build's one-file copy of the package (scripts/vendor.ts).
   const YAML = require('./vendor/yaml.cjs') as typeof import('yaml');
+  const lines = new YAML.LineCounter();
+  const fail = (message: string) => configError(`config ${file}: not valid YAML: ${message.split('\n')[0]!.replace(/:$/, '')}`);
+  const doc = YAML.parseDocument(text, { uniqueKeys: true, resolveKnownTags: false, logLevel: 'error', lineCounter: lines });
+  const problem = doc.errors[0] ?? doc.warnings[0];
+  if (problem) throw fail(problem.message);
+  // A list or mapping as a key (`? [a]`) would be made a string of it; config keys are names.
+  YAML.visit(doc, {
+    Pair(_, pair) {
+      const key = YAML.isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
+      if (!YAML.isCollection(key)) return;
+      const at = lines.linePos((pair.key as { range?: [number] }).range?.[0] ?? 0);
+      throw fail(`a key that is a ${YAML.isSeq(key) ? 'list' : 'mapping'} at line ${at.line}, column ${at.col}; config keys are names`);
+    },
+  });
   try {
-    // Duplicate keys are an error, and aliases are capped (a "billion laughs" file is refused, not expanded).
-    return YAML.parse(text, { uniqueKeys: true, maxAliasCount: 100 }) ?? {};
+    return doc.toJS({ maxAliasCount: 100 }) ?? {};
   } catch (err) {
-    throw configError(`config ${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    throw fail((err as Error).message);
   }
 }
 

@@ -22,7 +22,7 @@ export function parseContent(text: string, format: Format): unknown {
     case 'json':
       return JSON.parse(text);
     case 'yaml':
-      return YAML.parse(text, { maxAliasCount: 100 });
+      return YAML.parse(text, { maxAliasCount: 100, logLevel: 'error' }); // its warnings (an unknown tag) would print as Node warnings, several lines
     case 'toml':
       return parseToml(text);
     case 'env':
