@@ -1,5 +1,4 @@
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config.js';
@@ -12,6 +11,7 @@ import { decide, decisionText, type DecisionForm } from './decide.js';
 import { decodeFormId } from './form-id.js';
 import { REVIEW_CSS } from './style.js';
 import { ReviewSite } from './site.js';
+import { formBody, readForm } from './form-body.js';
 
 export interface ReviewServerOptions {
   config: Config;
@@ -20,18 +20,21 @@ export interface ReviewServerOptions {
   env?: NodeJS.ProcessEnv;
   /** Overrides review.listen (tests bind port 0). */
   listen?: { host: string; port: number };
+  /** Overrides HTTP_TIMEOUTS (tests). */
+  timeouts?: typeof HTTP_TIMEOUTS;
 }
+
+/**
+ * How long a client may take to send a request: its headers, then the whole of it. Node's defaults (60 s and 300 s)
+ * let a client that announces a body and sends less hold a connection for five minutes; a form takes seconds. Node
+ * then answers 408 and closes the connection. Its check runs every `checkMs` (Node: every 30 s).
+ */
+export const HTTP_TIMEOUTS = { headersMs: 10_000, requestMs: 20_000, checkMs: 1_000 };
 
 export interface ReviewServer {
   url: string;
   close(): Promise<void>;
 }
-
-/**
- * The largest form the page draws, as a browser sends it: a supersede's fact (10,000 characters) and source (2,000),
- * each character up to 9 bytes once form-encoded, and the memory id as encodeFormId writes it (long ids exist).
- */
-const MAX_FORM_BYTES = 256 * 1024;
 
 const CSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -51,7 +54,7 @@ export function reviewApp(opts: ReviewServerOptions): Hono {
     c.header('X-Frame-Options', 'DENY');
     c.header('Cache-Control', 'no-store');
   });
-  app.use(bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => c.html(messagePage(site.base, 'Too large', 'That form was too large. Nothing changed.'), 413) }));
+  app.use(formBody(site));
   app.get('/static/review.css', (c) => c.body(REVIEW_CSS, 200, { 'Content-Type': 'text/css; charset=utf-8' }));
   app.get('/', (c) => site.message(c, 404, 'memory-warden review', 'Open this page from a link in the digest email.'));
   linkRoutes(app, site);
@@ -84,14 +87,15 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
 
   app.post('/login', async (c) => {
     if (auth.mode === 'proxy') return site.message(c, 404, 'Not here', 'Sign-in is done by the proxy in front of this page.');
-    const form = await c.req.parseBody();
-    const token = typeof form.t === 'string' ? form.t : '';
+    const form = await readForm(c, site);
+    if (form instanceof Response) return form;
+    const token = form.t ?? '';
     const claims = site.checkLink(c, token);
     if (claims instanceof Response) return claims;
-    const user = typeof form.user === 'string' ? form.user.slice(0, 64) : '';
+    const user = (form.user ?? '').slice(0, 64);
     const client = site.client(c);
     if (site.failures.blocked(client, user, site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in from here is paused for a few minutes after many wrong passwords. Nothing changed.');
-    const who = auth.check(user, typeof form.password === 'string' ? form.password : '');
+    const who = auth.check(user, form.password ?? '');
     if (who === null) {
       site.failures.fail(client, user, site.now());
       log.warn({ store: claims.store, client }, 'review page: failed sign-in');
@@ -120,8 +124,9 @@ function decisionRoutes(app: Hono, site: ReviewSite): void {
     const back = site.storeUrl(store);
     const s = site.sessionFor(c, store);
     if (!s) return site.message(c, 401, 'Not signed in for this store', 'Open the page from a link in the digest email. Nothing changed.');
-    const body = await c.req.parseBody();
-    const field = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
+    const body = await readForm(c, site);
+    if (body instanceof Response) return body;
+    const field = (k: string) => body[k];
     const spent = site.sessions.spend(s, field('csrf') ?? '');
     if (spent === 'replayed') return site.message(c, 409, 'Already sent', 'This form was sent before (a reload or a replay); it was acted on once. Nothing changed now.', back);
     if (spent === 'unknown') return site.message(c, 403, 'Form not accepted', 'This form did not come from your session of the review page. Nothing changed.', back);
@@ -140,7 +145,9 @@ export async function startReviewServer(opts: ReviewServerOptions): Promise<Revi
   const listen = opts.listen ?? opts.config.review.listen;
   let server: ServerType | undefined;
   const addr = await new Promise<AddressInfo>((resolve, reject) => {
-    server = serve({ fetch: app.fetch, port: listen.port, hostname: listen.host }, (info) => resolve(info));
+    const t = opts.timeouts ?? HTTP_TIMEOUTS;
+    const serverOptions = { headersTimeout: t.headersMs, requestTimeout: t.requestMs, connectionsCheckingInterval: t.checkMs };
+    server = serve({ fetch: app.fetch, port: listen.port, hostname: listen.host, serverOptions }, (info) => resolve(info));
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(configError(`review.listen: cannot listen on ${listen.host}:${listen.port} (${err.code ?? err.message}); choose another review.listen.port`)),
     );

@@ -11,7 +11,7 @@ import { clientKey, SignInLimits } from './sign-in-limits.js';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
 
-export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 429 | 500 | 503;
+export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 429 | 500 | 503;
 const COOKIE = 'mw_review';
 
 /**

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import Database from 'better-sqlite3';
 import { validateConfig, type Config } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger, type Logger } from '../../src/logger.js';
 import { openStateDb } from '../../src/state.js';
 import { recordVerdict } from '../../src/drift/record.js';
-import { startReviewServer, type ReviewServer } from '../../src/review-web/server.js';
+import { startReviewServer, type ReviewServer, type ReviewServerOptions } from '../../src/review-web/server.js';
 import { makeStore, type Row } from '../helpers/store.js';
 import { DAY_MS, parseInstant, toCanonical } from '../../src/time.js';
 
@@ -74,7 +74,10 @@ export interface Site {
  * A real store and state db in a temp folder, a memory-warden config file naming them, and the review server on
  * loopback with an adjustable clock. `waiting` rows get a drift verdict that needs a person.
  */
-export async function startSite(opts: { rows: Row[]; waiting?: string[]; review?: Record<string, unknown>; stores?: Record<string, Row[]> }): Promise<Site> {
+export async function startSite(opts: {
+  rows: Row[]; waiting?: string[]; review?: Record<string, unknown>; stores?: Record<string, Row[]>;
+  log?: Logger; timeouts?: ReviewServerOptions['timeouts'];
+}): Promise<Site> {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'mw-review-web-')));
   const dbPath = makeStore(join(dir, 'agent.db'), opts.rows);
   const statePath = join(dir, 'state.db');
@@ -89,7 +92,7 @@ export async function startSite(opts: { rows: Row[]; waiting?: string[]; review?
   const review = { secretEnv: KEY_ENV, auth: { mode: 'password', passwordEnv: PASSWORD_ENV }, listen: { host: '127.0.0.1', port: 0 }, ...opts.review };
   const base = { stateDb: statePath, stores, digest: { to: ['ops@example.org'] }, review };
   const first = validateConfig(base);
-  const server = await startReviewServer({ config: first, log: silentLogger, now: () => clock.now });
+  const server = await startReviewServer({ config: first, log: opts.log ?? silentLogger, now: () => clock.now, ...(opts.timeouts ? { timeouts: opts.timeouts } : {}) });
   // Readers reach the page at the server's own address: digest links point there.
   const raw = { ...base, review: { ...review, url: server.url } };
   const config = validateConfig(raw);
