@@ -122,7 +122,7 @@ describe('the built command line', () => {
       expect(r.stderr).not.toMatch(RAW);
       expect(r.stderr).not.toMatch(FORGED);
       expect(r.stderr.split('\n')).toHaveLength(2);
-      expect(r.stderr.split('\n')[0]).toMatch(/^memory-warden: unknown (option|command) '[^']*' \(memory-warden( review)? --help shows the usage\)$/);
+      expect(r.stderr.split('\n')[0]).toMatch(/^memory-warden: unknown (option|command) '[^']*' \(memory-warden( review( confirm)?)? --help shows the usage\)$/);
     }
   });
 });
