@@ -55,8 +55,14 @@ function groupNames(re: RegExp): string[] {
 function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.ProcessEnv, where: string, opts: { envOnly?: boolean; fact?: boolean } = {}): Template {
   const parts: Part[] = [];
   let last = 0;
+  // Text between placeholders holds no `${`: one that is not `${NAME}` or `${NAME:-fallback}` (`${}`, `${A B}`,
+  // `${A-x}`, no closing brace) would be sent as it is, a URL or path nobody meant.
+  const literal = (chunk: string) => {
+    if (chunk.includes('${')) throw configError(`config ${where}: "${clipPlaceholder(chunk)}" is not a placeholder: write \${NAME} or \${NAME:-fallback}`);
+    return chunk;
+  };
   for (const m of text.matchAll(REF)) {
-    if (m.index > last) parts.push(text.slice(last, m.index));
+    if (m.index > last) parts.push(literal(text.slice(last, m.index)));
     const name = m[1]!;
     if (vars.has(name)) {
       if (opts.envOnly) throw configError(`config ${where}: "\${${name}}" would put memory text here; only environment variables are allowed`);
@@ -71,8 +77,14 @@ function compileTemplate(text: string, vars: ReadonlySet<string>, env: NodeJS.Pr
     }
     last = m.index + m[0].length;
   }
-  if (last < text.length) parts.push(text.slice(last));
+  if (last < text.length) parts.push(literal(text.slice(last)));
   return parts;
+}
+
+/** The malformed placeholder a literal holds, from its `${`, at most 40 characters. */
+function clipPlaceholder(chunk: string): string {
+  const at = chunk.slice(chunk.indexOf('${'));
+  return at.length > 40 ? `${at.slice(0, 39)}…` : at;
 }
 
 function compileTree(value: unknown, vars: ReadonlySet<string>, env: NodeJS.ProcessEnv, where: string, envOnly = false): TemplateTree {

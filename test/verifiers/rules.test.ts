@@ -34,6 +34,35 @@ describe('rule schema (config verify.rules)', () => {
   });
 });
 
+describe('malformed placeholders in rules', () => {
+  const forms = ['${}', '${A B}', '${1A}', '${A-x}', '${A:=x}', '${A:?no}', '${A:+x}', '${PATH', 'http://h/${', 'a ${ b'];
+  for (const form of forms) {
+    it(`refuses ${form} in a URL, a header, a path, expect and replacement: one line naming the field`, () => {
+      const cases: [object, RegExp][] = [
+        [{ match: { source: '^x$' }, use: 'http', with: { url: `http://h/p?k=${form}` } }, /with\.url: ".*" is not a placeholder/],
+        [{ match: { source: '^x$' }, use: 'http', with: { url: 'http://h/p', headers: { 'X-Key': form } } }, /with\.headers\.X-Key: ".*" is not a placeholder/],
+        [{ match: { source: '^x$' }, use: 'file', with: { path: `./${form}.json` } }, /with\.path: ".*" is not a placeholder/],
+        [{ match: { source: '^x$' }, use: 'file', with: { path: 'a.json', expect: form } }, /expect: ".*" is not a placeholder/],
+        [{ match: { source: '^x$' }, use: 'file', with: { path: 'a.json' }, replacement: `now ${form}`, autoSupersede: true }, /replacement(\.fact)?: ".*" is not a placeholder/],
+      ];
+      for (const [rule, why] of cases) {
+        expect(() => compile(rule, { A: 'set-value', PATH: '/usr/bin' }), JSON.stringify(rule)).toThrow(why);
+        try {
+          compile(rule, { A: 'set-value' });
+        } catch (err) {
+          expect((err as Error).message.split('\n')).toHaveLength(1);
+        }
+      }
+    });
+  }
+
+  it('well-formed ones still compile: a group, an environment variable, a fallback, several in one string', () => {
+    const rule = compile({ match: { source: '^cfg:(?<path>.+)$' }, use: 'http', with: { url: 'http://${HOST}/${path}?k=${KEY:-none}&v=${path}' } }, { HOST: 'h.example' });
+    const m = matchRule([rule], memory('cfg:app'))!;
+    expect(fillTree(rule.params, m.vars)).toEqual({ url: 'http://h.example/app?k=none&v=app' });
+  });
+});
+
 describe('templates and matching', () => {
   it('fills named groups and env, never re-reads filled text as a template', () => {
     const rule = compile({ match: { source: '^cfg:(?<path>.+)$' }, use: 'file', with: { path: '${ROOT}/${path}', select: '$.a' } }, { ROOT: '/srv' });
