@@ -1,5 +1,5 @@
 import { truncateWal, type Db } from './store/sqlite.js';
-import { asciiLower, textFinder } from './needles.js';
+import { textFinder } from './needles.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
@@ -54,44 +54,77 @@ function contentColumns(db: Db, table: string): string[] {
 }
 
 const MIN_TEXT = 4;
-const PREFIX = 48;
+/**
+ * A quote of an erased text is found by any WINDOW consecutive characters of it, windows starting every STEP: a
+ * quote of WINDOW + STEP characters or more, cut from the start (an error's clip at 40) or from the middle (a
+ * reason quoting what a page said), holds a whole window.
+ */
+const WINDOW = 24;
+const STEP = 12;
 
-/** The first `n` code points of `t` (a surrogate pair is never cut). */
-function head(t: string, n: number): string {
-  if (t.length <= n) return t;
-  let count = 0;
-  let end = 0;
-  for (const ch of t) {
-    if (count++ === n) break;
-    end += ch.length;
-  }
-  return t.slice(0, end);
+/**
+ * The form both sides are compared in: JSON escapes (`\u00e9`, `\"`, `\/`) and percent-encoding (`%C3%A9%20`)
+ * decoded, NFKC, lower case. A record can hold a text in any of them (evidence is JSON inside JSON, a URL quotes
+ * the text it asked about, an error repeats it in capitals).
+ */
+function folded(text: string): string {
+  const unescaped = text.replace(/\\(u[0-9a-fA-F]{4}|["\\/bfnrt])/g, (_, e: string) =>
+    e[0] === 'u' ? String.fromCharCode(parseInt(e.slice(1), 16)) : ({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' } as Record<string, string>)[e] ?? e);
+  const decoded = unescaped.replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run;
+    }
+  });
+  return decoded.normalize('NFKC').toLowerCase();
 }
 
-/** Whether a string holds an erased text: as written, JSON-escaped, or (for --subject) the subject in any case. */
+/** The windows of a folded text that a quote of it holds one of (the whole text when it is shorter). */
+function windows(t: string): string[] {
+  const chars = [...t];
+  if (chars.length <= WINDOW + STEP) return [t];
+  const out: string[] = [];
+  for (let i = 0; i + WINDOW <= chars.length; i += STEP) out.push(chars.slice(i, i + WINDOW).join(''));
+  out.push(chars.slice(-WINDOW).join(''));
+  return out;
+}
+
+/**
+ * Whether a string holds an erased text: whole or quoted in part (any WINDOW characters of it), as written, JSON-
+ * escaped, percent-encoded or in another case; or (for --subject) the subject.
+ */
 export function textMatcher(texts: readonly string[], subject?: string): (v: string) => boolean {
-  // A long text may be quoted cut short (an error message, a log line): its first PREFIX characters find it too.
-  // A value holding the whole text (or its JSON escape) holds those too, so they are all that is looked for, every
-  // text at once in one pass over the value (src/needles.ts). Indexed at the first value to test, so a state db
-  // without content pays nothing for it, however many texts (30,000 took 15 MB and 0.2 s).
+  // Every text at once in one pass over the value (src/needles.ts). Indexed at the first value to test, so a state
+  // db without content pays nothing for it, however many texts.
   let holdsText: ((v: string) => boolean) | undefined;
   const index = () => {
-    const heads = new Set<string>();
-    for (const t of texts) {
-      const h = head(t, PREFIX);
-      heads.add(h);
-      heads.add(JSON.stringify(h).slice(1, -1));
-    }
-    return textFinder([...heads].filter((t) => t.length >= MIN_TEXT));
+    const needles = new Set<string>();
+    for (const t of texts) for (const w of windows(folded(t))) needles.add(w);
+    return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
   };
-  const folded = subject === undefined ? [] : [...new Set([subject, JSON.stringify(subject).slice(1, -1)].map(asciiLower))];
-  if (!texts.some((t) => t.length >= MIN_TEXT || JSON.stringify(t).length - 2 >= MIN_TEXT) && folded.length === 0) return () => false;
-  return (v) => (holdsText ??= index())(v) || (folded.length > 0 && folded.some((t) => asciiLower(v).includes(t)));
+  const subjectForm = subject === undefined ? '' : folded(subject);
+  if (!texts.some((t) => folded(t).length >= MIN_TEXT) && subjectForm === '') return () => false;
+  return (v) => {
+    const f = folded(v);
+    return (holdsText ??= index())(f) || (subjectForm !== '' && f.includes(subjectForm));
+  };
+}
+
+/** Whether a string is an erased id or names one among its words (`row u1a locked`, `pruned u1a and u10a`). */
+function namesId(v: string, ids: ReadonlySet<string>): boolean {
+  if (ids.size === 0) return false;
+  if (ids.has(v)) return true;
+  // Among words, only ids of MIN_TEXT characters or more: an id like `7` would take every record with a 7 in it.
+  return v.split(/[^\p{L}\p{N}_.:-]+/u).some((word) => {
+    const w = word.replace(/[.:]+$/, '');
+    return w.length >= MIN_TEXT && ids.has(w);
+  });
 }
 
 /** Every string of a JSON value that holds an erased text or is an erased id becomes ERASED; null if none did. */
 function scrubJson(value: unknown, holds: (s: string) => boolean, ids: ReadonlySet<string>): { value: unknown; hit: boolean } {
-  if (typeof value === 'string') return holds(value) || ids.has(value) ? { value: ERASED, hit: true } : { value, hit: false };
+  if (typeof value === 'string') return holds(value) || namesId(value, ids) ? { value: ERASED, hit: true } : { value, hit: false };
   if (Array.isArray(value)) {
     const parts = value.map((v) => scrubJson(v, holds, ids));
     return { value: parts.map((p) => p.value), hit: parts.some((p) => p.hit) };
@@ -128,7 +161,7 @@ export function scrubValue(v: string, holds: (s: string) => boolean, ids: Readon
     const r = scrubJson(json, holds, ids);
     return r.hit ? JSON.stringify(r.value) : null;
   }
-  return holds(v) ? ERASED : null;
+  return holds(v) || namesId(v, ids) ? ERASED : null;
 }
 
 const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
@@ -160,16 +193,18 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
       const sql = dryRun ? `SELECT count(*) AS n FROM ${table} WHERE ${where}` : `DELETE FROM ${table} WHERE ${where}`;
       add(`state:${table}`, dryRun ? (db.prepare(sql).get(t.store, idList) as { n: number }).n : db.prepare(sql).run(t.store, idList).changes);
     }
-    // Job runs of this store name its memories by id in their results (prune lists what it deleted).
+    // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors.
     if (tables.includes('job_runs') && ids.size > 0) {
-      const rows = db.prepare(`SELECT id, result FROM job_runs WHERE store = ? AND result IS NOT NULL`).all(t.store) as { id: number; result: string }[];
-      const set = db.prepare(`UPDATE job_runs SET result = ? WHERE id = ?`);
-      for (const r of rows) {
-        if (dryRun && holds(r.result)) continue; // counted by the pass below
-        const s = scrubValue(r.result, holds, ids);
-        if (s === null) continue;
-        if (!dryRun) set.run(s, r.id);
-        add('state:job_runs.result', 1);
+      for (const col of ['result', 'error'] as const) {
+        const rows = db.prepare(`SELECT id, ${col} AS v FROM job_runs WHERE store = ? AND ${col} IS NOT NULL`).all(t.store) as { id: number; v: string }[];
+        const set = db.prepare(`UPDATE job_runs SET ${col} = ? WHERE id = ?`);
+        for (const r of rows) {
+          if (dryRun && holds(r.v)) continue; // counted by the pass below
+          const s = scrubValue(r.v, holds, ids);
+          if (s === null) continue;
+          if (!dryRun) set.run(s, r.id);
+          add(`state:job_runs.${col}`, 1);
+        }
       }
     }
     // The content columns everywhere else.

@@ -232,6 +232,53 @@ describe('erase in the state db: only content, and text quoted cut short', () =>
   });
 });
 
+describe('erase in the state db: the text in part, in other forms, and ids among words', () => {
+  const LONG = 'Renée Brinewater was diagnosed with type 1 diabetes in March; her passport X99-1234 expires next year';
+  const asciiJson = (t: string) => JSON.stringify(t).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const copies: [string, (id: string) => { error?: string; result?: string }][] = [
+    ['an error quoting it cut at 40', () => ({ error: `prune agent: row "${LONG.slice(0, 40)}…" is locked` })],
+    ['an error quoting its middle', () => ({ error: `verify failed: the page says …${LONG.slice(35, 85)}…` })],
+    ['a result with it JSON-escaped in ASCII', () => ({ result: JSON.stringify({ raw: `file: ${asciiJson(LONG)}` }) })],
+    ['an error in capitals', () => ({ error: `FAILED ON ${LONG.toUpperCase()}` })],
+    ['a result with it percent-encoded in a URL', () => ({ result: JSON.stringify({ evidence: { url: `https://x.example/?q=${encodeURIComponent(LONG.slice(0, 50))}` } }) })],
+    ['an error naming the id among words', (id) => ({ error: `row ${id} is locked by the agent` })],
+    ['a result naming the id inside a note', (id) => ({ result: JSON.stringify({ note: `pruned ${id}, b1 and others` }) })],
+  ];
+
+  for (const how of ['ids', 'user'] as const) {
+    it(`--${how}: every such copy in job runs is scrubbed, and the other records stay`, async () => {
+      const w = await warden();
+      const id = 'mem-9001';
+      const db = new Database(w.storeDb);
+      db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES (?, 'renee', ?, 'user message')`).run(id, LONG);
+      db.close();
+      const state = openStateDb(w.config.stateDb);
+      for (const [, copy] of copies) {
+        const c = copy(id);
+        const run = recordRunStart(state, 'drift', 'agent', NOW);
+        if (c.result) state.prepare(`UPDATE job_runs SET result = ? WHERE id = ?`).run(c.result, run);
+        recordRunEnd(state, run, NOW, c.error ? 'failed' : 'ok', c.error ?? null);
+        if (c.result) state.prepare(`UPDATE job_runs SET result = ? WHERE id = ?`).run(c.result, run);
+      }
+      const unrelated = recordRunStart(state, 'prune', 'agent', NOW);
+      recordRunEnd(state, unrelated, NOW, 'failed', 'row b1 is locked by the agent');
+      state.close();
+
+      await erase(w.config, 'agent', how === 'ids' ? { ids: [id] } : { user: 'renee' }, { now: () => NOW });
+      const after = openStateDb(w.config.stateDb);
+      const rows = after.prepare(`SELECT id, error, result FROM job_runs ORDER BY id`).all() as { id: number; error: string | null; result: string | null }[];
+      after.close();
+      // Each copy holds one of these as plain ASCII (the escapes and the URL encoding leave them as they are).
+      for (const r of rows) {
+        for (const v of [r.error, r.result]) {
+          for (const piece of ['brinewater', 'x99-1234', 'diabetes', 'passport', id]) expect((v ?? '').toLowerCase(), `${piece} in ${v}`).not.toContain(piece);
+        }
+      }
+      expect(rows.some((r) => r.error === 'row b1 is locked by the agent')).toBe(true);
+    });
+  }
+});
+
 describe('erase in the state db: order and tables added later', () => {
   it('an erase that fails at the store (Qdrant down) has already scrubbed the state db, and leaves the rows for the retry', async () => {
     const w = await warden();
