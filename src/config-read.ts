@@ -83,9 +83,10 @@ function defaultsOf(text: string, cached: DefaultsCache | undefined): unknown {
 /**
  * Config fields that name a file or folder (`stateDb`, `stores.a.db`, `snapshot.root`, a target's `path`,
  * `identityFile`, `fileRoots`, `gitRepos`, `cacheDir`, verify `plugins`, mem0's `vectorDb` and `vectorPaths`,
- * `usersFile`): by the last key that is not an index.
+ * `usersFile`): by the last key that is not an index. Read before the schema (expansion comes first), so by name;
+ * test/config-paths.test.ts holds it to the fields made with pathField (src/path-field.ts), no more and no fewer.
  */
-function isPathField(path: string[]): boolean {
+export function isPathField(path: string[]): boolean {
   const key = [...path].reverse().find((k) => !/^\d+$/.test(k)) ?? '';
   return /^(?:db|dir|path|root|plugins)$|(?:Db|Dir|File|Path|Paths|Root|Roots|Repos)$/.test(key);
 }

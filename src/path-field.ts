@@ -13,4 +13,7 @@ export const pathField = () =>
     .superRefine((path, ctx) => {
       const problem = pathTextProblem(path);
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
-    });
+    })
+    // In config/schema.json too: the test that keeps isPathField (a path from the environment shown in errors, not
+    // hidden as a secret) to exactly these fields reads it there.
+    .meta({ 'x-names-a-file': true });

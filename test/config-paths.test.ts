@@ -3,6 +3,8 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config.js';
+import { isPathField } from '../src/config-read.js';
+import { configJsonSchema } from '../src/config-schema.js';
 import { CLI, cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
 
@@ -78,5 +80,34 @@ describe('path fields', () => {
     const config = loadConfig({ file, env: {} });
     expect(config.stores.a!.db).toBe(join(dir, 'm.db'));
     expect(config.snapshot.root).toBe(join(dir, ' backups')); // spaces in a name are the user's to choose
+  });
+});
+
+describe('which fields name a file, as environment expansion tells them', () => {
+  /** Every property of the config's JSON schema: its key, and whether it (or each item of it) is a pathField. */
+  function properties(node: unknown, out: { key: string; names: boolean }[] = []): { key: string; names: boolean }[] {
+    if (Array.isArray(node)) node.forEach((n) => properties(n, out));
+    else if (node && typeof node === 'object') {
+      const o = node as Record<string, unknown>;
+      const marked = (s: unknown): boolean => {
+        if (!s || typeof s !== 'object') return false;
+        const x = s as Record<string, unknown>;
+        return x['x-names-a-file'] === true || marked(x.items) || ((x.anyOf as unknown[] | undefined)?.some(marked) ?? false);
+      };
+      if (o.properties && typeof o.properties === 'object') {
+        for (const [key, sub] of Object.entries(o.properties as Record<string, unknown>)) out.push({ key, names: marked(sub) });
+      }
+      for (const v of Object.values(o)) properties(v, out);
+    }
+    return out;
+  }
+
+  it('a path from the environment is shown in errors exactly in the fields made with pathField', () => {
+    const all = properties(configJsonSchema());
+    expect(all.filter((p) => p.names).length).toBeGreaterThan(10);
+    // Both ways: a path field taken for another would hide its file in errors; another taken for a path field
+    // would show a token shaped like a path.
+    const wrong = all.filter((p) => p.names !== isPathField([p.key])).map((p) => `${p.key}: ${p.names ? 'names a file' : 'does not'}`);
+    expect([...new Set(wrong)]).toEqual([]);
   });
 });
