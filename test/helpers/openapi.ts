@@ -1,5 +1,5 @@
 /**
- * Validates HTTP exchanges against Qdrant's published OpenAPI description (../shared/qdrant/openapi.json, see
+ * Validates HTTP exchanges against Qdrant's published OpenAPI description (test/vendor/qdrant/openapi.json, see
  * SOURCE.md there), so the project and the Qdrant test server cannot drift away from real Qdrant unnoticed:
  * an endpoint, parameter, body field or answer shape the description does not allow is a violation.
  * Test-only: never part of the build.
@@ -10,7 +10,7 @@ import addFormatsModule from 'ajv-formats';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-export const OPENAPI_PATH = new URL('../../../shared/qdrant/openapi.json', import.meta.url);
+export const OPENAPI_PATH = new URL('../vendor/qdrant/openapi.json', import.meta.url);
 
 type Json = Record<string, any>;
 
