@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import Ajv2020 from 'ajv/dist/2020.js';
@@ -16,17 +16,20 @@ function validator() {
   return ajv.compile(JSON.parse(readFileSync(SHIPPED, 'utf8')) as object);
 }
 
-/** Every ```yaml block of the README, with the heading it sits under. */
+/** Every ```yaml block of the README and of docs/, with the file and the heading it sits under. */
 function readmeYaml(): { where: string; text: string }[] {
   const out: { where: string; text: string }[] = [];
-  let heading = '';
-  const lines = readFileSync(file('README.md'), 'utf8').split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    if (/^#{1,4} /.test(lines[i]!)) heading = lines[i]!;
-    if (lines[i]!.trim() === '```yaml') {
-      const start = i + 1;
-      while (!lines[++i]!.startsWith('```'));
-      out.push({ where: `README line ${start} (${heading})`, text: lines.slice(start, i).join('\n') });
+  const pages = ['README.md', ...readdirSync(file('docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  for (const page of pages) {
+    let heading = '';
+    const lines = readFileSync(file(page), 'utf8').split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      if (/^#{1,4} /.test(lines[i]!)) heading = lines[i]!;
+      if (lines[i]!.trim() === '```yaml') {
+        const start = i + 1;
+        while (!lines[++i]!.startsWith('```'));
+        out.push({ where: `${page} line ${start} (${heading})`, text: lines.slice(start, i).join('\n') });
+      }
     }
   }
   return out;
@@ -37,7 +40,7 @@ describe('config JSON Schema', () => {
     expect(readFileSync(SHIPPED, 'utf8')).toBe(configJsonSchemaText());
   });
 
-  it('config/default.yaml and every YAML example of the README validate against it, and against zod', () => {
+  it('config/default.yaml and every YAML example of the README and docs/ validate against it, and against zod', () => {
     const validate = validator();
     const docs = [{ where: 'config/default.yaml', text: readFileSync(file('config/default.yaml'), 'utf8') }, ...readmeYaml()];
     expect(docs.length).toBeGreaterThanOrEqual(4);
