@@ -5,7 +5,7 @@
  *
  * Without its JIT: zod compiles a parser for each object schema (`new Function`) the first time it parses, which
  * pays off over thousands of parses. Here a schema parses once or a few times a run (the config, a job's payload),
- * and the compiling was ~20 ms of every `--config` start-up (BENCHMARKS.md, "fifth session"); results are the same.
+ * and the compiling was ~20 ms of every `--config` start-up (measured in the history of BENCHMARKS.md); results are the same.
  */
 import { config } from 'zod';
 

@@ -6,7 +6,7 @@ import type { FlaggedRow, LookTwice, NewRows, Period } from '../contract.js';
 /**
  * Rows whose created_at, as an instant, falls in [start, end). The text bounds only skip rows that cannot
  * qualify (any ISO-8601 text of an instant sorts within two days of its UTC date), and let SQLite read just that
- * range off an index on created_at where a store has one (init makes none: BENCHMARKS.md, "digest", says why).
+ * range off an index on created_at where a store has one (init makes none: measured in the history of BENCHMARKS.md).
  * Canonical text then compares as text (it holds whole seconds: `>= start` is `> text(start − 1 ms)`, `< end` is
  * `<= text(end − 1 ms)`); only other forms reach warden_epoch. Newest first by julianday(), which reads every instant as parseInstant
  * does, to the millisecond (test/store/instant-rule.test.ts). Every row is looked at once, so both counts are
