@@ -5,6 +5,7 @@ import YAML from 'yaml';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { configJsonSchema, configJsonSchemaText } from '../src/config-schema.js';
+import { configReferenceText } from '../src/config-reference.js';
 import { validateConfig } from '../src/config.js';
 
 const file = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
@@ -38,6 +39,10 @@ function readmeYaml(): { where: string; text: string }[] {
 describe('config JSON Schema', () => {
   it('the shipped config/schema.json is what the validation schema generates now', () => {
     expect(readFileSync(SHIPPED, 'utf8')).toBe(configJsonSchemaText());
+  });
+
+  it('the shipped docs/config-reference.md is what the validation schema generates now', () => {
+    expect(readFileSync(file('docs/config-reference.md'), 'utf8')).toBe(configReferenceText());
   });
 
   it('config/default.yaml and every YAML example of the README and docs/ validate against it, and against zod', () => {
