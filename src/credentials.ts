@@ -9,6 +9,7 @@
  * A masked value keeps at most its public prefix (`ghp_`, `AKIA`, `xoxb-`): never a character of the secret.
  */
 import type { SecretLintCoreConfig } from '@secretlint/types';
+import { readings, type Reading } from './secret-readings.js';
 
 // Prefixes that say what kind of token it was and are the same in every token of that kind.
 const PUBLIC_PREFIX = /^(?:github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ|shp(?:at|ss|ca|pa)_|lin_api_|pypi-|hv[sbr]\.|do[por]_v1_|GOCSPX-|AGE-SECRET-KEY-|gsk_|xai-|tskey-|PMAK-|sntry[su]_|glsa_|dapi|figd_|sbp_)/;
@@ -78,31 +79,64 @@ export function maskingForm(text: string): string {
   return text.normalize('NFKC').replace(HIDDEN_INSIDE, '');
 }
 
+/** A range [start, end) of a text that holds a secret. */
+type Span = readonly [number, number];
+
+const GENERIC_WITH_INDICES = GENERIC.map((re) => new RegExp(re.source, `${re.flags}d`));
+
+/** Where the generic rules find secrets: each rule's capture group (the value), or its whole match. */
+function genericSpans(text: string): Span[] {
+  const spans: Span[] = [];
+  for (const re of GENERIC_WITH_INDICES) {
+    for (const m of text.matchAll(re)) {
+      const at = m.indices?.[1] ?? m.indices![0]!;
+      if (at[1] > at[0]) spans.push(at);
+    }
+  }
+  return spans;
+}
+
+/** Every place the secret values occur in the text. */
+function spansOfValues(text: string, values: string[]): Span[] {
+  const spans: Span[] = [];
+  for (const v of values) for (let i = text.indexOf(v); i >= 0; i = text.indexOf(v, i + v.length)) spans.push([i, i + v.length]);
+  return spans;
+}
+
+/** Spans found in a reading, as ranges of the text it reads (a decoded secret covers all it was decoded from). */
+const inText = (r: Reading, spans: Span[]): Span[] => spans.map(([a, b]) => [r.start[a]!, r.end[b - 1]!] as const);
+
+/** The text with each span (overlapping and touching ones merged) replaced by its mask. */
+function applySpans(text: string, spans: Span[]): string {
+  const sorted = [...spans].sort((x, y) => x[0] - y[0]);
+  let out = '';
+  let at = 0;
+  for (let i = 0; i < sorted.length; ) {
+    let [start, end] = sorted[i]!;
+    for (i++; i < sorted.length && sorted[i]![0] <= end; i++) end = Math.max(end, sorted[i]![1]);
+    out += text.slice(at, start) + maskValue(text.slice(start, end));
+    at = end;
+  }
+  return out + text.slice(at);
+}
+
 /**
- * Text unchanged when masking finds nothing in its masking form; else that form, masked (a secret spelled in
- * fullwidth or split by an invisible character is shown as what it is, masked).
+ * The one masking of text a person sees. The text unchanged when masking finds nothing in its masking form nor in
+ * any reading of it (lines joined, encodings undone: secret-readings.ts); else that form, with every secret found
+ * masked where it is written (a secret spelled in fullwidth, split by an invisible character or a line break,
+ * percent-, entity-, JSON-, base64- or hex-encoded is shown as what it is, masked, its tail with it).
  */
-function maskedOrSame(text: string, mask: (form: string) => string): string {
-  const form = maskingForm(text);
-  const masked = mask(form);
-  return masked === form ? text : masked;
+function maskReadings(raw: string, form: string, views: Reading[], extra: Span[] = []): string {
+  const spans = [...extra, ...genericSpans(form)];
+  for (const r of views) spans.push(...inText(r, genericSpans(r.text)));
+  return spans.length === 0 ? raw : applySpans(form, spans);
 }
 
 /** The generic rules only: synchronous, for every string a render shows. */
 export function maskSecretsSync(text: unknown): string {
-  return maskedOrSame(String(text ?? ''), genericMask);
-}
-
-function genericMask(text: string): string {
-  let out = text;
-  for (const re of GENERIC) {
-    out = out.replace(re, (whole: string, ...rest: unknown[]) => {
-      const value = typeof rest[0] === 'string' ? rest[0] : undefined;
-      if (value === undefined) return maskValue(whole);
-      return value.includes('[masked]') ? whole : whole.replace(value, maskValue(value));
-    });
-  }
-  return out;
+  const raw = String(text ?? '');
+  const form = maskingForm(raw);
+  return maskReadings(raw, form, readings(form));
 }
 
 // Loaded on first use: most commands never show store text, and need not pay for the catalogue at start.
@@ -164,17 +198,17 @@ async function catalogueFinds(text: string): Promise<string[]> {
   return [...found].filter((v) => v.trim() !== '').sort((x, y) => y.length - x.length);
 }
 
-/** Both layers: every occurrence of what the catalogue finds, then the generic rules. */
+/** Both layers: every occurrence of what the catalogue finds, in the text and in each reading of it, and the generic rules. */
 export async function maskSecrets(text: unknown): Promise<string> {
   const raw = String(text ?? '');
   const form = maskingForm(raw);
   // No token of the catalogue is this short (verdicts, counts), and every one of its patterns has a letter in it
   // (a prefix, a scheme, a key name): text without one (times, numbers) needs the generic rules only.
   if (form.trim().length < 12 || !/[A-Za-z]/.test(form)) return maskSecretsSync(raw);
-  let out = form;
-  for (const value of await catalogueFinds(form)) out = out.split(value).join(maskValue(value));
-  out = genericMask(out);
-  return out === form ? raw : out;
+  const views = readings(form);
+  const found = spansOfValues(form, await catalogueFinds(form));
+  for (const r of views) found.push(...inText(r, spansOfValues(r.text, await catalogueFinds(r.text))));
+  return maskReadings(raw, form, views, found);
 }
 
 /**
