@@ -18,11 +18,12 @@ export function registerReviewCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) =>
       withReview(opts, cmd, false, async (ctx, store, state) => {
-        const [{ listReview }, { maskDeep }] = await Promise.all([reviewModule(), import('../credentials.js')]);
+        const [{ listReview }, { maskDeep, maskSecretsSync }] = await Promise.all([reviewModule(), import('../credentials.js')]);
         const list = await listReview(store, state, ctx.config, ctx.now());
-        // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back).
+        // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back), with
+        // the catalogue first, then each shown text again as the digest and the page mask it.
         if (opts.json) printJson(list);
-        else printList(await maskDeep(list, new Set(['id', 'memoryId', 'store'])));
+        else printList(await maskDeep(list, new Set(['id', 'memoryId', 'store'])), maskSecretsSync);
       }),
     );
 
@@ -91,19 +92,20 @@ function report(d: ReviewDecision, opts: StoreOptions): void {
   print`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`;
 }
 
-function printList(l: ReviewList): void {
+/** `masked`: the one masking of text a person sees (src/credentials.ts), for every value that came from the store. */
+function printList(l: ReviewList, masked: (text: unknown) => string): void {
   print`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`;
   if (l.pending.length > 0) print`\nwaiting for a person:`;
   for (const p of l.pending) {
     const ev = (p.evidence ?? {}) as { reason?: string; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: string } };
     print`  ${p.memoryId}  ${p.verdict}${p.verifier ? ` (${p.verifier})` : ''}  checked ${p.checkedAt}`;
-    if (p.memory) print`      fact: ${p.memory.fact}\n      source: ${p.memory.source}`;
+    if (p.memory) print`      fact: ${masked(p.memory.fact)}\n      source: ${masked(p.memory.source)}`;
     else print`      (the row no longer exists)`;
-    if (ev.reason) print`      reason: ${ev.reason}`;
-    if (ev.previous) print`      before: ${JSON.stringify(ev.previous.value)}`;
-    if (ev.current && 'value' in ev.current) print`      now: ${JSON.stringify(ev.current.value)}`;
-    if (ev.replacement?.fact) print`      proposed: ${ev.replacement.fact}`;
+    if (ev.reason) print`      reason: ${masked(ev.reason)}`;
+    if (ev.previous) print`      before: ${masked(JSON.stringify(ev.previous.value))}`;
+    if (ev.current && 'value' in ev.current) print`      now: ${masked(JSON.stringify(ev.current.value))}`;
+    if (ev.replacement?.fact) print`      proposed: ${masked(ev.replacement.fact)}`;
   }
   if (l.next.length > 0) print`\nnext drift run takes (${l.next.length}):`;
-  for (const r of l.next) print`  ${r.id}  confirmed ${r.confirmed_at}  ${r.fact}  [${r.source}]`;
+  for (const r of l.next) print`  ${r.id}  confirmed ${r.confirmed_at}  ${masked(r.fact)}  [${masked(r.source)}]`;
 }

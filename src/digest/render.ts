@@ -1,6 +1,6 @@
 import type { Finding } from '../findings.js';
 import type { DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
-import { clip, escapeHtml, headerText, html, maskSecrets, plain, reviewCommands } from './untrusted.js';
+import { escapeHtml, headerText, html, plain, reviewCommands } from './untrusted.js';
 
 /**
  * Pure functions from a DigestModel to the subject, the plain-text part and the HTML part. Same content in both
@@ -66,16 +66,16 @@ function pruneText(s: StoreSection): string {
 function snapshotText(s: StoreSection): string {
   const snap = s.maintenance.lastSnapshot;
   if (!snap) return 'none recorded';
-  return `${snap.takenAt} UTC (${ageText(snap.ageHours)})${snap.where ? ` in ${plain(clip(snap.where, FIELD_CHARS))}` : ''}`;
+  return `${snap.takenAt} UTC (${ageText(snap.ageHours)})${snap.where ? ` in ${plain(snap.where, FIELD_CHARS)}` : ''}`;
 }
 
 function findingText(f: Finding): string {
-  const ids = f.ids && f.ids.length > 0 ? ` [${f.ids.slice(0, 10).map((id) => plain(clip(id, 80))).join(', ')}${(f.count ?? 0) > 10 ? ', …' : ''}]` : '';
+  const ids = f.ids && f.ids.length > 0 ? ` [${f.ids.slice(0, 10).map((id) => plain(id, 80)).join(', ')}${(f.count ?? 0) > 10 ? ', …' : ''}]` : '';
   return `[${f.severity}] ${f.code}: ${plain(f.message)}${ids}`;
 }
 
 function jobText(j: FailedJob): string {
-  return `${j.finishedAt} ${j.job}${j.store ? ` (${j.store})` : ''}: ${plain(clip(j.error, ERROR_CHARS))}`;
+  return `${j.finishedAt} ${j.job}${j.store ? ` (${j.store})` : ''}: ${plain(j.error, ERROR_CHARS)}`;
 }
 
 // ---------------------------------------------------------------- text
@@ -91,7 +91,7 @@ export function renderText(model: DigestModel): string {
   for (const s of model.stores) {
     line();
     line(`=== ${s.name} ${'='.repeat(Math.max(3, 66 - s.name.length))}`);
-    if (s.error) line(`!! could not read this store: ${plain(clip(s.error, ERROR_CHARS))}`);
+    if (s.error) line(`!! could not read this store: ${plain(s.error, ERROR_CHARS)}`);
     // What changed and what broke first; the review batch (much the same list all week) last.
     textNewRows(s, line, model.quiet);
     textMaintenance(s, line, model.quiet);
@@ -111,10 +111,10 @@ type Line = (s?: string) => void;
 
 function textRow(r: FlaggedRow, line: Line): void {
   const flag = r.reasons.length > 0 ? '!! ' : '   ';
-  line(`${flag}${plain(clip(r.id, 80))}  created ${plain(clip(r.createdAt, 40))}${r.expiresAt ? `  expires ${plain(clip(r.expiresAt, 40))}` : ''}`);
-  line(`     subject: ${plain(clip(r.subject, FIELD_CHARS))}`);
-  line(`     fact:    ${plain(clip(maskSecrets(r.fact), FACT_CHARS))}`);
-  line(`     source:  ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
+  line(`${flag}${plain(r.id, 80)}  created ${plain(r.createdAt, 40)}${r.expiresAt ? `  expires ${plain(r.expiresAt, 40)}` : ''}`);
+  line(`     subject: ${plain(r.subject, FIELD_CHARS)}`);
+  line(`     fact:    ${plain(r.fact, FACT_CHARS)}`);
+  line(`     source:  ${r.source.trim() === '' ? '(none)' : plain(r.source, FIELD_CHARS)}`);
   if (r.reasons.length > 0) line(`     LOOK TWICE: ${r.reasons.join('; ')}`);
 }
 
@@ -138,8 +138,8 @@ function textReview(s: StoreSection, line: Line): void {
   line(`Review queue: ${s.review.due} live row(s) confirmed more than ${s.review.afterDays} days ago. This week's ${s.review.batch.length}, oldest first:`);
   for (const r of s.review.batch) {
     const cmd = reviewCommands(r.id, s.select);
-    line(`   ${plain(clip(r.id, 80))}  confirmed ${plain(clip(r.confirmedAt, 40))}  ${plain(clip(r.subject, 80))}: ${plain(clip(maskSecrets(r.fact), 300))}`);
-    line(`     source: ${r.source.trim() === '' ? '(none)' : plain(clip(r.source, FIELD_CHARS))}`);
+    line(`   ${plain(r.id, 80)}  confirmed ${plain(r.confirmedAt, 40)}  ${plain(r.subject, 80)}: ${plain(r.fact, 300)}`);
+    line(`     source: ${r.source.trim() === '' ? '(none)' : plain(r.source, FIELD_CHARS)}`);
     if (r.link) line(`     review on the page: ${r.link}`);
     else {
       line(`     $ ${cmd.confirm}`);
@@ -161,7 +161,7 @@ function textMaintenance(s: StoreSection, line: Line, quiet: boolean): void {
   else {
     line(`   drift verdicts awaiting a person: ${m.awaitingPerson.total}`);
     for (const v of m.awaitingPerson.shown) {
-      line(`     ${plain(clip(v.memoryId, 80))}: ${plain(v.verdict)}${v.verifier ? ` by ${plain(clip(v.verifier, 80))}` : ''} (${plain(clip(v.checkedAt, 40))})${v.evidence ? `: ${plain(clip(v.evidence, 300))}` : ''}`);
+      line(`     ${plain(v.memoryId, 80)}: ${plain(v.verdict)}${v.verifier ? ` by ${plain(v.verifier, 80)}` : ''} (${plain(v.checkedAt, 40)})${v.evidence ? `: ${plain(v.evidence, 300)}` : ''}`);
       if (v.link) line(`       review on the page: ${v.link}`);
     }
   }
@@ -224,7 +224,7 @@ ${parts.join('\n')}
 
 function htmlStore(s: StoreSection, quiet: boolean): string {
   const p: string[] = [`<div style="${S.card}">`, `<h2 style="${S.h2}">${escapeHtml(s.name)}</h2>`];
-  if (s.error) p.push(`<p style="${S.bad}">Could not read this store: ${html(clip(s.error, ERROR_CHARS))}</p>`);
+  if (s.error) p.push(`<p style="${S.bad}">Could not read this store: ${html(s.error, ERROR_CHARS)}</p>`);
   p.push(htmlNewRows(s, quiet));
   p.push(htmlMaintenance(s, quiet));
   if (!quiet) p.push(htmlReview(s));
@@ -240,10 +240,10 @@ function htmlNewRows(s: StoreSection, quiet: boolean): string {
     const first = f ? S.flagCell : S.td;
     const reasons = f ? `<div>${r.reasons.map((x) => `<span style="${S.reason}">${escapeHtml(x)}</span>`).join('')}</div>` : '';
     return `<tr style="${f ? S.flagged : ''}">
-<td style="${first}"><code style="${S.code}">${html(clip(r.id, 80))}</code>${f ? `<div style="${S.warn};font-size:11px;font-weight:bold;margin-top:3px;white-space:nowrap">LOOK TWICE</div>` : ''}</td>
-<td style="${S.td}"><b>${html(clip(r.subject, FIELD_CHARS))}</b><br>${html(clip(maskSecrets(r.fact), FACT_CHARS))}${reasons}</td>
-<td style="${S.td}">${r.source.trim() === '' ? `<i style="${S.bad}">none</i>` : html(clip(r.source, FIELD_CHARS))}</td>
-<td style="${S.td};white-space:nowrap">${html(clip(r.createdAt, 40))}${r.expiresAt ? `<br><span style="${S.muted}">expires ${html(clip(r.expiresAt, 40))}</span>` : ''}</td>
+<td style="${first}"><code style="${S.code}">${html(r.id, 80)}</code>${f ? `<div style="${S.warn};font-size:11px;font-weight:bold;margin-top:3px;white-space:nowrap">LOOK TWICE</div>` : ''}</td>
+<td style="${S.td}"><b>${html(r.subject, FIELD_CHARS)}</b><br>${html(r.fact, FACT_CHARS)}${reasons}</td>
+<td style="${S.td}">${r.source.trim() === '' ? `<i style="${S.bad}">none</i>` : html(r.source, FIELD_CHARS)}</td>
+<td style="${S.td};white-space:nowrap">${html(r.createdAt, 40)}${r.expiresAt ? `<br><span style="${S.muted}">expires ${html(r.expiresAt, 40)}</span>` : ''}</td>
 </tr>`;
   });
   const more = n.more > 0 ? `<p style="margin:6px 0 0 0"><b>… and ${n.more} more</b> not listed (${n.total} new in all).</p>` : '';
@@ -259,8 +259,8 @@ function htmlReview(s: StoreSection): string {
   const rows = s.review.batch.map((r) => {
     const cmd = reviewCommands(r.id, s.select);
     return `<tr>
-<td style="${S.td}"><code style="${S.code}">${html(clip(r.id, 80))}</code><br><span style="${S.muted}">confirmed ${html(clip(r.confirmedAt, 40))}</span></td>
-<td style="${S.td}"><b>${html(clip(r.subject, 80))}</b>: ${html(clip(maskSecrets(r.fact), 300))}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(clip(r.source, FIELD_CHARS))}</span>
+<td style="${S.td}"><code style="${S.code}">${html(r.id, 80)}</code><br><span style="${S.muted}">confirmed ${html(r.confirmedAt, 40)}</span></td>
+<td style="${S.td}"><b>${html(r.subject, 80)}</b>: ${html(r.fact, 300)}<br><span style="${S.muted}">source: ${r.source.trim() === '' ? 'none' : html(r.source, FIELD_CHARS)}</span>
 ${r.link ? reviewLinkHtml(r.link) : `<code style="${S.cmd}">${escapeHtml(cmd.confirm)}</code>${s.review.supersede !== false && cmd.supersede ? `<code style="${S.cmd}">${escapeHtml(cmd.supersede)}</code>` : ''}`}</td>
 </tr>`;
   });
@@ -280,7 +280,7 @@ function reviewLinkHtml(link: string): string {
 function htmlJobs(jobs: FailedJob[]): string {
   return `<table role="presentation" style="${S.table}" cellspacing="0" cellpadding="0">
 <tr><th style="${S.th}">finished (UTC)</th><th style="${S.th}">job</th><th style="${S.th}">error</th></tr>
-${jobs.map((j) => `<tr><td style="${S.td};white-space:nowrap">${escapeHtml(j.finishedAt)}</td><td style="${S.td}">${escapeHtml(j.job)}${j.store ? ` (${escapeHtml(j.store)})` : ''}</td><td style="${S.td}">${html(clip(j.error, ERROR_CHARS))}</td></tr>`).join('\n')}
+${jobs.map((j) => `<tr><td style="${S.td};white-space:nowrap">${escapeHtml(j.finishedAt)}</td><td style="${S.td}">${escapeHtml(j.job)}${j.store ? ` (${escapeHtml(j.store)})` : ''}</td><td style="${S.td}">${html(j.error, ERROR_CHARS)}</td></tr>`).join('\n')}
 </table>`;
 }
 
@@ -294,7 +294,7 @@ function htmlMaintenance(s: StoreSection, quiet: boolean): string {
   const verdicts = m.awaitingPerson.total === 0
     ? 'none'
     : `<b>${m.awaitingPerson.total}</b>` + m.awaitingPerson.shown
-        .map((v) => `<div><code style="${S.code}">${html(clip(v.memoryId, 80))}</code> ${html(v.verdict)}${v.verifier ? ` by ${html(clip(v.verifier, 80))}` : ''} <span style="${S.muted}">${html(clip(v.checkedAt, 40))}</span>${v.evidence ? `: ${html(clip(v.evidence, 300))}` : ''}${v.link ? reviewLinkHtml(v.link) : ''}</div>`)
+        .map((v) => `<div><code style="${S.code}">${html(v.memoryId, 80)}</code> ${html(v.verdict)}${v.verifier ? ` by ${html(v.verifier, 80)}` : ''} <span style="${S.muted}">${html(v.checkedAt, 40)}</span>${v.evidence ? `: ${html(v.evidence, 300)}` : ''}${v.link ? reviewLinkHtml(v.link) : ''}</div>`)
         .join('');
   const failed = m.failedJobs.length === 0 ? `<span style="${S.ok}">none</span>` : htmlJobs(m.failedJobs);
   const counts = `rows ${m.rows}, live ${m.live} (gap ${m.rows - m.live})${quiet && s.review.due > 0 ? `, ${s.review.due} due for review` : ''}`;

@@ -1,11 +1,11 @@
 /**
- * Everything read from a memory store is hostile text (see ../untrusted.ts for the terminal side). The digest
- * adds two things on top of the one sanitiser: credentials are masked (../secrets.ts), and links are defanged so
- * no mail client's autolinker turns store text into a working link. These are the only ways store text reaches
- * the digest.
+ * Everything read from a memory store is hostile text (see ../untrusted.ts for the terminal side). The digest and
+ * the review page add two things on top of the one sanitiser: credentials are masked (../credentials.ts, in every
+ * encoding it reads), and links are defanged so no mail client's autolinker turns store text into a working link.
+ * `plain`, `html` and `fieldValue` are the only ways store text reaches the digest and the page.
  */
 import type { StoreSelector } from '../layouts/open.js';
-import { clip, headerText, oneLine } from '../untrusted.js';
+import { clip, headerText, oneLine, terminalText } from '../untrusted.js';
 import { maskSecretsSync } from '../credentials.js';
 
 export { clip, headerText, oneLine };
@@ -51,10 +51,11 @@ export function defang(text: string): string {
 
 /**
  * Untrusted store text for the plain-text part: NFKC first (fullwidth `．／＠：` and other compatibility forms
- * become the ASCII that browsers and IDNA read them as), credentials masked, one line, defanged.
+ * become the ASCII that browsers and IDNA read them as), credentials masked, clipped to `max` characters (after
+ * masking: a secret cut in half is no longer one a pattern knows), one line, defanged.
  */
-export function plain(text: unknown): string {
-  return defang(oneLine(maskSecretsSync(String(text ?? '').normalize('NFKC'))));
+export function plain(text: unknown, max = Infinity): string {
+  return defang(oneLine(clip(maskSecretsSync(String(text ?? '').normalize('NFKC')), max)));
 }
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -64,9 +65,18 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
-/** Untrusted store text for the HTML part: one line, defanged, escaped. */
-export function html(text: unknown): string {
-  return escapeHtml(plain(text));
+/** Untrusted store text for the HTML part: as `plain`, escaped. */
+export function html(text: unknown, max?: number): string {
+  return escapeHtml(plain(text, max));
+}
+
+/**
+ * Untrusted store text as the value of a form field a person edits and may send back as written (the review page's
+ * Supersede textarea): credentials masked, line breaks kept as `\n`, every other hidden character a visible �,
+ * escaped. Not defanged: no browser links a field's value, and the person's new fact must not gain `[.]`.
+ */
+export function fieldValue(text: unknown): string {
+  return escapeHtml(terminalText(maskSecretsSync(String(text ?? '')).replace(/\r\n?/g, '\n')));
 }
 
 /** Whether masking would change the id: it holds what looks like a credential (in any spelling masking reads). */

@@ -2,7 +2,7 @@ import type { PendingItem } from '../drift/review.js';
 import type { DrawnRow, Queue } from './decide.js';
 import { seenState } from './seen.js';
 import { encodeFormId } from './form-id.js';
-import { clip, escapeHtml, html, maskSecrets } from '../digest/untrusted.js';
+import { escapeHtml, fieldValue, html } from '../digest/untrusted.js';
 import { DAY_MS, parseInstant, type Instant } from '../time.js';
 import { itemAnchor } from './tokens.js';
 import { activityChart, gapChart, legend } from './chart.js';
@@ -62,7 +62,7 @@ function forms(ctx: PageContext, id: string, seen: string, proposed = ''): strin
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
   if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
   return `<div class="forms">${confirm}
-<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${escapeHtml(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
+<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
 <form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>
 <form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete</button></form>
 </div>`;
@@ -70,20 +70,20 @@ function forms(ctx: PageContext, id: string, seen: string, proposed = ''): strin
 
 function fields(m: DrawnRow, now: Instant): string {
   return `<dl>
-<dt>fact</dt><dd class="fact">${html(clip(maskSecrets(m.fact), 2000))}</dd>
-<dt>subject</dt><dd>${html(clip(m.subject, 300))}</dd>
-<dt>source</dt><dd>${m.source.trim() === '' ? '<i class="bad">none</i>' : html(clip(m.source, 500))}</dd>
-<dt>confirmed</dt><dd>${html(clip(m.confirmed_at, 40))} (${ageDays(m.confirmed_at, now)} days ago)</dd>
+<dt>fact</dt><dd class="fact">${html(m.fact, 2000)}</dd>
+<dt>subject</dt><dd>${html(m.subject, 300)}</dd>
+<dt>source</dt><dd>${m.source.trim() === '' ? '<i class="bad">none</i>' : html(m.source, 500)}</dd>
+<dt>confirmed</dt><dd>${html(m.confirmed_at, 40)} (${ageDays(m.confirmed_at, now)} days ago)</dd>
 </dl>`;
 }
 
 function evidence(p: PendingItem): string {
   const ev = (p.evidence ?? {}) as { reason?: unknown; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: unknown } };
   const rows: string[] = [];
-  if (ev.reason) rows.push(`<dt>reason</dt><dd>${html(clip(ev.reason, 500))}</dd>`);
-  if (ev.previous) rows.push(`<dt>before</dt><dd>${html(clip(JSON.stringify(ev.previous.value), 500))}</dd>`);
-  if (ev.current && 'value' in ev.current) rows.push(`<dt>now</dt><dd>${html(clip(JSON.stringify(ev.current.value), 500))}</dd>`);
-  if (ev.replacement?.fact) rows.push(`<dt>proposed</dt><dd>${html(clip(ev.replacement.fact, 500))}</dd>`);
+  if (ev.reason) rows.push(`<dt>reason</dt><dd>${html(ev.reason, 500)}</dd>`);
+  if (ev.previous) rows.push(`<dt>before</dt><dd>${html(JSON.stringify(ev.previous.value), 500)}</dd>`);
+  if (ev.current && 'value' in ev.current) rows.push(`<dt>now</dt><dd>${html(JSON.stringify(ev.current.value), 500)}</dd>`);
+  if (ev.replacement?.fact) rows.push(`<dt>proposed</dt><dd>${html(ev.replacement.fact, 500)}</dd>`);
   return rows.length > 0 ? `<dl class="evidence">${rows.join('')}</dl>` : '';
 }
 
@@ -95,7 +95,7 @@ function waitingByMemory(pending: PendingItem[]): Map<string, number[]> {
 }
 
 function pendingCard(ctx: PageContext, p: PendingItem, waiting: number[]): string {
-  const head = `<h3><code>${html(clip(p.memoryId, 80))}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(clip(p.verifier, 80))}` : ''} <span class="muted">checked ${html(clip(p.checkedAt, 40))}</span></h3>`;
+  const head = `<h3><code>${html(p.memoryId, 80)}</code> <span class="verdict">${html(p.verdict)}</span>${p.verifier ? ` by ${html(p.verifier, 80)}` : ''} <span class="muted">checked ${html(p.checkedAt, 40)}</span></h3>`;
   // A verifier's proposed replacement is offered as the new fact; the person still names its source.
   const proposed = (p.evidence as { replacement?: { fact?: unknown } } | null)?.replacement?.fact;
   const body = p.memory ? fields(p.memory, ctx.now) + evidence(p) + forms(ctx, p.memoryId, seenState(p.memory, waiting), typeof proposed === 'string' ? proposed : '') : `${evidence(p)}${NOT_FOUND}`;
@@ -108,7 +108,7 @@ const NOT_FOUND = '<p class="muted">No row reads under this id now: it was delet
 function dueCard(ctx: PageContext, { id, row }: Queue['due'][number]): string {
   // Due rows are not waiting for a person (the queue leaves those out): nothing waits on them as drawn.
   const body = row ? fields(row, ctx.now) + forms(ctx, id, seenState(row, [])) : NOT_FOUND;
-  return `<article class="item due" id="${itemAnchor(id)}"><h3><code>${html(clip(id, 80))}</code></h3>${body}</article>`;
+  return `<article class="item due" id="${itemAnchor(id)}"><h3><code>${html(id, 80)}</code></h3>${body}</article>`;
 }
 
 export function storePage(ctx: PageContext, { list, due, history }: Pick<Queue, 'list' | 'due' | 'history'>, notice?: string): string {
@@ -116,7 +116,7 @@ export function storePage(ctx: PageContext, { list, due, history }: Pick<Queue, 
   const waiting = waitingByMemory(list.pending);
   const seenIds = new Set<string>();
   const pending = [...list.pending].reverse().filter((p) => !seenIds.has(p.memoryId) && seenIds.add(p.memoryId)).reverse();
-  const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(clip(ctx.user, 80))}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
+  const body = `<header><h1>Review ${escapeHtml(ctx.store)}</h1><p class="muted">Signed in as ${html(ctx.user, 80)}. As of ${escapeHtml(list.now)} UTC. Text from the store is shown defanged.</p></header>
 ${notice ? `<p class="notice">${escapeHtml(notice)}</p>` : ''}
 <section><h2>Waiting for a person (${pending.length})</h2>${pending.length === 0 ? '<p>Nothing waits for a person.</p>' : pending.map((p) => pendingCard(ctx, p, waiting.get(p.memoryId)!)).join('\n')}</section>
 <section><h2>Due for review: ${list.dueTotal}</h2><p class="muted">Live rows confirmed long ago (those waiting above included). The next drift run takes these ${list.next.length}, oldest first.</p>${due.map((d) => dueCard(ctx, d)).join('\n')}</section>

@@ -3,6 +3,7 @@
  * quoted-printable-encoded, and mixed), and ordinary facts that look encoded but hold none: the planted corpus.
  */
 import { asRead } from './hostile.js';
+import { readings } from '../../src/secret-readings.js';
 
 const rep = (s: string, n: number) => s.repeat(Math.ceil(n / s.length)).slice(0, n);
 const cat = (...parts: string[]) => parts.join('');
@@ -84,10 +85,14 @@ export function secretParts(p: PlantedSecret): string[] {
   return [rest.slice(0, 10), rest.slice(-8)];
 }
 
-/** The parts of a planted secret a shown text still holds, as a person reads it. */
-export function leakedParts(shown: string, p: PlantedSecret): string[] {
-  const read = asRead(shown);
-  return secretParts(p).filter((part) => read.includes(part));
+/**
+ * What of the planted secrets a shown text (a digest part, a page, a terminal) still reveals, as a person reads it
+ * or once its encodings are undone (an encoded tail is a leak too): one line per secret part found, naming its kind.
+ */
+export function leaksIn(shown: string, planted: PlantedSecret[]): string[] {
+  const views = [shown, ...readings(shown).map((r) => r.text)].map(asRead);
+  const parts = new Map(planted.flatMap((p) => secretParts(p).map((part) => [part, p.kind.split(' / ')[0]!] as const)));
+  return [...parts].filter(([part]) => views.some((v) => v.includes(part))).map(([part, kind]) => `${kind}: ${part}`);
 }
 
 /** Ordinary facts, some of them encoded: masking must leave each exactly as written. */

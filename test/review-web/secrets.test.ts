@@ -1,0 +1,89 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { recordVerdict } from '../../src/drift/record.js';
+import { storePage } from '../../src/review-web/pages.js';
+import { htmlToText } from '../helpers/linkify.js';
+import { leaksIn, plantedSecrets, type PlantedSecret } from '../helpers/secret-forms.js';
+import { browserForFile, daysAgo, freshContext, NOW, signIn, startSite, withState, type Site } from './fixtures.js';
+import { linkToken, signIn as signInHttp } from './http.js';
+
+const browser = browserForFile();
+const PLANTED = plantedSecrets();
+// One card per planted form: it is the row's fact, and each other field (subject, source, the verdict's reason,
+// before, now and proposed replacement) holds another form, so every field meets every encoding.
+const at = (i: number, k: number) => PLANTED[(i + k * 41) % PLANTED.length]!;
+
+function plantedSite(): Promise<Site> {
+  const rows = PLANTED.map((_, i) => ({ id: `m_${i}`, fact: at(i, 0).text, subject: at(i, 1).text, source: at(i, 2).text, confirmed_at: daysAgo(200 + i), created_at: daysAgo(200 + i) }));
+  return startSite({ rows, review: { batch: 50 } });
+}
+
+function plantVerdicts(site: Site): void {
+  withState(site, (st) => {
+    PLANTED.forEach((_, i) => {
+      const evidence = { reason: at(i, 3).text, previous: { value: at(i, 4).text }, current: { value: { note: at(i, 5).text } }, replacement: { fact: at(i, 6).text } };
+      recordVerdict(st, { store: 'agent', memoryId: `m_${i}`, verdict: 'contradicted', verifier: 'file', evidence, checkedAt: NOW - 1000, needsPerson: true });
+    });
+  });
+}
+
+/** The leaks in a page, card by card (a reading of the whole page at once would be slow, not stricter). */
+const leaked = (shown: string, planted: PlantedSecret[] = PLANTED) => shown.split(/(?=<article)/).flatMap((part) => leaksIn(part, planted));
+
+describe('credentials on the review page', { timeout: 180_000 }, () => {
+  let site: Site;
+  afterEach(async () => {
+    await site?.close();
+  });
+
+  it('over HTTP: no planted form in the page\'s text nor in any form field\'s value', async () => {
+    site = await plantedSite();
+    plantVerdicts(site);
+    const cookie = await signInHttp(site.url, 'agent', NOW);
+    const res = await fetch(`${site.url}/store/agent`, { headers: { cookie } });
+    expect(res.status).toBe(200);
+    const body = await res.text();
+    expect(body.match(/<article class="item pending"/g)).toHaveLength(PLANTED.length);
+    expect(body).toContain('[masked]');
+    const values = [...body.matchAll(/<textarea[^>]*>([^<]*)<\/textarea>|value="([^"]*)"/g)].map((m) => htmlToText(m[1] ?? m[2] ?? ''));
+    expect(values.filter((v) => v.includes('[masked]')).length).toBeGreaterThanOrEqual(PLANTED.length / 2);
+    expect(body.split(/(?=<article)/).flatMap((card) => leaked(htmlToText(card)))).toEqual([]);
+    expect(values.flatMap((v) => leaked(v))).toEqual([]);
+  });
+
+  it('in Chromium: the text a person reads and the Supersede textarea\'s value as the browser holds it', async () => {
+    site = await plantedSite();
+    plantVerdicts(site);
+    const { ctx, external } = await freshContext(browser());
+    const page = await ctx.newPage();
+    await signIn(page, `${site.url}/open?t=${linkToken('agent', NOW)}`);
+    const shown = await page.locator('main > header, main article').evaluateAll((els) => els.map((e) => (e as unknown as { innerText: string }).innerText));
+    const fields = await page.locator('textarea, input').evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value));
+    const proposals = await page.locator('form.supersede textarea').evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value));
+    expect(proposals).toHaveLength(PLANTED.length);
+    expect(proposals.filter((v) => v.includes('[masked]')).length).toBeGreaterThanOrEqual(PLANTED.length / 2);
+    expect(shown.length).toBeGreaterThan(PLANTED.length);
+    expect(shown.flatMap((card) => leaked(card))).toEqual([]);
+    expect(fields.flatMap((v) => leaked(v))).toEqual([]);
+    expect(external).toEqual([]);
+    await ctx.close();
+  });
+
+  it('every store text the page draws goes through the masking: a row and a verdict planted in every field', () => {
+    // Drawn straight from a queue in which every string (ids and stamps aside) is a planted form: a new field
+    // shown without masking leaks here.
+    const list = PLANTED.slice(0, 60);
+    const text = (i: number) => list[i % list.length]!.text;
+    const row = (i: number) => ({ id: `m_${i}`, subject: text(i + 1), fact: text(i), source: text(i + 2), confirmed_at: daysAgo(200), expires_at: null, superseded_by: null, created_at: daysAgo(200) });
+    const pending = list.map((_, i) => ({
+      id: i, memoryId: `m_${i}`, verdict: 'contradicted', verifier: text(i + 3), checkedAt: daysAgo(1), memory: row(i),
+      evidence: { reason: text(i + 4), previous: { value: text(i + 5) }, current: { value: [text(i + 6)] }, replacement: { fact: text(i + 7) } },
+    }));
+    const due = list.map((_, i) => ({ id: `d_${i}`, row: row(i + 8) }));
+    const ctx = { base: '', store: 'agent', user: text(9), corrections: true, now: NOW, nonce: () => 'n' };
+    const queue = { list: { store: 'agent', now: daysAgo(0), dueTotal: due.length, pending, next: due.map((d) => d.row) }, due, history: [] };
+    const html = storePage(ctx, queue as unknown as Parameters<typeof storePage>[1]);
+    const values = [...html.matchAll(/<textarea[^>]*>([^<]*)<\/textarea>|value="([^"]*)"/g)].map((m) => htmlToText(m[1] ?? m[2] ?? ''));
+    expect(html.split(/(?=<article)/).flatMap((card) => leaked(htmlToText(card), list))).toEqual([]);
+    expect(values.flatMap((v) => leaked(v, list))).toEqual([]);
+  });
+});
