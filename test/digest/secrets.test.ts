@@ -6,7 +6,7 @@ import { cli } from '../helpers/cli.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir, type Row } from '../helpers/store.js';
 import { htmlToText } from '../helpers/linkify.js';
-import { leaksIn, plantedSecrets, type PlantedSecret } from '../helpers/secret-forms.js';
+import { leaksIn, plantedSecrets, type Complete, type PlantedSecret } from '../helpers/secret-forms.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
 import { renderHtml, renderText } from '../../src/digest/render.js';
 import type { DigestModel } from '../../src/digest/model.js';
@@ -91,26 +91,28 @@ describe('credentials in the digest', () => {
 
   it('every store text the render shows goes through the masking: a model with a planted form in every field', () => {
     // Everything but our own words (names from config, times we wrote, codes, links we signed) is planted, so a
-    // new field that a render shows without masking leaks here.
+    // field that a render shows without masking leaks here; `Complete` makes a field added to the model a compile
+    // error here until it is planted too.
     const list = PLANTED.slice(0, 80);
     let n = 0;
     const p = () => list[n++ % list.length]!.text;
+    const link = (i: number) => (i % 2 ? 'http://127.0.0.1:1/open?t=signed' : '');
     const row = () => ({ id: p(), subject: p(), fact: p(), source: p(), createdAt: p(), expiresAt: p(), reasons: ['source is tool output'] });
-    const job = (store: string | null) => ({ job: 'snapshot', store, finishedAt: at(NOW), error: p() });
+    const job = () => ({ job: 'snapshot', store: 'agent', finishedAt: at(NOW), error: p() });
     const finding = (severity: 'error' | 'info') => ({ code: 'orphan_points', severity, message: p(), ids: [p(), p()], count: 2 });
-    const model: DigestModel = {
+    const model: Complete<DigestModel> = {
       period: { start: at(NOW - DAY), end: at(NOW) }, generatedAt: at(NOW), scope: 'all stores', quiet: false,
-      failedGlobalJobs: [job(null), job(null)],
+      failedGlobalJobs: [job(), job()],
       stores: [{
         name: 'agent', select: { flag: '--store', value: 'agent' }, error: p(),
         newRows: { total: 40, flagged: 20, more: 0, shown: Array.from({ length: 40 }, row) },
-        review: { due: 20, afterDays: 90, supersede: true, batch: Array.from({ length: 20 }, () => ({ id: p(), subject: p(), fact: p(), source: p(), confirmedAt: p() })) },
+        review: { due: 20, afterDays: 90, supersede: true, batch: Array.from({ length: 20 }, (_, i) => ({ id: p(), subject: p(), fact: p(), source: p(), confirmedAt: p(), link: link(i) })) },
         maintenance: {
           rows: 10, live: 5, problems: [finding('error'), finding('error')], notes: [finding('info')],
           pruned: { runs: 1, deleted: 1, expired: 1, superseded: 0, cascaded: 0 },
           lastSnapshot: { where: p(), takenAt: at(NOW), ageHours: 3 },
-          awaitingPerson: { total: 20, shown: Array.from({ length: 20 }, () => ({ memoryId: p(), verdict: p(), verifier: p(), evidence: p(), checkedAt: p() })) },
-          failedJobs: [job('agent'), job('agent')],
+          awaitingPerson: { total: 20, shown: Array.from({ length: 20 }, (_, i) => ({ memoryId: p(), verdict: p(), verifier: p(), evidence: p(), checkedAt: p(), link: link(i) })) },
+          failedJobs: [job(), job()],
         },
       }],
     };

@@ -95,6 +95,9 @@ export function leaksIn(shown: string, planted: PlantedSecret[]): string[] {
   return [...parts].filter(([part]) => views.some((v) => v.includes(part))).map(([part, kind]) => `${kind}: ${part}`);
 }
 
+/** `T` with every field required and never null, all the way down: a planted fixture of this type sets every field. */
+export type Complete<T> = T extends readonly (infer U)[] ? Complete<U>[] : T extends object ? { [K in keyof T]-?: Complete<Exclude<T[K], null | undefined>> } : T;
+
 /** Ordinary facts, some of them encoded: masking must leave each exactly as written. */
 export const BENIGN = [
   'released 2024-05-01 as v1.2.3, then 2.0.0-rc.1 on 2024-06-30 10:15:00',

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { recordVerdict } from '../../src/drift/record.js';
 import { storePage } from '../../src/review-web/pages.js';
 import { htmlToText } from '../helpers/linkify.js';
-import { leaksIn, plantedSecrets, type PlantedSecret } from '../helpers/secret-forms.js';
+import { leaksIn, plantedSecrets, type Complete, type PlantedSecret } from '../helpers/secret-forms.js';
+import type { Queue } from '../../src/review-web/decide.js';
 import { browserForFile, daysAgo, freshContext, NOW, signIn, startSite, withState, type Site } from './fixtures.js';
 import { linkToken, signIn as signInHttp } from './http.js';
 
@@ -69,19 +70,20 @@ describe('credentials on the review page', { timeout: 180_000 }, () => {
   });
 
   it('every store text the page draws goes through the masking: a row and a verdict planted in every field', () => {
-    // Drawn straight from a queue in which every string (ids and stamps aside) is a planted form: a new field
-    // shown without masking leaks here.
+    // Drawn straight from a queue in which every string is a planted form: a field shown without masking leaks
+    // here, and `Complete` makes a field added to the queue a compile error here until it is planted too. (The
+    // verdict's evidence is free-form JSON: the keys the page shows are planted.)
     const list = PLANTED.slice(0, 60);
     const text = (i: number) => list[i % list.length]!.text;
-    const row = (i: number) => ({ id: `m_${i}`, subject: text(i + 1), fact: text(i), source: text(i + 2), confirmed_at: daysAgo(200), expires_at: null, superseded_by: null, created_at: daysAgo(200) });
+    const row = (i: number) => ({ id: `m_${i}`, subject: text(i + 1), fact: text(i), source: text(i + 2), confirmed_at: text(i + 10), expires_at: text(i + 11), superseded_by: text(i + 12) });
     const pending = list.map((_, i) => ({
-      id: i, memoryId: `m_${i}`, verdict: 'contradicted', verifier: text(i + 3), checkedAt: daysAgo(1), memory: row(i),
+      id: i, memoryId: `m_${i}`, verdict: 'contradicted' as const, verifier: text(i + 3), checkedAt: text(i + 13), memory: row(i),
       evidence: { reason: text(i + 4), previous: { value: text(i + 5) }, current: { value: [text(i + 6)] }, replacement: { fact: text(i + 7) } },
     }));
     const due = list.map((_, i) => ({ id: `d_${i}`, row: row(i + 8) }));
     const ctx = { base: '', store: 'agent', user: text(9), corrections: true, now: NOW, nonce: () => 'n' };
-    const queue = { list: { store: 'agent', now: daysAgo(0), dueTotal: due.length, pending, next: due.map((d) => d.row) }, due, history: [] };
-    const html = storePage(ctx, queue as unknown as Parameters<typeof storePage>[1]);
+    const queue: Complete<Pick<Queue, 'list' | 'due'>> = { list: { store: 'agent', now: daysAgo(0), dueTotal: due.length, pending, next: due.map((d) => d.row) }, due };
+    const html = storePage(ctx, { ...queue, history: [] });
     const values = [...html.matchAll(/<textarea[^>]*>([^<]*)<\/textarea>|value="([^"]*)"/g)].map((m) => htmlToText(m[1] ?? m[2] ?? ''));
     expect(html.split(/(?=<article)/).flatMap((card) => leaked(htmlToText(card), list))).toEqual([]);
     expect(values.flatMap((v) => leaked(v, list))).toEqual([]);
