@@ -98,10 +98,11 @@ const NAMED: Record<string, string> = {
   amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', shy: '\u00ad', colon: ':', equals: '=', sol: '/',
   bsol: '\\', lowbar: '_', period: '.', num: '#', percnt: '%', plus: '+', commat: '@', quest: '?', excl: '!',
   dollar: '$', comma: ',', semi: ';', hyphen: '\u2010', dash: '\u2010', zwj: '\u200d', zwnj: '\u200c', Tab: '\t', NewLine: '\n',
+  ZeroWidthSpace: '\u200b', NoBreak: '\u2060',
 };
 const codePoint = (cp: number) => (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? null : String.fromCodePoint(cp));
 
-const ENTITY = /&(?:#(\d{1,7});?|#[xX]([0-9a-fA-F]{1,6});?|([A-Za-z]{2,8});)/g;
+const ENTITY = /&(?:#(\d{1,7});?|#[xX]([0-9a-fA-F]{1,6});?|([A-Za-z]{2,16});)/g;
 const entities: Decoder = (text) =>
   piecesOf(ENTITY, text, (m) => (m[1] ? codePoint(Number(m[1])) : m[2] ? codePoint(parseInt(m[2], 16)) : NAMED[m[3]!] ?? null));
 
@@ -165,11 +166,28 @@ const DEPTH = 4;
 /** At most this many readings of one text (each distinct; ordinary text has none or one). */
 const MAX_READINGS = 64;
 
+// A long text (a fact can be a whole page) is read in overlapping windows, so that its readings take memory in
+// proportion to a window, not to the text times MAX_READINGS. An encoded secret longer than the overlap that
+// straddles two windows is the one form this can miss.
+const WINDOW = 16_384;
+const OVERLAP = 4_096;
+
 /**
  * Every distinct reading of `text` that undoing up to DEPTH layers of wrapping and encoding gives, in any order
  * (an order that destroys one form, `+` read as a space inside base64, leaves another that keeps it).
  */
 export function readings(text: string): Reading[] {
+  if (text.length <= WINDOW) return readingsOfWindow(text);
+  const out: Reading[] = [];
+  for (let at = 0; at < text.length - OVERLAP; at += WINDOW - OVERLAP) {
+    for (const r of readingsOfWindow(text.slice(at, at + WINDOW))) {
+      out.push({ text: r.text, start: r.start.map((i) => i + at), end: r.end.map((i) => i + at) });
+    }
+  }
+  return out;
+}
+
+function readingsOfWindow(text: string): Reading[] {
   const out: Reading[] = [];
   const seen = new Set([text]);
   let frontier = [asWritten(text)];

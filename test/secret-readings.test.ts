@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { maskSecrets, maskSecretsSync } from '../src/credentials.js';
 import { plain } from '../src/digest/untrusted.js';
 import { readings } from '../src/secret-readings.js';
+import { asRead, fakeSecrets, secretCore } from './helpers/hostile.js';
 import { BENIGN, ENCODINGS, leaksIn, plainSecrets, plantedSecrets, secretParts } from './helpers/secret-forms.js';
 
 /** The leaks of one masking: a part of a secret in what is shown, or in any reading of it (an encoded tail). */
@@ -38,6 +39,19 @@ describe('credentials in every form', () => {
     expect(leaks((t) => shown.get(t)!, planted)).toEqual([]);
   }, 120_000);
 
+  it('the class around them: every credential form of the hostile corpus in every encoding, start and tail', () => {
+    const out: string[] = [];
+    for (const s of fakeSecrets()) {
+      const parts = [secretCore(s.secret), s.secret.slice(-8)];
+      for (const e of ENCODINGS) {
+        const shown = maskSecretsSync(e.apply(s.text, s.secret));
+        const views = [shown, ...readings(shown).map((r) => r.text)].map(asRead);
+        if (parts.some((part) => views.some((v) => v.includes(part)))) out.push(`${s.form} / ${e.name}: ${JSON.stringify(shown.slice(0, 120))}`);
+      }
+    }
+    expect(out).toEqual([]);
+  });
+
   it('a secret split by a line break is masked whole, the public prefix kept, the text around it as written', () => {
     const [gh] = plainSecrets();
     const text = `before\n${gh!.secret.slice(0, 10)}\n${gh!.secret.slice(10)} after`;
@@ -50,6 +64,20 @@ describe('credentials in every form', () => {
     expect(maskSecretsSync(`blob ${blob} end`)).toBe('blob [masked] end');
     const hex = Buffer.from('password=hunter2hunter2').toString('hex');
     expect(maskSecretsSync(`hex ${hex}`)).toBe('hex [masked]');
+  });
+
+  it('a long text (a whole page) is read in windows: a form anywhere in it, on a window\'s edge too, is masked', () => {
+    const filler = 'the agent read this page and kept it. '.repeat(1000);
+    const planted = plantedSecrets().filter((_, i) => i % 7 === 0);
+    for (const at of [0, 12_000, 16_300, 16_384, 28_600, filler.length]) {
+      const leaks = planted.filter((p) => {
+        const shown = maskSecretsSync(`${filler.slice(0, at)} ${p.text} ${filler.slice(at)}`);
+        // The filler holds nothing to mask: what was planted at `at` is shown there, masked or not.
+        expect(shown.slice(0, at)).toBe(filler.slice(0, at));
+        return leaksIn(shown.slice(at, at + p.text.length + 2), [p]).length > 0;
+      });
+      expect(leaks.map((p) => `${at}: ${p.kind}`)).toEqual([]);
+    }
   });
 
   it('masking is stable: masking what it shows changes nothing', () => {

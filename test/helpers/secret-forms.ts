@@ -45,7 +45,7 @@ const split = (s: string, by: string, at = mid(s)) => s.slice(0, at) + by + s.sl
  * as stored. Splits go into the secret; encodings cover the secret and the words that make it one (`key=`).
  */
 export const ENCODINGS: { name: string; apply: (t: string, s: string) => string }[] = [
-  ...(['\n', '\r\n', '\u00ad', '\u200b', '\u2060', '\ufeff', '<wbr>', '<br/>', '</span><span>', '<!-- -->', '&shy;', '&#8203;'] as const).flatMap((by) => [
+  ...(['\n', '\r\n', '\u00ad', '\u200b', '\u2060', '\ufeff', '<wbr>', '<br/>', '</span><span>', '<!-- -->', '&shy;', '&#8203;', '&ZeroWidthSpace;'] as const).flatMap((by) => [
     { name: `split by ${JSON.stringify(by)} in the middle`, apply: (t: string, s: string) => t.replace(s, split(s, by)) },
     { name: `split by ${JSON.stringify(by)} near the end`, apply: (t: string, s: string) => t.replace(s, split(s, by, s.length - 3)) },
   ]),
