@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { StoreSection } from '../digest/model.js';
 import { DAY_MS, type Instant } from '../time.js';
 import { itemAnchor, reviewKey, signLink } from './tokens.js';
+import { idHoldsSecret } from '../digest/untrusted.js';
 
 /**
  * The page link for one item of one store: `<review.url>/open?t=TOKEN#m-…`. The token is bound to the store and
@@ -26,6 +27,9 @@ export function attachReviewLinks(section: StoreSection, config: Config, now: In
     warn(`digest: no review links (${(err as Error).message})`);
     return;
   }
-  for (const r of section.review.batch) r.link = reviewLink(config, key, section.name, r.id, now);
-  for (const v of section.maintenance.awaitingPerson.shown) v.link = reviewLink(config, key, section.name, v.memoryId, now);
+  // A token's payload is base64url JSON that anyone can read back: an id that holds what looks like a credential
+  // is not put in it (nor in the commands, reviewCommands): its link opens the store's whole page.
+  const item = (id: string) => (idHoldsSecret(id) ? '*' : id);
+  for (const r of section.review.batch) r.link = reviewLink(config, key, section.name, item(r.id), now);
+  for (const v of section.maintenance.awaitingPerson.shown) v.link = reviewLink(config, key, section.name, item(v.memoryId), now);
 }

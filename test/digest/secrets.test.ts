@@ -9,8 +9,10 @@ import { htmlToText } from '../helpers/linkify.js';
 import { leaksIn, plantedSecrets, type Complete, type PlantedSecret } from '../helpers/secret-forms.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
 import { renderHtml, renderText } from '../../src/digest/render.js';
-import type { DigestModel } from '../../src/digest/model.js';
+import type { DigestModel, StoreSection } from '../../src/digest/model.js';
 import { recordVerdict } from '../../src/drift/record.js';
+import { attachReviewLinks } from '../../src/review-web/links.js';
+import { validateConfig } from '../../src/config.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };
@@ -119,6 +121,30 @@ describe('credentials in the digest', () => {
     expect(n).toBeGreaterThan(list.length);
     expect(leaked(renderText(model), list)).toEqual([]);
     expect(leaked(htmlToText(renderHtml(model)), list)).toEqual([]);
+  });
+});
+
+describe('ids that hold a credential', () => {
+  it('with review.url, a review link\'s token (base64url JSON anyone can read) does not carry such an id', () => {
+    process.env.MW_TEST_SECRET_IDS_KEY = 'k'.repeat(40);
+    const ids = PLANTED.filter((_, i) => i % 5 === 0).map((p) => p.text);
+    const rows = ids.map((id, i) => ({ id, subject: 'creds', fact: 'an agent used a token as the id', source: 'tool', confirmedAt: at(NOW - (300 - i) * DAY) }));
+    const section: StoreSection = {
+      name: 'agent', select: { flag: '--store', value: 'agent' }, newRows: { total: 0, flagged: 0, shown: [], more: 0 },
+      review: { due: rows.length, afterDays: 90, batch: [...rows, { id: 'm_plain', subject: 's', fact: 'f', source: 'message', confirmedAt: at(NOW - 400 * DAY) }] },
+      maintenance: {
+        rows: 1, live: 1, problems: [], notes: [], pruned: { runs: 0, deleted: 0, expired: 0, superseded: 0, cascaded: 0 }, lastSnapshot: null, failedJobs: [],
+        awaitingPerson: { total: ids.length, shown: ids.map((id) => ({ memoryId: id, verdict: 'unverifiable', verifier: null, evidence: null, checkedAt: at(NOW) })) },
+      },
+    };
+    attachReviewLinks(section, validateConfig({ review: { url: 'https://warden.example.org/review/', secretEnv: 'MW_TEST_SECRET_IDS_KEY' } }), NOW, () => {});
+    const model: DigestModel = { period: { start: at(NOW - DAY), end: at(NOW) }, generatedAt: at(NOW), scope: 'agent', stores: [section], failedGlobalJobs: [], quiet: false };
+    const text = renderText(model);
+    expect(text.match(/review on the page: https:\/\/warden\.example\.org\/review\/open\?t=/g)).toHaveLength(2 * ids.length + 1);
+    expect(leaked(text)).toEqual([]);
+    expect(leaked(renderHtml(model))).toEqual([]);
+    // A plain id keeps its own link, to its place on the page.
+    expect(section.review.batch.at(-1)!.link).toMatch(/#m-[0-9a-f]{16}$/);
   });
 });
 
