@@ -6,7 +6,7 @@ import { layoutOf } from '../layouts/registry.js';
 import { WardenError, coerceError } from '../errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 import type { Instant } from '../time.js';
-import { clip, plain } from '../digest/untrusted.js';
+import { maskSecrets, plain } from '../digest/untrusted.js';
 import { seenState } from './seen.js';
 import { pendingItems } from '../drift/record.js';
 import type { CurrentMemory } from '../layouts/contract.js';
@@ -93,7 +93,7 @@ export async function decide(config: Config, store: string, user: string, form: 
     } catch (err) {
       if (err instanceof DrawnBefore) return { ok: false, status: 409, message: changedText(form.id) };
       const e = coerceError(err);
-      if (e.kind === 'usage') return { ok: false, status: 409, message: `${e.message}. Nothing changed.` };
+      if (e.kind === 'usage') return { ok: false, status: 409, message: `${maskSecrets(e.message)}. Nothing changed.` };
       // A prune or snapshot holding the store: the decision was not made, and can simply be made again.
       if (e.transient) return { ok: false, status: 503, message: `The store is busy (${e.message.split('\n')[0]}). Nothing changed; try again in a minute.` };
       throw err;
@@ -106,22 +106,22 @@ export async function decide(config: Config, store: string, user: string, form: 
 }
 
 const changedText = (id: string) =>
-  `Memory ${plain(clip(id, 80))} changed since this page was drawn (a decision here, in another tab or by the command line, or the agent rewrote it). Nothing changed; the page shows it as it is now.`;
+  `Memory ${plain(id, 80)} changed since this page was drawn (a decision here, in another tab or by the command line, or the agent rewrote it). Nothing changed; the page shows it as it is now.`;
 
 /** Why the form cannot be acted on as drawn, or undefined. A row that is not there is not said to be decided. */
 function staleMessage(form: DecisionForm, now: string): string | undefined {
   if (now === form.seen) return undefined;
-  if (now === 'gone') return `There is no memory ${plain(clip(form.id, 80))} in the store now: it was deleted since this page was drawn, or its id does not read back exactly from the store file. Nothing changed.`;
+  if (now === 'gone') return `There is no memory ${plain(form.id, 80)} in the store now: it was deleted since this page was drawn, or its id does not read back exactly from the store file. Nothing changed.`;
   return changedText(form.id);
 }
 
 export function decisionText(d: ReviewDecision): string {
-  const id = plain(clip(d.id, 80));
+  const id = plain(d.id, 80);
   const what = {
     confirm: `Confirmed ${id}.`,
     supersede: `Superseded ${id} by ${d.newId}.`,
     expire: `${id} expires at ${d.expiresAt} UTC.`,
-    delete: `Deleted ${plain(clip(d.deleted?.join(', '), 400))}.`,
+    delete: `Deleted ${plain(d.deleted?.join(', '), 400)}.`,
   }[d.action];
   return `${what}${d.resolved > 0 ? ` ${d.resolved} waiting item(s) resolved.` : ''}`;
 }

@@ -2,7 +2,7 @@ import type { PendingItem } from '../drift/review.js';
 import type { DrawnRow, Queue } from './decide.js';
 import { seenState } from './seen.js';
 import { encodeFormId } from './form-id.js';
-import { escapeHtml, fieldValue, html } from '../digest/untrusted.js';
+import { escapeHtml, fieldValue, html, idHoldsSecret } from '../digest/untrusted.js';
 import { DAY_MS, parseInstant, type Instant } from '../time.js';
 import { itemAnchor } from './tokens.js';
 import { activityChart, gapChart, legend } from './chart.js';
@@ -56,7 +56,11 @@ const ageDays = (confirmedAt: string, now: Instant) => {
   return t === null ? '?' : String(Math.max(0, Math.floor((now - t) / DAY_MS)));
 };
 
+/** What a card offers instead of forms when its id looks like a credential (a form would carry it, encoded). */
+const ID_HOLDS_SECRET = '<div class="forms"><p class="muted">This row\'s id looks like a credential: no form here carries it. Decide it in a terminal, where memory-warden review list shows it.</p></div>';
+
 function forms(ctx: PageContext, id: string, seen: string, proposed = ''): string {
+  if (idHoldsSecret(id)) return ID_HOLDS_SECRET;
   const action = `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
   const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${encodeFormId(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;

@@ -69,6 +69,21 @@ describe('credentials on the review page', { timeout: 180_000 }, () => {
     await ctx.close();
   });
 
+  it('ids that hold a credential: shown masked, in no form field (a form would carry them encoded), the card says where to decide them', async () => {
+    const ids = PLANTED.filter((_, i) => i % 9 === 0).map((p) => p.text);
+    const rows = [...ids, 'm_plain'].map((id, i) => ({ id, fact: `fact ${i}`, subject: 'creds', source: 'tool', confirmed_at: daysAgo(200 + i), created_at: daysAgo(200 + i) }));
+    site = await startSite({ rows, review: { batch: 50 }, waiting: ids.slice(0, 5) });
+    const cookie = await signInHttp(site.url, 'agent', NOW);
+    const body = await (await fetch(`${site.url}/store/agent`, { headers: { cookie } })).text();
+    const cards = body.split(/(?=<article)/).slice(1);
+    expect(cards).toHaveLength(rows.length);
+    const values = [...body.matchAll(/value="([^"]*)"/g)].map((m) => htmlToText(m[1]!));
+    expect(cards.flatMap((card) => leaked(htmlToText(card)))).toEqual([]);
+    expect(values.flatMap((v) => leaked(v))).toEqual([]);
+    expect(body.match(/no form here carries it/g)).toHaveLength(ids.length);
+    expect(cards.filter((c) => c.includes('<form'))).toHaveLength(1); // m_plain's
+  });
+
   it('every store text the page draws goes through the masking: a row and a verdict planted in every field', () => {
     // Drawn straight from a queue in which every string is a planted form: a field shown without masking leaks
     // here, and `Complete` makes a field added to the queue a compile error here until it is planted too. (The
