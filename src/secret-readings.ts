@@ -1,8 +1,6 @@
 /**
- * The readings of a text that credential masking looks at besides the text itself: wrapped lines joined, tags and
- * invisible characters dropped, and the common encodings undone (percent, HTML entities, JSON/JS escapes,
- * quoted-printable, base64, hex), alone and stacked. Each reading maps every character back to the part of the
- * text it came from, so that a mask covers the secret as it is written, tail included.
+ * The readings of a text that masking looks at besides the text itself: lines joined, tags dropped, encodings undone.
+ * Each maps its characters back to the part of the text they came from, so that a mask covers a secret as written.
  */
 
 export interface Reading {

@@ -1,3 +1,4 @@
+/** Masking over the readings of a text: every planted form masked, tail included; ordinary facts unchanged. */
 import { describe, expect, it } from 'vitest';
 import { maskSecrets, maskSecretsSync } from '../src/credentials.js';
 import { plain } from '../src/digest/untrusted.js';

@@ -1,3 +1,4 @@
+/** Credentials in every form, planted in every field: none reaches the sent digest, the preview, the render or review list. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,3 +1,4 @@
+/** Credentials in every form, planted in every field: none reaches the review page's text or its form fields, over HTTP or in Chromium. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { recordVerdict } from '../../src/drift/record.js';
 import { storePage } from '../../src/review-web/pages.js';
