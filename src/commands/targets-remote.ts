@@ -29,7 +29,7 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
       });
     }
     return { where: t.where, entries: out };
-  });
+  }, ctx.log);
   if (entries.some((e) => e.problem)) process.exitCode = 1;
   if (json) return printJson({ store: ctx.storeName, target: targetName, where, snapshots: entries });
   print`${ctx.storeName}: ${entries.length} snapshot(s) on target ${targetName} (${where})`;
@@ -66,7 +66,7 @@ export async function fetchForRestore(ctx: CommandContext, targetName: string, n
       const db = ctx.config.stores[ctx.storeName]!.db;
       const cleanup = () => (readJournal(db)?.from === dir ? undefined : rmSync(dir, { recursive: true, force: true }));
       return { dir, from: `${targetName}:${pick}`, cleanup };
-    });
+    }, ctx.log);
   } finally {
     lock.release();
   }

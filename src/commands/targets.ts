@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { addStoreOptions, print, printJson, storeContext, type StoreOptions } from './common.js';
 
-/** `snapshots verify` and `snapshots push`, under the existing `snapshots`; their code loads when they run. */
+/** `snapshots verify`, `snapshots keygen` and `snapshots push`, under the existing `snapshots`; their code loads when they run. */
 export function registerTargetCommands(program: Command): void {
   const snapshots = program.commands.find((c) => c.name() === 'snapshots');
   if (!snapshots) throw new Error('registerTargetCommands: register the snapshot commands first (no "snapshots" command)');
@@ -12,6 +12,16 @@ export function registerTargetCommands(program: Command): void {
     .action(async (opts: StoreOptions & { target: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
       await (await import('./targets-remote.js')).listRemote(ctx, opts.target, true, opts.json ?? false);
+    });
+  snapshots.command('keygen')
+    .argument('<file>', 'where to write it: mode 0600, never over an existing file; keep a copy with the age identity, never on the target')
+    .description("write a new target key, for a target's authKeyFile: the MAC of every manifest pushed, checked by list, verify, restore and erase")
+    .option('--json', 'print one JSON object')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const { writeTargetKey } = await import('../snapshot/targets/auth.js');
+      const keyId = writeTargetKey(file);
+      if (opts.json) return printJson({ file, keyId });
+      print`wrote a target key to ${file} (key id ${keyId}); set authKeyFile: ${file} on the target`;
     });
   addStoreOptions(snapshots.command('push'))
     .description('upload the local snapshots a target lacks (the snapshot job does this after each snapshot), then its retention')

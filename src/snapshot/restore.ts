@@ -8,10 +8,10 @@ import { withMaintenanceLock } from '../store/lock.js';
 import { sha256File } from './layout.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
 import type { Progress } from '../progress.js';
-import { snapshotCollections, takeSnapshot } from './create.js';
+import { takeSnapshot } from './create.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
-import { fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+import { destinations, fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 
 export { storeUsers, verifySnapshot } from './stage.js';
 
@@ -39,7 +39,8 @@ export interface RestoreResult {
 
 /**
  * Restore one snapshot folder into its store, both stores or neither:
- * 1. every checksum in the manifest is verified before anything is touched;
+ * 1. every checksum in the manifest is verified, and every part's destination taken from the config (a manifest
+ *    naming another store's file or collection is refused: stage.ts, destinations), before anything is touched;
  * 2. with the store's maintenance lock held and nobody else using the store (unless --force), the SQLite copy is
  *    staged beside the store file and checked, and a pre-restore snapshot of the current state is taken;
  * 3. each collection is recovered from its uploaded snapshot (priority=snapshot, checksum checked by Qdrant);
@@ -53,18 +54,14 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
   const from = resolve(dir);
   const manifest = await verifySnapshot(from, opts.progress);
-  if (manifest.store !== storeName) throw usageError(`${from} is a snapshot of store "${manifest.store}", not "${storeName}"`);
-  const collections = snapshotCollections(storeConfig);
+  const vectorFiles = destinations(storeName, storeConfig, manifest, from);
   const inSnapshot = manifest.qdrant.map((p) => p.collection);
-  const absent = collections.filter((c) => !inSnapshot.includes(c));
-  if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
   if (inSnapshot.length > 0 && !storeConfig.qdrant) throw usageError(`${from} holds Qdrant collections but store "${storeName}" has no qdrant section`);
   const q = collectionSnapshotsFor(storeConfig);
 
   const result: RestoreResult = { store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {} };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
-  const vectorFiles = manifest.vectorFiles ?? [];
-  const users = [storeConfig.db, ...vectorFiles.map((p) => p.source)].flatMap(storeUsers);
+  const users = [storeConfig.db, ...vectorFiles.map((v) => v.dest)].flatMap(storeUsers);
   if (users.length > 0 && !opts.force) throw usageError(`${storeConfig.db} is in use (${users.join(', ')}): stop the agent first, or --force`);
   for (const c of inSnapshot) await q!.collectionExists(c); // reachable now, or fail before anything changes
 
@@ -73,7 +70,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     ...(pending ? [`finish the interrupted restore from ${pending.from} first (journal ${journalPath(storeConfig.db)})`] : []),
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
-    ...vectorFiles.map((p) => `replace ${p.source} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
+    ...vectorFiles.map(({ part: p, dest }) => `replace ${dest} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
     `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
   ];
   if (result.dryRun) {
@@ -108,11 +105,11 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
       try {
         // mem0's SQLite vector files first, then the collections and the history (applySnapshot): a failure in
         // between leaves history as it was.
-        for (const part of vectorFiles) {
-          const stagedVectors = join(dirname(part.source), `.${basename(part.source)}.restore-${process.pid}`);
-          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(part.source), opts.log);
-          replaceStoreFile(stagedVectors, part.source, config.busyTimeoutMs);
-          result.steps.push(`replaced ${part.source}`);
+        for (const { part, dest } of vectorFiles) {
+          const stagedVectors = join(dirname(dest), `.${basename(dest)}.restore-${process.pid}`);
+          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(dest), opts.log);
+          replaceStoreFile(stagedVectors, dest, config.busyTimeoutMs);
+          result.steps.push(`replaced ${dest}`);
         }
         await applySnapshot(config, storeName, journal, from, manifest, staged, opts, result.steps);
       } catch (err) {

@@ -13,7 +13,7 @@ import type { Manifest, QdrantPart } from './manifest.js';
 import { snapshotCollections } from './create.js';
 import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
-import { replaceStoreFile, STAGING, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+import { destinations, replaceStoreFile, STAGING, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 
 interface ApplyOptions {
   now: Clock;
@@ -51,6 +51,13 @@ export function removeStaleStaging(dbPath: string): string[] {
   for (const p of paths) rmSync(p, { force: true });
   for (const n of names.filter((x) => x.startsWith(journalTmp))) rmSync(join(dirname(dbPath), n), { force: true });
   return paths;
+}
+
+/** A snapshot folder verified, and checked to be this store's as the config has it (it may have changed since). */
+async function verifiedFor(config: Config, storeName: string, dir: string): Promise<Manifest> {
+  const manifest = await verifySnapshot(dir);
+  destinations(storeName, config.stores[storeName]!, manifest, dir);
+  return manifest;
 }
 
 /** Is anything left by a killed restore beside the store (a journal, a staging copy)? */
@@ -137,7 +144,7 @@ export async function rollBack(config: Config, storeName: string, j: RestoreJour
     throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(db)} is kept: run \`memory-warden restore ${j.from} --store ${storeName}\` to finish it`, cause);
   }
   try {
-    const undo = await verifySnapshot(j.undo);
+    const undo = await verifiedFor(config, storeName, j.undo);
     const sqliteReplaced = j.sqliteDone;
     turnBack(db, j);
     // The store file is replaced last: unless that happened, only the collections go back.
@@ -168,7 +175,7 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
   let manifest: Manifest | undefined;
   let why = '';
   try {
-    if (target) manifest = await verifySnapshot(target);
+    if (target) manifest = await verifiedFor(config, storeName, target);
   } catch (err) {
     why = (err as Error).message;
   }
@@ -176,7 +183,7 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
   const other = j.direction === 'forward' ? j.undo : j.from;
   if (!manifest && other) {
     try {
-      manifest = await verifySnapshot(other);
+      manifest = await verifiedFor(config, storeName, other);
       opts.log.warn({ store: storeName, from: j.from, undo: j.undo, direction: j.direction, why }, 'the interrupted restore cannot go on this way; going the other way');
       if (j.direction === 'forward') turnBack(db, j);
       else turnForward(db, j);

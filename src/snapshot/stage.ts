@@ -1,11 +1,14 @@
 import { closeSync, constants, copyFileSync, existsSync, fchmodSync, fchownSync, fstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Progress } from '../progress.js';
-import { storeError } from '../errors.js';
+import { storeError, usageError } from '../errors.js';
+import type { StoreConfig } from '../store/config.js';
+import { storeFiles } from '../store/files.js';
+import { snapshotCollections } from './create.js';
 import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
-import { readManifest, type Manifest } from './manifest.js';
+import { readManifest, type Manifest, type SqlitePart } from './manifest.js';
 import type { RestoreJournal } from './journal.js';
 
 /**
@@ -174,4 +177,37 @@ export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: 
   for (const side of ['-wal', '-shm', '-journal']) rmSync(dbPath + side, { force: true });
   renameSync(staged, dbPath);
   fsyncPath(dirname(dbPath));
+}
+
+/** A vector file of the snapshot and the store file it restores: the path from the config, never the manifest's. */
+export interface VectorFileDestination {
+  part: SqlitePart;
+  dest: string;
+}
+
+/**
+ * Where each part of a snapshot goes, from the store's config only: a manifest says what a file is, never where to
+ * write it. Throws a usage error, before anything changes, when the snapshot is of another store or layout, names a
+ * collection the store does not have (or one twice), lacks one it has, or records a vector file that is not one of
+ * the store's configured ones (another store's database, say) or lacks one that exists: it cannot restore both.
+ */
+export function destinations(storeName: string, store: StoreConfig, manifest: Manifest, from: string): VectorFileDestination[] {
+  if (manifest.store !== storeName) throw usageError(`${from} is a snapshot of store "${manifest.store}", not "${storeName}"`);
+  if (manifest.layout !== undefined && manifest.layout !== store.layout) throw usageError(`${from} is a snapshot of a ${String(manifest.layout)} store; store "${storeName}" is ${store.layout}`);
+  const collections = snapshotCollections(store);
+  const named = manifest.qdrant.map((p) => p.collection);
+  const foreign = named.filter((c, i) => !collections.includes(c) || named.indexOf(c) !== i);
+  if (foreign.length > 0) throw usageError(`${from} names Qdrant collection(s) ${foreign.join(', ')} that store "${storeName}" does not have (or twice): refused; its collections are ${collections.join(', ') || 'none'}`);
+  const absent = collections.filter((c) => !named.includes(c));
+  if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
+  const configured = storeFiles(store).slice(1).map((f) => resolve(f));
+  const out: VectorFileDestination[] = [];
+  for (const part of manifest.vectorFiles ?? []) {
+    const dest = configured.find((f) => f === resolve(String(part.source)));
+    if (!dest || out.some((o) => o.dest === dest)) throw usageError(`${from} records a vector file for ${JSON.stringify(part.source)}, which is not one of store "${storeName}"'s vector files (${configured.join(', ') || 'none'}): refused`);
+    out.push({ part, dest });
+  }
+  const missing = configured.filter((f) => existsSync(f) && !out.some((o) => o.dest === f));
+  if (missing.length > 0) throw usageError(`${from} holds no copy of ${missing.join(', ')}: it cannot restore both stores`);
+  return out;
 }

@@ -1,7 +1,6 @@
-import { statSync } from 'node:fs';
-import { readKey, readRegularFile } from '../../read-file.js';
 import { Decrypter, Encrypter } from 'age-encryption';
 import { configError, storeError } from '../../errors.js';
+import { ownerOnlyText } from './auth.js';
 import { expandTilde } from './types.js';
 
 /**
@@ -41,17 +40,8 @@ export function loadIdentities(target: string, identityFile: string | undefined,
   let text = env[IDENTITY_ENV];
   let from = IDENTITY_ENV;
   if (!text && identityFile) {
-    const file = expandTilde(identityFile);
-    identityFile = file;
-    let st;
-    try {
-      st = statSync(file);
-    } catch (err) {
-      throw configError(`target ${target}: identity file ${identityFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
-    if ((st.mode & 0o077) !== 0) throw configError(`target ${target}: identity file ${identityFile} is readable by others (mode ${(st.mode & 0o777).toString(8)}); chmod 600 it`);
-    text = readKey(() => readRegularFile(file), `target ${target}: identity file ${file}`);
-    from = identityFile;
+    text = ownerOnlyText(target, 'identity file', identityFile);
+    from = expandTilde(identityFile);
   }
   if (!text) throw configError(`target ${target}: its snapshots are encrypted; set ${IDENTITY_ENV} or encrypt.identityFile to restore`);
   const keys = text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));

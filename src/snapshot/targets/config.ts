@@ -22,6 +22,12 @@ const common = {
       identityFile: pathField().optional(),
     })
     .optional(),
+  /**
+   * The operator's key (`memory-warden snapshots keygen FILE`, mode 0600; keep it with the age identity, never on
+   * the target): every manifest uploaded carries its MAC, and list, verify, restore and erase refuse a snapshot whose
+   * MAC is missing or wrong. Without it, whoever can write the target can forge a snapshot that verifies.
+   */
+  authKeyFile: pathField().optional(),
 };
 
 export const targetSchema = z.discriminatedUnion('type', [
@@ -69,6 +75,7 @@ export function resolveTargetPaths(targets: unknown, abs: (p: unknown) => unknow
     const o = { ...(t as Record<string, unknown>) };
     if (o.type === 'local') o.path = abs(o.path);
     if (o.privateKeyFile !== undefined) o.privateKeyFile = abs(o.privateKeyFile);
+    if (o.authKeyFile !== undefined) o.authKeyFile = abs(o.authKeyFile);
     const enc = o.encrypt as Record<string, unknown> | undefined;
     if (enc && typeof enc === 'object' && enc.identityFile !== undefined) o.encrypt = { ...enc, identityFile: abs(enc.identityFile) };
     return o;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ObjectDigest } from './types.js';
+import { UnverifiedSnapshotError, type ObjectDigest } from './types.js';
 
 /** Pass bytes through while counting and hashing them; `digest()` once the stream is drained. */
 export function hashing(source: AsyncIterable<Uint8Array>): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {
@@ -52,4 +52,31 @@ export async function* chunked(source: AsyncIterable<Uint8Array>, size: number):
     }
   }
   if (have > 0 || parts.length > 0) yield Buffer.concat(parts);
+}
+
+/**
+ * Pass at most `maxBytes` through: the first byte beyond them is a store error naming `what`, and nothing more is
+ * read, so an object that never ends (a FIFO, /dev/zero, a hostile server) cannot hold the reader or fill a disk.
+ */
+export async function* atMost(source: AsyncIterable<Uint8Array>, maxBytes: number, what: string): AsyncIterable<Uint8Array> {
+  let seen = 0;
+  for await (const chunk of source) {
+    seen += chunk.length;
+    if (seen > maxBytes) throw new UnverifiedSnapshotError(`${what}: larger than its recorded ${maxBytes} bytes; not read further`);
+    yield chunk;
+  }
+}
+
+/**
+ * The bytes of a stored object, checked against what its (authenticated) record says as they pass: more bytes than
+ * recorded stop the read at once; a different size or sha256 at the end is a store error naming `what`, thrown
+ * before the reader sees the stream end, so nothing is taken for the object unless it is exactly that object.
+ */
+export async function* checkedObject(source: AsyncIterable<Uint8Array>, want: ObjectDigest, what: string): AsyncIterable<Buffer> {
+  const h = hashing(atMost(source, want.bytes, what));
+  yield* h.stream;
+  const got = h.digest();
+  if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) {
+    throw new UnverifiedSnapshotError(`${what} does not match its checksum (sha256 ${got.sha256}, ${got.bytes} bytes; manifest ${want.sha256}, ${want.bytes} bytes)`);
+  }
 }

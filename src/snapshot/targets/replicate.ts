@@ -11,11 +11,13 @@ import { readManifest } from '../manifest.js';
 import { readJournal } from '../journal.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
-import { digestOf, hashing } from './digest.js';
+import { atMost, digestOf, hashing } from './digest.js';
+import { loadTargetKey, sealManifest } from './auth.js';
+import { CheckedTarget } from './checked.js';
 import { HOLDS_KEY, holdsStream } from './holds.js';
 import { openTarget } from './registry.js';
 import { readRemoteManifest, type RemoteManifest, type RemoteObject, type RemoteRecord } from './remote-manifest.js';
-import { MANIFEST_KEY, type SnapshotTarget } from './types.js';
+import { MANIFEST_KEY, UnverifiedSnapshotError } from './types.js';
 
 /**
  * Snapshots off the machine: each complete local snapshot folder is copied to each configured target with the
@@ -62,9 +64,14 @@ export function targetsFor(config: Config, store: string, only?: string): Target
   return [t];
 }
 
-/** Run `f` with a connected target, closed afterwards whatever happens. */
-export async function withTarget<T>(tcfg: TargetConfig, store: string, f: (t: SnapshotTarget) => Promise<T>): Promise<T> {
-  const target = await openTarget(tcfg, store);
+/**
+ * Run `f` with a connected target, closed afterwards whatever happens. Its key is loaded first (a config error if
+ * the key file is unreadable); a target without one is said to be unauthenticated, once per call, on `log`.
+ */
+export async function withTarget<T>(tcfg: TargetConfig, store: string, f: (t: CheckedTarget) => Promise<T>, log?: Logger): Promise<T> {
+  const key = loadTargetKey(tcfg);
+  if (!key) log?.warn({ store, target: tcfg.name }, 'target has no authKeyFile: whoever can write it can forge a snapshot that verifies (memory-warden snapshots keygen FILE)');
+  const target = new CheckedTarget(await openTarget(tcfg, store), tcfg, store, key);
   try {
     return await f(target);
   } finally {
@@ -73,7 +80,7 @@ export async function withTarget<T>(tcfg: TargetConfig, store: string, f: (t: Sn
 }
 
 /** Upload one local snapshot folder; on failure nothing of it is left looking complete, and what was sent is removed. */
-export async function uploadSnapshot(target: SnapshotTarget, tcfg: TargetConfig, dir: string, key: Buffer, opts: { now: () => number; signal?: AbortSignal }): Promise<void> {
+export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, dir: string, key: Buffer, opts: { now: () => number; signal?: AbortSignal }): Promise<void> {
   const manifest = readManifest(dir);
   const name = basename(dir);
   const recipients = tcfg.encrypt?.recipients;
@@ -92,7 +99,8 @@ export async function uploadSnapshot(target: SnapshotTarget, tcfg: TargetConfig,
       format: 'memory-warden-remote/1', target: tcfg.name, uploadedAt: new Date(opts.now()).toISOString(), objects,
       holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key) },
     };
-    const text = Buffer.from(JSON.stringify({ ...manifest, remote }, null, 2) + '\n');
+    const sealed = target.key ? { ...remote, auth: sealManifest(target.key, target.store, name, { ...manifest, remote }) } : remote;
+    const text = Buffer.from(JSON.stringify({ ...manifest, remote: sealed }, null, 2) + '\n');
     await target.put(name, MANIFEST_KEY, (async function* () { yield text; })(), opts.signal);
   } catch (err) {
     await target.delete(name).catch(() => undefined); // best effort; cleanPartial finishes it next run
@@ -100,9 +108,16 @@ export async function uploadSnapshot(target: SnapshotTarget, tcfg: TargetConfig,
   }
 }
 
-/** Delete the oldest complete scheduled snapshots beyond `keep`; pre-restore ones are a person's to delete. */
-export async function applyTargetRetention(target: SnapshotTarget, keep: number): Promise<string[]> {
-  const scheduled = (await target.list()).filter((n) => !n.endsWith('-pre-restore'));
+/**
+ * Delete the oldest complete scheduled snapshots beyond `keep`; pre-restore ones are a person's to delete. On a
+ * target with a key, only snapshots whose manifest verifies count and are deleted: what memory-warden can prove it
+ * made (an unauthenticated one is left for a person, and cannot push an authentic one out).
+ */
+export async function applyTargetRetention(target: CheckedTarget, keep: number): Promise<string[]> {
+  const scheduled: string[] = [];
+  for (const n of (await target.list()).filter((x) => !x.endsWith('-pre-restore'))) {
+    if (!target.key || (await readRemoteManifest(target, n).then(() => true, () => false))) scheduled.push(n);
+  }
   const doomed = scheduled.slice(0, Math.max(0, scheduled.length - keep));
   for (const n of doomed) await target.delete(n);
   return doomed;
@@ -139,7 +154,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
           }
           const pruned = await applyTargetRetention(target, tcfg.keep);
           return { target: tcfg.name, where: target.where, uploaded, pruned, cleaned };
-        }));
+        }, opts.log));
       } catch (err) {
         const e = coerceError(err, `target ${tcfg.name}`);
         opts.log.error({ store, target: tcfg.name, err: e.message, transient: e.transient }, 'snapshot upload failed');
@@ -156,39 +171,33 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   return runs;
 }
 
-/** Re-read every object of a remote snapshot and check its sha256 against the manifest: no identity needed. */
-export async function verifyRemote(target: SnapshotTarget, name: string): Promise<RemoteManifest> {
+/** Re-read every object of a remote snapshot and check its size and sha256 against the manifest: no identity needed. */
+export async function verifyRemote(target: CheckedTarget, name: string): Promise<RemoteManifest> {
   const m = await readRemoteManifest(target, name);
-  for (const o of [...Object.values(m.remote.objects), m.remote.holds]) {
-    const got = await digestOf(await target.get(name, o.key));
-    if (got.sha256 !== o.sha256 || got.bytes !== o.bytes) {
-      throw storeError(`${target.name}:${name}/${o.key} does not match its checksum (sha256 ${got.sha256}, ${got.bytes} bytes; manifest ${o.sha256}, ${o.bytes} bytes)`);
-    }
-  }
+  for (const o of [...Object.values(m.remote.objects), m.remote.holds]) await digestOf(await target.object(name, o));
   return m;
 }
 
 /**
  * Download a remote snapshot into `dest` (created 0700, must not exist) as a local snapshot folder: each object's
- * stored bytes checked against the remote record, decrypted if encrypted, the plaintext checked against the
- * manifest. What restore then gets is indistinguishable from a snapshot taken here.
+ * stored bytes read no further than its recorded size and checked against the remote record, decrypted if
+ * encrypted, the plaintext checked against the manifest. What restore then gets is indistinguishable from a
+ * snapshot taken here; restore itself decides from the config where each file goes.
  */
-export async function fetchSnapshot(target: SnapshotTarget, tcfg: TargetConfig, name: string, dest: string, env: NodeJS.ProcessEnv = process.env): Promise<RemoteManifest> {
+export async function fetchSnapshot(target: CheckedTarget, tcfg: TargetConfig, name: string, dest: string, env: NodeJS.ProcessEnv = process.env): Promise<RemoteManifest> {
   const m = await readRemoteManifest(target, name);
   const encrypted = Object.values(m.remote.objects).some((o) => o.encrypted);
   const identities = encrypted ? loadIdentities(tcfg.name, tcfg.encrypt?.identityFile, env) : [];
   mkdirSync(dest, { mode: DIR_MODE });
   for (const [rel, o] of Object.entries(m.remote.objects)) {
     const what = `${target.name}:${name}/${o.key}`;
-    const stored = hashing(await target.get(name, o.key));
-    const plain = hashing(o.encrypted ? decrypting(stored.stream, identities, what) : stored.stream);
+    const want = m.files[rel]!;
+    const stored = await target.object(name, o);
+    const plain = hashing(atMost(o.encrypted ? decrypting(stored, identities, what) : stored, want.bytes, `${what}: decrypted ${rel}`));
     mkdirSync(dirname(join(dest, rel)), { recursive: true, mode: DIR_MODE });
     await pipeline(plain.stream, createWriteStream(join(dest, rel), { mode: FILE_MODE, flags: 'wx' }));
-    const s = stored.digest();
-    if (s.sha256 !== o.sha256 || s.bytes !== o.bytes) throw storeError(`${what} does not match its checksum (sha256 ${s.sha256}; manifest ${o.sha256})`);
     const p = plain.digest();
-    const want = m.files[rel]!;
-    if (p.sha256 !== want.sha256 || p.bytes !== want.bytes) throw storeError(`${what}: decrypted ${rel} does not match its checksum (sha256 ${p.sha256}; manifest ${want.sha256})`);
+    if (p.sha256 !== want.sha256 || p.bytes !== want.bytes) throw new UnverifiedSnapshotError(`${what}: decrypted ${rel} does not match its checksum (sha256 ${p.sha256}; manifest ${want.sha256})`);
   }
   const { remote: _remote, ...local } = m;
   const fd = createWriteStream(join(dest, MANIFEST_KEY), { mode: FILE_MODE, flags: 'wx' });

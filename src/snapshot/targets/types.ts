@@ -1,5 +1,5 @@
 import { homedir } from 'node:os';
-import { usageError } from '../../errors.js';
+import { usageError, WardenError } from '../../errors.js';
 
 /**
  * The snapshot target contract: a place off the machine (or on another disk) that holds copies of snapshot folders.
@@ -17,6 +17,8 @@ export interface ObjectDigest {
 }
 
 export const MANIFEST_KEY = 'manifest.json';
+/** A manifest larger than this is not one of ours: it is read no further. */
+export const MANIFEST_MAX_BYTES = 16 * 1024 * 1024;
 
 export interface SnapshotTarget {
   /** The target's name in config. */
@@ -34,8 +36,13 @@ export interface SnapshotTarget {
   list(): Promise<string[]>;
   /** The keys one snapshot holds (manifest included if present). */
   keys(snapshot: string): Promise<string[]>;
-  /** One object's bytes, streamed. Rejects with a store error if it is not there. */
-  get(snapshot: string, key: string, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>>;
+  /**
+   * One object's bytes, streamed. Rejects with a store error if it is not there or is not a regular file (a link, a
+   * FIFO, a device: refused before a byte is read). Reads at most `maxBytes + 1` bytes from the storage whatever it
+   * holds or claims (an HTTP Range, a bounded read loop), and the stream fails with a store error once more than
+   * `maxBytes` arrived: the caller passes the size its record gives the object, so nothing larger is ever written.
+   */
+  get(snapshot: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>>;
   /** Delete a snapshot: its manifest first (so it stops looking complete), then the rest. */
   delete(snapshot: string): Promise<void>;
   /**
@@ -63,4 +70,18 @@ export function checkNames(target: string, snapshot: string, key?: string): void
 /** `~/x` in a configured path is the home folder's x, as everywhere else in memory-warden's config. */
 export function expandTilde(path: string): string {
   return path === '~' || path.startsWith('~/') ? (process.env.HOME ?? homedir()) + path.slice(1) : path;
+}
+
+/**
+ * What a target holds is not what memory-warden wrote there, or cannot be shown to be: a manifest without a MAC (on a
+ * target with a key), with a wrong one or another store's or snapshot's, an object that differs from its
+ * authenticated record (size, sha256, an encrypting target's object stored in plaintext), or that is not a regular
+ * file. A store error (exit 2, no retry helps); callers that must not trust such a snapshot (erase: "cannot rule
+ * out") test for it with instanceof.
+ */
+export class UnverifiedSnapshotError extends WardenError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('store', message, options);
+    this.name = 'UnverifiedSnapshotError';
+  }
 }

@@ -15,7 +15,7 @@ async function* failing(b: Buffer): AsyncIterable<Buffer> {
 const hex = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 async function read(t: SnapshotTarget, snap: string, key: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const c of await t.get(snap, key)) chunks.push(Buffer.from(c));
+  for await (const c of await t.get(snap, key, undefined, 1 << 30)) chunks.push(Buffer.from(c));
   return Buffer.concat(chunks);
 }
 
@@ -47,7 +47,7 @@ describe.each(PLACES)('snapshot target contract: %s', (_label, start) => {
     expect(await t.put(SNAP, 'qdrant/0-memories.snapshot', bytes(big, 1 << 20))).toEqual({ bytes: big.length, sha256: hex(big) });
     expect(await t.put(SNAP, 'empty', bytes(Buffer.alloc(0)))).toEqual({ bytes: 0, sha256: hex(Buffer.alloc(0)) });
     expect((await read(t, SNAP, 'store.db')).equals(small)).toBe(true);
-    expect(await digestOf(await t.get(SNAP, 'qdrant/0-memories.snapshot'))).toEqual({ bytes: big.length, sha256: hex(big) });
+    expect(await digestOf(await t.get(SNAP, 'qdrant/0-memories.snapshot', undefined, big.length))).toEqual({ bytes: big.length, sha256: hex(big) });
     expect(await t.keys(SNAP)).toEqual(['empty', 'qdrant/0-memories.snapshot', 'store.db']);
   });
 
@@ -116,7 +116,7 @@ describe.each(PLACES)('snapshot target contract: %s', (_label, start) => {
 
   it('a missing object is a one-line store error naming it', async () => {
     const t = await fresh();
-    const err = await t.get(SNAP, 'store.db').then(async (s) => { for await (const _ of s) void _; }).then(() => null, (e: Error) => e);
+    const err = await t.get(SNAP, 'store.db', undefined, 100).then(async (s) => { for await (const _ of s) void _; }).then(() => null, (e: Error) => e);
     expect(err?.message).toMatch(/target \w+: .*store\.db/);
     expect(err?.message).not.toContain('\n');
   });

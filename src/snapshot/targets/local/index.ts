@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { storeError, transientError } from '../../../errors.js';
+import { storeError, transientError, WardenError } from '../../../errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
-import { digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { atMost, digestOf, hashing } from '../digest.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { LocalTargetConfig } from './schema.js';
 
 /** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
@@ -59,11 +59,29 @@ export class LocalTarget implements SnapshotTarget {
       .sort();
   }
 
-  async get(snapshot: string, key: string): Promise<AsyncIterable<Uint8Array>> {
+  /**
+   * Opened without following a link, inside the target's folder (no linked folder leads elsewhere), and only a
+   * regular file: a FIFO would hold the reader, /dev/zero would never end. At most maxBytes + 1 bytes are read.
+   */
+  async get(snapshot: string, key: string, _signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
     const path = join(this.root, snapshot, key);
-    if (!existsSync(path)) throw storeError(`target ${this.name}: ${path} does not exist`);
-    return createReadStream(path);
+    const refuse = (why: string, err?: unknown) => new UnverifiedSnapshotError(`target ${this.name}: ${path} ${why}`, { cause: err });
+    let fd: number;
+    try {
+      if (realpathSync(dirname(path)) !== join(realpathSync(this.root), snapshot, dirname(key))) throw refuse('lies behind a link out of the target folder');
+      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') throw storeError(`target ${this.name}: ${path} does not exist`, err);
+      if (code === 'ELOOP') throw refuse('is a link, not a file the target wrote', err);
+      throw err instanceof WardenError ? err : storeError(`target ${this.name}: open ${path}: ${code ?? (err as Error).message}`, err);
+    }
+    if (!fstatSync(fd).isFile()) {
+      closeSync(fd);
+      throw refuse('is not a regular file');
+    }
+    return atMost(createReadStream(path, { fd, start: 0, end: maxBytes }), maxBytes, `target ${this.name}: ${path}`);
   }
 
   async delete(snapshot: string): Promise<void> {

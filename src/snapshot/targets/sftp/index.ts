@@ -1,12 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { statSync } from 'node:fs';
-import { readKey, readRegularFile } from '../../../read-file.js';
 import type { SFTPWrapper } from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
-import { configError, storeError, transientError, WardenError } from '../../../errors.js';
-import { digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
-import { closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
+import { storeError, transientError, WardenError } from '../../../errors.js';
+import { ownerOnlyText } from '../auth.js';
+import { atMost, digestOf, hashing } from '../digest.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CHUNK, DEPTH, closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
 import type { SftpTargetConfig } from './schema.js';
 
 const TMP = '.tmp-';
@@ -71,13 +70,24 @@ export class SftpTarget implements SnapshotTarget {
     return this.op('list', `${this.root}/${snapshot}`, async () => ((await this.sftp.exists(`${this.root}/${snapshot}`)) ? (await this.walk(`${this.root}/${snapshot}`, '')).filter((k) => !k.split('/').pop()!.startsWith(TMP)).sort() : []));
   }
 
-  async get(snapshot: string, key: string): Promise<AsyncIterable<Uint8Array>> {
+  /**
+   * Only a regular file (asked without following a link: a FIFO would hold the server's read, a link could lead
+   * anywhere), and only its first maxBytes + 1 bytes are asked for, whatever size the server gives.
+   */
+  async get(snapshot: string, key: string, _signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
     const path = `${this.root}/${snapshot}/${key}`;
     await this.op('download', path, async () => {
-      if (!(await this.sftp.exists(path))) throw storeError(`target ${this.name}: ${path} does not exist`);
+      let attrs: { mode: number };
+      try {
+        attrs = await new Promise((resolve, reject) => this.raw.lstat(path, (err, a) => (err ? reject(err) : resolve(a))));
+      } catch (err) {
+        if ((err as { code?: number }).code === 2) throw storeError(`target ${this.name}: ${path} does not exist`, err);
+        throw err;
+      }
+      if ((attrs.mode & 0o170000) !== 0o100000) throw new UnverifiedSnapshotError(`target ${this.name}: ${path} is not a regular file (mode ${attrs.mode.toString(8)})`);
     });
-    return readRemote(this.raw, path);
+    return atMost(readRemote(this.raw, path, maxBytes + 1), maxBytes, `target ${this.name}: ${path}`);
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -145,10 +155,10 @@ export class SftpTarget implements SnapshotTarget {
 }
 
 /** A remote file's bytes (reads pipelined), its handle closed before the generator ends, whatever happens. */
-async function* readRemote(raw: SFTPWrapper, path: string): AsyncIterable<Buffer> {
+async function* readRemote(raw: SFTPWrapper, path: string, limit = Infinity): AsyncIterable<Buffer> {
   const handle = await openRemote(raw, path, 'r');
   try {
-    yield* readAll(raw, handle);
+    yield* readAll(raw, handle, DEPTH, CHUNK, limit);
   } finally {
     await closeRemote(raw, handle).catch(() => undefined);
   }
@@ -161,17 +171,7 @@ export function hostKeyFingerprint(key: Buffer): string {
 
 export const createSftpTarget: TargetFactory<SftpTargetConfig> = async (config, store) => {
   let privateKey = config.privateKey;
-  if (config.privateKeyFile) {
-    const file = expandTilde(config.privateKeyFile);
-    let mode: number;
-    try {
-      mode = statSync(file).mode & 0o077;
-    } catch (err) {
-      throw configError(`target ${config.name}: private key ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
-    if (mode !== 0) throw configError(`target ${config.name}: ${file} is readable by others (mode ${(mode | 0o600).toString(8)}); chmod 600 it`);
-    privateKey = readKey(() => readRegularFile(file), `target ${config.name}: private key ${file}`);
-  }
+  if (config.privateKeyFile) privateKey = ownerOnlyText(config.name, 'private key', config.privateKeyFile);
   const want = config.hostKeySha256.replace(/=+$/, '');
   let seen: string | undefined;
   // Our own no-op listeners: the library's defaults print to stdout on every close.

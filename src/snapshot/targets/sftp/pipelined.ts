@@ -62,9 +62,10 @@ export async function writeAll(sftp: SFTPWrapper, handle: Buffer, source: AsyncI
 /**
  * A remote file's bytes from offset 0 to its end, in order, with up to `depth` reads in flight. A short answer
  * (allowed by the protocol anywhere) is followed by a read of the rest; the end is the first empty answer (EOF).
- * Reads still in flight when the consumer stops are awaited before the generator returns.
+ * Reads still in flight when the consumer stops are awaited before the generator returns. Nothing at or past `limit`
+ * is asked for: a file that never ends (or a server that says so) is read only that far.
  */
-export async function* readAll(sftp: SFTPWrapper, handle: Buffer, depth = DEPTH, chunk = CHUNK): AsyncIterable<Buffer> {
+export async function* readAll(sftp: SFTPWrapper, handle: Buffer, depth = DEPTH, chunk = CHUNK, limit = Infinity): AsyncIterable<Buffer> {
   interface Req { pos: number; len: number; done: Promise<Buffer> }
   const read = (pos: number, len: number): Req => {
     const buf = Buffer.allocUnsafe(len);
@@ -76,11 +77,12 @@ export async function* readAll(sftp: SFTPWrapper, handle: Buffer, depth = DEPTH,
   let ahead = 0;
   try {
     for (;;) {
-      while (queue.length < depth) {
-        queue.push(read(ahead, chunk));
+      while (queue.length < depth && ahead < limit) {
+        queue.push(read(ahead, Math.min(chunk, limit - ahead)));
         ahead += chunk;
       }
-      const head = queue.shift()!;
+      const head = queue.shift();
+      if (!head) return; // read up to the limit
       const data = await head.done;
       if (data.length === 0) return; // the end: what is still queued lies beyond it (awaited in finally)
       if (data.length < head.len) queue.unshift(read(head.pos + data.length, head.len - data.length));
