@@ -51,9 +51,16 @@ export function snapshotCollections(store: StoreConfig): string[] {
   return layoutFor(store).collections(store);
 }
 
-/** `2-my collection` → `2-my_collection.snapshot`: a safe file name, unique by index. */
-function collectionFile(i: number, name: string): string {
-  return `qdrant/${i}-${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.snapshot`;
+const safeName = (name: string) => name.replace(/[^A-Za-z0-9_.-]/g, '_');
+
+/** `2-my collection` → `2-my_collection.snapshot`: a safe file name, unique by index. Restore checks it (stage.ts). */
+export function collectionFile(i: number, name: string): string {
+  return `qdrant/${i}-${safeName(name)}.snapshot`;
+}
+
+/** The copy of a vector file in the snapshot folder, named after the file it restores. */
+export function vectorFileCopy(i: number, source: string): string {
+  return `vectors/${i}-${safeName(basename(source))}`;
 }
 
 const iso = (t: number) => new Date(t).toISOString();
@@ -129,7 +136,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
   };
   const vectorFiles = layoutFor(storeConfig).vectorFiles(storeConfig);
   if (vectorFiles.length > 0) ensurePrivateDir(join(tmp, 'vectors'));
-  const vectorFilePart = (source: string, i: number) => sqlitePart(source, `vectors/${i}-${basename(source).replace(/[^A-Za-z0-9_.-]/g, '_')}`);
+  const vectorFilePart = (source: string, i: number) => sqlitePart(source, vectorFileCopy(i, source));
 
   const qdrantPart = async (collection: string, i: number): Promise<QdrantPart> => {
     const file = collectionFile(i, collection);

@@ -5,7 +5,7 @@ import type { Progress } from '../progress.js';
 import { storeError, usageError } from '../errors.js';
 import type { StoreConfig } from '../store/config.js';
 import { storeFiles } from '../store/files.js';
-import { snapshotCollections } from './create.js';
+import { collectionFile, snapshotCollections, vectorFileCopy } from './create.js';
 import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
 import { readManifest, type Manifest, type SqlitePart } from './manifest.js';
@@ -194,6 +194,11 @@ export interface VectorFileDestination {
 export function destinations(storeName: string, store: StoreConfig, manifest: Manifest, from: string): VectorFileDestination[] {
   if (manifest.store !== storeName) throw usageError(`${from} is a snapshot of store "${manifest.store}", not "${storeName}"`);
   if (manifest.layout !== undefined && manifest.layout !== store.layout) throw usageError(`${from} is a snapshot of a ${String(manifest.layout)} store; store "${storeName}" is ${store.layout}`);
+  // Each part's file must be the one a snapshot of that part is written to: a file swapped between two parts
+  // would restore one collection's (or file's) data into another.
+  if (manifest.sqlite.file !== 'store.db') throw usageError(`${from} records its store copy as ${JSON.stringify(manifest.sqlite.file)}, not store.db: refused`);
+  const swapped = manifest.qdrant.find((p, i) => p.file !== collectionFile(i, p.collection));
+  if (swapped) throw usageError(`${from} records ${JSON.stringify(swapped.file)} as collection ${swapped.collection}'s snapshot: refused`);
   const collections = snapshotCollections(store);
   const named = manifest.qdrant.map((p) => p.collection);
   const foreign = named.filter((c, i) => !collections.includes(c) || named.indexOf(c) !== i);
@@ -202,8 +207,8 @@ export function destinations(storeName: string, store: StoreConfig, manifest: Ma
   if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
   const configured = storeFiles(store).slice(1).map((f) => resolve(f));
   const out: VectorFileDestination[] = [];
-  for (const part of manifest.vectorFiles ?? []) {
-    const dest = configured.find((f) => f === resolve(String(part.source)));
+  for (const [i, part] of (manifest.vectorFiles ?? []).entries()) {
+    const dest = configured.find((f) => f === resolve(String(part.source)) && part.file === vectorFileCopy(i, f));
     if (!dest || out.some((o) => o.dest === dest)) throw usageError(`${from} records a vector file for ${JSON.stringify(part.source)}, which is not one of store "${storeName}"'s vector files (${configured.join(', ') || 'none'}): refused`);
     out.push({ part, dest });
   }
