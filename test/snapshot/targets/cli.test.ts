@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import YAML from 'yaml';
 import { writeFileSync } from 'node:fs';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
@@ -242,5 +242,49 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
     expect(verified.code, verified.stderr).toBe(0);
     expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
     expect(existsSync(join(fx.dir, 'backups', 'agent', '2026-11-29T020000Z', 'manifest.json'))).toBe(true);
+  });
+});
+
+describe('an authenticated target through the CLI (local folder)', { timeout: 120_000 }, () => {
+  it('keygen, push with the MAC, verify; a manifest stripped of it is refused by verify and restore; no key: a warning', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const keyFile = join(fx.dir, 'keys', 'target.key');
+    mkdirSync(dirname(keyFile), { mode: 0o700 });
+    const made = await cli(['snapshots', 'keygen', keyFile, '--json']);
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.json()).toEqual({ file: keyFile, keyId: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    const again = await cli(['snapshots', 'keygen', keyFile]);
+    expect(again.code).toBe(2);
+    expect(again.stderr.trim()).toMatch(/^[^\n]*target\.key: exists already; a key is never overwritten$/);
+
+    const nas = join(fx.dir, 'nas');
+    mkdirSync(nas);
+    const config = join(fx.dir, 'a.yaml');
+    const target = { type: 'local', name: 'nas', path: nas, authKeyFile: keyFile };
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+    expect((await cli(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'])).code).toBe(0);
+    const verified = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'nas', '--json']);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
+
+    const manifest = join(nas, 'agent', '2026-11-29T020000Z', 'manifest.json');
+    const m = JSON.parse(readFileSync(manifest, 'utf8'));
+    delete m.remote.auth;
+    writeFileSync(manifest, JSON.stringify(m));
+    const bad = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'nas']);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toMatch(/2026-11-29T020000Z {2}NOT USABLE: .*carries no MAC/);
+    const before = readFileSync(fx.dbPath);
+    const refused = await cli(['restore', 'latest', '--config', config, '--store', 'agent', '--target', 'nas', '--force']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/carries no MAC, and target nas has authKeyFile set: refused/)]);
+    expect(readFileSync(fx.dbPath).equals(before)).toBe(true);
+
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [{ ...target, authKeyFile: undefined }] } })));
+    const unkeyed = await cli(['snapshots', 'list', '--config', config, '--store', 'agent', '--target', 'nas'], { LOG_LEVEL: 'warn' });
+    expect(unkeyed.code, unkeyed.stderr).toBe(0);
+    expect(unkeyed.stderr).toMatch(/no authKeyFile: whoever can write it can forge a snapshot that verifies/);
   });
 });
