@@ -62,11 +62,10 @@ export async function readRemoteManifest(target: ManifestSource, name: string): 
     if (err instanceof UnverifiedSnapshotError) throw err;
     throw storeError(`${what}: unreadable (${(err as Error).message})`, err);
   }
-  if (!m || typeof m !== 'object' || m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || !m.remote || m.remote.format !== 'memory-warden-remote/1' || !m.remote.objects || !m.remote.holds) {
+  if (!m || typeof m !== 'object' || m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || !m.remote || m.remote.format !== 'memory-warden-remote/1' || !m.remote.objects) {
     throw storeError(`${what}: not a memory-warden remote snapshot manifest`);
   }
   checkSeal(target.key, target.name, target.store, name, m as RemoteManifest, what);
-  if (m.store !== target.store) throw new UnverifiedSnapshotError(`${what}: a snapshot of store "${String(m.store)}" under store ${target.store}'s prefix: refused`);
   const files = Object.keys(m.files);
   for (const rel of files) {
     const o = m.remote.objects[rel];
@@ -77,6 +76,7 @@ export async function readRemoteManifest(target: ManifestSource, name: string): 
     }
   }
   if (Object.keys(m.remote.objects).length !== files.length) throw storeError(`${what}: objects and files differ`);
-  if (m.remote.holds.key !== HOLDS_KEY) throw storeError(`${what}: its holds are recorded under "${String(m.remote.holds.key)}", not ${HOLDS_KEY}`);
+  if (!m.remote.holds || m.remote.holds.key !== HOLDS_KEY) throw storeError(`${what}: its holds are recorded under "${String(m.remote.holds?.key)}", not ${HOLDS_KEY}`);
+  if (m.store !== target.store) throw new UnverifiedSnapshotError(`${what}: a snapshot of store "${String(m.store)}" under store ${target.store}'s prefix: refused`);
   return m as RemoteManifest;
 }
