@@ -254,6 +254,30 @@ describe('targets without a key, keys, and one given a key later (local folder)'
     await restoreFrom(config, tcfg, snap.name); // without the key, as before
   });
 
+  it('a snapshot folder that is a link out: not listed, not deleted by retention, erase or delete; what it leads to kept', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const tcfg = place.config({ keep: 1 });
+    const config = fx.config({ snapshot: { targets: [tcfg] } });
+    const snap = await takeSnapshot(config, 'agent', { now: () => T0, log: silentLogger });
+    await replicateStore(config, 'agent', { log: silentLogger, now: () => T0 });
+    // someone else's folder, shaped like a snapshot (a copy of ours), linked in under an older name
+    const elsewhere = join(fx.dir, 'someone-elses');
+    cpSync(folderOf(tcfg, 'agent', snap.name), elsewhere, { recursive: true });
+    const linked = '2026-01-01T000000Z';
+    symlinkSync(elsewhere, folderOf(tcfg, 'agent', linked));
+    const later = await takeSnapshot(config, 'agent', { now: () => T0 + DAY, log: silentLogger });
+    await replicateStore(config, 'agent', { log: silentLogger, now: () => T0 + DAY }); // keep 1: retention runs
+    await withTarget(tcfg, 'agent', async (t) => {
+      expect(await t.list()).toEqual([later.name]);
+      expect(await failure(t.delete(linked))).toBeInstanceOf(UnverifiedSnapshotError);
+      expect(await failure(t.get(linked, 'manifest.json'))).toBeInstanceOf(UnverifiedSnapshotError);
+    });
+    await remoteSnapshotCopies(config, 'agent', { ids: ['m_ada'] }, { remove: true, log: silentLogger });
+    expect(readFileSync(join(elsewhere, 'manifest.json')).length).toBeGreaterThan(0);
+    expect(readFileSync(join(elsewhere, 'store.db')).equals(readFileSync(join(snap.dir, 'store.db')))).toBe(true);
+  });
+
   it('a key file others can read, or that holds no key, is a config error naming it', async () => {
     fx = await qdrantFixture(ROWS);
     const loose = join(fx.dir, 'loose.key');

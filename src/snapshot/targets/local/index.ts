@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { storeError, transientError, WardenError } from '../../../errors.js';
@@ -87,6 +87,8 @@ export class LocalTarget implements SnapshotTarget {
   async delete(snapshot: string): Promise<void> {
     checkNames(this.name, snapshot);
     const dir = join(this.root, snapshot);
+    // A link put where a snapshot folder would be leads to something memory-warden did not write: never followed.
+    if (lstatSync(dir, { throwIfNoEntry: false })?.isSymbolicLink()) throw new UnverifiedSnapshotError(`target ${this.name}: ${dir} is a link, not a snapshot folder the target wrote; not deleted`);
     rmSync(join(dir, MANIFEST_KEY), { force: true });
     if (existsSync(dir)) fsyncPath(dir);
     rmSync(dir, { recursive: true, force: true });
@@ -115,7 +117,7 @@ export class LocalTarget implements SnapshotTarget {
 
   private folders(): string[] {
     if (!existsSync(this.root)) return [];
-    return readdirSync(this.root).filter((n) => TARGET_SNAPSHOT_NAME.test(n) && statSync(join(this.root, n)).isDirectory()).sort();
+    return readdirSync(this.root).filter((n) => TARGET_SNAPSHOT_NAME.test(n) && lstatSync(join(this.root, n)).isDirectory()).sort();
   }
 }
 
