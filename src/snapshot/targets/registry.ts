@@ -1,4 +1,5 @@
 import type { TargetConfig } from './config.js';
+import { atMost } from './digest.js';
 import type { SnapshotTarget } from './types.js';
 
 /**
@@ -12,8 +13,15 @@ export const TARGET_TYPES: { readonly [T in TargetConfig['type']]: (config: Extr
   sftp: async (c, store) => (await import('./sftp/index.js')).createSftpTarget(c, store),
 };
 
-/** Connect to one configured target for one store. */
-export function openTarget(config: TargetConfig, store: string): Promise<SnapshotTarget> {
+/**
+ * Connect to one configured target for one store. Its reads are held to the contract's bound here too, whatever
+ * the implementation does: a stream past `maxBytes` fails (each implementation also stops asking the storage for
+ * more: local and sftp read no further, S3 asks for a byte range).
+ */
+export async function openTarget(config: TargetConfig, store: string): Promise<SnapshotTarget> {
   const create = TARGET_TYPES[config.type] as (c: TargetConfig, s: string) => Promise<SnapshotTarget>;
-  return create(config, store);
+  const target = await create(config, store);
+  const get = target.get.bind(target);
+  target.get = async (snapshot, key, signal, maxBytes) => atMost(await get(snapshot, key, signal, maxBytes), maxBytes, `target ${target.name}: ${snapshot}/${key}`);
+  return target;
 }

@@ -15,7 +15,7 @@ async function* failing(b: Buffer): AsyncIterable<Buffer> {
 const hex = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 async function read(t: SnapshotTarget, snap: string, key: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const c of await t.get(snap, key, undefined, 1 << 30)) chunks.push(Buffer.from(c));
+  for await (const c of await t.get(snap, key, undefined, 200_000)) chunks.push(Buffer.from(c));
   return Buffer.concat(chunks);
 }
 
@@ -112,6 +112,21 @@ describe.each(PLACES)('snapshot target contract: %s', (_label, start) => {
       await expect(t.put(snap, 'store.db', bytes(Buffer.from('x'))), snap).rejects.toThrow(/not a snapshot name/);
       await expect(t.delete(snap), snap).rejects.toThrow(/not a snapshot name/);
     }
+  });
+
+  it('get yields no more than maxBytes: a larger object is a store error naming it, a smaller one is read whole', async () => {
+    const t = await fresh();
+    const b = randomBytes(200_000);
+    await t.put(SNAP, 'store.db', bytes(b));
+    for (const max of [0, 1, 65_535, 199_999]) {
+      const got: Buffer[] = [];
+      const err = await (async () => { for await (const c of await t.get(SNAP, 'store.db', undefined, max)) got.push(Buffer.from(c)); })().then(() => null, (e: Error) => e);
+      expect(err?.message, `max ${max}`).toMatch(/target \w+: .*store\.db.*larger than its recorded/);
+      expect(err?.message, `max ${max}`).not.toContain('\n');
+      expect(Buffer.concat(got).length, `max ${max}`).toBeLessThanOrEqual(max);
+      expect(b.subarray(0, Buffer.concat(got).length).equals(Buffer.concat(got)), `max ${max}`).toBe(true);
+    }
+    expect((await read(t, SNAP, 'store.db')).equals(b)).toBe(true); // maxBytes = its size, or more
   });
 
   it('a missing object is a one-line store error naming it', async () => {

@@ -78,6 +78,30 @@ describe('sftp target', () => {
     }
   });
 
+  it('a read with a limit asks for nothing at or past it, whatever the file holds', async () => {
+    const sshd = place.sshd!;
+    const file = join(sshd.home, 'longer-than-asked');
+    const b = randomBytes(3 * DEPTH * CHUNK + 5);
+    writeFileSync(file, b);
+    const client = new SftpClient('test');
+    const raw = await client.connect({ host: sshd.host, port: sshd.port, username: sshd.username, privateKey: readFileSync(sshd.keyFile, 'utf8') });
+    try {
+      const asked: Array<[number, number]> = [];
+      const spy = new Proxy(raw, { get: (t, p) => (p === 'read' ? (h: Buffer, buf: Buffer, off: number, len: number, pos: number, cb: unknown) => { asked.push([pos, len]); return t.read(h, buf, off, len, pos, cb as never); } : Reflect.get(t, p)) });
+      for (const limit of [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, DEPTH * CHUNK + 7]) {
+        asked.length = 0;
+        const handle = await openRemote(raw, file, 'r');
+        const chunks: Buffer[] = [];
+        for await (const c of readAll(spy, handle, DEPTH, CHUNK, limit)) chunks.push(c);
+        await closeRemote(raw, handle);
+        expect(Buffer.concat(chunks).equals(b.subarray(0, limit)), `limit ${limit}`).toBe(true);
+        expect(asked.every(([pos, len]) => pos + len <= limit), `limit ${limit}`).toBe(true);
+      }
+    } finally {
+      await client.end();
+    }
+  });
+
   it('a short read in mid-file is followed by a read of the rest, not a gap', async () => {
     // OpenSSH answers a READ longer than its limit (256 KiB less 1 KiB) with that much: ask for 1 MiB at a time,
     // past the limit ssh2 learnt from the server, and every answer but the last is short.
