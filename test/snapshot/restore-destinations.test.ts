@@ -1,3 +1,5 @@
+// Restore takes every destination from the store's config: manifests naming another store's file or collection,
+// or files swapped between parts, are refused before anything changes.
 import { afterEach, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

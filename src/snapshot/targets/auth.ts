@@ -1,3 +1,5 @@
+// Target authentication: the operator's key (authKeyFile, never uploaded), the MAC sealed into each remote manifest
+// and bound to its store and snapshot name, and the check every reader runs before it trusts a manifest.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, statSync, writeSync } from 'node:fs';
 import { configError, usageError } from '../../errors.js';

@@ -1,3 +1,5 @@
+// Forgeries by whoever can write a target (local folder, real sshd): authenticated manifests, bounded reads of
+// regular files only, and the store untouched whenever one is refused.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, appendFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
