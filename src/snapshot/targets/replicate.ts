@@ -108,16 +108,21 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
   }
 }
 
+/** Of these snapshot names, those whose manifest verifies with the target's key (all of them on a target without one). */
+async function provenSnapshots(target: CheckedTarget, names: string[]): Promise<string[]> {
+  if (!target.key) return names;
+  const out: string[] = [];
+  for (const n of names) if (await readRemoteManifest(target, n).then(() => true, () => false)) out.push(n);
+  return out;
+}
+
 /**
  * Delete the oldest complete scheduled snapshots beyond `keep`; pre-restore ones are a person's to delete. On a
  * target with a key, only snapshots whose manifest verifies count and are deleted: what memory-warden can prove it
  * made (an unauthenticated one is left for a person, and cannot push an authentic one out).
  */
 export async function applyTargetRetention(target: CheckedTarget, keep: number): Promise<string[]> {
-  const scheduled: string[] = [];
-  for (const n of (await target.list()).filter((x) => !x.endsWith('-pre-restore'))) {
-    if (!target.key || (await readRemoteManifest(target, n).then(() => true, () => false))) scheduled.push(n);
-  }
+  const scheduled = await provenSnapshots(target, (await target.list()).filter((x) => !x.endsWith('-pre-restore')));
   const doomed = scheduled.slice(0, Math.max(0, scheduled.length - keep));
   for (const n of doomed) await target.delete(n);
   return doomed;
@@ -144,7 +149,8 @@ export async function replicateStore(config: Config, store: string, opts: { log:
         runs.push(await withTarget(tcfg, store, async (target) => {
           const cleaned = await target.cleanPartial();
           if (cleaned.length > 0) opts.log.warn({ store, target: tcfg.name, cleaned }, 'removed what an interrupted upload left on the target');
-          const have = new Set(await target.list());
+          // A snapshot put there under one of our names, that does not verify, is not ours: ours is uploaded over it.
+          const have = new Set(await provenSnapshots(target, await target.list()));
           const uploaded: string[] = [];
           for (const s of local.slice(-tcfg.keep).filter((x) => !have.has(x.name))) {
             opts.signal?.throwIfAborted();

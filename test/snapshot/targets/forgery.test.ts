@@ -280,6 +280,22 @@ describe('targets without a key, keys, and one given a key later (local folder)'
     expect(readFileSync(join(elsewhere, 'store.db')).equals(readFileSync(join(snap.dir, 'store.db')))).toBe(true);
   });
 
+  it('a forged snapshot put under the name of one not pushed yet does not stop the upload of ours', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const keyFile = join(fx.dir, 'target.key');
+    writeTargetKey(keyFile);
+    const tcfg = place.config({ authKeyFile: keyFile });
+    const config = fx.config({ snapshot: { targets: [tcfg] } });
+    const first = await takeSnapshot(config, 'agent', { now: () => T0, log: silentLogger });
+    await replicateStore(config, 'agent', { log: silentLogger, now: () => T0 });
+    const second = await takeSnapshot(config, 'agent', { now: () => T0 + DAY, log: silentLogger });
+    cpSync(folderOf(tcfg, 'agent', first.name), folderOf(tcfg, 'agent', second.name), { recursive: true }); // there first
+    const [run] = await replicateStore(config, 'agent', { log: silentLogger, now: () => T0 + DAY });
+    expect(run!.uploaded).toEqual([second.name]);
+    await withTarget(tcfg, 'agent', async (t) => expect((await verifyRemote(t, second.name)).sqlite.startedAt).toBe(readJson(join(second.dir, 'manifest.json')).sqlite.startedAt));
+  });
+
   it('a key file others can read, or that holds no key, is a config error naming it', async () => {
     fx = await qdrantFixture(ROWS);
     const loose = join(fx.dir, 'loose.key');
