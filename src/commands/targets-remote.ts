@@ -7,6 +7,7 @@ import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/l
 import { FETCH_PREFIX, fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
 import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
 import { readJournal } from '../snapshot/journal.js';
+import { lastPushed } from '../snapshot/targets/pushed.js';
 
 /**
  * The remote side of `snapshots list|verify` and `restore`, with `--target NAME`. The local commands load this
@@ -40,9 +41,10 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
 }
 
 /**
- * Download a remote snapshot (`latest` = the newest) into a `.fetch-` folder under the store's snapshot folder:
- * verified, decrypted, then handed to the ordinary restore. `cleanup` removes it after the restore; one a killed
- * run left is removed by the next upload run (replicate.ts), unless a pending restore journal still names it.
+ * Download a remote snapshot (`latest` = the newest, refused when older than the newest this machine pushed there)
+ * into a `.fetch-` folder under the store's snapshot folder: verified, decrypted, then handed to the ordinary
+ * restore. `cleanup` removes it after the restore; one a killed run left is removed by the next upload run
+ * (replicate.ts), unless a pending restore journal still names it.
  */
 export async function fetchForRestore(ctx: CommandContext, targetName: string, name: string): Promise<{ dir: string; from: string; cleanup(): void }> {
   const [tcfg] = targetsFor(ctx.config, ctx.storeName, targetName);
@@ -54,6 +56,10 @@ export async function fetchForRestore(ctx: CommandContext, targetName: string, n
       const all = await t.list();
       const pick = name === 'latest' ? all.filter((n) => !n.endsWith('-pre-restore')).at(-1) : all.find((n) => n === name);
       if (!pick) throw usageError(`target ${targetName} has no ${name === 'latest' ? 'complete snapshot' : `complete snapshot "${name}"`} of ${ctx.storeName} (${t.where})`);
+      const pushed = name === 'latest' ? lastPushed(root, targetName) : null;
+      if (pushed !== null && pick < pushed) {
+        throw usageError(`restore latest: the newest snapshot of ${ctx.storeName} on target ${targetName} is ${pick}, older than ${pushed}, which this machine pushed there: newer ones were deleted (by hand, by erase --snapshots, or by whoever can write the target) or are withheld; restore ${pick} by name to go back that far`);
+      }
       const dir = join(root, `${FETCH_PREFIX}${pick}-${process.pid}-${randomBytes(4).toString('hex')}`);
       try {
         await fetchSnapshot(t, tcfg!, pick, dir);

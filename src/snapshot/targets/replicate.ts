@@ -15,6 +15,7 @@ import { atMost, digestOf, hashing } from './digest.js';
 import { loadTargetKey, sealManifest } from './auth.js';
 import { CheckedTarget } from './checked.js';
 import { HOLDS_KEY, holdsStream } from './holds.js';
+import { notePushed } from './pushed.js';
 import { openTarget } from './registry.js';
 import { readRemoteManifest, type RemoteManifest, type RemoteObject, type RemoteRecord } from './remote-manifest.js';
 import { MANIFEST_KEY, UnverifiedSnapshotError } from './types.js';
@@ -158,6 +159,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
             uploaded.push(s.name);
             opts.log.info({ store, target: tcfg.name, snapshot: s.name, encrypted: Boolean(tcfg.encrypt) }, 'snapshot uploaded');
           }
+          if (uploaded.length > 0) notePushed(root, tcfg.name, uploaded.at(-1)!);
           const pruned = await applyTargetRetention(target, tcfg.keep);
           return { target: tcfg.name, where: target.where, uploaded, pruned, cleaned };
         }, opts.log));

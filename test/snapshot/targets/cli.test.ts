@@ -288,3 +288,24 @@ describe('an authenticated target through the CLI (local folder)', { timeout: 12
     expect(unkeyed.stderr).toMatch(/no authKeyFile: whoever can write it can forge a snapshot that verifies/);
   });
 });
+
+describe('restore latest from a target that withholds newer snapshots (local folder)', { timeout: 120_000 }, () => {
+  it('refused when the newest there is older than the newest this machine pushed; by name it restores', async () => {
+    fx = await qdrantFixture(ROWS);
+    await fx.seedPoints(ROWS);
+    const nas = join(fx.dir, 'nas');
+    mkdirSync(nas);
+    const config = join(fx.dir, 'a.yaml');
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [{ type: 'local', name: 'nas', path: nas }] } })));
+    for (const at of ['2026-11-29T02:00:00Z', '2026-11-30T02:00:00Z']) expect((await cli(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', at])).code).toBe(0);
+    rmSync(join(nas, 'agent', '2026-11-30T020000Z'), { recursive: true }); // deleted or withheld by whoever holds the NAS
+    const before = readFileSync(fx.dbPath);
+    const refused = await cli(['restore', 'latest', '--config', config, '--store', 'agent', '--target', 'nas', '--force']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/is 2026-11-29T020000Z, older than 2026-11-30T020000Z, which this machine pushed there: .*restore 2026-11-29T020000Z by name/)]);
+    expect(readFileSync(fx.dbPath).equals(before)).toBe(true);
+    const byName = await cli(['restore', '2026-11-29T020000Z', '--config', config, '--store', 'agent', '--target', 'nas', '--force', '--json']);
+    expect(byName.code, byName.stderr).toBe(0);
+    expect(byName.json().from).toBe('nas:2026-11-29T020000Z');
+  });
+});
