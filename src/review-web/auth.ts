@@ -14,6 +14,8 @@ export type Authenticator =
 
 const SCRYPT = { N: 16384, r: 8, p: 1 } as const;
 const KEY_LEN = 32;
+/** The shortest password a person may set: the shared one, and what `--hash-password` takes. */
+export const MIN_PASSWORD_CHARS = 8;
 
 /** One line of a users file: `name:scrypt:SALT:HASH` (base64url); `serve --hash-password NAME` prints one. */
 export function hashPasswordLine(name: string, password: string): string {
@@ -25,6 +27,19 @@ export function hashPasswordLine(name: string, password: string): string {
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 const same = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(a, b);
 
+// The lengths `--hash-password` writes: a 16-byte salt and a KEY_LEN-byte hash, base64url without padding. Anything
+// else is refused, not read: an empty hash made scrypt derive an empty key, and two empty keys compare equal, so a
+// line cut short while being appended (`bob:scrypt:SALT:`) matched every password.
+const SALT_LEN = 16;
+const B64URL = (bytes: number) => `[A-Za-z0-9_-]{${Math.ceil((bytes * 4) / 3)}}`;
+const USER_LINE = new RegExp(`^([A-Za-z0-9_.@-]{1,64}):scrypt:(${B64URL(SALT_LEN)}):(${B64URL(KEY_LEN)})$`);
+
+/** The bytes of a base64url field, or null when they would not be written back the same (stray trailing bits). */
+function exactBytes(text: string, bytes: number): Buffer | null {
+  const b = Buffer.from(text, 'base64url');
+  return b.length === bytes && b.toString('base64url') === text ? b : null;
+}
+
 function readUsers(file: string): Map<string, { salt: Buffer; hash: Buffer }> {
   let text: string;
   try {
@@ -34,11 +49,17 @@ function readUsers(file: string): Map<string, { salt: Buffer; hash: Buffer }> {
   }
   const users = new Map<string, { salt: Buffer; hash: Buffer }>();
   text.split('\n').forEach((raw, i) => {
-    const line = raw.trim();
+    const line = raw.replace(/\r$/, '').trim();
     if (line === '' || line.startsWith('#')) return;
-    const m = /^([A-Za-z0-9_.@-]{1,64}):scrypt:([A-Za-z0-9_-]+):([A-Za-z0-9_-]+)$/.exec(line);
-    if (!m) throw configError(`review.auth.usersFile ${file}:${i + 1}: expected name:scrypt:SALT:HASH (memory-warden serve --hash-password NAME)`);
-    users.set(m[1]!, { salt: Buffer.from(m[2]!, 'base64url'), hash: Buffer.from(m[3]!, 'base64url') });
+    const where = `review.auth.usersFile ${file}:${i + 1}`;
+    const m = USER_LINE.exec(line);
+    const salt = m ? exactBytes(m[2]!, SALT_LEN) : null;
+    const hash = m ? exactBytes(m[3]!, KEY_LEN) : null;
+    if (!m || !salt || !hash) {
+      throw configError(`${where}: expected name:scrypt:SALT:HASH with a ${SALT_LEN}-byte salt and a ${KEY_LEN}-byte hash, as \`memory-warden serve --hash-password NAME\` writes (a line cut short?)`);
+    }
+    if (users.has(m[1]!)) throw configError(`${where}: user ${m[1]} is named twice`);
+    users.set(m[1]!, { salt, hash });
   });
   if (users.size === 0) throw configError(`review.auth.usersFile ${file}: no users`);
   return users;
@@ -50,6 +71,7 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
   if (auth.mode === 'password') {
     const shared = env[auth.passwordEnv];
     if (!shared) throw configError(`review.auth.passwordEnv: environment variable ${auth.passwordEnv} is not set (the review page's shared password)`);
+    if (shared.length < MIN_PASSWORD_CHARS) throw configError(`review.auth.passwordEnv: ${auth.passwordEnv} is shorter than ${MIN_PASSWORD_CHARS} characters (the review page's shared password)`);
     const want = digest(shared);
     // A shared password says nothing of who decided: the name typed beside it is recorded, marked as such.
     return { mode: 'password', check: (user, password) => (same(digest(password), want) ? `${user.trim() || 'someone'} (shared password)` : null) };
@@ -62,7 +84,7 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
     mode: 'users',
     check: (user, password) => {
       const u = users.get(user) ?? decoy;
-      const ok = same(scryptSync(password, u.salt, u.hash.length, SCRYPT), u.hash);
+      const ok = same(scryptSync(password, u.salt, KEY_LEN, SCRYPT), u.hash);
       return ok && users.has(user) ? user : null;
     },
   };
