@@ -1,5 +1,6 @@
 import { z } from '../vendor/zod.js';
 import { pathField } from '../path-field.js';
+import { parseSubnet } from './proxies.js';
 
 /**
  * The review page's keys, under `review:` beside afterDays and batch. Without `url` the digest keeps its shell
@@ -36,6 +37,12 @@ export const reviewWebShape = {
        * count per client address; without it, behind a proxy, every client is the proxy's address.
        */
       clientHeader: z.string().regex(/^[A-Za-z0-9-]+$/, 'an HTTP header name').optional(),
+      /**
+       * The reverse proxies whose userHeader and clientHeader are read (addresses or subnets: 10.0.0.7, fd00::/8);
+       * a request from any other address has them ignored (proxy mode: it is not signed in). Unset: loopback only,
+       * and `serve` then refuses to listen beyond loopback in proxy mode or with a clientHeader.
+       */
+      trustedProxies: z.array(z.string().refine((t) => parseSubnet(t) !== null, 'an IP address or subnet (10.0.0.7, 10.0.0.0/8, fd00::/8)')).min(1).optional(),
     })
     .prefault({}),
 };

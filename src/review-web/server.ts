@@ -12,6 +12,7 @@ import { decodeFormId } from './form-id.js';
 import { REVIEW_CSS } from './style.js';
 import { ReviewSite } from './site.js';
 import { formBody, readForm } from './form-body.js';
+import { checkHeaderTrust } from './proxies.js';
 
 export interface ReviewServerOptions {
   config: Config;
@@ -80,7 +81,10 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
       return c.html(loginPage(site.base, claims.store, token, auth.mode, false), 200);
     }
     const user = site.proxyUser(c);
-    if (user === null) return site.message(c, 401, 'Not signed in', `The proxy in front of this page did not name a user (${site.config.review.auth.userHeader}).`);
+    if (user === null) {
+      if (!site.fromProxy(c)) return site.message(c, 401, 'Not signed in', 'This page is signed in to through the proxy in front of it; this request did not come through it.');
+      return site.message(c, 401, 'Not signed in', `The proxy in front of this page did not name a user (${site.config.review.auth.userHeader}).`);
+    }
     const s = existing && existing.store === claims.store && existing.user === user ? existing : site.startSession(c, claims, user);
     return site.showStore(c, s, claims.item);
   });
@@ -141,8 +145,9 @@ function decisionRoutes(app: Hono, site: ReviewSite): void {
 }
 
 export async function startReviewServer(opts: ReviewServerOptions): Promise<ReviewServer> {
-  const app = reviewApp(opts);
   const listen = opts.listen ?? opts.config.review.listen;
+  checkHeaderTrust(opts.config.review.auth, listen.host);
+  const app = reviewApp(opts);
   let server: ServerType | undefined;
   const addr = await new Promise<AddressInfo>((resolve, reject) => {
     const t = opts.timeouts ?? HTTP_TIMEOUTS;

@@ -10,6 +10,7 @@ import { messagePage, storePage } from './pages.js';
 import { clientKey, SignInLimits } from './sign-in-limits.js';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
+import { trustedPeers } from './proxies.js';
 
 export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 429 | 500 | 503;
 const COOKIE = 'mw_review';
@@ -27,6 +28,7 @@ export class ReviewSite {
   readonly base: string;
   private readonly secure: boolean;
   private readonly sessionMs: number;
+  private readonly trustedPeer: (address: string | undefined) => boolean;
 
   constructor(readonly config: Config, readonly log: Logger, readonly now: Clock, env?: NodeJS.ProcessEnv) {
     this.key = reviewKey(config.review.secretEnv, env);
@@ -34,6 +36,7 @@ export class ReviewSite {
     this.base = config.review.url ? new URL(config.review.url).pathname.replace(/\/+$/, '') : '';
     this.secure = config.review.url?.startsWith('https:') ?? false;
     this.sessionMs = config.review.sessionHours * 3_600_000;
+    this.trustedPeer = trustedPeers(config.review.auth.trustedProxies);
   }
 
   message(c: Context, status: Status, title: string, text: string, back?: string): Response {
@@ -44,9 +47,13 @@ export class ReviewSite {
     return `${this.base}/store/${encodeURIComponent(store)}`;
   }
 
-  /** In proxy mode the user is whoever the proxy names, when config trusts its header; null: the proxy named nobody. */
+  /**
+   * In proxy mode the user is whoever the proxy names, when config trusts its header; null: the proxy named nobody,
+   * or the request did not come through a trusted proxy (whatever headers it carries).
+   */
   proxyUser(c: Context): string | null {
     if (this.auth.mode !== 'proxy') return null;
+    if (!this.fromProxy(c)) return null;
     if (!this.auth.userHeader) return 'review page (behind proxy)';
     const v = c.req.header(this.auth.userHeader)?.trim();
     return v && v.length <= 200 ? v : null;
@@ -69,8 +76,13 @@ export class ReviewSite {
    */
   client(c: Context): string {
     const header = this.config.review.auth.clientHeader;
-    const named = header ? c.req.header(header)?.split(',').at(-1)?.trim() : undefined;
+    const named = header && this.fromProxy(c) ? c.req.header(header)?.split(',').at(-1)?.trim() : undefined;
     return clientKey(named ? named.slice(0, 100) : getConnInfo(c).remote.address ?? 'unknown');
+  }
+
+  /** Whether the connection comes from a proxy config trusts to name the user and the client. */
+  fromProxy(c: Context): boolean {
+    return this.trustedPeer(getConnInfo(c).remote.address);
   }
 
   /** The session this request carries, if it covers `store` (and, behind a proxy, the same person). */
