@@ -27,6 +27,7 @@ const UNSET: Record<string, string> = {
   'review.auth.userHeader': 'trusted only when set: no header is believed by default',
   'review.auth.usersFile': 'users mode only',
   'review.auth.clientHeader': 'trusted only when set: a client could otherwise name its own address',
+  'review.auth.trustedProxies': 'the deployment\'s proxies; unset means loopback only',
   'worker.host': 'default `worker --host`, MEMORY_WARDEN_HOST, then the machine name: decided at start, not in config',
   smtp: 'only needed to send the digest; host has no default, so the whole section is commented',
 };

@@ -2,6 +2,7 @@ import { readRegularFile } from '../read-file.js';
 import { randomBytes, scryptSync, timingSafeEqual, createHash } from 'node:crypto';
 import { configError } from '../errors.js';
 import type { ReviewWebConfig } from './config.js';
+import type { Account } from './sign-in-limits.js';
 
 /**
  * Who may decide. `proxy`: the reverse proxy in front has its own login; the user is read from `userHeader` only
@@ -10,7 +11,7 @@ import type { ReviewWebConfig } from './config.js';
  */
 export type Authenticator =
   | { mode: 'proxy'; userHeader?: string }
-  | { mode: 'password' | 'users'; check(user: string, password: string): string | null };
+  | { mode: 'password' | 'users'; check(user: string, password: string): string | null; account(user: string): Account };
 
 const SCRYPT = { N: 16384, r: 8, p: 1 } as const;
 const KEY_LEN = 32;
@@ -74,7 +75,12 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
     if (shared.length < MIN_PASSWORD_CHARS) throw configError(`review.auth.passwordEnv: ${auth.passwordEnv} is shorter than ${MIN_PASSWORD_CHARS} characters (the review page's shared password)`);
     const want = digest(shared);
     // A shared password says nothing of who decided: the name typed beside it is recorded, marked as such.
-    return { mode: 'password', check: (user, password) => (same(digest(password), want) ? `${user.trim() || 'someone'} (shared password)` : null) };
+    return {
+      mode: 'password',
+      check: (user, password) => (same(digest(password), want) ? `${user.trim() || 'someone'} (shared password)` : null),
+      // Every name tries the one shared password: one account, whatever is typed.
+      account: () => ({ name: '(shared password)', known: false }),
+    };
   }
   if (!auth.usersFile) throw configError('review.auth.usersFile: users mode needs a file of name:scrypt:SALT:HASH lines');
   const users = readUsers(auth.usersFile);
@@ -87,5 +93,6 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
       const ok = same(scryptSync(password, u.salt, KEY_LEN, SCRYPT), u.hash);
       return ok && users.has(user) ? user : null;
     },
+    account: (user) => ({ name: user, known: users.has(user) }),
   };
 }

@@ -23,7 +23,7 @@ export class ReviewSite {
   readonly key: Buffer;
   readonly auth: Authenticator;
   readonly sessions = new Sessions();
-  readonly failures = new SignInLimits();
+  readonly failures: SignInLimits;
   /** The path the page lives under behind a proxy (review.url's path), '' at the root. */
   readonly base: string;
   private readonly secure: boolean;
@@ -33,6 +33,8 @@ export class ReviewSite {
   constructor(readonly config: Config, readonly log: Logger, readonly now: Clock, env?: NodeJS.ProcessEnv) {
     this.key = reviewKey(config.review.secretEnv, env);
     this.auth = makeAuthenticator(config.review.auth, env);
+    const auth = this.auth;
+    this.failures = new SignInLimits(auth.mode === 'proxy' ? undefined : (user) => auth.account(user));
     this.base = config.review.url ? new URL(config.review.url).pathname.replace(/\/+$/, '') : '';
     this.secure = config.review.url?.startsWith('https:') ?? false;
     this.sessionMs = config.review.sessionHours * 3_600_000;

@@ -8,10 +8,11 @@ import { NOW, PASSWORD, PASSWORD_ENV, startSite, type Site } from './fixtures.js
 import { linkToken } from './http.js';
 
 /**
- * Wrong passwords hold back the party that sends them, not everyone: counted per client address and name tried.
+ * Wrong passwords hold back the party that sends them: counted per client address and account tried (a users
+ * file's name; the shared password whatever name is typed), and for a known user also from everywhere.
  * Clients are told apart by their own loopback addresses (127.0.0.2, 127.0.0.3, …: all of 127/8 is this host).
  */
-const { PER_NAME, PER_ADDRESS, WINDOW_MS } = SignInLimits;
+const { PER_NAME, PER_ADDRESS, PER_USER, WINDOW_MS } = SignInLimits;
 
 /** POST /login from a chosen local address, as a browser's form would; the status. */
 function login(site: Site, from: string, user: string, password: string, headers: Record<string, string> = {}): Promise<number> {
@@ -40,23 +41,33 @@ describe('sign-in limits', { timeout: 60_000 }, () => {
     await site?.close();
   });
 
-  it('shared password: one address guessing one name holds back only that address and name', async () => {
+  it('shared password: one address guessing holds back only that address, whatever names it types', async () => {
     site = await startSite({ rows: [] });
     await fail(site, PER_NAME, '127.0.0.2', () => 'alice');
     expect(await login(site, '127.0.0.2', 'alice', PASSWORD)).toBe(429); // still limited, the right password included
     expect(await login(site, '127.0.0.2', 'alice', 'one more guess')).toBe(429);
+    // The name beside a shared password is free text: another one is the same password guessed again.
+    for (const user of ['bob', 'ALICE', 'alice ', `x${'y'.repeat(70)}`]) expect(await login(site, '127.0.0.2', user, PASSWORD)).toBe(429);
     expect(await login(site, '127.0.0.3', 'alice', PASSWORD)).toBe(303); // alice elsewhere
-    expect(await login(site, '127.0.0.2', 'bob', PASSWORD)).toBe(303); // another name from there
     expect(await login(site, '127.0.0.4', 'carol', PASSWORD)).toBe(303);
     site.clock.now = NOW + WINDOW_MS;
     expect(await login(site, '127.0.0.2', 'alice', PASSWORD)).toBe(303);
   });
 
-  it('one address trying many names is held back as a whole; other addresses are not', async () => {
+  it('shared password: a new name on each guess buys no more guesses than one name', async () => {
     site = await startSite({ rows: [] });
-    await fail(site, PER_ADDRESS, '127.0.0.5', (i) => `name${i}`);
-    for (const user of ['alice', 'fresh-name']) expect(await login(site, '127.0.0.5', user, PASSWORD)).toBe(429);
-    for (const from of ['127.0.0.6', '127.0.0.7']) expect(await login(site, from, 'alice', PASSWORD)).toBe(303);
+    await fail(site, PER_NAME, '127.0.0.12', (i) => `reviewer-${i}`);
+    expect(await login(site, '127.0.0.12', 'reviewer-new', 'another guess')).toBe(429);
+    expect(await login(site, '127.0.0.12', 'reviewer-newer', PASSWORD)).toBe(429);
+    expect(await login(site, '127.0.0.13', 'reviewer-new', PASSWORD)).toBe(303);
+  });
+
+  it('one address trying many names is held back as a whole; other addresses are not', () => {
+    // Users-file names: each is an account of its own, and PER_ADDRESS bounds them together (unit: no scrypt per try).
+    const limits = new SignInLimits((user) => ({ name: user, known: false }));
+    for (let i = 0; i < PER_ADDRESS; i++) limits.fail('127.0.0.5', `name${i}`, NOW);
+    for (const user of ['alice', 'fresh-name']) expect(limits.blocked('127.0.0.5', user, NOW)).toBe(true);
+    for (const from of ['127.0.0.6', '127.0.0.7']) expect(limits.blocked(from, 'alice', NOW)).toBe(false);
   });
 
   it('a users file: wrong passwords for one user stop neither another user nor that user from elsewhere', async () => {
@@ -67,6 +78,31 @@ describe('sign-in limits', { timeout: 60_000 }, () => {
     expect(await login(site, '127.0.0.8', 'frank', 'frank-secret-1')).toBe(429);
     expect(await login(site, '127.0.0.8', 'grace', 'grace-secret-2')).toBe(303);
     expect(await login(site, '127.0.0.9', 'frank', 'frank-secret-1')).toBe(303);
+  });
+
+  it('a users file: one known user guessed from many addresses is held back everywhere; unknown names are not', async () => {
+    const usersFile = join(process.env.TMPDIR ?? '/tmp', `mw-limits-spread-${process.pid}-${Date.now()}`);
+    writeFileSync(usersFile, `${hashPasswordLine('frank', 'frank-secret-1')}\n${hashPasswordLine('grace', 'grace-secret-2')}\n`);
+    site = await startSite({ rows: [], review: { auth: { mode: 'users', usersFile } } });
+    const spread = PER_USER / PER_NAME;
+    for (let a = 0; a < spread; a++) await fail(site, PER_NAME - 1, `127.0.1.${a + 1}`, () => 'frank');
+    // Below every address's own limit; together past frank's.
+    await fail(site, PER_USER - spread * (PER_NAME - 1), '127.0.1.50', () => 'frank');
+    expect(await login(site, '127.0.1.99', 'frank', 'frank-secret-1')).toBe(429);
+    expect(await login(site, '127.0.1.99', 'grace', 'grace-secret-2')).toBe(303);
+    // Names nobody has: each address pays for its own, no name is paused for everyone (unit: no scrypt per try).
+    const limits = new SignInLimits((user) => ({ name: user, known: user === 'frank' }));
+    for (let a = 0; a < 2 * spread; a++) for (let i = 0; i < PER_NAME - 1; i++) limits.fail(`127.0.2.${a + 1}`, 'zed', NOW);
+    expect(limits.blocked('127.0.2.99', 'zed', NOW)).toBe(false);
+    site.clock.now = NOW + WINDOW_MS;
+    expect(await login(site, '127.0.1.99', 'frank', 'frank-secret-1')).toBe(303);
+  });
+
+  it('a client header from an address that is not a trusted proxy is not read: the client is its own address', async () => {
+    site = await startSite({ rows: [], review: { auth: { mode: 'password', passwordEnv: PASSWORD_ENV, clientHeader: 'X-Forwarded-For', trustedProxies: ['127.0.0.1'] } } });
+    await fail(site, PER_NAME, '127.0.0.14', () => 'alice', {});
+    for (let i = 0; i < 3; i++) expect(await login(site, '127.0.0.14', 'alice', PASSWORD, { 'X-Forwarded-For': `198.51.100.${i}` })).toBe(429);
+    expect(await login(site, '127.0.0.1', 'alice', PASSWORD, { 'X-Forwarded-For': '198.51.100.1' })).toBe(303);
   });
 
   it('behind a proxy: clients are told apart by the header config names, its last entry only', async () => {
