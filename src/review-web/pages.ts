@@ -38,12 +38,12 @@ export function messagePage(base: string, title: string, text: string, back?: st
 
 const withBase = (base: string, doc: string) => doc.replace('STATIC_CSS', `${escapeHtml(base)}/static/review.css`);
 
-export function loginPage(base: string, store: string, token: string, mode: 'password' | 'users', failed: boolean): string {
+export function loginPage(base: string, store: string, token: string, loginToken: string, mode: 'password' | 'users', failed: boolean): string {
   const who = mode === 'users' ? 'Your name' : 'Your name (recorded with your decisions)';
   const body = `<h1>Review ${escapeHtml(store)}</h1>
 ${failed ? '<p class="bad">Wrong name or password.</p>' : ''}
 <form method="post" action="${escapeHtml(base)}/login" class="login">
-<input type="hidden" name="t" value="${escapeHtml(token)}">
+<input type="hidden" name="t" value="${escapeHtml(token)}"><input type="hidden" name="csrf" value="${escapeHtml(loginToken)}">
 <label>${who} <input name="user" autocomplete="username" required maxlength="64"></label>
 <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
 <button type="submit">Sign in</button>

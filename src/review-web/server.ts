@@ -78,7 +78,7 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
     const existing = site.session(c);
     if (auth.mode !== 'proxy') {
       if (existing && existing.store === claims.store) return site.showStore(c, existing, claims.item);
-      return c.html(loginPage(site.base, claims.store, token, auth.mode, false), 200);
+      return c.html(loginPage(site.base, claims.store, token, site.loginToken(c), auth.mode, false), 200);
     }
     const user = site.proxyUser(c);
     if (user === null) {
@@ -93,9 +93,15 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
     if (auth.mode === 'proxy') return site.message(c, 404, 'Not here', 'Sign-in is done by the proxy in front of this page.');
     const form = await readForm(c, site);
     if (form instanceof Response) return form;
+    // A sign-in is a decision too: one submitted by a page elsewhere would replace the signed-in person's session.
+    const foreign = site.refusedForeign(c, 'sign-in');
+    if (foreign) return foreign;
     const token = form.t ?? '';
     const claims = site.checkLink(c, token);
     if (claims instanceof Response) return claims;
+    if (!site.loginTokenMatches(c, form.csrf)) {
+      return site.message(c, 403, 'Sign-in not accepted', 'This sign-in form did not come from the review page in this browser (or the browser keeps no cookies). Open the link from the digest again. Nothing changed.');
+    }
     const user = (form.user ?? '').slice(0, 64);
     const client = site.client(c);
     if (site.failures.blocked(client, user, site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in from here is paused for a few minutes after many wrong passwords. Nothing changed.');
@@ -103,7 +109,7 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
     if (who === null) {
       site.failures.fail(client, user, site.now());
       log.warn({ store: claims.store, client }, 'review page: failed sign-in');
-      return c.html(loginPage(site.base, claims.store, token, auth.mode, true), 401);
+      return c.html(loginPage(site.base, claims.store, token, site.loginToken(c), auth.mode, true), 401);
     }
     site.startSession(c, claims, who);
     log.info({ store: claims.store, user: who }, 'review page: signed in');
@@ -128,6 +134,8 @@ function decisionRoutes(app: Hono, site: ReviewSite): void {
     const back = site.storeUrl(store);
     const s = site.sessionFor(c, store);
     if (!s) return site.message(c, 401, 'Not signed in for this store', 'Open the page from a link in the digest email. Nothing changed.');
+    const foreign = site.refusedForeign(c, 'decision', back);
+    if (foreign) return foreign;
     const body = await readForm(c, site);
     if (body instanceof Response) return body;
     const field = (k: string) => body[k];

@@ -11,9 +11,13 @@ import { clientKey, SignInLimits } from './sign-in-limits.js';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
 import { trustedPeers } from './proxies.js';
+import { foreignOrigin } from './same-origin.js';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 429 | 500 | 503;
 const COOKIE = 'mw_review';
+/** The sign-in form's token, also set as a cookie: a page elsewhere can submit the form, but cannot read the cookie. */
+const LOGIN_COOKIE = 'mw_login';
 
 /**
  * What every route of the review page shares: the signing key, the sign-in, the sessions, and the few steps that
@@ -65,6 +69,34 @@ export class ReviewSite {
     const s = this.sessions.create(claims.store, user, this.now() + this.sessionMs, this.now());
     setCookie(c, COOKIE, s.id, { httpOnly: true, sameSite: 'Strict', secure: this.secure, path: this.base || '/', maxAge: Math.floor(this.sessionMs / 1000) });
     return s;
+  }
+
+  /**
+   * The token the sign-in form carries: the browser's own (a cookie only this page can set or read), made now
+   * when it has none. A sign-in whose form does not carry it came from somewhere else.
+   */
+  loginToken(c: Context): string {
+    const had = getCookie(c, LOGIN_COOKIE);
+    if (had && /^[A-Za-z0-9_-]{32}$/.test(had)) return had;
+    const token = randomBytes(24).toString('base64url');
+    setCookie(c, LOGIN_COOKIE, token, { httpOnly: true, sameSite: 'Strict', secure: this.secure, path: this.base || '/', maxAge: 24 * 3600 });
+    return token;
+  }
+
+  /** Whether a sign-in form carries this browser's login token. */
+  loginTokenMatches(c: Context, field: string | undefined): boolean {
+    const had = getCookie(c, LOGIN_COOKIE);
+    if (!had || field === undefined) return false;
+    const [a, b] = [Buffer.from(had), Buffer.from(field)];
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  /** A POST from a page on another origin, or whose form does not carry the token of this browser: refused. */
+  refusedForeign(c: Context, what: string, back?: string): Response | undefined {
+    const why = foreignOrigin(c, this.config.review.url);
+    if (why === undefined) return undefined;
+    this.log.warn({ path: c.req.path, why }, 'review page: form from another origin refused');
+    return this.message(c, 403, 'Form not accepted', `This ${what} was ${why}, not from the review page. Nothing changed.`, back);
   }
 
   /** The request's session, whatever store it covers. */

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import { createLogger } from '../../src/logger.js';
 import { HTTP_TIMEOUTS } from '../../src/review-web/server.js';
 import { daysAgo, memory, NOW, PASSWORD, startSite, type Site } from './fixtures.js';
-import { drawPage, linkToken, post, signIn } from './http.js';
+import { drawPage, linkToken, loginForm, post, signIn } from './http.js';
 
 /**
  * What a client that sends too little, too slowly or garbled gets: an answer or a closed connection within the
@@ -159,7 +159,8 @@ describe('a body that is not a readable form', { timeout: 60_000 }, () => {
       'not multipart at all': [mp, 'hello, world'],
       'an empty body': [mp, ''],
     };
-    const loginWhole = multipart({ t: linkToken('agent', NOW), user: 'alice', password: PASSWORD });
+    const signInForm = await loginForm(site.url, 'agent', NOW);
+    const loginWhole = multipart({ ...signInForm.fields, user: 'alice', password: PASSWORD });
     for (const [name, [type, body]] of Object.entries(bodies)) {
       const decide = await post(site.url, cookie, body, 'agent', type);
       expect(decide.status, `decide: ${name}`).toBe(400);
@@ -174,7 +175,7 @@ describe('a body that is not a readable form', { timeout: 60_000 }, () => {
     expect(lines.filter((l) => l.msg === 'review page: unreadable request body').length).toBe(2 * Object.keys(bodies).length);
 
     // Whole, the same forms are read: a multipart sign-in signs in, and the form (its nonce unspent) decides.
-    const login = await fetch(`${site.url}/login`, { method: 'POST', headers: { 'content-type': mp }, body: loginWhole, redirect: 'manual' });
+    const login = await fetch(`${site.url}/login`, { method: 'POST', headers: { 'content-type': mp, cookie: signInForm.cookie }, body: loginWhole, redirect: 'manual' });
     expect(login.status).toBe(303);
     expect((await post(site.url, cookie, whole, 'agent', mp)).status).toBe(200);
     expect(memory(site, 'm1')!.confirmed_at).not.toBe(daysAgo(200));

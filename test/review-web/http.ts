@@ -20,9 +20,19 @@ export function linkToken(store: string, now: number, item = '*'): string {
   return signLink(Buffer.from(process.env[KEY_ENV]!, 'utf8'), { store, item, expires: now + 7 * DAY_MS });
 }
 
+/** The sign-in form as the link opens it: the browser's login cookie and the form's hidden fields. */
+export async function loginForm(url: string, store: string, now: number): Promise<{ cookie: string; fields: Record<string, string> }> {
+  const res = await fetch(`${url}/open?t=${linkToken(store, now)}`);
+  expect(res.status).toBe(200);
+  const html = await res.text();
+  const fields = Object.fromEntries([...html.matchAll(/<input type="hidden" name="(\w+)" value="([^"]*)">/g)].map((h) => [h[1]!, unescape(h[2]!)]));
+  return { cookie: res.headers.get('set-cookie')!.split(';')[0]!, fields };
+}
+
 /** Signs in through the built-in password form; the session cookie. */
 export async function signIn(url: string, store: string, now: number, user = 'alice'): Promise<string> {
-  const res = await fetch(`${url}/login`, { method: 'POST', body: new URLSearchParams({ t: linkToken(store, now), user, password: PASSWORD }), redirect: 'manual' });
+  const { cookie, fields } = await loginForm(url, store, now);
+  const res = await fetch(`${url}/login`, { method: 'POST', headers: { cookie }, body: new URLSearchParams({ ...fields, user, password: PASSWORD }), redirect: 'manual' });
   expect(res.status).toBe(303);
   return res.headers.get('set-cookie')!.split(';')[0]!;
 }

@@ -350,14 +350,14 @@ describe('who may decide', { timeout: 90_000 }, () => {
       else await page.locator('input[name=password]').evaluate((e) => e.removeAttribute('required'));
       await page.click('button[type=submit]');
       await page.waitForSelector('text=Wrong name or password');
-      expect(await ctx.cookies()).toEqual([]);
+      expect((await ctx.cookies()).map((c) => c.name)).toEqual(['mw_login']); // no session
     }
     await page.fill('input[name=user]', 'grace');
     await page.fill('input[name=password]', 'grace-secret-2');
     await page.click('button[type=submit]');
     await card(page, 'm_pg').locator('form.confirm button').click();
     await page.waitForSelector('h1:has-text("Done")');
-    const cookie = (await ctx.cookies())[0]!;
+    const cookie = (await ctx.cookies()).find((c) => c.name === 'mw_review')!;
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     expect(JSON.parse(withState(site, (s) => verdictsFor(s, 'agent', 'm_pg')).at(-1)!.evidence!).by).toBe('grace');
     await ctx.close();
@@ -368,10 +368,12 @@ describe('who may decide', { timeout: 90_000 }, () => {
     const link = await digestLink(site, 'm_pnpm');
     const t = new URL(link).searchParams.get('t')!;
     const { ctx } = await freshContext(browser());
-    for (let i = 0; i < 10; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
-    const paused = await ctx.request.post(`${site.url}/login`, { form: { t, user: 'alice', password: PASSWORD }, maxRedirects: 0 });
+    const opened = await ctx.request.get(link);
+    const csrf = /name="csrf" value="([^"]*)"/.exec(await opened.text())![1]!;
+    for (let i = 0; i < 10; i++) expect((await ctx.request.post(`${site.url}/login`, { form: { t, csrf, user: 'alice', password: `guess ${i}` }, maxRedirects: 0 })).status()).toBe(401);
+    const paused = await ctx.request.post(`${site.url}/login`, { form: { t, csrf, user: 'alice', password: PASSWORD }, maxRedirects: 0 });
     expect(paused.status()).toBe(429);
-    expect(await ctx.cookies()).toEqual([]);
+    expect((await ctx.cookies()).map((c) => c.name)).toEqual(['mw_login']);
     site.clock.now = NOW + 11 * 60_000;
     const page = await ctx.newPage();
     await signIn(page, link);

@@ -14,21 +14,31 @@ import { linkToken } from './http.js';
  */
 const { PER_NAME, PER_ADDRESS, PER_USER, WINDOW_MS } = SignInLimits;
 
-/** POST /login from a chosen local address, as a browser's form would; the status. */
-function login(site: Site, from: string, user: string, password: string, headers: Record<string, string> = {}): Promise<number> {
-  const body = new URLSearchParams({ t: linkToken('agent', NOW), user, password }).toString();
-  const url = new URL(`${site.url}/login`);
+/** GET or POST from a chosen local address; the status, the body and the cookie set. */
+function send(site: Site, from: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string; cookie?: string }> {
+  const url = new URL(`${site.url}${path}`);
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', localAddress: from, headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), ...headers } },
+      { host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method: body === undefined ? 'GET' : 'POST', localAddress: from, headers },
       (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode!));
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, text, cookie: res.headers['set-cookie']?.[0]?.split(';')[0] }));
       },
     );
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** POST /login from a chosen local address, as a browser's form would after opening the link there; the status. */
+async function login(site: Site, from: string, user: string, password: string, headers: Record<string, string> = {}): Promise<number> {
+  const t = linkToken('agent', NOW);
+  const opened = await send(site, from, `/open?t=${t}`, headers);
+  const csrf = /name="csrf" value="([^"]*)"/.exec(opened.text)?.[1] ?? '';
+  const body = new URLSearchParams({ t, csrf, user, password }).toString();
+  const cookie = opened.cookie ? { cookie: opened.cookie } : {};
+  return (await send(site, from, '/login', { 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(body)), ...cookie, ...headers }, body)).status;
 }
 
 async function fail(site: Site, times: number, from: string, user: (i: number) => string, headers?: Record<string, string>): Promise<void> {
