@@ -180,7 +180,28 @@ export interface ReviewDueOptions {
  * The row as it is now beside evidence waiting for a person; null when it no longer exists. `expires_at` is the
  * layout's expiry as stored (mem0: `expiration_date`), `superseded_by` null where the layout has no chains.
  */
-export type CurrentMemory = (MemoryUnderReview & { superseded_by: string | null; expires_at: string | null }) | null;
+export type CurrentMemory =
+  | (MemoryUnderReview & {
+      superseded_by: string | null;
+      expires_at: string | null;
+      /**
+       * The older versions whose supersede chain leads to this row, by id: what deleting it takes along (ON DELETE
+       * CASCADE), so part of what a person's decision on it depends on. Absent where the layout has no chains.
+       */
+      olderVersions?: OlderVersion[];
+    })
+  | null;
+
+/** One row of a chain that leads to a memory under review, as it reads now. */
+export interface OlderVersion {
+  id: string;
+  subject: string;
+  fact: string;
+  source: string;
+  confirmed_at: string;
+  expires_at: string | null;
+  superseded_by: string | null;
+}
 
 /**
  * Called with the row as `currentMemory` reads it, just before a person's decision changes it: inside the write

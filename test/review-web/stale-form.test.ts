@@ -5,6 +5,7 @@ import { openStateDb } from '../../src/state.js';
 import { pendingItems, recordVerdict, verdictsFor } from '../../src/drift/record.js';
 import { confirmMemory, deleteMemory, expireMemory, supersedeMemory } from '../../src/drift/review.js';
 import { openStore } from '../../src/layouts/open.js';
+import type { CurrentMemory } from '../../src/layouts/contract.js';
 import { validateConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { startReviewServer, type ReviewServer } from '../../src/review-web/server.js';
@@ -201,8 +202,12 @@ describe('the layout checks the row inside its own write', { timeout: 60_000 }, 
     const store = openStore(site.config, 'agent');
     const state = openStateDb(site.statePath);
     try {
-      // The agent rewrites the row after the guard looked, before the DELETE.
-      const guard = () => agentWrite(site, (db) => db.prepare(`UPDATE memory SET fact = 'agent was here' WHERE id = 'g_delete'`).run());
+      // The agent rewrites the row after the guard looked, before the DELETE (the guard looks again inside the
+      // DELETE's transaction: the write is made on its first look only, the agent being locked out then).
+      let looks = 0;
+      const guard = () => {
+        if (looks++ === 0) agentWrite(site, (db) => db.prepare(`UPDATE memory SET fact = 'agent was here' WHERE id = 'g_delete'`).run());
+      };
       await expect(deleteMemory(store, state, 'g_delete', NOW, { guard })).rejects.toThrow(/changed or deleted by someone else meanwhile/);
       expect(row(site, 'g_delete')!.fact).toBe('agent was here');
       expect(row(site, 'g_old')).toBeDefined();
@@ -215,6 +220,83 @@ describe('the layout checks the row inside its own write', { timeout: 60_000 }, 
       state.close();
       store.close();
     }
+  });
+});
+
+/** The agent's writes to the chain behind a shown row: each is something a delete of that row would take along. */
+const CHAIN_WRITES: Record<string, (db: Database.Database, id: string) => void> = {
+  'a new row linked to it': (db, id) => {
+    db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at, superseded_by) VALUES (?, 'user', 'the agent wrote this just now', 'message:9', ?, ?, ?)`).run(`${id}_new`, daysAgo(0), daysAgo(0), id);
+  },
+  'a new row linked to an older version': (db, id) => {
+    db.prepare(`INSERT INTO memory (id, subject, fact, source, created_at, confirmed_at, superseded_by) VALUES (?, 'user', 'the agent wrote this just now', 'message:9', ?, ?, ?)`).run(`${id}_new`, daysAgo(0), daysAgo(0), `${id}_old`);
+  },
+  'an older version rewritten': (db, id) => db.prepare(`UPDATE memory SET fact = 'rewritten by the agent' WHERE id = ?`).run(`${id}_old`),
+  'an older version unlinked': (db, id) => db.prepare(`UPDATE memory SET superseded_by = NULL WHERE id = ?`).run(`${id}_old`),
+  'an older version relinked elsewhere': (db, id) => db.prepare(`UPDATE memory SET superseded_by = 'elsewhere' WHERE id = ?`).run(`${id}_oldest`),
+};
+
+describe('a form drawn before the chain behind its row changed', { timeout: 60_000 }, () => {
+  let site: Site;
+  afterEach(async () => {
+    await site?.close();
+  });
+
+  const chainRows = (id: string) => [
+    { id, fact: `fact of ${id}`, confirmed_at: daysAgo(200), created_at: daysAgo(200) },
+    { id: `${id}_old`, fact: 'older', confirmed_at: daysAgo(300), created_at: daysAgo(300), superseded_by: id },
+    { id: `${id}_oldest`, fact: 'oldest', confirmed_at: daysAgo(400), created_at: daysAgo(400), superseded_by: `${id}_old` },
+  ];
+
+  it('is refused (409) with every decision, and the delete takes none of the rows, the agent\'s new one included', async () => {
+    const ids: string[] = [];
+    for (const what of Object.keys(CHAIN_WRITES)) for (const kind of KINDS) ids.push(rid(what, kind));
+    site = await startSite({ rows: [...ids.flatMap(chainRows), { id: 'elsewhere', confirmed_at: daysAgo(1), created_at: daysAgo(1) }], review: { batch: 100 } });
+    const cookie = await signIn(site.url, 'agent', NOW);
+    const cards = await drawPage(site.url, cookie);
+    for (const [what, write] of Object.entries(CHAIN_WRITES)) {
+      for (const kind of KINDS) {
+        const id = rid(what, kind);
+        agentWrite(site, (db) => write(db, id));
+        const before = [id, `${id}_old`, `${id}_oldest`, `${id}_new`].map((r) => row(site, r));
+        const res = await post(site.url, cookie, filled(cardOf(cards, id), kind));
+        expect(res.status, `${what} then ${kind}`).toBe(409);
+        expect(res.text).toContain('changed since this page was drawn');
+        expect([id, `${id}_old`, `${id}_oldest`, `${id}_new`].map((r) => row(site, r)), `${what} then ${kind}`).toEqual(before);
+        expect(manual(site, id)).toEqual([]);
+      }
+    }
+  });
+
+  it('a delete whose chain the agent grows after the first look is refused inside its transaction', async () => {
+    site = await startSite({ rows: chainRows('c') });
+    const store = openStore(site.config, 'agent');
+    const state = openStateDb(site.statePath);
+    try {
+      const seen: string[] = [];
+      let looks = 0;
+      // First look: as drawn. Then the agent links a new row, before the DELETE's transaction starts.
+      const guard = (r: CurrentMemory) => {
+        seen.push(JSON.stringify(r?.olderVersions?.map((o) => o.id)));
+        if (looks++ === 0) agentWrite(site, (db) => CHAIN_WRITES['a new row linked to it']!(db, 'c'));
+        if (seen.length > 1 && seen.at(-1) !== seen[0]) throw new Error('drawn before');
+      };
+      await expect(deleteMemory(store, state, 'c', NOW, { guard })).rejects.toThrow('drawn before');
+      expect(seen).toEqual([JSON.stringify(['c_old', 'c_oldest']), JSON.stringify(['c_new', 'c_old', 'c_oldest'])]);
+      for (const id of ['c', 'c_old', 'c_oldest', 'c_new']) expect(row(site, id), id).toBeDefined();
+      expect(verdictsFor(state, 'agent', 'c')).toEqual([]);
+    } finally {
+      state.close();
+      store.close();
+    }
+  });
+
+  it('an unchanged chain is deleted whole, as the page drew it', async () => {
+    site = await startSite({ rows: chainRows('d') });
+    const cookie = await signIn(site.url, 'agent', NOW);
+    const res = await post(site.url, cookie, { ...filled(cardOf(await drawPage(site.url, cookie), 'd'), 'delete'), confirmed: 'yes' });
+    expect(res.status).toBe(200);
+    for (const id of ['d', 'd_old', 'd_oldest']) expect(row(site, id), id).toBeUndefined();
   });
 });
 

@@ -38,7 +38,9 @@ export async function correctWarden(store: StoreHandle, { id, now, correction, l
       try {
         const deleted = await deleteWithCascade(store.db, [id], {
           vectors: store.vectors,
-          ...(guard ? { recheck: stillReads(row) } : {}),
+          // The guard again inside the transaction: the row and every older version the cascade takes, as the
+          // person saw them (a version the agent linked to it meanwhile would otherwise go unseen).
+          ...(guard ? { recheck: stillReads(row), beforeDelete: () => guard(currentWardenRow(store, id)) } : {}),
           beforeCommit: (rows) => {
             log.begin();
             for (const r of rows) resolved += decided(r.id, 'deleted', { action: 'delete', ...(r.id !== id ? { cascadedFrom: id } : {}) });

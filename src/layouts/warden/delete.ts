@@ -56,6 +56,11 @@ export interface DeleteOptions {
   vectors?: VectorSink | undefined;
   /** Re-checked by the DELETE itself, inside the write transaction: a root the agent changed meanwhile stays. */
   recheck?: Sql;
+  /**
+   * Called inside the write transaction before anything is deleted (each attempt); throwing rolls it back with
+   * nothing deleted. A person's decision looks at the whole chain there, as it will be deleted.
+   */
+  beforeDelete?: () => void;
   /** How `roots` name the rows. Default id. */
   key?: RootKey;
   /** A SQL expression over each deleted row's `id` (and @roots) saying why it went. */
@@ -189,6 +194,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         const started = performance.now();
         clear.run();
         deep.length = 0;
+        opts.beforeDelete?.();
         let consumed = roots.length;
         if (!opts.budget) remove.run({ ...params, roots: takeShallow(params.roots) });
         else {

@@ -1,7 +1,7 @@
 import { usageError } from '../../errors.js';
 import type { Db } from '../../store/sqlite.js';
 import { toCanonical } from '../../time.js';
-import type { ConfirmOptions, CurrentMemory, StoreHandle } from '../contract.js';
+import type { ConfirmOptions, CurrentMemory, OlderVersion, StoreHandle } from '../contract.js';
 import type { Sql } from './chain.js';
 
 /** A live row of that id, or a usage error saying why it cannot be decided on. */
@@ -22,10 +22,22 @@ export function confirmWarden(store: StoreHandle, { id, now, log, decided, guard
   });
 }
 
+/** The row as a person's decision sees it: its columns, and every older version whose chain leads to it. */
 export function currentWardenRow(store: StoreHandle, id: string): CurrentMemory {
   const row = store.db.prepare(`SELECT id, subject, fact, source, confirmed_at, expires_at, superseded_by FROM memory WHERE id = ?`).get(id);
-  return (row as CurrentMemory | undefined) ?? null;
+  if (!row) return null;
+  const olderVersions = store.db.prepare(OLDER_VERSIONS_SQL).all({ id }) as OlderVersion[];
+  return { ...(row as NonNullable<CurrentMemory>), olderVersions };
 }
+
+// UNION (not UNION ALL): a chain that loops (written with foreign keys off) is read once, not forever.
+const OLDER_VERSIONS_SQL = `WITH RECURSIVE older(id) AS (
+  SELECT id FROM memory WHERE superseded_by = @id
+  UNION
+  SELECT m.id FROM memory m JOIN older o ON m.superseded_by = o.id
+)
+SELECT m.id, m.subject, m.fact, m.source, m.confirmed_at, m.expires_at, m.superseded_by FROM older JOIN memory m ON m.id = older.id
+WHERE m.id IS NOT @id ORDER BY m.id`;
 
 /** For a DELETE's recheck: the row still holds exactly what `currentWardenRow` read (NULLs included). */
 export function stillReads(row: NonNullable<CurrentMemory>): Sql {
