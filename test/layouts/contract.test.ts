@@ -33,6 +33,8 @@ interface Memory {
   at: number;
   /** Expired a day before NOW. */
   expired?: boolean;
+  /** Expires this long after NOW (a memory that decays, still live). */
+  expiresInDays?: number;
 }
 
 interface World {
@@ -60,7 +62,7 @@ const WORLDS: Record<string, (dir: string) => Promise<World>> = {
         const id = `m${++n}`;
         const at = toCanonical(m.at);
         const d = new Database(db);
-        insertRows(d, [{ id, subject: m.user, fact: m.text, source: 'message:1', created_at: at, confirmed_at: at, expires_at: m.expired ? toCanonical(NOW - DAY) : null }]);
+        insertRows(d, [{ id, subject: m.user, fact: m.text, source: 'message:1', created_at: at, confirmed_at: at, expires_at: m.expired ? toCanonical(NOW - DAY) : m.expiresInDays ? toCanonical(NOW + m.expiresInDays * DAY) : null }]);
         d.close();
         return id;
       },
@@ -87,7 +89,10 @@ const WORLDS: Record<string, (dir: string) => Promise<World>> = {
     const writer = () => (fx ??= new Mem0Fixture(q, first.historyPath, first.collection, first.entities));
     return {
       config,
-      add: (m) => writer().add(m.text, { user_id: m.user, at: m.at, ...(m.expired ? { metadata: { expiration_date: isoDay(NOW - 2 * DAY) } } : {}) }),
+      add: (m) => {
+        const expiry = m.expired ? isoDay(NOW - 2 * DAY) : m.expiresInDays ? isoDay(NOW + m.expiresInDays * DAY) : undefined;
+        return writer().add(m.text, { user_id: m.user, at: m.at, ...(expiry ? { metadata: { expiration_date: expiry } } : {}) });
+      },
       async dump() {
         const w = writer();
         return [fileText(first.historyPath), JSON.stringify(await w.points()), JSON.stringify(await w.entityPoints())].join('\n');
@@ -182,6 +187,8 @@ describe.each(Object.entries(LAYOUTS))('the %s layout keeps the layout contract'
     const old = await world.add({ text: 'Ana likes tea', user: 'ana', at: NOW - 90 * DAY });
     const older = await world.add({ text: 'Ana lives in Oslo', user: 'ana', at: NOW - 120 * DAY });
     await world.add({ text: 'Ana plays chess', user: 'ana', at: NOW - 2 * DAY });
+    // Old and live, but with an expiry: it decays (prune ends it), a person is not asked about it.
+    await world.add({ text: 'Ana is on leave until March', user: 'ana', at: NOW - 200 * DAY, expiresInDays: 60 });
     const due = await layout.reviewDue(store(), { now: NOW, afterDays: AFTER_DAYS });
     expect(due.due).toBe(2);
     expect(due.batch.map((m) => m.id)).toEqual([older, old]);

@@ -229,7 +229,8 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
 
     const ms = (v: string | null | undefined) => (v === null || v === undefined ? null : parseInstant(v));
     const live = rows.filter((r) => !r.superseded_by && (r.expires_at == null || (ms(r.expires_at) ?? Infinity) > now));
-    const due = live.filter((r) => { const c = ms(r.confirmed_at ?? r.created_at); return c !== null && c < cut; });
+    // A readable expiry: the row decays, it is not reviewed.
+    const due = live.filter((r) => { const c = ms(r.confirmed_at ?? r.created_at); return c !== null && c < cut && ms(r.expires_at) === null; });
     const pending = rows.filter((r) => {
       const e = ms(r.expires_at);
       const c = ms(r.created_at);

@@ -318,7 +318,8 @@ export async function mem0ReviewDue(store: StoreHandle, now: Instant, afterDays:
   let due = 0;
   for await (const page of scrollAll(h.points, h.collection, h.cfg.pageSize, true)) {
     for (const p of page) {
-      if (isMem0Expired(p, now)) continue;
+      // A memory with an expiry decays: prune ends it, a person is not asked about it (warden's queue: the same).
+      if (mem0ExpiryInstant(expirationOf(p)) !== null) continue;
       const when = updatedAtOf(p) ?? createdAtOf(p);
       const t = parseInstant(when);
       if (t === null || t >= cutoff) continue;

@@ -152,7 +152,7 @@ function tallyRows(store: StoreHandle, opts: CheckOptions): Tally {
   // be all spaces: text below '!', or a blob.
   const sql = `SELECT count(*) AS rows, count(*) FILTER (WHERE ${live}) AS live,
       count(*) FILTER (WHERE source IS NULL OR ((source < '!' OR source >= x'') AND trim(source) = '')) AS emptySource,
-      count(*) FILTER (WHERE ${live} AND ${dueSql(flag('confirmed_at'))}) AS reviewDue,
+      count(*) FILTER (WHERE ${live} AND ${dueSql(flag('confirmed_at'), flag('expires_at'))}) AS reviewDue,
       count(*) FILTER (WHERE ${prunableSql({ expires_at: flag('expires_at'), created_at: flag('created_at') })}) AS pending,
       ${odd.join(', ')}
     FROM (${inner})`;

@@ -9,13 +9,21 @@ import { startStoreThreadBeside, storeBytes, THREAD_MIN_BYTES } from '../../stor
 export type QueueOptions = ReviewDueOptions;
 
 /**
- * The review queue of BRIEF.md: live rows (not superseded, not expired — as instants) confirmed more than
- * `afterDays` ago, oldest first. Drift is reviewed, never expired. A row whose confirmed_at cannot be parsed is
+ * The review queue of BRIEF.md: live rows (not superseded, not expired — as instants) without an expiry, confirmed
+ * more than `afterDays` ago, oldest first. Drift is reviewed, never expired. A row whose confirmed_at cannot be parsed is
  * never due here (check reports it). Canonical text compares as text; only other forms reach warden_epoch.
  * `canonical` may name a column already holding canonicalSql('confirmed_at') (check's one pass).
  */
-export const dueSql = (canonical = canonicalSql('confirmed_at')) =>
-  `(confirmed_at < @upper AND CASE WHEN ${canonical} THEN confirmed_at <= ${secondText('@cutoff - 1')} ELSE warden_epoch(confirmed_at) < @cutoff END)`;
+export const dueSql = (canonical = canonicalSql('confirmed_at'), canonicalExpiry = canonicalSql('expires_at')) =>
+  `(confirmed_at < @upper AND CASE WHEN ${canonical} THEN confirmed_at <= ${secondText('@cutoff - 1')} ELSE warden_epoch(confirmed_at) < @cutoff END AND ${noExpirySql(canonicalExpiry)})`;
+
+/**
+ * A row with an expiry decays (BRIEF.md: only `expires_at NULL` goes to review): prune ends it, and reviewing it
+ * would ask a person again about what they, or the agent, already gave an end (a person's Expire among them).
+ * An expiry no instant can be read from never ends the row: that row is reviewed as if it had none.
+ */
+const noExpirySql = (canonical: string) =>
+  `(expires_at IS NULL OR NOT CASE WHEN ${canonical} THEN 1 ELSE warden_epoch(expires_at) IS NOT NULL END)`;
 const DUE_WHERE = `
 WHERE ${LIVE_SQL}
   AND ${dueSql()}
@@ -24,7 +32,7 @@ WHERE ${LIVE_SQL}
 // millisecond: the same order as warden_epoch's, without a JavaScript call per row.
 const DUE_SQL = `SELECT id, subject, fact, source, confirmed_at FROM memory ${DUE_WHERE} ORDER BY julianday(confirmed_at), id LIMIT @limit`;
 const CANONICAL_DUE_SQL = `SELECT id, subject, fact, source, confirmed_at FROM memory
-WHERE ${LIVE_SQL} AND confirmed_at <= ${secondText('@cutoff - 1')} AND id NOT IN (SELECT value FROM json_each(@exclude))
+WHERE ${LIVE_SQL} AND confirmed_at <= ${secondText('@cutoff - 1')} AND ${noExpirySql(canonicalSql('expires_at'))} AND id NOT IN (SELECT value FROM json_each(@exclude))
 ORDER BY confirmed_at, id LIMIT @limit`;
 const DUE_COUNT_SQL = `SELECT count(*) AS n FROM memory ${DUE_WHERE}`;
 
