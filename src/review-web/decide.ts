@@ -56,6 +56,27 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
   }
 }
 
+/**
+ * A delete is asked twice: its first form brings the page that says what goes (the row and the older versions
+ * behind it), whose own form then deletes. The row as it reads now, if it still reads as the first form was drawn.
+ */
+export async function deletePlan(config: Config, store: string, form: DecisionForm): Promise<{ ok: true; row: DrawnRow } | { ok: false; status: 400 | 409; message: string }> {
+  const handle = openStore(config, store, { readonly: true });
+  try {
+    if (!layoutOf(handle).correct) return { ok: false, status: 400, message: `Store ${store} cannot be corrected here. Nothing changed.` };
+    const state = openStateDb(expandHome(config.stateDb));
+    try {
+      const row = await layoutOf(handle).currentMemory(handle, form.id);
+      const stale = staleMessage(form, seenState(row, pendingItems(state, store, form.id).map((p) => p.id)));
+      return stale || !row ? { ok: false, status: 409, message: stale ?? changedText(form.id) } : { ok: true, row };
+    } finally {
+      state.close();
+    }
+  } finally {
+    handle.close();
+  }
+}
+
 /** Thrown by the guard, inside the decision's transaction: the row no longer reads as the page showed it. */
 class DrawnBefore extends Error {}
 

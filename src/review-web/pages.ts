@@ -59,16 +59,20 @@ const ageDays = (confirmedAt: string, now: Instant) => {
 /** What a card offers instead of forms when its id looks like a credential (a form would carry it, encoded). */
 const ID_HOLDS_SECRET = '<div class="forms"><p class="muted">This row\'s id looks like a credential: no form here carries it. Decide it in a terminal, where memory-warden review list shows it.</p></div>';
 
+const decideUrl = (ctx: PageContext) => `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
+const hiddenFor = (ctx: PageContext, id: string, seen: string) => (a: string) =>
+  `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${encodeFormId(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
+
 function forms(ctx: PageContext, id: string, seen: string, proposed = ''): string {
   if (idHoldsSecret(id)) return ID_HOLDS_SECRET;
-  const action = `${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}/decide`;
-  const hidden = (a: string) => `<input type="hidden" name="csrf" value="${ctx.nonce()}"><input type="hidden" name="id" value="${encodeFormId(id)}"><input type="hidden" name="seen" value="${escapeHtml(seen)}"><input type="hidden" name="action" value="${a}">`;
+  const action = decideUrl(ctx);
+  const hidden = hiddenFor(ctx, id, seen);
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
   if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
   return `<div class="forms">${confirm}
 <form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
 <form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>
-<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete</button></form>
+<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete…</button></form>
 </div>`;
 }
 
@@ -78,7 +82,29 @@ function fields(m: DrawnRow, now: Instant): string {
 <dt>subject</dt><dd>${html(m.subject, 300)}</dd>
 <dt>source</dt><dd>${m.source.trim() === '' ? '<i class="bad">none</i>' : html(m.source, 500)}</dd>
 <dt>confirmed</dt><dd>${html(m.confirmed_at, 40)} (${ageDays(m.confirmed_at, now)} days ago)</dd>
+${m.expires_at === null ? '' : `<dt>expires</dt><dd class="expires">${html(m.expires_at, 40)}${inDays(m.expires_at, now)}</dd>`}
+${(m.olderVersions ?? []).length === 0 ? '' : `<dt>older</dt><dd>${m.olderVersions!.length} older version(s) lead to it (a delete takes them too)</dd>`}
 </dl>`;
+}
+
+/** ` (in N days)` for an expiry that reads as an instant; nothing for one that does not (shown as stored). */
+function inDays(expiresAt: string, now: Instant): string {
+  const t = parseInstant(expiresAt);
+  if (t === null) return ' (not a time: it never expires)';
+  const days = Math.ceil((t - now) / DAY_MS);
+  return days <= 0 ? ' (expired: the next prune deletes it)' : ` (in ${days} day${days === 1 ? '' : 's'})`;
+}
+
+/** Asked before a delete: what goes (the row, the older versions behind it), and the button that deletes. */
+export function confirmDeletePage(ctx: PageContext, seen: string, m: DrawnRow): string {
+  const older = m.olderVersions ?? [];
+  const list = older.length === 0 ? '' : `<p>With it go the ${older.length} older version(s) whose chain leads to it:</p><ul>${older.slice(0, 50).map((o) => `<li><code>${html(o.id, 80)}</code> ${html(o.fact, 200)}</li>`).join('')}</ul>${older.length > 50 ? `<p class="muted">and ${older.length - 50} more.</p>` : ''}`;
+  const body = `<h1>Delete <code>${html(m.id, 80)}</code>?</h1>
+<p>This deletes the memory from the store and from its vector store. It cannot be undone here (a snapshot taken before holds it).</p>
+<article class="item">${fields(m, ctx.now)}</article>${list}
+${idHoldsSecret(m.id) ? ID_HOLDS_SECRET : `<div class="forms"><form method="post" action="${decideUrl(ctx)}" class="delete-confirmed">${hiddenFor(ctx, m.id, seen)('delete')}<input type="hidden" name="confirmed" value="yes"><button type="submit" class="danger">Delete for good</button></form></div>`}
+<p><a href="${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}">Cancel: back to the review queue</a></p>`;
+  return withBase(ctx.base, page(`Delete? ${ctx.store}`, body));
 }
 
 function evidence(p: PendingItem): string {

@@ -6,8 +6,8 @@ import type { Logger } from '../logger.js';
 import { systemClock, type Clock } from '../time.js';
 import { configError } from '../errors.js';
 import { itemAnchor } from './tokens.js';
-import { loginPage, messagePage } from './pages.js';
-import { decide, decisionText, type DecisionForm } from './decide.js';
+import { confirmDeletePage, loginPage, messagePage } from './pages.js';
+import { decide, decisionText, deletePlan, type DecisionForm } from './decide.js';
 import { decodeFormId } from './form-id.js';
 import { REVIEW_CSS } from './style.js';
 import { ReviewSite } from './site.js';
@@ -145,6 +145,12 @@ function decisionRoutes(app: Hono, site: ReviewSite): void {
     const id = decodeFormId(field('id') ?? '');
     if (id === null) return site.message(c, 400, 'Form not accepted', 'This form does not name a memory the way the review page writes it (it was changed on the way). Nothing changed.', back);
     const form: DecisionForm = { action: field('action') ?? '', id, seen: field('seen') ?? '', fact: field('fact'), source: field('source'), days: field('days') };
+    if (form.action === 'delete' && field('confirmed') !== 'yes') {
+      // Nothing is deleted on the first click: the page that follows says what would go, and asks again.
+      const plan = await deletePlan(site.config, store, form);
+      if (!plan.ok) return site.message(c, plan.status, 'Not done', plan.message, back);
+      return c.html(confirmDeletePage(site.pageContext(s), form.seen, plan.row));
+    }
     const out = await decide(site.config, store, s.user, form, site.now());
     if (!out.ok) return site.message(c, out.status, 'Not done', out.message, back);
     site.log.info({ store, user: s.user, action: out.decision.action, id: out.decision.id }, 'review page: decision');

@@ -6,7 +6,7 @@ import type { Clock } from '../time.js';
 import { reviewKey, verifyLink, type LinkClaims } from './tokens.js';
 import { makeAuthenticator, type Authenticator } from './auth.js';
 import { Sessions, type Session } from './sessions.js';
-import { messagePage, storePage } from './pages.js';
+import { messagePage, storePage, type PageContext } from './pages.js';
 import { clientKey, SignInLimits } from './sign-in-limits.js';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
@@ -147,7 +147,11 @@ export class ReviewSite {
     const listed = [...list.pending.map((p) => p.memoryId), ...list.next.map((m) => m.id)];
     const gone = item !== undefined && item !== '*' && !listed.includes(item);
     const notice = gone ? 'The item this link points at no longer waits for review: it was decided already, or is not due any more.' : undefined;
-    const ctx = { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
-    return c.html(storePage(ctx, queue, notice));
+    return c.html(storePage(this.pageContext(s, corrections), queue, notice));
+  }
+
+  /** What drawing a page of this session's store takes: each form gets a nonce of the session. */
+  pageContext(s: Session, corrections = true): PageContext {
+    return { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
   }
 }

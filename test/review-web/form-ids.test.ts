@@ -49,7 +49,8 @@ async function decideIn(page: Page, site: Site, id: string, kind: string): Promi
     await form.locator('input[name=source]').fill('infra/db.tf');
   }
   await form.locator('button').click();
-  await page.waitForSelector('h1');
+  if (kind === 'delete') await page.locator('form.delete-confirmed button').click(); // the page that asks again
+  await page.waitForSelector('h1:not(:has-text("Delete"))');
   return (await page.textContent('main'))!;
 }
 

@@ -59,7 +59,8 @@ export function cardOf(cards: Card[], shown: string): Card {
 
 /** What a decision's form sends, with the fields a person fills in. */
 export function filled(card: Card, kind: string): Record<string, string> {
-  const extra: Record<string, Record<string, string>> = { supersede: { fact: 'a new fact', source: 'infra/db.tf' }, expire: { days: '3' } };
+  // A delete's form as the page that asks again sends it (the first one only brings that page).
+  const extra: Record<string, Record<string, string>> = { supersede: { fact: 'a new fact', source: 'infra/db.tf' }, expire: { days: '3' }, delete: { confirmed: 'yes' } };
   return { ...card.forms[kind]!, ...extra[kind] };
 }
 

@@ -229,6 +229,7 @@ describe('review page in a real browser', { timeout: 90_000 }, () => {
     // The nonce shown in the form still works once for its POST: the GET did not spend it either.
     await page.goto(`${site.url}/store/agent`);
     await card(page, 'm_pg').locator('form.delete button').click();
+    await page.locator('form.delete-confirmed button').click();
     await page.waitForSelector('h1:has-text("Done")');
     expect(memory(site, 'm_pg')).toBeUndefined();
     await ctx.close();

@@ -294,7 +294,7 @@ describe('a form drawn before the chain behind its row changed', { timeout: 60_0
   it('an unchanged chain is deleted whole, as the page drew it', async () => {
     site = await startSite({ rows: chainRows('d') });
     const cookie = await signIn(site.url, 'agent', NOW);
-    const res = await post(site.url, cookie, { ...filled(cardOf(await drawPage(site.url, cookie), 'd'), 'delete'), confirmed: 'yes' });
+    const res = await post(site.url, cookie, filled(cardOf(await drawPage(site.url, cookie), 'd'), 'delete'));
     expect(res.status).toBe(200);
     for (const id of ['d', 'd_old', 'd_oldest']) expect(row(site, id), id).toBeUndefined();
   });
