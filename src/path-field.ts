@@ -16,4 +16,7 @@ export const pathField = () =>
     })
     // In config/schema.json too: the test that keeps isPathField (a path from the environment shown in errors, not
     // hidden as a secret) to exactly these fields reads it there.
-    .meta({ 'x-names-a-file': true });
+    .meta({ 'x-names-a-file': true, pattern: PATH_TEXT_PATTERN });
+
+/** pathTextProblem's rule as config/schema.json says it: not only white space (as JavaScript's trim() reads it), no NUL. */
+export const PATH_TEXT_PATTERN = '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$';

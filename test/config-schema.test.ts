@@ -6,7 +6,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { configJsonSchema, configJsonSchemaText } from '../src/config-schema.js';
 import { configReferenceText } from '../src/config-reference.js';
-import { validateConfig } from '../src/config.js';
+import { loadConfig, validateConfig } from '../src/config.js';
 
 const file = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 const SHIPPED = file('config/schema.json');
@@ -79,4 +79,42 @@ describe('config JSON Schema', () => {
     const pkg = JSON.parse(readFileSync(file('package.json'), 'utf8')) as { files: string[] };
     expect(pkg.files).toContain('config');
   });
+
+  it('agrees with config wherever a pattern can say it: review.url, paths, credentials as ${VAR} references', () => {
+    const validate = validator();
+    const env = { HOME: '/home/mw', S3_SECRET: 'x'.repeat(40), SFTP_PW: 'y'.repeat(12) };
+    const accepts = (raw: Record<string, unknown>) => {
+      try {
+        loadConfig({ overrides: raw, env });
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const urls = [
+      'https://review.example.org/mw', 'http://127.0.0.1:9478', 'HTTP://review.example.org', 'https://[::1]:9478/',
+      'javascript:alert(1)', 'JavaScript://x.example/%0aalert(1)', 'ftp://files.example/x', 'file:///etc/passwd', 'data:text/html,x',
+      'mailto:ops@example.org', 'ws://x.example', 'httpx://y.example', '//x.example', 'review.example.org', '', 'http://',
+    ];
+    const paths = ['/srv/a.db', 'a.db', ' a.db', '${HOME}/a.db', '', ' ', '   ', '\t', ' \n ', '\u00a0', '\u2003\u3000', '\ufeff', 'a\u0000b', '\u0000', ' \u0000'];
+    const s3 = (secretAccessKey: unknown) => ({ snapshot: { targets: [{ type: 's3', name: 'off', bucket: 'b', secretAccessKey }] } });
+    const sftp = (field: string, value: unknown) => ({
+      snapshot: { targets: [{ type: 'sftp', name: 'nas', host: 'nas.lan', username: 'mw', hostKeySha256: `SHA256:${'A'.repeat(43)}`, [field]: value }] },
+    });
+    const secrets = ['${S3_SECRET}', '${S3_SECRET:-}', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', '${S3_SECRET}x', ' ${S3_SECRET}', '$S3_SECRET', '${1BAD}', '${S3 SECRET}', '', 42];
+    const cases: Record<string, unknown>[] = [
+      ...urls.map((url) => ({ review: { url } })),
+      ...paths.flatMap((p) => [{ stores: { agent: { db: p } } }, { snapshot: { root: p } }, { review: { auth: { mode: 'users', usersFile: p } } }]),
+      ...secrets.map(s3),
+      ...secrets.map((v) => sftp('password', typeof v === 'string' ? v.replace('S3_SECRET', 'SFTP_PW') : v)),
+      ...secrets.map((v) => sftp('passphrase', typeof v === 'string' ? v.replace('S3_SECRET', 'SFTP_PW') : v)),
+    ];
+    const disagree = cases.filter((raw) => validate(raw) !== accepts(raw)).map((raw) => `${JSON.stringify(raw)}: schema ${validate(raw)}, config ${accepts(raw)}`);
+    expect(disagree).toEqual([]);
+    // Both sides refuse what they should, not only agree.
+    for (const bad of [{ review: { url: 'javascript:alert(1)' } }, { review: { url: 'ftp://x.example' } }, { stores: { agent: { db: '   ' } } }, s3('literal-secret-value')]) {
+      expect(validate(bad), JSON.stringify(bad)).toBe(false);
+    }
+  });
 });
+

@@ -8,7 +8,11 @@ import { parseSubnet } from './proxies.js';
  */
 export const reviewWebShape = {
   /** The page's address as readers reach it (through the reverse proxy, if any); digest links start here. */
-  url: z.url({ protocol: /^https?$/ }).optional(),
+  url: z
+    .url({ protocol: /^https?$/ })
+    // The protocol check above, said where config/schema.json can carry it (a url check alone takes javascript:…).
+    .meta({ pattern: '^\\s*[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]' })
+    .optional(),
   /** The environment variable holding the key that signs links (at least 32 characters). */
   secretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name').default('MEMORY_WARDEN_REVIEW_KEY'),
   /** How long a digest link opens the page. */

@@ -50,7 +50,7 @@ export const targetsSchema = z
 
 /** Fields that hold credentials: in the config file only as `${ENV}` references, so no secret sits in a file. */
 export const SECRET_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken', 'privateKey', 'passphrase', 'password'] as const;
-const WHOLE_ENV_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}$/;
+export const WHOLE_ENV_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}$/;
 
 /** Run on the raw (unexpanded) config: a literal credential under `snapshot.targets` is a config error. */
 export function checkTargetSecrets(raw: unknown, source: string): void {
