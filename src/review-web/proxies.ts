@@ -4,7 +4,6 @@
  */
 import { BlockList, isIP } from 'node:net';
 import { configError } from '../errors.js';
-import type { ReviewWebConfig } from './config.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
 
@@ -56,7 +55,7 @@ const isLoopbackPeer = trustedPeers(undefined);
  * the peers allowed to send them: listening beyond loopback, config must name those peers, or anybody reaching
  * the port could send them.
  */
-export function checkHeaderTrust(auth: ReviewWebConfig['auth'], host: string): void {
+export function checkHeaderTrust(auth: { mode: string; clientHeader?: string | undefined; trustedProxies?: readonly string[] | undefined }, host: string): void {
   const readsHeaders = auth.mode === 'proxy' || auth.clientHeader !== undefined;
   if (!readsHeaders || auth.trustedProxies !== undefined || isLoopbackHost(host)) return;
   const what = auth.mode === 'proxy' ? 'proxy mode' : `review.auth.clientHeader (${auth.clientHeader})`;

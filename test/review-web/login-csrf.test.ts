@@ -60,7 +60,7 @@ describe('sign-in from another origin', { timeout: 90_000 }, () => {
       for (const host of ['localhost', '127.0.0.1']) {
         const evil = await ctx.newPage();
         await evil.goto(`http://${host}:${attacker.port}/`);
-        if (name === 'fetch') await evil.waitForFunction(() => document.title === 'sent');
+        if (name === 'fetch') await evil.waitForFunction(() => (globalThis as unknown as { document: { title: string } }).document.title === 'sent');
         else await evil.waitForURL((u) => u.origin === site.url && u.pathname !== '/open');
         if (name !== 'fetch') await evil.waitForSelector('h1');
         if (name !== 'fetch') expect(await evil.textContent('h1'), `${name} from ${host}`).toMatch(/not accepted/);
@@ -110,7 +110,8 @@ describe('sign-in from another origin', { timeout: 90_000 }, () => {
     const cookie = await signIn_(site);
     const [card] = await drawPage(site.url, cookie);
     const form = card!.forms.confirm!;
-    for (const headers of [{ origin: 'http://evil.example' }, { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }]) {
+    const foreign: Record<string, string>[] = [{ origin: 'http://evil.example' }, { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }];
+    for (const headers of foreign) {
       const res = await fetch(`${site.url}/store/agent/decide`, { method: 'POST', headers: { cookie, ...headers }, body: new URLSearchParams(form), redirect: 'manual' });
       expect(res.status, JSON.stringify(headers)).toBe(403);
     }

@@ -37,7 +37,7 @@ async function login(site: Site, from: string, user: string, password: string, h
   const opened = await send(site, from, `/open?t=${t}`, headers);
   const csrf = /name="csrf" value="([^"]*)"/.exec(opened.text)?.[1] ?? '';
   const body = new URLSearchParams({ t, csrf, user, password }).toString();
-  const cookie = opened.cookie ? { cookie: opened.cookie } : {};
+  const cookie: Record<string, string> = opened.cookie ? { cookie: opened.cookie } : {};
   return (await send(site, from, '/login', { 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(body)), ...cookie, ...headers }, body)).status;
 }
 
