@@ -13,8 +13,8 @@ export function registerServeCommands(program: Command): void {
     .option('--now <time>', 'as of this ISO-8601 time')
     .action(async (opts: StoreOptions & { link?: string; hashPassword?: string }, cmd: Command) => {
       if (opts.hashPassword) {
-        const { hashPasswordLine, MIN_PASSWORD_CHARS } = await import('../review-web/auth.js');
-        return print`${hashPasswordLine(opts.hashPassword, await readPassword(MIN_PASSWORD_CHARS))}`;
+        const { hashPasswordLine, passwordProblem } = await import('../review-web/auth.js');
+        return print`${hashPasswordLine(opts.hashPassword, await readPassword(passwordProblem))}`;
       }
       const { config, log, now } = await loadForCommand(opts, cmd);
       if (opts.link) {
@@ -38,10 +38,11 @@ export function registerServeCommands(program: Command): void {
     });
 }
 
-async function readPassword(minChars: number): Promise<string> {
+async function readPassword(problem: (password: string) => string | undefined): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
   const password = Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0] ?? '';
-  if (password.length < minChars) throw usageError(`serve --hash-password: give a password of at least ${minChars} characters on standard input`);
+  const weak = problem(password);
+  if (weak) throw usageError(`serve --hash-password: the password on standard input ${weak}; give one of at least 8 characters`);
   return password;
 }

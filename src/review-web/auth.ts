@@ -18,6 +18,12 @@ const KEY_LEN = 32;
 /** The shortest password a person may set: the shared one, and what `--hash-password` takes. */
 export const MIN_PASSWORD_CHARS = 8;
 
+/** Why a password cannot be set (too short, or only white space: a variable set to blanks), or undefined. */
+export function passwordProblem(password: string): string | undefined {
+  if (password.length < MIN_PASSWORD_CHARS) return `is shorter than ${MIN_PASSWORD_CHARS} characters`;
+  return password.trim() === '' ? 'is only white space' : undefined;
+}
+
 /** One line of a users file: `name:scrypt:SALT:HASH` (base64url); `serve --hash-password NAME` prints one. */
 export function hashPasswordLine(name: string, password: string): string {
   if (!/^[A-Za-z0-9_.@-]{1,64}$/.test(name)) throw configError(`review users: "${name}" is not a user name of letters, digits, _ . @ -`);
@@ -72,7 +78,8 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
   if (auth.mode === 'password') {
     const shared = env[auth.passwordEnv];
     if (!shared) throw configError(`review.auth.passwordEnv: environment variable ${auth.passwordEnv} is not set (the review page's shared password)`);
-    if (shared.length < MIN_PASSWORD_CHARS) throw configError(`review.auth.passwordEnv: ${auth.passwordEnv} is shorter than ${MIN_PASSWORD_CHARS} characters (the review page's shared password)`);
+    const weak = passwordProblem(shared);
+    if (weak) throw configError(`review.auth.passwordEnv: ${auth.passwordEnv} ${weak} (the review page's shared password)`);
     const want = digest(shared);
     // A shared password says nothing of who decided: the name typed beside it is recorded, marked as such.
     return {

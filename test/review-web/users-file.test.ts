@@ -112,13 +112,20 @@ describe('serve refuses credentials that were not really set', { timeout: 90_000
       expect(r.code, pw).toBe(2);
       expect(oneLine(r.stderr)).toEqual(['memory-warden: review.auth.passwordEnv: MW_SHARED is shorter than 8 characters (the review page\'s shared password)']);
     }
+    const blank = serve(config, { MW_SHARED: ' '.repeat(12), MEMORY_WARDEN_REVIEW_KEY: KEY });
+    expect(blank.code).toBe(2);
+    expect(oneLine(blank.stderr)).toEqual(['memory-warden: review.auth.passwordEnv: MW_SHARED is only white space (the review page\'s shared password)']);
+    expect(() => makeAuthenticator({ mode: 'password', passwordEnv: 'P' }, { P: '\t \u00a0'.repeat(4) })).toThrow(/only white space/);
     expect(() => makeAuthenticator({ mode: 'password', passwordEnv: 'P' }, { P: '12345678' })).not.toThrow();
     expect(() => makeAuthenticator({ mode: 'password', passwordEnv: 'P' }, { P: '1234567' })).toThrow(/shorter than 8/);
   });
 
   it('--hash-password takes 8 characters and more, and what it writes is read back', () => {
-    const short = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input: '1234567\n', encoding: 'utf8' });
-    expect(short.status).toBe(2);
+    for (const input of ['1234567\n', `${' '.repeat(10)}\n`, '\n', '']) {
+      const short = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input, encoding: 'utf8' });
+      expect(short.status, JSON.stringify(input)).toBe(2);
+      expect(short.stdout).toBe('');
+    }
     const ok = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input: '12345678\r\n', encoding: 'utf8' });
     expect(ok.status).toBe(0);
     const auth = users(usersFile(ok.stdout));
