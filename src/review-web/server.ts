@@ -12,7 +12,7 @@ import { decodeFormId } from './form-id.js';
 import { REVIEW_CSS } from './style.js';
 import { ReviewSite } from './site.js';
 import { formBody, readForm } from './form-body.js';
-import { checkHeaderTrust } from './proxies.js';
+import { checkHeaderTrust, isLoopbackHost } from './proxies.js';
 
 export interface ReviewServerOptions {
   config: Config;
@@ -174,6 +174,10 @@ export async function startReviewServer(opts: ReviewServerOptions): Promise<Revi
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
   opts.log.info({ url }, 'review page listening');
+  if (!isLoopbackHost(listen.host)) {
+    // Plain HTTP: passwords and session cookies cross the network as they are, unless a TLS proxy is all that reaches it.
+    opts.log.warn({ host: listen.host, port: addr.port }, 'review page listening beyond loopback over plain HTTP: put a TLS reverse proxy in front, or listen on 127.0.0.1');
+  }
   return {
     url,
     close: () =>

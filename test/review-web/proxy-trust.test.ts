@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../src/logger.js';
+import { createLogger, silentLogger } from '../../src/logger.js';
 import { validateConfig } from '../../src/config.js';
 import { startReviewServer } from '../../src/review-web/server.js';
 import { checkHeaderTrust, isLoopbackHost, parseSubnet, trustedPeers } from '../../src/review-web/proxies.js';
@@ -118,4 +118,15 @@ describe('proxy mode trusts its user header only from the proxies config names',
       expect(() => validateConfig({ review: { auth: { mode: 'proxy', trustedProxies: [bad] } } }), bad).toThrow(/review\.auth\.trustedProxies\.0/);
     }
   });
+
+  it('listening beyond loopback says so in the log; on loopback it does not', async () => {
+    for (const [host, warned] of [['::', true], ['0.0.0.0', true], ['127.0.0.1', false], ['::1', false]] as const) {
+      const lines: { msg: string; level: number }[] = [];
+      const log = createLogger({ level: 'debug', destination: { write: (s: string) => lines.push(JSON.parse(s) as { msg: string; level: number }) } as unknown as NodeJS.WritableStream });
+      site = await startSite({ rows: ROWS, log, review: { listen: { host, port: 0 } } });
+      expect(lines.some((l) => l.level === 40 && l.msg.startsWith('review page listening beyond loopback over plain HTTP')), host).toBe(warned);
+      await site.close();
+    }
+  });
 });
+
