@@ -1,7 +1,7 @@
 /** Credentials in every form, planted in every field: none reaches the review page's text or its form fields, over HTTP or in Chromium. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { recordVerdict } from '../../src/drift/record.js';
-import { storePage } from '../../src/review-web/pages.js';
+import { confirmDeletePage, storePage } from '../../src/review-web/pages.js';
 import { htmlToText } from '../helpers/linkify.js';
 import { leaksIn, plantedSecrets, type Complete, type PlantedSecret } from '../helpers/secret-forms.js';
 import type { Queue } from '../../src/review-web/decide.js';
@@ -91,7 +91,8 @@ describe('credentials on the review page', { timeout: 180_000 }, () => {
     // verdict's evidence is free-form JSON: the keys the page shows are planted.)
     const list = PLANTED.slice(0, 60);
     const text = (i: number) => list[i % list.length]!.text;
-    const row = (i: number) => ({ id: `m_${i}`, subject: text(i + 1), fact: text(i), source: text(i + 2), confirmed_at: text(i + 10), expires_at: text(i + 11), superseded_by: text(i + 12) });
+    const older = (i: number) => ({ id: text(i + 14), subject: text(i + 15), fact: text(i + 16), source: text(i + 17), confirmed_at: text(i + 18), expires_at: text(i + 19), superseded_by: text(i + 20) });
+    const row = (i: number) => ({ id: `m_${i}`, subject: text(i + 1), fact: text(i), source: text(i + 2), confirmed_at: text(i + 10), expires_at: text(i + 11), superseded_by: text(i + 12), olderVersions: [older(i)] });
     const pending = list.map((_, i) => ({
       id: i, memoryId: `m_${i}`, verdict: 'contradicted' as const, verifier: text(i + 3), checkedAt: text(i + 13), memory: row(i),
       evidence: { reason: text(i + 4), previous: { value: text(i + 5) }, current: { value: [text(i + 6)] }, replacement: { fact: text(i + 7) } },
@@ -103,5 +104,8 @@ describe('credentials on the review page', { timeout: 180_000 }, () => {
     const values = [...html.matchAll(/<textarea[^>]*>([^<]*)<\/textarea>|value="([^"]*)"/g)].map((m) => htmlToText(m[1] ?? m[2] ?? ''));
     expect(html.split(/(?=<article)/).flatMap((card) => leaked(htmlToText(card), list))).toEqual([]);
     expect(values.flatMap((v) => leaked(v, list))).toEqual([]);
+    // The page that asks before a delete draws the row and every older version behind it.
+    const asked = list.map((_, i) => confirmDeletePage(ctx, 'seen', row(i))).join('\n');
+    expect(leaked(htmlToText(asked), list)).toEqual([]);
   });
 });
