@@ -1,3 +1,4 @@
+/** What a person decided shows: an expired row leaves the queue, expiries are shown, a delete asks again first. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { previewDigest } from '../../src/digest/digest.js';
 import { verdictsFor } from '../../src/drift/record.js';

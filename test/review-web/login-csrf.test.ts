@@ -1,3 +1,4 @@
+/** Sign-in and decisions from another origin (Chromium attacker pages, plain HTTP variants): refused, session kept. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,3 +1,4 @@
+/** Proxy mode: the user header read only from trusted proxies; serve refuses beyond loopback without them. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,3 +1,4 @@
+/** Users-file lines at exactly the lengths --hash-password writes, and shared passwords of 8 characters: else no serve. */
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
