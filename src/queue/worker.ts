@@ -167,9 +167,13 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
     const taskQueues = tasks;
     // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
     const planned = planSchedulers(config, opts.jobs, log);
-    const shared = await syncSchedulers(queue, config, planned, log, null);
-    const own = await syncSchedulers(hostQueue, config, planned, log, host);
-    const schedulers: SyncResult = { upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed], kept: [...shared.kept, ...own.kept] };
+    const clock = opts.now ?? systemClock;
+    const shared = await syncSchedulers(queue, config, planned, log, null, clock);
+    const own = await syncSchedulers(hostQueue, config, planned, log, host, clock);
+    const schedulers: SyncResult = {
+      upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed],
+      kept: [...shared.kept, ...own.kept], backfilled: [...shared.backfilled, ...own.backfilled],
+    };
     const w = config.worker;
     const processor = makeProcessor(opts, redis, metrics, state, taskQueues.dispatch, host);
     const startOne = (name: string) => {
