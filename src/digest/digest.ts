@@ -12,8 +12,8 @@ import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
 import { renderDigest, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
-import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
-import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
+import { digestTimeZone, listKey } from './deliveries.js';
+import { claimOrWait, redisLedger, stateLedger } from './ledger.js';
 import { spansHosts } from './fleet.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
 import type { Redis } from 'ioredis';
@@ -137,30 +137,6 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
   return { deliveries: results };
 }
-
-/**
- * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
- * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
- * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
- */
-async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: Pick<JobContext, 'now' | 'signal' | 'log'>): Promise<Claim> {
-  // The job's clock, moved on by the real time spent waiting (a clock fixed by --now or a test still lets the
-  // claim expire).
-  const began = performance.now();
-  for (let waited = false; ; waited = true) {
-    const claim = await ledger.claim({ ...opts, now: ctx.now() + Math.floor(performance.now() - began) });
-    if (claim.kind !== 'in-progress') return claim;
-    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
-    if (ctx.signal.aborted) return claim;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, CLAIM_POLL_MS);
-      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
-  }
-}
-
-/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
-const CLAIM_POLL_MS = 250;
 
 /**
  * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Instant } from '../time.js';
+import { toCanonical, type Clock, type Instant } from '../time.js';
+import type { Logger } from '../logger.js';
 import { claimDelivery, dayOf, markFailed, markQuiet, markSent, periodStart, type Claim, type ClaimOptions, type Delivery } from './deliveries.js';
 
 /**
@@ -109,3 +110,31 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
     markFailed: (d, token, error) => settle(d, 'failed', token, { error }),
   };
 }
+
+/**
+ * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
+ * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
+ * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
+ *
+ * The time of each look is the job's clock, or, when that clock stands still (--now, a test), `opts.now` moved on
+ * by the real time spent waiting, whichever is later: never the two added, which counted the wait twice (a live
+ * claim lapsed after half its time, and the takeover recorded a claimed_at in the future).
+ */
+export async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: { now: Clock; signal: AbortSignal; log: Logger }): Promise<Claim> {
+  const began = performance.now();
+  for (let waited = false; ; waited = true) {
+    const now = Math.max(ctx.now(), opts.now + Math.floor(performance.now() - began));
+    const claim = await ledger.claim({ ...opts, now });
+    if (claim.kind !== 'in-progress') return claim;
+    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
+    if (ctx.signal.aborted) return claim;
+    await new Promise<void>((resolve) => {
+      const done = () => (clearTimeout(t), ctx.signal.removeEventListener('abort', done), resolve());
+      const t = setTimeout(done, CLAIM_POLL_MS);
+      ctx.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
+export const CLAIM_POLL_MS = 250;
