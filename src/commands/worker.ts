@@ -56,11 +56,12 @@ export function registerWorkerCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
       const { config, log } = await loadForCommand(opts, cmd);
-      const [{ connectRedis }, { openHostQueue, openQueue }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
+      const [{ connectRedis }, { openQueueToRead }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
         import('../queue/connection.js'), import('../queue/queues.js'), import('../queue/hosts.js'), import('../queue/schedules.js'), import('../../jobs/index.js'),
       ]);
       const redis = await connectRedis(config.redis.url, log);
-      const queues = [{ host: null, queue: openQueue(config, redis) }, ...configuredHosts(config).map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
+      // Opened to read: listing writes no key (BullMQ would write each queue's meta key).
+      const queues = [null, ...configuredHosts(config)].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
       try {
         const rows = await listSchedulers(queues, planSchedulers(config, JOBS, log));
         if (opts.json) return printJson({ prefix: config.redis.prefix, queue: config.worker.queue, schedulers: rows });
@@ -113,7 +114,7 @@ function formatScheduler(r: SchedulerListing): string {
 export function registerFleetCommand(program: Command): void {
   program
     .command('fleet')
-    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent or a job overdue")
+    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent (no heartbeat lately, one whose time does not parse, or a configured host never seen) or a job overdue; reads only")
     .option('--config <file>', 'config file (YAML)')
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
@@ -136,7 +137,7 @@ export function registerFleetCommand(program: Command): void {
 function printFleet(s: FleetStatus): void {
   const job = (j: FleetJob) => line`    ${show(j.job).padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
   for (const h of s.hosts) {
-    const state = h.neverSeen ? 'never seen' : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
+    const state = h.neverSeen ? (h.silent ? 'SILENT: never seen (no worker has run as this host)' : 'never seen') : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
     print`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`;
     for (const st of h.stores) {
       print`  ${st.store}`;
