@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { line, loadForCommand, print, printJson, show } from './common.js';
 import { usageError } from '../errors.js';
 import { JOB_SCOPES } from './job-names.js';
-import { timerMax, timerTooLong } from '../timer-limit.js';
+import { interruptSignal, timeoutSeconds } from './waiting.js';
 import type { SchedulerListing } from '../queue/schedules.js';
 import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
 import type { Config } from '../config.js';
@@ -83,9 +83,7 @@ export function registerWorkerCommands(program: Command): void {
     .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
       const scope = JOB_SCOPES[name];
       if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
-      const timeoutSec = Number(opts.timeout);
-      if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) throw usageError(`--timeout: "${opts.timeout}" is not a positive number of seconds`);
-      if (timeoutSec > timerMax('seconds')) throw usageError(`--timeout: ${timerTooLong('seconds')}`);
+      const timeoutSec = timeoutSeconds(opts.timeout);
       const { config, log } = await loadForCommand({ config: opts.config }, cmd);
       const global = scope === 'global';
       if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);
@@ -96,7 +94,8 @@ export function registerWorkerCommands(program: Command): void {
 
       // On the store's host's queue: only a worker on the machine that holds the file takes it.
       const { runOnHost } = await import('../queue/remote.js');
-      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
+      // Ctrl-C: a job no worker has taken yet is withdrawn; one already running finishes there, and it says so.
+      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec, signal: interruptSignal() });
       if (!opts.json) print`${what}: done`;
       printJson(result);
       // A check that ran and found problems is exit 1, as for `memory-warden check`.

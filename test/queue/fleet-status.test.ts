@@ -1,10 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { assertBuilt, CLI, killAll, makeStore, spawnWorker, tempDir, type SpawnedWorker } from './fixtures.js';
+import { CLI, makeStore, spawnWorker, tempDir, useWorkerProcesses } from './fixtures.js';
 
 const exec = promisify(execFile);
 
@@ -13,27 +12,13 @@ const exec = promisify(execFile);
  * fine; what a heartbeat says is checked; and reading the fleet writes no key.
  */
 describe('fleet tells what is known', { timeout: 120_000 }, () => {
-  let redis: TestRedis;
-  const workers: SpawnedWorker[] = [];
-  const prefixes: string[] = [];
-
-  beforeAll(async () => {
-    assertBuilt();
-    redis = await startTestRedis();
-  });
-  afterEach(async () => {
-    await killAll(workers.splice(0));
-    for (const p of prefixes.splice(0)) await deletePrefix(redis.client, p);
-  });
-  afterAll(async () => {
-    await redis.stop();
-  });
+  const { redis: r, workers, prefix: prefixFor } = useWorkerProcesses();
 
   /** Stores a1 on host a and b1 on host b, one config; the CLI runs as machine `ops`, which holds no store. */
   function fleet(name: string) {
+    const redis = r();
     const dir = tempDir(name);
-    const prefix = uniquePrefix(name);
-    prefixes.push(prefix);
+    const prefix = prefixFor(name);
     const stores: Record<string, { db: string; host: string }> = {};
     for (const h of ['a', 'b']) {
       mkdirSync(join(dir, h));
@@ -75,7 +60,7 @@ describe('fleet tells what is known', { timeout: 120_000 }, () => {
     };
     const beat = (host: string, fields: Record<string, unknown>) =>
       redis.client.hset(`${prefix}:fleet:hosts`, host, JSON.stringify({ host, version: '9.9.9', pid: 1, startedAt: new Date().toISOString(), lastSeen: new Date().toISOString(), stores: [], ...fields }));
-    return { dir, prefix, file, start, cli, fleetJson, keys, beat };
+    return { dir, prefix, file, start, cli, fleetJson, keys, beat, redis };
   }
 
   it('a configured host that never ran a worker is silent, exit 1; the machine running fleet is no host of it', async () => {
@@ -108,7 +93,7 @@ describe('fleet tells what is known', { timeout: 120_000 }, () => {
       expect(status.silent, lastSeen).toEqual(['a']);
     }
     // a heartbeat that is no heartbeat (not JSON, another host's under this name): never seen, silent
-    await redis.client.hset(`${f.prefix}:fleet:hosts`, 'a', '{not json');
+    await f.redis.client.hset(`${f.prefix}:fleet:hosts`, 'a', '{not json');
     expect((await f.fleetJson()).status.hosts.find((h) => h.host === 'a')).toMatchObject({ silent: true, neverSeen: true });
     await f.beat('a', { host: 'b' });
     expect((await f.fleetJson()).status.hosts.find((h) => h.host === 'a')).toMatchObject({ silent: true, neverSeen: true });
