@@ -105,13 +105,18 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
       if (claim.takenOver) log.warn({ scope: group.scope, day: d.day, messageId: d.message_id }, 'digest claim taken over from a run that vanished; sending again with the same Message-ID');
       try {
         const period = { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! };
+        // A store an earlier digest had no report of starts where that one could not list it.
+        const storeStarts = await ledger.storeStarts(d.list_key, group.stores, period.start);
         const model = await collectDigest({
-          config, state, stores: group.stores, scope: group.scope, now, ctx, period,
-          fleet: fleetSections(config, ctx, { scope: group.scope, period, now }),
+          config, state, stores: group.stores, scope: group.scope, now, ctx, period, storeStarts,
+          fleet: fleetSections(config, ctx, { scope: group.scope, period, now, storeStarts }),
         });
         const summary = summarize(model);
+        // Only a store that was read is reported: a silent host's stay open for the next digest.
+        const reported = model.stores.filter((s) => !s.error).map((s) => s.name);
         if (model.quiet && !config.digest.allQuiet) {
           await ledger.markQuiet(d, claim.token, ctx.now());
+          await ledger.closeStores(d.list_key, reported, period.end);
           log.info({ scope: group.scope, day: d.day }, 'digest: all quiet, nothing sent (allQuiet is off)');
           results.push({ ...base, status: 'quiet', ...summary });
           continue;
@@ -119,6 +124,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
         const rendered = renderDigest(model, { prefix: config.digest.subject });
         const accepted = await sendDigestMail(transport, cfg, { ...rendered, messageId: d.message_id, period: { start: d.period_start, end: d.period_end } }, ctx.signal);
         await ledger.markSent(d, ctx.now(), accepted.response, summary);
+        await ledger.closeStores(d.list_key, reported, period.end);
         log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
         results.push({ ...base, status: 'sent', ...summary });
       } catch (err) {
@@ -194,13 +200,19 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const keys = config.digest.perStore ? group.stores : [group.scope];
     const redis = spansHosts(config) ? await connectRedis(config.redis.url, opts.log) : undefined;
     const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
-    const starts = await Promise.all(keys.map((scope) => ledger.periodStart(listKey(config.digest.to, scope), end, firstMs))).finally(() => redis?.disconnect());
-    const start = Math.min(...starts);
+    const keyOf = (scope: string) => listKey(config.digest.to, scope);
+    const read = async () => {
+      const starts = await Promise.all(keys.map((scope) => ledger.periodStart(keyOf(scope), end, firstMs)));
+      const start = Math.min(...starts);
+      // Read only (record false): the preview writes nothing.
+      return { start, storeStarts: config.digest.perStore ? undefined : await ledger.storeStarts(keyOf(group.scope), group.stores, start, false) };
+    };
+    const { start, storeStarts } = await read().finally(() => redis?.disconnect());
     const signal = new AbortController().signal;
     const model = await collectDigest({
-      config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
+      config, state, stores: group.stores, scope: group.scope, now, period: { start, end }, storeStarts,
       ctx: { log: opts.log ?? silentLogger, signal },
-      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now }),
+      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now, storeStarts }),
     });
     // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
     const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));

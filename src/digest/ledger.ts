@@ -17,6 +17,15 @@ export interface DeliveryLedger {
   markSent(d: Delivery, at: Instant, response: string, summary: unknown): Promise<void>;
   markQuiet(d: Delivery, token: string, at: Instant): Promise<void>;
   markFailed(d: Delivery, token: string, error: string): Promise<void>;
+  /**
+   * Where each store's section starts: `start`, or earlier for a store an earlier digest had no report of. Every store
+   * is recorded open at its start before anything is sent, so a crash before closeStores lists its rows again
+   * rather than never. The state db's ledger (one host) keeps no such record: there every store is read in place,
+   * and one that cannot be read fails the whole digest before the day is claimed.
+   */
+  storeStarts(key: string, stores: string[], start: Instant, record?: boolean): Promise<Record<string, Instant>>;
+  /** After a digest went out (or was quiet): these stores reported, their period is closed up to `end`. */
+  closeStores(key: string, stores: string[], end: Instant): Promise<void>;
 }
 
 export function stateLedger(db: Db): DeliveryLedger {
@@ -26,6 +35,8 @@ export function stateLedger(db: Db): DeliveryLedger {
     markSent: async (d, at, response, summary) => markSent(db, d.id, at, response, summary),
     markQuiet: async (d, token, at) => markQuiet(db, d.id, token, at),
     markFailed: async (d, token, error) => markFailed(db, d.id, token, error),
+    storeStarts: async (_key, stores, start) => Object.fromEntries(stores.map((st) => [st, start])),
+    closeStores: async () => {},
   };
 }
 
@@ -69,6 +80,19 @@ if ARGV[1] == 'sent' or ARGV[1] == 'quiet' then
 end
 return 1`;
 
+// Each store's open period start (ms): set when absent, read back; closing moves it forward only.
+const OPEN_STORES = `
+for i, store in ipairs(ARGV) do if i > 1 then redis.call('HSETNX', KEYS[1], store, ARGV[1]) end end
+return redis.call('HGETALL', KEYS[1])`;
+const CLOSE_STORES = `
+for i, store in ipairs(ARGV) do
+  if i > 1 then
+    local at = tonumber(redis.call('HGET', KEYS[1], store))
+    if not at or at < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], store, ARGV[1]) end
+  end
+end
+return 1`;
+
 /** Kept for 90 days: long enough for any retry or takeover of that day. */
 const KEEP_MS = 90 * 86_400_000;
 
@@ -108,6 +132,16 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
     markSent: (d, at, response, summary) => settle(d, 'sent', '', { at, response, summary }),
     markQuiet: (d, token, at) => settle(d, 'quiet', token, { at }),
     markFailed: (d, token, error) => settle(d, 'failed', token, { error }),
+    async storeStarts(key, stores, start, record = true) {
+      // A preview only reads (record false): it writes nothing.
+      const flat = record ? ((await redis.eval(OPEN_STORES, 1, `${base(key)}:stores`, start, ...stores)) as string[]) : Object.entries(await redis.hgetall(`${base(key)}:stores`)).flat();
+      const held = new Map<string, number>();
+      for (let i = 0; i + 1 < flat.length; i += 2) if (Number.isFinite(Number(flat[i + 1]))) held.set(flat[i]!, Number(flat[i + 1]));
+      return Object.fromEntries(stores.map((st) => [st, Math.min(start, held.get(st) ?? start)]));
+    },
+    async closeStores(key, stores, end) {
+      if (stores.length > 0) await redis.eval(CLOSE_STORES, 1, `${base(key)}:stores`, end, ...stores);
+    },
   };
 }
 

@@ -96,3 +96,54 @@ describe('waiting on a digest claim', () => {
     });
   });
 });
+
+describe("a store's open period in the fleet's ledger", () => {
+  let redis: TestRedis;
+  let conn: Redis;
+  const prefix = uniquePrefix('stores');
+  const KEY = 'owner@example.org|all stores';
+  const H = 3_600_000;
+
+  beforeAll(async () => {
+    redis = await startTestRedis();
+    conn = createRedis(redis.url);
+    await conn.connect();
+  });
+  afterAll(async () => {
+    await deletePrefix(redis.client, prefix);
+    await conn.quit();
+    await redis.stop();
+  });
+
+  it('a store not reported stays open at its first missed start, across any number of digests, until it reports', async () => {
+    const ledger = redisLedger(conn, prefix);
+    const day = (n: number) => n * 24 * H;
+    // day 1: both report
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1'], day(1))).toEqual({ a1: day(1), b1: day(1) });
+    await ledger.closeStores(KEY, ['a1', 'b1'], day(2));
+    // day 2: b1's host is silent
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1'], day(2))).toEqual({ a1: day(2), b1: day(2) });
+    await ledger.closeStores(KEY, ['a1'], day(3));
+    // day 3: still silent: b1 starts at day 2, and stays there
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1'], day(3))).toEqual({ a1: day(3), b1: day(2) });
+    await ledger.closeStores(KEY, ['a1'], day(4));
+    // a preview reads without writing; a store never seen before starts with the period
+    const keys = async () => (await conn.keys(`${prefix}:*`)).sort();
+    const held = async () => Promise.all((await keys()).map((k) => conn.hgetall(k).catch(() => conn.get(k))));
+    const before = await held();
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1', 'c1'], day(4), false)).toEqual({ a1: day(4), b1: day(2), c1: day(4) });
+    expect(await held()).toEqual(before);
+    // day 4: b1 reports: closed, and day 5 starts every store together
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1'], day(4))).toEqual({ a1: day(4), b1: day(2) });
+    await ledger.closeStores(KEY, ['a1', 'b1'], day(5));
+    expect(await ledger.storeStarts(KEY, ['a1', 'b1'], day(5))).toEqual({ a1: day(5), b1: day(5) });
+    // a close never moves a store backwards (a late retry of an older day)
+    await ledger.closeStores(KEY, ['b1'], day(3));
+    expect((await ledger.storeStarts(KEY, ['b1'], day(6)))).toEqual({ b1: day(5) });
+  });
+
+  it('the single-host ledger keeps no per-store record: every store starts with the period', async () => {
+    const ledger = stateLedger(openStateDb(join(tempDir('stores'), 'state.db')));
+    expect(await ledger.storeStarts(KEY, ['a1'], 5000)).toEqual({ a1: 5000 });
+  });
+});
