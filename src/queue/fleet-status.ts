@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { JobDefinition } from '../job.js';
-import { hostOfStore, storesOn } from './hosts.js';
+import { hostOfStore, storesOn, thisHost } from './hosts.js';
 import { isSilent, readHeartbeats, readSuccesses } from './fleet.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from './schedules.js';
 import { openQueueToRead } from './queues.js';
@@ -49,6 +49,7 @@ export interface FleetStatus {
 export async function fleetStatus(config: Config, redis: Redis, jobs: Record<string, JobDefinition<any, any>>, now: number): Promise<FleetStatus> {
   const beats = new Map((await readHeartbeats(redis, config.redis.prefix)).map((b) => [b.host, b]));
   const successes = await readSuccesses(redis, config.redis.prefix);
+  thisHost(config); // a host name given to this machine that is none is refused, though this machine need be no host
   const configured = new Set(Object.keys(config.stores).map((s) => hostOfStore(config, s)));
   const hosts = [...new Set([...configured, ...beats.keys()])].sort();
   const queues = [null, ...hosts].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
