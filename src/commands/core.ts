@@ -5,6 +5,7 @@ import { usageError } from '../errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import type { PruneResult } from '../layouts/warden/prune.js';
 import type { Finding } from '../findings.js';
+import { interruptSignal } from './waiting.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
 export function registerCoreCommands(program: Command): void {
@@ -69,6 +70,7 @@ export function registerCoreCommands(program: Command): void {
         : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
         : { store: ctx.storeName };
       const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      // Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it).
       const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
       if (opts.json) return printJson(result);
       if (name === 'prune') printPrune(result as PruneResult);
@@ -124,15 +126,6 @@ export function registerCoreCommands(program: Command): void {
       const { scrubUrlCredentials } = await import('../logger.js');
       printJson(redactConfig(config, scrubUrlCredentials));
     });
-}
-
-/** Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it). */
-function interruptSignal(): AbortSignal {
-  const controller = new AbortController();
-  const stop = () => controller.abort();
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  return controller.signal;
 }
 
 function redactConfig(config: unknown, scrubUrlCredentials: <T>(value: T) => T): unknown {

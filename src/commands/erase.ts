@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
 import type { EraseReceipt, EraseSelector } from '../erase.js';
 import { usageError } from '../errors.js';
+import { interruptSignal, timeoutSeconds } from './waiting.js';
 
 interface EraseCliOptions extends StoreOptions {
   user?: string;
@@ -10,6 +11,7 @@ interface EraseCliOptions extends StoreOptions {
   dryRun?: boolean;
   snapshots?: boolean;
   vectorsLost?: boolean;
+  timeout: string;
 }
 
 function selectorFrom(opts: EraseCliOptions): EraseSelector {
@@ -31,16 +33,21 @@ export function registerEraseCommands(program: Command): void {
     .option('--snapshots', 'also delete the snapshot folders that still contain the erased text')
     .option('--vectors-lost', 'mem0: the vector collection is known to be lost (tmpfs reboot): erase from history anyway')
     .option('--now <time>', 'the receipt time (ISO-8601)')
+    .option('--timeout <seconds>', "a store on another host: how long to wait for that host's worker; then, as on Ctrl-C, a request it has not taken is withdrawn", '3600')
     .option('--json', 'print the receipt as JSON')
     .action(async (opts: EraseCliOptions, c: Command) => {
       const sel = selectorFrom(opts);
+      const waitSeconds = timeoutSeconds(opts.timeout);
       const ctx = await storeContext(opts, c);
       const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
       // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
       const host = await storeHostElsewhere(ctx);
       const receipt = host
         ? ((await (await import('../queue/remote.js')).runOnHost({
-            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: 3600, sensitive: true,
+            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: waitSeconds, sensitive: true,
+            // Ctrl-C or the timeout withdraws a request no worker has taken (the person's id leaves Redis); one
+            // already running finishes there and keeps its receipt on that host.
+            signal: interruptSignal(), outcomeKeptAt: `memory-warden erase receipts --store ${ctx.storeName}, on host ${host}`,
           })) as EraseReceipt)
         : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { line, loadForCommand, print, printJson, show } from './common.js';
 import { usageError } from '../errors.js';
 import { JOB_SCOPES } from './job-names.js';
-import { timerMax, timerTooLong } from '../timer-limit.js';
+import { interruptSignal, timeoutSeconds } from './waiting.js';
 import type { SchedulerListing } from '../queue/schedules.js';
 import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
 import type { Config } from '../config.js';
@@ -56,11 +56,12 @@ export function registerWorkerCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
       const { config, log } = await loadForCommand(opts, cmd);
-      const [{ connectRedis }, { openHostQueue, openQueue }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
+      const [{ connectRedis }, { openQueueToRead }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
         import('../queue/connection.js'), import('../queue/queues.js'), import('../queue/hosts.js'), import('../queue/schedules.js'), import('../../jobs/index.js'),
       ]);
       const redis = await connectRedis(config.redis.url, log);
-      const queues = [{ host: null, queue: openQueue(config, redis) }, ...configuredHosts(config).map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
+      // Opened to read: listing writes no key (BullMQ would write each queue's meta key).
+      const queues = [null, ...configuredHosts(config)].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
       try {
         const rows = await listSchedulers(queues, planSchedulers(config, JOBS, log));
         if (opts.json) return printJson({ prefix: config.redis.prefix, queue: config.worker.queue, schedulers: rows });
@@ -82,9 +83,7 @@ export function registerWorkerCommands(program: Command): void {
     .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
       const scope = JOB_SCOPES[name];
       if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
-      const timeoutSec = Number(opts.timeout);
-      if (!Number.isFinite(timeoutSec) || timeoutSec <= 0) throw usageError(`--timeout: "${opts.timeout}" is not a positive number of seconds`);
-      if (timeoutSec > timerMax('seconds')) throw usageError(`--timeout: ${timerTooLong('seconds')}`);
+      const timeoutSec = timeoutSeconds(opts.timeout);
       const { config, log } = await loadForCommand({ config: opts.config }, cmd);
       const global = scope === 'global';
       if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);
@@ -95,7 +94,8 @@ export function registerWorkerCommands(program: Command): void {
 
       // On the store's host's queue: only a worker on the machine that holds the file takes it.
       const { runOnHost } = await import('../queue/remote.js');
-      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec });
+      // Ctrl-C: a job no worker has taken yet is withdrawn; one already running finishes there, and it says so.
+      const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec, signal: interruptSignal() });
       if (!opts.json) print`${what}: done`;
       printJson(result);
       // A check that ran and found problems is exit 1, as for `memory-warden check`.
@@ -113,7 +113,7 @@ function formatScheduler(r: SchedulerListing): string {
 export function registerFleetCommand(program: Command): void {
   program
     .command('fleet')
-    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent or a job overdue")
+    .description("every host of the fleet (heartbeat, version, last seen), its stores, each job's last success and next run, and what is overdue: exit 1 when a host is silent (no heartbeat lately, one whose time does not parse, or a configured host never seen) or a job overdue; reads only")
     .option('--config <file>', 'config file (YAML)')
     .option('--json', 'print one JSON object')
     .action(async (opts: { config?: string; json?: boolean }, cmd: Command) => {
@@ -136,7 +136,7 @@ export function registerFleetCommand(program: Command): void {
 function printFleet(s: FleetStatus): void {
   const job = (j: FleetJob) => line`    ${show(j.job).padEnd(10)} last success ${j.lastSuccess ?? 'never'}, next ${j.next ?? '?'}${j.overdue ? '  OVERDUE' : ''}`;
   for (const h of s.hosts) {
-    const state = h.neverSeen ? 'never seen' : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
+    const state = h.neverSeen ? (h.silent ? 'SILENT: never seen (no worker has run as this host)' : 'never seen') : h.stopped ? `stopped, last seen ${h.lastSeen}` : h.silent ? `SILENT since ${h.lastSeen}` : `up, last seen ${h.lastSeen}`;
     print`${h.host}  ${state}${h.version ? `  v${h.version} pid ${h.pid}` : ''}`;
     for (const st of h.stores) {
       print`  ${st.store}`;

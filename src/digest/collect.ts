@@ -25,6 +25,8 @@ export interface CollectOptions {
   now: Instant;
   /** `all stores` or the store name of a per-store digest. */
   scope: string;
+  /** A store's own start when earlier than period.start: an earlier digest had no report of it (ledger storeStarts). */
+  storeStarts?: Record<string, Instant>;
   /** For calling the integrity job's function (logger, signal); its clock is `now`. */
   ctx: Pick<JobContext, 'log' | 'signal'>;
   /**
@@ -89,8 +91,11 @@ export function emptySection(name: string, afterDays: number): StoreSection {
 
 /** `masked`: the digest's masks, which this fills ahead for the new rows (see maskDeep). */
 async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOptions, masked: Map<string, Promise<string>>): Promise<StoreSection> {
-  const { config, state, period, now } = opts;
+  const { config, state, now } = opts;
+  const own = opts.storeStarts?.[name];
+  const period = own !== undefined && own < opts.period.start ? { start: own, end: opts.period.end } : opts.period;
   const section = emptySection(name, config.review.afterDays);
+  if (period !== opts.period) section.since = toCanonical(period.start);
   // What the state db knows never depends on the store being readable.
   section.maintenance.pruned = pruneSummary(state, name, period);
   section.maintenance.lastSnapshot = lastSnapshot(state, name, now);

@@ -12,8 +12,8 @@ import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
 import { renderDigest, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
-import { digestTimeZone, listKey, type Claim, type ClaimOptions } from './deliveries.js';
-import { redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
+import { digestTimeZone, listKey } from './deliveries.js';
+import { claimOrWait, redisLedger, stateLedger } from './ledger.js';
 import { spansHosts } from './fleet.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
 import type { Redis } from 'ioredis';
@@ -105,13 +105,18 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
       if (claim.takenOver) log.warn({ scope: group.scope, day: d.day, messageId: d.message_id }, 'digest claim taken over from a run that vanished; sending again with the same Message-ID');
       try {
         const period = { start: parseInstant(d.period_start)!, end: parseInstant(d.period_end)! };
+        // A store an earlier digest had no report of starts where that one could not list it.
+        const storeStarts = await ledger.storeStarts(d.list_key, group.stores, period.start);
         const model = await collectDigest({
-          config, state, stores: group.stores, scope: group.scope, now, ctx, period,
-          fleet: fleetSections(config, ctx, { scope: group.scope, period, now }),
+          config, state, stores: group.stores, scope: group.scope, now, ctx, period, storeStarts,
+          fleet: fleetSections(config, ctx, { scope: group.scope, period, now, storeStarts }),
         });
         const summary = summarize(model);
+        // Only a store that was read is reported: a silent host's stay open for the next digest.
+        const reported = model.stores.filter((s) => !s.error).map((s) => s.name);
         if (model.quiet && !config.digest.allQuiet) {
           await ledger.markQuiet(d, claim.token, ctx.now());
+          await ledger.closeStores(d.list_key, reported, period.end);
           log.info({ scope: group.scope, day: d.day }, 'digest: all quiet, nothing sent (allQuiet is off)');
           results.push({ ...base, status: 'quiet', ...summary });
           continue;
@@ -119,6 +124,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
         const rendered = renderDigest(model, { prefix: config.digest.subject });
         const accepted = await sendDigestMail(transport, cfg, { ...rendered, messageId: d.message_id, period: { start: d.period_start, end: d.period_end } }, ctx.signal);
         await ledger.markSent(d, ctx.now(), accepted.response, summary);
+        await ledger.closeStores(d.list_key, reported, period.end);
         log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
         results.push({ ...base, status: 'sent', ...summary });
       } catch (err) {
@@ -137,30 +143,6 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
   return { deliveries: results };
 }
-
-/**
- * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
- * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
- * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
- */
-async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: Pick<JobContext, 'now' | 'signal' | 'log'>): Promise<Claim> {
-  // The job's clock, moved on by the real time spent waiting (a clock fixed by --now or a test still lets the
-  // claim expire).
-  const began = performance.now();
-  for (let waited = false; ; waited = true) {
-    const claim = await ledger.claim({ ...opts, now: ctx.now() + Math.floor(performance.now() - began) });
-    if (claim.kind !== 'in-progress') return claim;
-    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
-    if (ctx.signal.aborted) return claim;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, CLAIM_POLL_MS);
-      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
-  }
-}
-
-/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
-const CLAIM_POLL_MS = 250;
 
 /**
  * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A
@@ -218,13 +200,19 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const keys = config.digest.perStore ? group.stores : [group.scope];
     const redis = spansHosts(config) ? await connectRedis(config.redis.url, opts.log) : undefined;
     const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
-    const starts = await Promise.all(keys.map((scope) => ledger.periodStart(listKey(config.digest.to, scope), end, firstMs))).finally(() => redis?.disconnect());
-    const start = Math.min(...starts);
+    const keyOf = (scope: string) => listKey(config.digest.to, scope);
+    const read = async () => {
+      const starts = await Promise.all(keys.map((scope) => ledger.periodStart(keyOf(scope), end, firstMs)));
+      const start = Math.min(...starts);
+      // Read only (record false): the preview writes nothing.
+      return { start, storeStarts: config.digest.perStore ? undefined : await ledger.storeStarts(keyOf(group.scope), group.stores, start, false) };
+    };
+    const { start, storeStarts } = await read().finally(() => redis?.disconnect());
     const signal = new AbortController().signal;
     const model = await collectDigest({
-      config, state, stores: group.stores, scope: group.scope, now, period: { start, end },
+      config, state, stores: group.stores, scope: group.scope, now, period: { start, end }, storeStarts,
       ctx: { log: opts.log ?? silentLogger, signal },
-      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now }),
+      fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now, storeStarts }),
     });
     // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
     const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));

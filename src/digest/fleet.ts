@@ -21,6 +21,8 @@ const payloadSchema = z.strictObject({
   stores: z.array(z.string().min(1)).min(1),
   scope: z.string(),
   period: z.strictObject({ start: z.number(), end: z.number() }),
+  /** Stores whose section starts earlier (an earlier digest had no report of them). */
+  starts: z.record(z.string(), z.number()).optional(),
   now: z.number(),
 });
 
@@ -35,7 +37,7 @@ export function createDigestSectionsTask(config: Config): TaskKind {
       const p = r.data;
       const state = openStateDb(expandHome(config.stateDb));
       try {
-        return await collectSections({ config, state, stores: p.stores, scope: p.scope, period: p.period, now: p.now, ctx });
+        return await collectSections({ config, state, stores: p.stores, scope: p.scope, period: p.period, storeStarts: p.starts, now: p.now, ctx });
       } finally {
         state.close();
       }
@@ -53,7 +55,7 @@ export function spansHosts(config: Config): string[] | null {
  * What collectDigest needs to reach stores on other hosts, or undefined when every store is here. Without a
  * worker (the CLI) they cannot be read: their sections say where they live.
  */
-export function fleetSections(config: Config, ctx: Pick<JobContext, 'dispatch' | 'fleet' | 'signal'>, base: Pick<CollectOptions, 'scope' | 'period' | 'now'>): CollectOptions['fleet'] {
+export function fleetSections(config: Config, ctx: Pick<JobContext, 'dispatch' | 'fleet' | 'signal'>, base: Pick<CollectOptions, 'scope' | 'period' | 'now' | 'storeStarts'>): CollectOptions['fleet'] {
   const here = ctx.fleet?.host ?? thisHost(config);
   const elsewhere = (store: string) => {
     const host = hostOfStore(config, store);
@@ -66,9 +68,11 @@ export function fleetSections(config: Config, ctx: Pick<JobContext, 'dispatch' |
       const byHost = new Map<string, string[]>();
       for (const s of stores) byHost.set(elsewhere(s)!, [...(byHost.get(elsewhere(s)!) ?? []), s]);
       const hosts = [...byHost.keys()].sort();
-      const missing = (host: string, why: string) => byHost.get(host)!.map((s) => ({ ...emptySection(s, config.review.afterDays), error: why }));
+      // Nothing of these stores is known: marked unknown, never shown as zero, and their period stays open.
+      const missing = (host: string, why: string): StoreSection[] => byHost.get(host)!.map((s) => ({ ...emptySection(s, config.review.afterDays), error: why, unknown: true }));
       if (!ctx.dispatch) return hosts.flatMap((h) => missing(h, `on host ${h}: not read by this run (the worker collects every host's sections: memory-warden enqueue digest)`));
-      const payloads = hosts.map((host) => ({ host, stores: byHost.get(host)!, scope: base.scope, period: base.period, now: base.now }));
+      const startsOf = (stores: string[]) => (base.storeStarts ? Object.fromEntries(stores.map((s) => [s, base.storeStarts![s] ?? base.period.start])) : undefined);
+      const payloads = hosts.map((host) => ({ host, stores: byHost.get(host)!, scope: base.scope, period: base.period, starts: startsOf(byHost.get(host)!), now: base.now }));
       const outcomes = await ctx.dispatch.runTasks(DIGEST_SECTIONS_TASK, payloads, { signal: ctx.signal, timeoutMs: config.digest.hostTimeoutSeconds * 1000 });
       const out: StoreSection[] = [];
       for (const [i, host] of hosts.entries()) {
@@ -76,7 +80,7 @@ export function fleetSections(config: Config, ctx: Pick<JobContext, 'dispatch' |
         if (o.ok) out.push(...(o.value as StoreSection[]));
         else {
           const seen = await ctx.fleet?.lastSeen(host).catch(() => null);
-          out.push(...missing(host, `no report from host ${host} since ${seen ?? 'it was first configured'} (${o.error})`));
+          out.push(...missing(host, `no report from host ${host} ${seen ? `since ${seen}` : '(no heartbeat from it that reads as one)'} (${o.error})`));
         }
       }
       return out;

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Instant } from '../time.js';
+import { toCanonical, type Clock, type Instant } from '../time.js';
+import type { Logger } from '../logger.js';
 import { claimDelivery, dayOf, markFailed, markQuiet, markSent, periodStart, type Claim, type ClaimOptions, type Delivery } from './deliveries.js';
 
 /**
@@ -16,6 +17,15 @@ export interface DeliveryLedger {
   markSent(d: Delivery, at: Instant, response: string, summary: unknown): Promise<void>;
   markQuiet(d: Delivery, token: string, at: Instant): Promise<void>;
   markFailed(d: Delivery, token: string, error: string): Promise<void>;
+  /**
+   * Where each store's section starts: `start`, or earlier for a store an earlier digest had no report of. Every store
+   * is recorded open at its start before anything is sent, so a crash before closeStores lists its rows again
+   * rather than never. The state db's ledger (one host) keeps no such record: there every store is read in place,
+   * and one that cannot be read fails the whole digest before the day is claimed.
+   */
+  storeStarts(key: string, stores: string[], start: Instant, record?: boolean): Promise<Record<string, Instant>>;
+  /** After a digest went out (or was quiet): these stores reported, their period is closed up to `end`. */
+  closeStores(key: string, stores: string[], end: Instant): Promise<void>;
 }
 
 export function stateLedger(db: Db): DeliveryLedger {
@@ -25,6 +35,8 @@ export function stateLedger(db: Db): DeliveryLedger {
     markSent: async (d, at, response, summary) => markSent(db, d.id, at, response, summary),
     markQuiet: async (d, token, at) => markQuiet(db, d.id, token, at),
     markFailed: async (d, token, error) => markFailed(db, d.id, token, error),
+    storeStarts: async (_key, stores, start) => Object.fromEntries(stores.map((st) => [st, start])),
+    closeStores: async () => {},
   };
 }
 
@@ -68,6 +80,19 @@ if ARGV[1] == 'sent' or ARGV[1] == 'quiet' then
 end
 return 1`;
 
+// Each store's open period start (ms): set when absent, read back; closing moves it forward only.
+const OPEN_STORES = `
+for i, store in ipairs(ARGV) do if i > 1 then redis.call('HSETNX', KEYS[1], store, ARGV[1]) end end
+return redis.call('HGETALL', KEYS[1])`;
+const CLOSE_STORES = `
+for i, store in ipairs(ARGV) do
+  if i > 1 then
+    local at = tonumber(redis.call('HGET', KEYS[1], store))
+    if not at or at < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], store, ARGV[1]) end
+  end
+end
+return 1`;
+
 /** Kept for 90 days: long enough for any retry or takeover of that day. */
 const KEEP_MS = 90 * 86_400_000;
 
@@ -107,5 +132,43 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
     markSent: (d, at, response, summary) => settle(d, 'sent', '', { at, response, summary }),
     markQuiet: (d, token, at) => settle(d, 'quiet', token, { at }),
     markFailed: (d, token, error) => settle(d, 'failed', token, { error }),
+    async storeStarts(key, stores, start, record = true) {
+      // A preview only reads (record false): it writes nothing.
+      const flat = record ? ((await redis.eval(OPEN_STORES, 1, `${base(key)}:stores`, start, ...stores)) as string[]) : Object.entries(await redis.hgetall(`${base(key)}:stores`)).flat();
+      const held = new Map<string, number>();
+      for (let i = 0; i + 1 < flat.length; i += 2) if (Number.isFinite(Number(flat[i + 1]))) held.set(flat[i]!, Number(flat[i + 1]));
+      return Object.fromEntries(stores.map((st) => [st, Math.min(start, held.get(st) ?? start)]));
+    },
+    async closeStores(key, stores, end) {
+      if (stores.length > 0) await redis.eval(CLOSE_STORES, 1, `${base(key)}:stores`, end, ...stores);
+    },
   };
 }
+
+/**
+ * Claim the day, or wait for whoever holds it: a day is settled only by `sent` or `quiet`. Another run's claim
+ * that fails (SMTP refused, the run was a CLI that does not retry) is taken over here; one whose holder vanished
+ * is taken over once it is claimMinutes old. Never reports success for a day nobody sent.
+ *
+ * The time of each look is the job's clock, or, when that clock stands still (--now, a test), `opts.now` moved on
+ * by the real time spent waiting, whichever is later: never the two added, which counted the wait twice (a live
+ * claim lapsed after half its time, and the takeover recorded a claimed_at in the future).
+ */
+export async function claimOrWait(ledger: DeliveryLedger, opts: ClaimOptions, ctx: { now: Clock; signal: AbortSignal; log: Logger }): Promise<Claim> {
+  const began = performance.now();
+  for (let waited = false; ; waited = true) {
+    const now = Math.max(ctx.now(), opts.now + Math.floor(performance.now() - began));
+    const claim = await ledger.claim({ ...opts, now });
+    if (claim.kind !== 'in-progress') return claim;
+    if (!waited) ctx.log.info({ day: claim.delivery.day, claimedAt: claim.delivery.claimed_at }, 'digest: another run is sending it; waiting for its outcome');
+    if (ctx.signal.aborted) return claim;
+    await new Promise<void>((resolve) => {
+      const done = () => (clearTimeout(t), ctx.signal.removeEventListener('abort', done), resolve());
+      const t = setTimeout(done, CLAIM_POLL_MS);
+      ctx.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+/** How often a run waiting on another's claim looks again (real time: the other run's SMTP exchange). */
+export const CLAIM_POLL_MS = 250;

@@ -83,6 +83,13 @@ export interface StoreSection {
   select: StoreSelector;
   /** The store could not be read: the digest still goes out, saying so. */
   error?: string;
+  /**
+   * No report of this store at all (its host was silent): its rows, counts, integrity and jobs are unknown, not
+   * zero; its period stays open and the next digest covers it.
+   */
+  unknown?: boolean;
+  /** Where this store's section starts when earlier than the digest's period: an earlier digest had no report of it. */
+  since?: string;
   newRows: NewRows;
   /** `supersede`: whether the store's layout can supersede (mem0 cannot): the digest suggests only what works. */
   review: { due: number; afterDays: number; batch: ReviewRow[]; supersede?: boolean };

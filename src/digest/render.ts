@@ -92,6 +92,11 @@ export function renderText(model: DigestModel): string {
     line();
     line(`=== ${s.name} ${'='.repeat(Math.max(3, 66 - s.name.length))}`);
     if (s.error) line(`!! could not read this store: ${plain(s.error, ERROR_CHARS)}`);
+    if (s.unknown) {
+      line(UNKNOWN);
+      continue;
+    }
+    if (s.since) line(`(This store's section starts at ${plain(s.since, 40)} UTC: an earlier digest had no report of it.)`);
     // What changed and what broke first; the review batch (much the same list all week) last.
     textNewRows(s, line, model.quiet);
     textMaintenance(s, line, model.quiet);
@@ -108,6 +113,9 @@ export function renderText(model: DigestModel): string {
 }
 
 type Line = (s?: string) => void;
+
+/** A store nobody reported on: nothing of it is known, and nothing of it is lost. */
+const UNKNOWN = 'Unknown: no report of this store, so its new memories, counts, integrity and jobs are not known (not zero). Its period stays open: the next digest after its host reports lists what this one could not.';
 
 function textRow(r: FlaggedRow, line: Line): void {
   const flag = r.reasons.length > 0 ? '!! ' : '   ';
@@ -225,6 +233,8 @@ ${parts.join('\n')}
 function htmlStore(s: StoreSection, quiet: boolean): string {
   const p: string[] = [`<div style="${S.card}">`, `<h2 style="${S.h2}">${escapeHtml(s.name)}</h2>`];
   if (s.error) p.push(`<p style="${S.bad}">Could not read this store: ${html(s.error, ERROR_CHARS)}</p>`);
+  if (s.unknown) return [...p, `<p style="${S.bad}">${escapeHtml(UNKNOWN)}</p>`, '</div>'].join('\n');
+  if (s.since) p.push(`<p style="${S.muted}">This store's section starts at ${html(s.since, 40)} UTC: an earlier digest had no report of it.</p>`);
   p.push(htmlNewRows(s, quiet));
   p.push(htmlMaintenance(s, quiet));
   if (!quiet) p.push(htmlReview(s));

@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { JobDefinition } from '../job.js';
-import { configuredHosts, storesOn } from './hosts.js';
+import { hostOfStore, storesOn, thisHost } from './hosts.js';
 import { isSilent, readHeartbeats, readSuccesses } from './fleet.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from './schedules.js';
-import { openHostQueue, openQueue } from './queues.js';
+import { openQueueToRead } from './queues.js';
 
 export interface FleetJob {
   job: string;
@@ -20,10 +20,13 @@ export interface FleetHost {
   version: string | null;
   pid: number | null;
   lastSeen: string | null;
-  /** Seen before, not stopped on purpose, and no heartbeat for worker.silentAfterMs. */
+  /**
+   * Not stopped on purpose, and: no heartbeat for worker.silentAfterMs, one whose time says nothing (does not parse,
+   * or is ahead of this clock), or never seen at all. Nobody knows what such a host is doing.
+   */
   silent: boolean;
   stopped: boolean;
-  /** Never seen: no worker has run as this host on this Redis and prefix. */
+  /** Never seen: no worker has run as this host on this Redis and prefix (also silent). */
   neverSeen: boolean;
   stores: { store: string; jobs: FleetJob[] }[];
 }
@@ -38,12 +41,18 @@ export interface FleetStatus {
   overdue: FleetJob[];
 }
 
-/** Every host the config names or Redis has seen, with its stores, their jobs' last success and next run. Reads only. */
+/**
+ * Every host a configured store lives on or a heartbeat names, with its stores, their jobs' last success and next
+ * run. Reads only: it writes no key (its queues are opened to read, src/queue/queues.ts). The machine running it is
+ * not a host of the fleet unless a store lives there or a worker ran as it.
+ */
 export async function fleetStatus(config: Config, redis: Redis, jobs: Record<string, JobDefinition<any, any>>, now: number): Promise<FleetStatus> {
   const beats = new Map((await readHeartbeats(redis, config.redis.prefix)).map((b) => [b.host, b]));
   const successes = await readSuccesses(redis, config.redis.prefix);
-  const hosts = [...new Set([...configuredHosts(config), ...beats.keys()])].sort();
-  const queues = [{ host: null, queue: openQueue(config, redis) }, ...hosts.map((host) => ({ host, queue: openHostQueue(config, redis, host) }))];
+  thisHost(config); // a host name given to this machine that is none is refused, though this machine need be no host
+  const configured = new Set(Object.keys(config.stores).map((s) => hostOfStore(config, s)));
+  const hosts = [...new Set([...configured, ...beats.keys()])].sort();
+  const queues = [null, ...hosts].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
   let listing: SchedulerListing[];
   try {
     listing = await listSchedulers(queues, planSchedulers(config, jobs));
@@ -67,7 +76,7 @@ export async function fleetStatus(config: Config, redis: Redis, jobs: Record<str
       version: beat?.version ?? null,
       pid: beat?.pid ?? null,
       lastSeen: beat?.lastSeen ?? null,
-      silent: beat ? isSilent(beat, now, grace) : false,
+      silent: beat ? isSilent(beat, now, grace) : configured.has(host),
       stopped: beat?.stopped ?? false,
       neverSeen: !beat,
       stores: stores.map((store) => ({ store, jobs: inConfig.filter((s) => s.store === store && s.host === host).map(jobOf) })),

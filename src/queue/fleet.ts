@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { HOST_NAME } from './hosts.js';
 
 /**
  * The fleet's shared view, in Redis beside the queues (so under the same prefix and, on Redis Cluster, the same
@@ -24,17 +25,39 @@ export async function writeHeartbeat(redis: Redis, prefix: string, beat: Heartbe
   await redis.hset(hostsKey(prefix), beat.host, JSON.stringify(beat));
 }
 
+/**
+ * Every heartbeat that reads as one: under its own host's field, a host name, a time and a list of stores. Anything
+ * else in the hash (another release's form, a forged entry) is left out: its host then counts as never seen.
+ */
 export async function readHeartbeats(redis: Redis, prefix: string): Promise<Heartbeat[]> {
   const all = await redis.hgetall(hostsKey(prefix));
   const beats: Heartbeat[] = [];
-  for (const raw of Object.values(all)) {
-    try {
-      beats.push(JSON.parse(raw) as Heartbeat);
-    } catch {
-      // a value another release wrote in a form this one does not read: skip it rather than fail the listing
-    }
+  for (const [field, raw] of Object.entries(all)) {
+    const beat = parseHeartbeat(raw);
+    if (beat && beat.host === field && HOST_NAME.test(field)) beats.push(beat);
   }
   return beats.sort((a, b) => a.host.localeCompare(b.host));
+}
+
+function parseHeartbeat(raw: string): Heartbeat | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  if (!v || typeof v !== 'object') return null;
+  const b = v as Record<string, unknown>;
+  if (typeof b.host !== 'string' || typeof b.lastSeen !== 'string') return null;
+  return {
+    host: b.host,
+    version: typeof b.version === 'string' ? b.version : '?',
+    pid: typeof b.pid === 'number' ? b.pid : 0,
+    startedAt: typeof b.startedAt === 'string' ? b.startedAt : '',
+    lastSeen: b.lastSeen,
+    stores: Array.isArray(b.stores) ? b.stores.filter((s): s is string => typeof s === 'string') : [],
+    ...(b.stopped === true ? { stopped: true } : {}),
+  };
 }
 
 /** `<job>:<store>` (or `<job>` for a global job) → when it last succeeded, ISO-8601 UTC. */
@@ -46,7 +69,19 @@ export async function readSuccesses(redis: Redis, prefix: string): Promise<Recor
   return redis.hgetall(successKey(prefix));
 }
 
-/** Silent: no heartbeat for `silentAfterMs`, and not stopped on purpose. */
+/**
+ * Silent: not stopped on purpose, and no heartbeat for `silentAfterMs`, or one whose time says nothing (does not
+ * parse, or lies further ahead of this clock than silentAfterMs): when it was last seen is unknown, so it is not up.
+ */
 export function isSilent(beat: Heartbeat, now: number, silentAfterMs: number): boolean {
-  return !beat.stopped && now - Date.parse(beat.lastSeen) > silentAfterMs;
+  if (beat.stopped) return false;
+  const seen = heartbeatTime(beat.lastSeen);
+  return seen === null || now - seen > silentAfterMs || seen - now > silentAfterMs;
+}
+
+/** A heartbeat's time as workers write it (ISO-8601 UTC, toISOString); anything else is no time at all. */
+export function heartbeatTime(text: string): number | null {
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,3})?Z$/.test(text)) return null;
+  const t = Date.parse(text);
+  return Number.isFinite(t) ? t : null;
 }

@@ -19,8 +19,16 @@ export function openQueueFor(config: Config, redis: Redis, store: string | null)
   return host === null ? openQueue(config, redis) : openHostQueue(config, redis, host);
 }
 
-function openNamedQueue(config: Config, redis: Redis, name: string): Queue {
-  const queue = new Queue(name, { connection: redis, prefix: config.redis.prefix });
+/**
+ * A queue to read from only (fleet, schedule): BullMQ writes a queue's `meta` key when it opens one, which would
+ * leave a key behind for every name looked at; this one writes nothing.
+ */
+export function openQueueToRead(config: Config, redis: Redis, host: string | null): Queue {
+  return openNamedQueue(config, redis, host === null ? config.worker.queue : hostQueueName(config, host), true);
+}
+
+function openNamedQueue(config: Config, redis: Redis, name: string, readOnly = false): Queue {
+  const queue = new Queue(name, { connection: redis, prefix: config.redis.prefix, ...(readOnly ? { skipMetasUpdate: true } : {}) });
   queue.on('error', () => {}); // connection trouble is logged once by the connection itself
   return queue;
 }

@@ -1,4 +1,5 @@
-import { QueueEvents } from 'bullmq';
+import { QueueEvents, type Job, type Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { coerceError, transientError } from '../errors.js';
@@ -18,6 +19,28 @@ export interface RemoteRun {
    * failed one at once; it is never retried by BullMQ (the command says what happened and the person reruns it).
    */
   sensitive?: boolean;
+  /** Ctrl-C: stop waiting; the job is withdrawn if no worker has taken it yet. */
+  signal?: AbortSignal;
+  /** Where its outcome can be read later, when it runs without anyone waiting (erase: the host's receipts). */
+  outcomeKeptAt?: string;
+}
+
+/** What became of a job its requester stopped waiting for. */
+type Left = 'withdrawn' | 'running' | 'gone';
+
+// Remove a job only while it waits (no worker has it): atomically, so a job a worker takes meanwhile, or has already
+// finished, is never reported withdrawn.
+const WITHDRAW = `
+local found = redis.call('LREM', KEYS[1], 0, ARGV[1]) + redis.call('LREM', KEYS[2], 0, ARGV[1]) + redis.call('ZREM', KEYS[3], ARGV[1]) + redis.call('ZREM', KEYS[4], ARGV[1])
+if found == 0 then return 0 end
+redis.call('DEL', KEYS[5], KEYS[6])
+return 1`;
+
+async function withdraw(redis: Redis, queue: Queue, job: Job): Promise<Left> {
+  const k = queue.keys;
+  const jobKey = queue.toKey(job.id!);
+  if (Number(await redis.eval(WITHDRAW, 6, k.wait!, k.paused!, k.delayed!, k.prioritized!, jobKey, `${jobKey}:logs`, job.id!)) === 1) return 'withdrawn';
+  return (await job.getState().catch(() => 'unknown')) === 'active' ? 'running' : 'gone';
 }
 
 /**
@@ -37,18 +60,33 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
     const opts = run.sensitive ? { ...jobOptions(config), attempts: 1, removeOnComplete: true, removeOnFail: true } : jobOptions(config);
     const job = await queue.add(run.job, run.data, opts);
     log.info({ job: run.job, store, jobId: job.id, queue: queue.name }, 'enqueued; waiting for a worker to run it');
+    // Our own timer, cleared on every way out (BullMQ's ttl timer would keep the process alive after a Ctrl-C).
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = new Promise<'interrupted' | 'timed out'>((resolve) => {
+      timer = setTimeout(() => resolve('timed out'), run.timeoutSeconds * 1000);
+      if (run.signal?.aborted) resolve('interrupted');
+      run.signal?.addEventListener('abort', () => resolve('interrupted'), { once: true });
+    });
+    let outcome: unknown;
     try {
-      return await job.waitUntilFinished(events, run.timeoutSeconds * 1000);
+      outcome = await Promise.race([job.waitUntilFinished(events), stopped]);
     } catch (err) {
-      if (/timed out/i.test((err as Error).message)) {
-        if (run.sensitive) await job.remove().catch(() => {});
-        throw transientError(
-          `${what}: no result within ${run.timeoutSeconds} s; is a worker running on host ${queue.name.slice(config.worker.queue.length + 1) || '(any)'} (memory-warden worker)? ` +
-            (run.sensitive ? 'The job was withdrawn if no worker had taken it' : `The job stays queued as ${job.id} on ${queue.name}`),
-        );
-      }
       throw coerceError(err, `${what} (job ${job.id}, queue ${queue.name})`);
+    } finally {
+      clearTimeout(timer);
     }
+    if (outcome !== 'interrupted' && outcome !== 'timed out') return outcome;
+    const host = queue.name.slice(config.worker.queue.length + 1) || '(any)';
+    const why = outcome === 'interrupted' ? 'interrupted' : `no result within ${run.timeoutSeconds} s (is a worker running on host ${host}? memory-warden worker)`;
+    // A request nobody waits for any more is withdrawn while no worker has it: it would run with nobody to read it.
+    const left = run.sensitive || outcome === 'interrupted' ? await withdraw(redis, queue, job) : 'queued';
+    const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
+    const status =
+      left === 'withdrawn' ? `the request was withdrawn from ${queue.name} before any worker took it: nothing was done` :
+      left === 'running' ? `host ${host}'s worker is already running it (job ${job.id}): it finishes there${later}` :
+      left === 'gone' ? `it is no longer queued (it finished or failed just now)${later}` :
+      `it stays queued as job ${job.id} on ${queue.name} and runs when a worker of host ${host} takes it${later}`;
+    throw transientError(`${what}: ${why}; ${status}`);
   } finally {
     await events.close().catch(() => {});
     await queue.close().catch(() => {});

@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import { configError } from '../errors.js';
 import { jobOptions } from './options.js';
 import { globalHost, hostOfStore } from './hosts.js';
+import { systemClock, type Clock } from '../time.js';
 
 /** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
 export interface PlannedScheduler {
@@ -61,6 +62,30 @@ export interface SyncResult {
   removed: string[];
   /** Left in place: their job is configured but this build lacks it; a newer replica may run it. */
   kept: string[];
+  /** Runs that were due while no worker was up and that the upsert dropped, put back once: `missed:<id>:<millis>`. */
+  backfilled: string[];
+}
+
+/**
+ * The job id of a back-filled run: one per scheduler and missed tick, so two workers starting together add it once
+ * (BullMQ keeps the first job of an id). A custom id may hold two colons at most: the scheduler id is encoded.
+ */
+export function missedRunId(schedulerId: string, millis: number): string {
+  return `missed:${encodeURIComponent(schedulerId)}:${millis}`;
+}
+
+/**
+ * The run a scheduler had due and not yet taken: its record's next millis when that is not after `now` and its job
+ * still waits (delayed, waiting, prioritized). Null when nothing is due or the run was already taken.
+ */
+async function dueRun(queue: Queue, id: string, now: number): Promise<number | null> {
+  const held = await queue.getJobScheduler(id);
+  const next = held?.next === undefined || held?.next === null ? NaN : Number(held.next);
+  if (!Number.isFinite(next) || next > now) return null;
+  const job = await queue.getJob(`repeat:${id}:${next}`);
+  if (!job) return null;
+  const state = await job.getState();
+  return state === 'delayed' || state === 'waiting' || state === 'prioritized' ? next : null;
 }
 
 /**
@@ -69,12 +94,17 @@ export interface SyncResult {
  * upsert the same ids, so nothing is scheduled twice); those whose job or store left the config, or whose store
  * moved to another host, are removed. A worker syncs only the shared queue and its own host's.
  */
-export async function syncSchedulers(queue: Queue, config: Config, planned: PlannedScheduler[], log: Logger, host: string | null = null): Promise<SyncResult> {
-  const result: SyncResult = { upserted: [], removed: [], kept: [] };
+export async function syncSchedulers(
+  queue: Queue, config: Config, planned: PlannedScheduler[], log: Logger, host: string | null = null, now: Clock = systemClock,
+): Promise<SyncResult> {
+  const result: SyncResult = { upserted: [], removed: [], kept: [], backfilled: [] };
   const opts = jobOptions(config);
   const mine = planned.filter((p) => p.host === host);
   for (const p of mine) {
     const repeat = p.every !== undefined ? { every: p.every } : { pattern: p.pattern!, tz: p.tz };
+    // Read before the upsert: for a cron pattern BullMQ computes the next run from now and removes the one that was
+    // due while nobody was up (an `every` scheduler keeps it). That one run is put back below, never more.
+    const due = await dueRun(queue, p.id, now());
     try {
       await queue.upsertJobScheduler(p.id, repeat, { name: p.job, data: p.data, opts });
     } catch (err) {
@@ -82,6 +112,12 @@ export async function syncSchedulers(queue: Queue, config: Config, planned: Plan
       throw configError(`${where}: cannot schedule ${p.id} (${repeat.pattern ?? `every ${repeat.every} ms`}): ${(err as Error).message.split('\n')[0]}`);
     }
     result.upserted.push(p.id);
+    if (due !== null && !(await queue.getJob(`repeat:${p.id}:${due}`))) {
+      const jobId = missedRunId(p.id, due);
+      await queue.add(p.job, p.data, { ...opts, jobId });
+      result.backfilled.push(jobId);
+      log.info({ scheduler: p.id, dueAt: new Date(due).toISOString(), jobId }, 'a run was due while no worker was up: running it once now');
+    }
   }
   const wanted = new Set(mine.map((p) => p.id));
   // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes); a global
@@ -99,7 +135,7 @@ export async function syncSchedulers(queue: Queue, config: Config, planned: Plan
     await queue.removeJobScheduler(owner.id);
     result.removed.push(owner.id);
   }
-  log.info({ queue: queue.name, upserted: result.upserted.length, removed: result.removed, kept: result.kept }, 'job schedulers in sync with config');
+  log.info({ queue: queue.name, upserted: result.upserted.length, removed: result.removed, kept: result.kept, backfilled: result.backfilled }, 'job schedulers in sync with config');
   return result;
 }
 

@@ -14,7 +14,7 @@ import { connectRedis, redactRedisUrl } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
 import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
-import { isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
+import { heartbeatTime, isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
@@ -85,7 +85,12 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
     const started = performance.now();
     jobLog.info({ writes: def.writes }, 'job start');
     const signals = [state.stop.signal, ...(bullSignal ? [bullSignal] : [])];
-    const fleet = { host, redis, lastSeen: async (h: string) => (await readHeartbeats(redis, config.redis.prefix)).find((b) => b.host === h)?.lastSeen ?? null };
+    // A heartbeat's time is quoted only when it reads as one (the digest's "no report from host X since …").
+    const lastSeen = async (h: string) => {
+      const seen = (await readHeartbeats(redis, config.redis.prefix)).find((b) => b.host === h)?.lastSeen;
+      return seen !== undefined && heartbeatTime(seen) !== null ? seen : null;
+    };
+    const fleet = { host, redis, lastSeen };
     const run = (lost?: AbortSignal) =>
       runJob(job.name, job.data, { jobs: opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
     try {
@@ -167,9 +172,13 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
     const taskQueues = tasks;
     // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
     const planned = planSchedulers(config, opts.jobs, log);
-    const shared = await syncSchedulers(queue, config, planned, log, null);
-    const own = await syncSchedulers(hostQueue, config, planned, log, host);
-    const schedulers: SyncResult = { upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed], kept: [...shared.kept, ...own.kept] };
+    const clock = opts.now ?? systemClock;
+    const shared = await syncSchedulers(queue, config, planned, log, null, clock);
+    const own = await syncSchedulers(hostQueue, config, planned, log, host, clock);
+    const schedulers: SyncResult = {
+      upserted: [...shared.upserted, ...own.upserted], removed: [...shared.removed, ...own.removed],
+      kept: [...shared.kept, ...own.kept], backfilled: [...shared.backfilled, ...own.backfilled],
+    };
     const w = config.worker;
     const processor = makeProcessor(opts, redis, metrics, state, taskQueues.dispatch, host);
     const startOne = (name: string) => {

@@ -107,7 +107,7 @@ describe('credentials in the digest', () => {
       period: { start: at(NOW - DAY), end: at(NOW) }, generatedAt: at(NOW), scope: 'all stores', quiet: false,
       failedGlobalJobs: [job(), job()],
       stores: [{
-        name: 'agent', select: { flag: '--store', value: 'agent' }, error: p(),
+        name: 'agent', select: { flag: '--store', value: 'agent' }, error: p(), unknown: false, since: p(),
         newRows: { total: 40, flagged: 20, more: 0, shown: Array.from({ length: 40 }, row) },
         review: { due: 20, afterDays: 90, supersede: true, batch: Array.from({ length: 20 }, (_, i) => ({ id: p(), subject: p(), fact: p(), source: p(), confirmedAt: p(), link: link(i) })) },
         maintenance: {

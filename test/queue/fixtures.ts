@@ -1,4 +1,7 @@
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Redis } from 'ioredis';
+import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -162,4 +165,46 @@ export function spawnWorker(configPath: string, args: string[] = ['worker'], env
 export async function killAll(workers: SpawnedWorker[]): Promise<void> {
   for (const w of workers) if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill('SIGKILL');
   await Promise.all(workers.map((w) => w.exited));
+}
+
+/**
+ * The real Redis and the worker processes of one describe block: every worker still running is killed and every
+ * prefix handed out is deleted after each test. Call inside `describe`.
+ */
+export function useWorkerProcesses(): { redis: () => TestRedis; workers: SpawnedWorker[]; prefix(name: string): string } {
+  let redis: TestRedis | undefined;
+  const workers: SpawnedWorker[] = [];
+  const prefixes: string[] = [];
+  beforeAll(async () => {
+    assertBuilt();
+    redis = await startTestRedis();
+  });
+  afterEach(async () => {
+    await killAll(workers.splice(0));
+    for (const p of prefixes.splice(0)) await deletePrefix(redis!.client, p);
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  return {
+    redis: () => redis!,
+    workers,
+    prefix(name) {
+      const p = uniquePrefix(name);
+      prefixes.push(p);
+      return p;
+    },
+  };
+}
+
+/** The first key under `prefix` whose value holds `text` (hash, string, list, sorted set, stream), or null. */
+export async function keyHolding(client: Redis, prefix: string, text: string): Promise<string | null> {
+  for (const k of await client.keys(`${prefix}:*`)) {
+    const type = await client.type(k);
+    const dump = type === 'hash' ? JSON.stringify(await client.hgetall(k)) : type === 'string' ? String(await client.get(k))
+      : type === 'list' ? JSON.stringify(await client.lrange(k, 0, -1)) : type === 'zset' ? JSON.stringify(await client.zrange(k, 0, -1))
+      : type === 'stream' ? JSON.stringify(await client.xrange(k, '-', '+')) : '';
+    if (dump.includes(text)) return k;
+  }
+  return null;
 }

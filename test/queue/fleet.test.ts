@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -78,8 +78,8 @@ describe('a fleet of hosts sharing one Redis', { timeout: 180_000 }, () => {
         stores,
       }),
     );
-    const start = (host: string) => {
-      const w = spawnWorker(file, ['worker', '--host', host], { STATE_DIR: join(dir, host) });
+    const start = (host: string, config = file) => {
+      const w = spawnWorker(config, ['worker', '--host', host], { STATE_DIR: join(dir, host) });
       workers.push(w);
       return w;
     };
@@ -262,6 +262,49 @@ describe('a fleet of hosts sharing one Redis', { timeout: 180_000 }, () => {
       await enqueueDigest(f.prefix);
       await until('the second run to finish', () => [a, c].flatMap((w) => w.lines).filter((l) => l.msg === 'job done' && l.job === 'digest').length >= 2, 30_000);
       expect(mails()).toHaveLength(1);
+    });
+
+    it("a silent host's stores are unknown, not empty, and the next digest lists what this one could not", async () => {
+      smtp.received.length = 0;
+      const off = { enabled: false };
+      const schedules = { prune: off, integrity: off, snapshot: off, digest: off, drift: off };
+      // Two digest days without moving a clock: the day is the date in the digest's time zone, UTC+14 then UTC-11.
+      const f = fleet('digest-unknown', { smtp, worker: { timezone: 'Pacific/Kiritimati', schedules } });
+      const nextDay = join(f.dir, 'fleet-next-day.yaml');
+      const cfg = JSON.parse(readFileSync(f.file, 'utf8'));
+      writeFileSync(nextDay, JSON.stringify({ ...cfg, worker: { ...cfg.worker, timezone: 'Pacific/Pago_Pago' } }));
+      const [a, b, c] = HOSTS.map((h) => f.start(h)) as [SpawnedWorker, SpawnedWorker, SpawnedWorker];
+      await Promise.all([a.ready, b.ready, c.ready]);
+      b.proc.kill('SIGKILL');
+      await b.exited;
+      const first = await enqueueDigest(f.prefix);
+      await until('the first digest', () => [a, c].some((w) => w.lines.some((l) => l.msg === 'job done' && l.jobId === first.id)), 30_000);
+      expect(mails()).toHaveLength(1);
+      const text = String(mails()[0]!.parsed.text);
+      const section = (t: string, store: string) => t.slice(t.indexOf(`=== ${store} `), t.indexOf('\n=== ', t.indexOf(`=== ${store} `) + 1));
+      const b1 = section(text, 'b1');
+      expect(b1).toMatch(/no report from host b since /);
+      expect(b1).toMatch(/Unknown: no report of this store/);
+      for (const claim of ['Nothing new', 'rows 0', 'live 0', 'no problems', 'none']) expect(b1, claim).not.toContain(claim);
+      expect(String(mails()[0]!.parsed.html)).toMatch(/Unknown: no report of this store/);
+      expect(text).toContain('new_on_a');
+
+      // the next day, b back: its section starts where the first digest could not list it; a's and c's do not repeat
+      for (const w of [a, c]) {
+        w.proc.kill('SIGTERM');
+        await w.exited;
+      }
+      const again = HOSTS.map((h) => f.start(h, nextDay));
+      await Promise.all(again.map((w) => w.ready));
+      const second = await enqueueDigest(f.prefix);
+      await until('the second digest', () => again.some((w) => w.lines.some((l) => l.msg === 'job done' && l.jobId === second.id)), 30_000);
+      expect(mails()).toHaveLength(2);
+      const next = String(mails()[1]!.parsed.text);
+      expect(section(next, 'b1')).toContain('new_on_b');
+      expect(section(next, 'b1')).toMatch(/section starts at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: an earlier digest had no report of it/);
+      expect(next).not.toContain('new_on_a');
+      expect(next).not.toContain('new_on_c');
+      expect(next).not.toMatch(/Unknown: no report/);
     });
 
     it('a digest job killed after the server took the message is retried on another host and never sends a second Message-ID', async () => {

@@ -93,6 +93,37 @@ describe('worker processes', () => {
     expect(await t.queue.getCompletedCount()).toBe(finishedIds.length);
   });
 
+  it('a worker killed with SIGKILL over its next cron tick runs that missed run once when it is back', async () => {
+    const t = setup('missed', { live: 2 }, { schedules: { prune: { enabled: true, pattern: '* * * * * *' } } }, quick);
+    const first = t.start();
+    await first.ready;
+    await first.waitFor('a scheduled run', (l) => l.msg === 'job done');
+    first.proc.kill('SIGKILL');
+    await first.exited;
+    // the run the scheduler has due next; nobody is up to take it, so it is still delayed once its time has passed
+    const due = Number((await t.queue.getJobScheduler('prune:agent'))!.next);
+    await until('the tick to pass with nobody up', () => Date.now() > due + 50, 5000);
+    expect(await state(t.queue, `repeat:prune:agent:${due}`)).toBe('delayed');
+
+    const back = t.start();
+    await back.ready;
+    const missed = `missed:${encodeURIComponent('prune:agent')}:${due}`;
+    expect(back.lines.find((l) => l.msg.startsWith('a run was due while no worker was up'))).toMatchObject({ scheduler: 'prune:agent', jobId: missed });
+    await back.waitFor('the missed run to finish', (l) => l.msg === 'job done' && l.jobId === missed);
+    await until('later ticks to run too', () => back.lines.filter((l) => l.msg === 'job done').length >= 2);
+    // a second restart finds nothing missed: the run is not put back again
+    back.proc.kill('SIGTERM');
+    expect((await back.exited).code).toBe(0);
+    const again = t.start();
+    await again.ready;
+    const sync = again.lines.find((l) => l.msg === 'job schedulers in sync with config' && String(l.queue).endsWith('.solo'))!;
+    expect((sync.backfilled as string[]).filter((id) => id === missed)).toEqual([]);
+    const starts = [first, back, again].flatMap((w) => w.lines.filter((l) => l.msg === 'job start' && l.attempt === 1).map((l) => String(l.jobId)));
+    expect(starts.filter((id) => id === missed)).toHaveLength(1);
+    expect(starts).not.toContain(`repeat:prune:agent:${due}`);
+    expect(new Set(starts).size).toBe(starts.length);
+  });
+
   it('the per-store lock serialises writers across processes: the second waits until the first released', async () => {
     const t = setup('serial', { expired: 1000, live: 1 }); // 20 batches
     const a = t.start();
