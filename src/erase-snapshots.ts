@@ -7,6 +7,9 @@ import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layo
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
+import { recordErasedSnapshots, wantsNothing, type HoldsWanted } from './erase-ledger.js';
+import { readManifest, type Manifest } from './snapshot/manifest.js';
+import { holdsContain, holdsStream } from './snapshot/targets/holds.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
@@ -21,7 +24,8 @@ export interface SnapshotCopies {
  * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
  */
 export async function snapshotCopies(
-  config: Config, storeName: string, texts: string[], subject: string | undefined, opts: { remove: boolean; locked: boolean; log: Logger },
+  config: Config, storeName: string, texts: string[], subject: string | undefined,
+  opts: { remove: boolean; locked: boolean; log: Logger; holds?: HoldsSearch; stateDb?: string; now?: () => number },
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
   const root = storeSnapshotDir(config, storeName);
@@ -30,16 +34,19 @@ export async function snapshotCopies(
     const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
-  const found = await snapshotsContaining(root, texts, subject);
+  const found = await snapshotsContaining(root, texts, subject, opts.holds && { ...opts.holds, log: opts.log });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
+  const server = q && (texts.length > 0 || subject !== undefined || (opts.holds?.want.ids.size ?? 0) > 0) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
   if (!opts.remove || found.length === 0) return { found, deleted };
   const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
   try {
-    for (const dir of found.filter((f) => !f.startsWith('qdrant:'))) {
+    const folders = found.filter((f) => !f.startsWith('qdrant:'));
+    // Recorded first: a copy of the folder that comes back (a crash before the rm, a copy of the root) is never uploaded.
+    if (opts.stateDb) recordErasedSnapshots(opts.stateDb, storeName, folders.map((d) => basename(d)), opts.now?.() ?? Date.now());
+    for (const dir of folders) {
       rmSync(dir, { recursive: true, force: true });
       deleted.push(dir);
     }
@@ -72,7 +79,7 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
  * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
  * pages is still found. Symlinks are not followed.
  */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
+export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: HoldsSearch & { log: Logger }): Promise<string[]> {
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -84,17 +91,50 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
-    for (const file of filesUnder(dir)) {
-      // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
-      const search = searchFor(texts, subject);
-      if (!search) return [];
-      if (await fileContains(file, search)) {
-        out.push(dir);
-        break;
-      }
-    }
+    if ((await folderHoldsText(dir, texts, subject)) || (holds && (await sqliteHolds(dir, holds)))) out.push(dir);
   }
   return out;
+}
+
+async function folderHoldsText(dir: string, texts: string[], subject: string | undefined): Promise<boolean> {
+  for (const file of filesUnder(dir)) {
+    // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
+    const search = searchFor(texts, subject);
+    if (!search) return false;
+    if (await fileContains(file, search)) return true;
+  }
+  return false;
+}
+
+/** The erase key, and the keyed hashes of the erased ids and user (erase-ledger.ts): what a snapshot's holds name. */
+export interface HoldsSearch {
+  key: Buffer;
+  want: HoldsWanted;
+  store: string;
+}
+
+/**
+ * Whether a snapshot folder's SQLite copy holds an erased id or user, searched exactly as a remote copy is: through
+ * the holds its upload would carry (holds.ts), so a row pruned before the erase (whose text erase never saw) is
+ * found here as it is on a target. Only a folder whose manifest says it is a snapshot of this store is judged; one
+ * whose copy cannot be read cannot be ruled out.
+ */
+async function sqliteHolds(dir: string, h: HoldsSearch & { log: Logger }): Promise<boolean> {
+  if (wantsNothing(h.want)) return false;
+  let m: Manifest;
+  try {
+    m = readManifest(dir);
+  } catch {
+    return false; // not a complete snapshot: the byte search above is all that applies to it
+  }
+  if (m.store !== h.store) return false;
+  try {
+    if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
+    return await holdsContain(holdsStream(join(dir, m.sqlite.file), h.key), h.want, dir);
+  } catch (err) {
+    h.log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
+    return true;
+  }
 }
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
