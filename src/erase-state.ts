@@ -105,7 +105,7 @@ export function textMatcher(texts: readonly string[], subject?: string): (v: str
   let holdsText: ((v: string) => boolean) | undefined;
   const index = () => {
     const needles = new Set<string>();
-    for (const t of texts) for (const w of windows(folded(t))) needles.add(w);
+    for (const t of texts) for (const form of [folded(t), spaced(folded(t))]) for (const w of windows(form)) needles.add(w);
     return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
   };
   const subjectForm = subject === undefined ? '' : folded(subject);
@@ -113,15 +113,17 @@ export function textMatcher(texts: readonly string[], subject?: string): (v: str
   if (!texts.some((t) => folded(t).length >= MIN_TEXT) && subjectForm === '') return () => false;
   return (v) => {
     const f = folded(v);
-    if ((holdsText ??= index())(f)) return true;
+    const words = spaced(f);
+    holdsText ??= index();
+    if (holdsText(f) || holdsText(words)) return true;
     if (subjectForm === '') return false;
-    return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && spaced(f).includes(subjectWords));
+    return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
 }
 
 /**
- * Words only: `zanthe quillory` is in `/home/zanthe-quillory/` and in `Zanthe_Quillory`. For the subject, whose
- * words a record may join with any separator (a path, a slug, a user name).
+ * Words only: `zanthe quillory` is in `/home/zanthe-quillory/` and in `Zanthe_Quillory`. A record may join the
+ * words of a subject or a text with any separator (a path, a slug, a user name, a log line's own punctuation).
  */
 function spaced(f: string): string {
   return f.replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
