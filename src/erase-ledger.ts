@@ -9,7 +9,7 @@ import { storeError } from './errors.js';
 import { readRegularFile } from './read-file.js';
 import { toCanonical, type Instant } from './time.js';
 import { asciiLower } from './needles.js';
-import { idMac, userMac } from './snapshot/targets/holds.js';
+import { idMac } from './snapshot/targets/holds.js';
 import type { EraseSelector } from './layouts/contract.js';
 
 /**
@@ -143,15 +143,3 @@ export function erasedSnapshots(stateDb: string, store: string): Set<string> {
   }
 }
 
-/** What a snapshot's holds are searched for: the hashes of the erased ids (this run's and earlier runs') and user. */
-export interface HoldsWanted {
-  ids: ReadonlySet<string>;
-  user?: string;
-}
-
-export function holdsWanted(key: Buffer, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] }): HoldsWanted {
-  const ids = new Set([...erased.ids.map((id) => idMac(key, id)), ...(erased.earlier ?? [])]);
-  return erased.user === undefined ? { ids } : { ids, user: userMac(key, erased.user) };
-}
-
-export const wantsNothing = (w: HoldsWanted) => w.ids.size === 0 && w.user === undefined;

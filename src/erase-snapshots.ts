@@ -7,9 +7,8 @@ import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layo
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
-import { recordErasedSnapshots, wantsNothing, type HoldsWanted } from './erase-ledger.js';
-import { readManifest, type Manifest } from './snapshot/manifest.js';
-import { holdsContain, holdsStream } from './snapshot/targets/holds.js';
+import { recordErasedSnapshots } from './erase-ledger.js';
+import { sqliteHolds, type HoldsSearch } from './erase-snapshot-holds.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
@@ -34,10 +33,10 @@ export async function snapshotCopies(
     const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
-  const found = await snapshotsContaining(root, texts, subject, opts.holds && { ...opts.holds, log: opts.log });
+  const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined || (opts.holds?.want.ids.size ?? 0) > 0) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
+  const server = q && (texts.length > 0 || subject !== undefined || (opts.holds !== undefined && (opts.holds.ids.length > 0 || opts.holds.earlier.length > 0))) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
   if (!opts.remove || found.length === 0) return { found, deleted };
@@ -79,7 +78,7 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
  * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
  * pages is still found. Symlinks are not followed.
  */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: HoldsSearch & { log: Logger }): Promise<string[]> {
+export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger }): Promise<string[]> {
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -91,7 +90,7 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
-    if ((await folderHoldsText(dir, texts, subject)) || (holds && (await sqliteHolds(dir, holds)))) out.push(dir);
+    if ((await folderHoldsText(dir, texts, subject)) || (holds !== undefined && (await sqliteHolds(dir, holds.search, holds.log)))) out.push(dir);
   }
   return out;
 }
@@ -104,37 +103,6 @@ async function folderHoldsText(dir: string, texts: string[], subject: string | u
     if (await fileContains(file, search)) return true;
   }
   return false;
-}
-
-/** The erase key, and the keyed hashes of the erased ids and user (erase-ledger.ts): what a snapshot's holds name. */
-export interface HoldsSearch {
-  key: Buffer;
-  want: HoldsWanted;
-  store: string;
-}
-
-/**
- * Whether a snapshot folder's SQLite copy holds an erased id or user, searched exactly as a remote copy is: through
- * the holds its upload would carry (holds.ts), so a row pruned before the erase (whose text erase never saw) is
- * found here as it is on a target. Only a folder whose manifest says it is a snapshot of this store is judged; one
- * whose copy cannot be read cannot be ruled out.
- */
-async function sqliteHolds(dir: string, h: HoldsSearch & { log: Logger }): Promise<boolean> {
-  if (wantsNothing(h.want)) return false;
-  let m: Manifest;
-  try {
-    m = readManifest(dir);
-  } catch {
-    return false; // not a complete snapshot: the byte search above is all that applies to it
-  }
-  if (m.store !== h.store) return false;
-  try {
-    if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
-    return await holdsContain(holdsStream(join(dir, m.sqlite.file), h.key), h.want, dir);
-  } catch (err) {
-    h.log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
-    return true;
-  }
 }
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */

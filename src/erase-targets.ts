@@ -2,8 +2,8 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { coerceError } from './errors.js';
 import { expandHome } from './config.js';
-import { eraseKey, holdsWanted, recordErasedSnapshots, wantsNothing, type HoldsWanted } from './erase-ledger.js';
-import { HOLDS_KEY, holdsContain } from './snapshot/targets/holds.js';
+import { eraseKey, recordErasedSnapshots } from './erase-ledger.js';
+import { HOLDS_KEY, holdsContain, idMac, userMac } from './snapshot/targets/holds.js';
 import { hashing } from './snapshot/targets/digest.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
 import type { withTarget } from './snapshot/targets/replicate.js';
@@ -102,3 +102,16 @@ async function holdsMatch(t: Target, name: string, kid: string, want: HoldsWante
     return `unreadable ${HOLDS_KEY}: ${(err as Error).message}`;
   }
 }
+
+/** What a snapshot's holds are searched for: the hashes of the erased ids (this run's and earlier runs') and user. */
+interface HoldsWanted {
+  ids: ReadonlySet<string>;
+  user?: string;
+}
+
+function holdsWanted(key: Buffer, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] }): HoldsWanted {
+  const ids = new Set([...erased.ids.map((id) => idMac(key, id)), ...(erased.earlier ?? [])]);
+  return erased.user === undefined ? { ids } : { ids, user: userMac(key, erased.user) };
+}
+
+const wantsNothing = (w: HoldsWanted) => w.ids.size === 0 && w.user === undefined;

@@ -14,7 +14,7 @@ import { snapshotCopies } from './erase-snapshots.js';
 import { remoteSnapshotCopies } from './erase-targets.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
-import { deletedFor, earlierIdMacs, eraseKey, holdsWanted, recordErasedIds, selectorMac } from './erase-ledger.js';
+import { deletedFor, earlierIdMacs, eraseKey, recordErasedIds, selectorMac } from './erase-ledger.js';
 import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
 import { storeSnapshotDir } from './snapshot/layout.js';
@@ -86,9 +86,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
           // now, those named by --ids, and those earlier erases of this selector erased (erase-ledger.ts).
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
-          const key = eraseKey(stateDb);
           const remove = !dryRun && (opts.snapshots ?? false);
-          const holds = { key, want: holdsWanted(key, person), store: storeName };
+          const holds = { key: eraseKey(stateDb), store: storeName, ...person };
           ({ found, deleted } = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now }));
           const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now });
           found.push(...remote.found);
