@@ -20,6 +20,9 @@ export interface HoldsSearch {
 
 export const searchesHolds = (h: HoldsSearch) => h.ids.length > 0 || h.user !== undefined || h.earlier.length > 0;
 
+/** 'holds', 'unsure' (it cannot be ruled out), or null. */
+export type HoldsAnswer = 'holds' | 'unsure' | null;
+
 /**
  * Whether the folder's SQLite copy holds one of them, so a row pruned before the erase (whose text erase never saw)
  * is found here as it is on a target. Only a folder whose manifest says it is a snapshot of this store is judged
@@ -29,25 +32,25 @@ export const searchesHolds = (h: HoldsSearch) => h.ids.length > 0 || h.user !== 
  * earlier runs, and not erased again now) need every id of the copy hashed, as making its holds does (seconds per
  * million rows).
  */
-export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Promise<boolean> {
-  if (!searchesHolds(h)) return false;
+export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Promise<HoldsAnswer> {
+  if (!searchesHolds(h)) return null;
   let m: Manifest;
   try {
     m = readManifest(dir);
   } catch {
-    return false;
+    return null;
   }
-  if (m.store !== h.store) return false;
+  if (m.store !== h.store) return null;
   try {
     if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
     const file = join(dir, m.sqlite.file);
-    if (plainHolds(file, h.ids, h.user)) return true;
+    if (plainHolds(file, h.ids, h.user)) return 'holds';
     const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
     const extra = new Set(h.earlier.filter((mac) => !mine.has(mac)));
-    return extra.size > 0 && (await holdsContain(holdsStream(file, h.key), { ids: extra }, dir));
+    return extra.size > 0 && (await holdsContain(holdsStream(file, h.key), { ids: extra }, dir)) ? 'holds' : null;
   } catch (err) {
     log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
-    return true;
+    return 'unsure';
   }
 }
 

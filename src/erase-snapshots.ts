@@ -14,6 +14,8 @@ export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
   found: string[];
   deleted: string[];
+  /** Those of `found` that may not hold it: they could not be searched (a copy that cannot be read). */
+  unverified: string[];
 }
 
 /**
@@ -33,13 +35,14 @@ export async function snapshotCopies(
     const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
-  const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log });
+  const unverified: string[] = [];
+  const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
   const server = q && (texts.length > 0 || subject !== undefined || (opts.holds !== undefined && (opts.holds.ids.length > 0 || opts.holds.earlier.length > 0))) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
-  if (!opts.remove || found.length === 0) return { found, deleted };
+  if (!opts.remove || found.length === 0) return { found, deleted, unverified };
   const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
   try {
     const folders = found.filter((f) => !f.startsWith('qdrant:'));
@@ -56,7 +59,7 @@ export async function snapshotCopies(
   } finally {
     lock.release();
   }
-  return { found, deleted };
+  return { found, deleted, unverified };
 }
 
 /** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */
@@ -78,7 +81,8 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
  * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
  * pages is still found. Symlinks are not followed.
  */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger }): Promise<string[]> {
+export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
+): Promise<string[]> {
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -90,7 +94,12 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
-    if ((await folderHoldsText(dir, texts, subject)) || (holds !== undefined && (await sqliteHolds(dir, holds.search, holds.log)))) out.push(dir);
+    if (await folderHoldsText(dir, texts, subject)) out.push(dir);
+    else if (holds) {
+      const answer = await sqliteHolds(dir, holds.search, holds.log);
+      if (answer) out.push(dir);
+      if (answer === 'unsure') holds.unverified.push(dir);
+    }
   }
   return out;
 }

@@ -23,27 +23,28 @@ import { readRemoteManifest } from './snapshot/targets/remote-manifest.js';
 export async function remoteSnapshotCopies(
   config: Config, store: string, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] },
   opts: { remove: boolean; log: Logger; now?: () => number },
-): Promise<{ found: string[]; deleted: string[] }> {
+): Promise<{ found: string[]; deleted: string[]; unverified: string[] }> {
   const found: string[] = [];
   const deleted: string[] = [];
+  const unverified: string[] = [];
   // The targets' code (with its encryption) loads only when targets are configured.
-  if (config.snapshot.targets.length === 0) return { found, deleted };
+  if (config.snapshot.targets.length === 0) return { found, deleted, unverified };
   const { targetsFor } = await import('./snapshot/targets/replicate.js');
   const targets = targetsFor(config, store);
-  if (targets.length === 0 || (erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0)) return { found, deleted };
+  if (targets.length === 0 || (erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0)) return { found, deleted, unverified };
   // Uploads stay out meanwhile, so no snapshot becomes complete on a target behind the search.
   const lock = opts.remove ? lockSnapshots(storeSnapshotDir(config, store), 'erase') : undefined;
   try {
-    await searchTargets(config, store, erased, opts, found, deleted);
+    await searchTargets(config, store, erased, opts, { found, deleted, unverified });
   } finally {
     lock?.release();
   }
-  return { found, deleted };
+  return { found, deleted, unverified };
 }
 
 async function searchTargets(
   config: Config, store: string, erased: Parameters<typeof remoteSnapshotCopies>[2], opts: { remove: boolean; log: Logger; now?: () => number },
-  found: string[], deleted: string[],
+  { found, deleted, unverified }: { found: string[]; deleted: string[]; unverified: string[] },
 ): Promise<void> {
   const { keyId, targetsFor, withTarget } = await import('./snapshot/targets/replicate.js');
   const stateDb = expandHome(config.stateDb);
@@ -58,6 +59,7 @@ async function searchTargets(
           if (!why) continue;
           const label = `target:${tcfg.name}/${name}`;
           found.push(label);
+          if (why !== 'holds') unverified.push(label);
           if (why !== 'holds') opts.log.warn({ store, target: tcfg.name, snapshot: name, why }, 'cannot rule out that a remote snapshot holds the erased data');
           if (opts.remove) {
             recordErasedSnapshots(stateDb, store, [name], opts.now?.() ?? Date.now());
@@ -69,7 +71,9 @@ async function searchTargets(
     } catch (err) {
       const e = coerceError(err);
       opts.log.error({ store, target: tcfg.name, err: e.message }, 'erase could not look into a snapshot target');
-      found.push(`target:${tcfg.name} (unreachable: ${e.message.slice(0, 200)})`);
+      const label = `target:${tcfg.name} (unreachable: ${e.message.slice(0, 200)})`;
+      found.push(label);
+      unverified.push(label);
     }
   }
 }

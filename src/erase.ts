@@ -69,6 +69,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let walTruncated = false;
   let found: string[] = [];
   let deleted: string[] = [];
+  let unverified: string[] = [];
   const snapshotRoot = storeSnapshotDir(config, storeName);
   const stateDb = expandHome(config.stateDb);
   const subject = 'subject' in sel ? sel.subject : undefined;
@@ -88,10 +89,11 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
           const holds = { key: eraseKey(stateDb), store: storeName, ...person };
-          ({ found, deleted } = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now }));
+          ({ found, deleted, unverified } = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now }));
           const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now });
           found.push(...remote.found);
           deleted.push(...remote.deleted);
+          unverified.push(...remote.unverified);
           remoteDeleted = remote.deleted.length;
         };
         ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts, worker, copies));
@@ -119,7 +121,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     counts: erased.counts,
     vacuumed,
     walTruncated,
-    snapshots: { found, deleted },
+    snapshots: { found, deleted, unverified },
     places: [
       ...Object.entries(erased.counts).map(([k, count]) => ({ place: `store:${k}`, count })),
       ...statePlaces,

@@ -33,7 +33,7 @@ interface World {
   backups: string;
   target: string;
   run(...args: string[]): ReturnType<typeof cli>;
-  erase(...args: string[]): { code: number; found: string[]; deleted: string[]; stderr: string };
+  erase(...args: string[]): { code: number; found: string[]; deleted: string[]; unverified: string[]; stderr: string };
   remote(): string[];
 }
 
@@ -58,7 +58,7 @@ function world(withTarget: boolean): World {
       const r = run('erase', ...args, '--json');
       if (r.code !== 0 && r.code !== 1) throw new Error(`erase ${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
       const receipt = r.json();
-      return { code: r.code, found: receipt.snapshots.found, deleted: receipt.snapshots.deleted, stderr: r.stderr };
+      return { code: r.code, found: receipt.snapshots.found, deleted: receipt.snapshots.deleted, unverified: receipt.snapshots.unverified, stderr: r.stderr };
     },
     remote: () => (existsSync(join(target, 'agent')) ? readdirSync(join(target, 'agent')).filter((n) => !n.startsWith('.')).sort() : []),
   };
@@ -109,6 +109,7 @@ describe('erase keeps its exit code across runs', () => {
     const first = w.erase('--subject', 'insulin', '--snapshots');
     expect(first.deleted).toEqual([local(w, S1)]);
     expect(first.found).toContainEqual(expect.stringMatching(/^target:disk \(unreachable: /));
+    expect(first.unverified).toEqual(first.found.filter((f) => f.startsWith('target:')));
     expect(first.code).toBe(1);
     renameSync(`${w.target}.unmounted`, w.target);
 
@@ -164,8 +165,9 @@ describe('a holds file that cannot be verified cannot rule a snapshot out', () =
     const hers = JSON.parse(unzip(readFileSync(join(saved, 'holds.json.gz')))) as Holds;
     writeFileSync(join(w.target, 'agent', S0, 'holds.json.gz'), forge(hers, readFileSync(join(w.target, 'agent', SB, 'holds.json.gz'))));
     const r = w.erase('--user', 'carol');
-    expect(r.found).toEqual([remoteLabel(S0)]);
-    expect(r.code).toBe(1);
+    expect(r).toMatchObject({ code: 1, found: [remoteLabel(S0)], unverified: [remoteLabel(S0)] });
+    const printed = w.run('erase', '--user', 'carol');
+    expect(printed.stdout).toContain(`snapshot cannot be ruled out, may still contain it: ${remoteLabel(S0)}`);
     expect(w.erase('--user', 'carol', '--snapshots')).toMatchObject({ code: 0, deleted: [remoteLabel(S0)] });
     expect(w.remote()).toEqual([SB]);
   });

@@ -63,10 +63,10 @@ describe('a local snapshot answers as its holds file would', () => {
       const wanted = { ids: new Set(q.ids.map((id) => idMac(key, id))), ...(q.user === undefined ? {} : { user: userMac(key, q.user) }) };
       const truth = await holdsContain(holdsStream(join(dir, 'store.db'), key), wanted, 'test');
       const plain: HoldsSearch = { key, store: 'agent', ids: q.ids, user: q.user, earlier: [] };
-      expect(await sqliteHolds(dir, plain, silentLogger), `${JSON.stringify(q)} plain`).toBe(truth);
+      expect(await sqliteHolds(dir, plain, silentLogger), `${JSON.stringify(q)} plain`).toBe(truth ? 'holds' : null);
       // The same ids known only by their hashes, as a later run knows them.
       const hashed: HoldsSearch = { key, store: 'agent', ids: [], earlier: [...wanted.ids] };
-      if (q.user === undefined) expect(await sqliteHolds(dir, hashed, silentLogger), `${JSON.stringify(q)} hashed`).toBe(truth);
+      if (q.user === undefined) expect(await sqliteHolds(dir, hashed, silentLogger), `${JSON.stringify(q)} hashed`).toBe(truth ? 'holds' : null);
     }
   });
 
@@ -74,17 +74,17 @@ describe('a local snapshot answers as its holds file would', () => {
     const key = eraseKey(join(tmp.dir, 'state.db'));
     const ask = (dir: string) => sqliteHolds(dir, { key, store: 'agent', ids: ['none'], earlier: [idMac(key, 'gone')] }, silentLogger);
     const other = snapshotFolder('2026-11-20T020000Z', SCHEMAS['warden, subject names the user']!, 'other');
-    expect(await ask(other)).toBe(false);
+    expect(await ask(other)).toBe(null);
     const bare = join(tmp.dir, 'backups', 'agent', 'not-a-snapshot');
     mkdirSync(bare, { recursive: true });
-    expect(await ask(bare)).toBe(false);
+    expect(await ask(bare)).toBe(null);
     const broken = snapshotFolder('2026-11-21T020000Z', []);
     writeFileSync(join(broken, 'store.db'), 'not a database, whatever its manifest says');
-    expect(await ask(broken)).toBe(true);
+    expect(await ask(broken)).toBe('unsure');
     const outside = snapshotFolder('2026-11-22T020000Z', SCHEMAS['warden, subject names the user']!);
     writeFileSync(join(outside, 'manifest.json'), JSON.stringify({
       format: 'memory-warden-snapshot/1', store: 'agent', qdrant: [], sqlite: { file: '../../../state.db' }, files: { 'store.db': { bytes: 0, sha256: '' } },
     }));
-    expect(await ask(outside)).toBe(true); // its SQLite copy is not one of its files: never read, not ruled out
+    expect(await ask(outside)).toBe('unsure'); // its SQLite copy is not one of its files: never read, not ruled out
   });
 });
