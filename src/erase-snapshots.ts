@@ -39,7 +39,9 @@ export async function snapshotCopies(
   const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined || (opts.holds !== undefined && (opts.holds.ids.length > 0 || opts.holds.earlier.length > 0))) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
+  // Server-side snapshots cannot be searched: listed whenever there is something erased to hold, now or earlier.
+  const erasedAny = texts.length > 0 || subject !== undefined || (opts.holds !== undefined && opts.holds.ids.length + opts.holds.earlier.length > 0);
+  const server = q && erasedAny ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
   if (!opts.remove || found.length === 0) return { found, deleted, unverified };
@@ -75,13 +77,15 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
  * it finds the text in SQLite copies (free pages included) and in payload JSON; a snapshot that compresses its
- * payloads is beyond it (README, Erase).
+ * payloads is beyond it (README, Erase). A folder the texts are not in is then asked for the erased ids and user
+ * as its holds would name them (`holds`, erase-snapshot-holds.ts), as a target's copy of it is.
  *
  * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
  * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
  * pages is still found. Symlinks are not followed.
  */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
+export async function snapshotsContaining(
+  storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
 ): Promise<string[]> {
   let entries: string[];
   try {
