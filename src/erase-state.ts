@@ -1,5 +1,6 @@
 import { truncateWal, type Db } from './store/sqlite.js';
 import { textFinder } from './needles.js';
+import { idMac } from './snapshot/targets/holds.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
@@ -23,6 +24,11 @@ export interface StateTarget {
   ids: readonly string[];
   texts: readonly string[];
   subject?: string;
+  /**
+   * Ids earlier erases of the same person erased, known by their keyed hash only (erase-ledger.ts), with the key:
+   * a record about one of those memories written since (a verdict a drift task brought back late) goes whole too.
+   */
+  earlier?: { key: Buffer; macs: ReadonlySet<string> };
 }
 
 const OWN = new Set(['erase_receipts', 'erase_receipt_places']);
@@ -204,12 +210,15 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
     else places.push({ place, count });
   };
   db.function('warden_erased_text', { deterministic: true }, (v: unknown) => (typeof v === 'string' && holds(v) ? 1 : 0));
+  const earlier = t.earlier;
+  db.function('warden_erased_earlier', { deterministic: true }, (v: unknown) => (earlier && v !== null && earlier.macs.has(idMac(earlier.key, String(v))) ? 1 : 0));
   const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
   const run = () => {
     // Whole records about the erased memories.
+    const erasedId = `(memory_id IN (SELECT value FROM json_each(?))${earlier && earlier.macs.size > 0 ? ' OR warden_erased_earlier(memory_id)' : ''})`;
     const whole: [table: string, where: string][] = [
-      ['drift_verdicts', `store = ? AND memory_id IN (SELECT value FROM json_each(?))`],
-      ['warden_deletions', `store = ? AND memory_id IN (SELECT value FROM json_each(?))`],
+      ['drift_verdicts', `store = ? AND ${erasedId}`],
+      ['warden_deletions', `store = ? AND ${erasedId}`],
     ];
     for (const [table, where] of whole) {
       if (!tables.includes(table)) continue;

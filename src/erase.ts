@@ -158,9 +158,10 @@ async function eraseStoreAndRecords(
     const key = eraseKey(stateDb);
     const selector = selectorMac(key, sel);
     const earlier = earlierIdMacs(state, store.name, selector);
+    const earlierIds = { key, macs: new Set(earlier) };
     if (dryRun || !worker) {
       const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
-      const statePlaces = scrubState(state, stateTarget(store.name, erased, subject), true);
+      const statePlaces = scrubState(state, stateTarget(store.name, erased, subject, earlierIds), true);
       await copies(erased.texts, erased.ids, earlier);
       return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
     }
@@ -170,7 +171,7 @@ async function eraseStoreAndRecords(
     if (lines) assertIntactLines(lines, store.path, 'quick_check');
     else assertIntact(store.db, store.path);
     state.pragma('secure_delete = ON');
-    let statePlaces = scrubState(state, stateTarget(store.name, planned, subject), false);
+    let statePlaces = scrubState(state, stateTarget(store.name, planned, subject, earlierIds), false);
     // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for.
     recordErasedIds(state, key, store.name, selector, planned.ids);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
@@ -195,7 +196,7 @@ async function eraseStoreAndRecords(
     const compaction = worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
     recordErasedIds(state, key, store.name, selector, erased.ids); // rows the agent added since the plan
-    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, subject), false));
+    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, subject, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
@@ -206,8 +207,8 @@ async function eraseStoreAndRecords(
 }
 
 /** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
-function stateTarget(store: string, e: Erased, subject: string | undefined) {
-  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject };
+function stateTarget(store: string, e: Erased, subject: string | undefined, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
+  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, earlier };
 }
 
 /** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */

@@ -136,4 +136,21 @@ describe('erase takes every field of an erased memory out of memory-warden\'s re
     }
     expect(existsSync(join(w.stateDir, 'erase.key'))).toBe(true);
   });
+
+  it.each(selectors)('%s again: a verdict about an erased memory recorded after the erase (a drift task that came back late) goes whole', async (_label, sel) => {
+    const w = world();
+    await erase(w.config, 'agent', sel, { now: () => NOW });
+    const state = openStateDb(w.config.stateDb);
+    recordVerdict(state, { store: 'agent', memoryId: ID, verdict: 'contradicted', verifier: 'file', checkedAt: NOW + 1, needsPerson: true, evidence: { current: 'her passport moved to the safe' } });
+    recordVerdict(state, { store: 'agent', memoryId: 'mem-bob-0002', verdict: 'unverifiable', verifier: null, checkedAt: NOW + 1, needsPerson: true, evidence: { reason: 'nothing to read' } });
+    state.close();
+    const again = await erase(w.config, 'agent', sel, { now: () => NOW + 2 });
+    expect(again.memories).toBe(0);
+    expect(again.places).toContainEqual({ place: 'state:drift_verdicts', count: 1 });
+    const db = new Database(w.config.stateDb, { readonly: true });
+    const left = db.prepare(`SELECT memory_id FROM drift_verdicts`).pluck().all();
+    expect(left).toContain('mem-bob-0002');
+    expect(left.filter((id) => String(id).startsWith('mem-zq'))).toEqual([]);
+    db.close();
+  });
 });
