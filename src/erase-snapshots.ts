@@ -9,6 +9,7 @@ import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
 import { recordErasedSnapshots } from './erase-ledger.js';
 import { sqliteHolds, type HoldsSearch } from './erase-snapshot-holds.js';
+import { readManifest, type Manifest } from './snapshot/manifest.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
@@ -16,6 +17,11 @@ export interface SnapshotCopies {
   deleted: string[];
   /** Those of `found` that may not hold it: they could not be searched (a copy that cannot be read). */
   unverified: string[];
+  /**
+   * The files (name → sha256, bytes) of each snapshot folder found to hold it, by snapshot name, read before any
+   * was deleted: a target's copy with the same files holds the same bytes (erase-targets.ts).
+   */
+  holding: Map<string, Manifest['files']>;
 }
 
 /**
@@ -44,7 +50,15 @@ export async function snapshotCopies(
   const server = q && erasedAny ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
-  if (!opts.remove || found.length === 0) return { found, deleted, unverified };
+  const holding = new Map<string, Manifest['files']>();
+  for (const dir of found.filter((f) => !f.startsWith('qdrant:') && !unverified.includes(f))) {
+    try {
+      holding.set(basename(dir), readManifest(dir).files);
+    } catch {
+      // not a complete snapshot: no target holds a copy of it
+    }
+  }
+  if (!opts.remove || found.length === 0) return { found, deleted, unverified, holding };
   const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
   try {
     const folders = found.filter((f) => !f.startsWith('qdrant:'));
@@ -61,7 +75,7 @@ export async function snapshotCopies(
   } finally {
     lock.release();
   }
-  return { found, deleted, unverified };
+  return { found, deleted, unverified, holding };
 }
 
 /** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */

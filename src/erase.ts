@@ -89,8 +89,9 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
           const holds = { key: eraseKey(stateDb), store: storeName, ...person };
-          ({ found, deleted, unverified } = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now }));
-          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now });
+          const local = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now });
+          ({ found, deleted, unverified } = local);
+          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now, holding: local.holding });
           found.push(...remote.found);
           deleted.push(...remote.deleted);
           unverified.push(...remote.unverified);

@@ -102,6 +102,18 @@ describe('erase finds a row pruned before it in local snapshots, as on a target'
   });
 });
 
+describe('erase finds a target\'s copy of a local snapshot that holds the text', () => {
+  it('--subject naming a row pruned before the erase: its local snapshot and that snapshot\'s upload, not the others', () => {
+    const w = world(true);
+    const first = w.erase('--subject', 'kelp road');
+    expect([...first.found].sort()).toEqual([local(w, S0), remoteLabel(S0)].sort());
+    expect(first.code).toBe(1);
+    expect(w.erase('--subject', 'KELP ROAD', '--snapshots')).toMatchObject({ code: 0 });
+    expect(w.remote()).toEqual([SB, S1]);
+    expect(w.erase('--subject', 'kelp road')).toMatchObject({ code: 0, found: [] });
+  });
+});
+
 describe('erase keeps its exit code across runs', () => {
   it('--subject: a run that deleted the local copies but could not reach the target is followed by runs that find the remote copy until it is gone', () => {
     const w = world(true);
