@@ -16,10 +16,10 @@ import type { Manifest } from './snapshot/manifest.js';
  * are found too. The ids are this run's and those earlier erases of the same selector erased (erase-ledger.ts).
  * A target's copy of a local snapshot found to hold it (the same files, by their digests) holds it too: a row pruned
  * before an erase --subject is found there through the text its local twin holds. A snapshot whose holds were made
- * with another erase key, or cannot be read, or do not match the digest its
- * manifest recorded for them (a replaced holds file says nothing), or a target that cannot be reached, is reported
- * as found (it cannot be ruled out): the receipt lists it and erase exits 1 until it is dealt with. With `remove`,
- * found snapshots are recorded as erased (replicate never uploads them again), then deleted (manifest first).
+ * with another erase key, or cannot be read, or do not match the digest its manifest recorded for them (a replaced
+ * holds file says nothing), or a target that cannot be reached, is reported as found (it cannot be ruled out): the
+ * receipt lists it (and among `unverified`) and erase exits 1 until it is dealt with. With `remove`, found snapshots
+ * are recorded as erased (replicate never uploads them again), then deleted (manifest first).
  *
  * Labels: `target:<name>/<snapshot>`; an unreachable target is `target:<name> (unreachable: …)`.
  */
@@ -34,7 +34,8 @@ export async function remoteSnapshotCopies(
   if (config.snapshot.targets.length === 0) return { found, deleted, unverified };
   const { targetsFor } = await import('./snapshot/targets/replicate.js');
   const targets = targetsFor(config, store);
-  if (targets.length === 0 || (erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0 && (opts.holding?.size ?? 0) === 0)) return { found, deleted, unverified };
+  const nothingErased = erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0 && (opts.holding?.size ?? 0) === 0;
+  if (targets.length === 0 || nothingErased) return { found, deleted, unverified };
   // Uploads stay out meanwhile, so no snapshot becomes complete on a target behind the search.
   const lock = opts.remove ? lockSnapshots(storeSnapshotDir(config, store), 'erase') : undefined;
   try {
