@@ -8,9 +8,6 @@ import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
 import { readRegularFile } from './read-file.js';
 import { toCanonical, type Instant } from './time.js';
-import { asciiLower } from './needles.js';
-import { idMac } from './snapshot/targets/holds.js';
-import type { EraseSelector } from './layouts/contract.js';
 
 /**
  * What memory-warden deleted from a mem0 store, findable by the person it belonged to. mem0's history has no user
@@ -21,12 +18,7 @@ import type { EraseSelector } from './layouts/contract.js';
  * The warden layout records nothing: its rows carry no user, and its prune leaves no copy of a row in the store
  * (no history table; erase's VACUUM drops the free pages), so nothing of a pruned row waits there to be found.
  * Table `warden_deletions`: src/state/migrations/005-warden-deletions.ts.
- *
- * What each erase found, kept for the next one (`erase_needles`, src/state/migrations/006-erase-ledger.ts): the ids
- * it erased, as the keyed hashes a snapshot's holds use, under a keyed hash of its selector. A later erase of the
- * same person (the same selector) looks for those ids again in every snapshot, local and remote, though the rows,
- * their texts and the ledger rows above are gone: "exit 1 while any copy remains" holds across runs. And the
- * snapshots an erase removed (`erased_snapshots`, by name), which replicate never uploads again.
+ * What each erase found, kept for the next one: src/erase-needles.ts.
  */
 export const KEY_FILE = 'erase.key';
 
@@ -100,46 +92,3 @@ export function deletedFor(state: Db, stateDb: string, store: string, user: stri
   const rows = state.prepare(`SELECT memory_id FROM warden_deletions WHERE store = ? AND user_hmac = ?`).all(store, userHmac(eraseKey(stateDb), user)) as { memory_id: string }[];
   return rows.map((r) => String(r.memory_id));
 }
-
-/** The selector as a keyed hash: the same person asked again finds what the earlier runs erased. */
-export function selectorMac(key: Buffer, sel: EraseSelector): string {
-  const what = 'user' in sel ? `user:${sel.user}`
-    : 'subject' in sel ? `subject:${asciiLower(sel.subject.trim())}` // matched ASCII case-insensitively
-      : `ids:${[...new Set(sel.ids)].sort().join('\n')}`;
-  return createHmac('sha256', key).update(`selector:${what}`, 'utf8').digest('hex');
-}
-
-/** The id hashes (holds.ts's form) that earlier erases of this selector erased from this store. */
-export function earlierIdMacs(state: Db, store: string, selector: string): string[] {
-  return state.prepare(`SELECT mac FROM erase_needles WHERE store = ? AND selector_mac = ? AND kind = 'id'`).pluck().all(store, selector) as string[];
-}
-
-/** Record the ids an erase is about to erase (before the deletes: a crash after them must not lose them). */
-export function recordErasedIds(state: Db, key: Buffer, store: string, selector: string, ids: readonly string[]): void {
-  if (ids.length === 0) return;
-  const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
-  state.transaction(() => ids.forEach((id) => put.run(store, selector, idMac(key, id)))).immediate();
-}
-
-/** Record snapshots an erase is about to delete, before it deletes them: replicate must never upload them again. */
-export function recordErasedSnapshots(stateDb: string, store: string, names: readonly string[], at: Instant): void {
-  if (names.length === 0) return;
-  const db = openStateDb(stateDb);
-  try {
-    const put = db.prepare(`INSERT OR IGNORE INTO erased_snapshots (store, snapshot, erased_at) VALUES (?, ?, ?)`);
-    db.transaction(() => names.forEach((n) => put.run(store, n, toCanonical(at)))).immediate();
-  } finally {
-    db.close();
-  }
-}
-
-/** Names of this store's snapshots an erase removed. */
-export function erasedSnapshots(stateDb: string, store: string): Set<string> {
-  const db = openStateDb(stateDb);
-  try {
-    return new Set(db.prepare(`SELECT snapshot FROM erased_snapshots WHERE store = ?`).pluck().all(store) as string[]);
-  } finally {
-    db.close();
-  }
-}
-

@@ -14,7 +14,7 @@ export interface HoldsSearch {
   store: string;
   ids: readonly string[];
   user?: string | undefined;
-  /** Keyed hashes (holds.ts's form) of ids earlier erases of this selector erased (erase-ledger.ts). */
+  /** Keyed hashes (holds.ts's form) of ids earlier erases of this selector erased (erase-needles.ts). */
   earlier: readonly string[];
 }
 

@@ -7,7 +7,7 @@ import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layo
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
-import { recordErasedSnapshots } from './erase-ledger.js';
+import { recordErasedSnapshots } from './erase-needles.js';
 import { sqliteHolds, type HoldsSearch } from './erase-snapshot-holds.js';
 import { readManifest, type Manifest } from './snapshot/manifest.js';
 

@@ -25,7 +25,7 @@ export interface StateTarget {
   texts: readonly string[];
   subject?: string;
   /**
-   * Ids earlier erases of the same person erased, known by their keyed hash only (erase-ledger.ts), with the key:
+   * Ids earlier erases of the same person erased, known by their keyed hash only (erase-needles.ts), with the key:
    * a record about one of those memories written since (a verdict a drift task brought back late) goes whole too.
    */
   earlier?: { key: Buffer; macs: ReadonlySet<string> };

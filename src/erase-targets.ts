@@ -2,7 +2,8 @@ import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { coerceError } from './errors.js';
 import { expandHome } from './config.js';
-import { eraseKey, recordErasedSnapshots } from './erase-ledger.js';
+import { eraseKey } from './erase-ledger.js';
+import { recordErasedSnapshots } from './erase-needles.js';
 import { HOLDS_KEY, holdsContain, idMac, userMac } from './snapshot/targets/holds.js';
 import { hashing } from './snapshot/targets/digest.js';
 import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
@@ -13,7 +14,7 @@ import type { Manifest } from './snapshot/manifest.js';
 /**
  * Erase's reach into snapshot targets: the remote snapshots holding an erased memory or user, found through each
  * snapshot's `holds.json.gz` (keyed hashes of its ids and users), never by reading its content, so encrypted ones
- * are found too. The ids are this run's and those earlier erases of the same selector erased (erase-ledger.ts).
+ * are found too. The ids are this run's and those earlier erases of the same selector erased (erase-needles.ts).
  * A target's copy of a local snapshot found to hold it (the same files, by their digests) holds it too: a row pruned
  * before an erase --subject is found there through the text its local twin holds. A snapshot whose holds were made
  * with another erase key, or cannot be read, or do not match the digest its manifest recorded for them (a replaced

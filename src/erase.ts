@@ -14,7 +14,8 @@ import { snapshotCopies } from './erase-snapshots.js';
 import { remoteSnapshotCopies } from './erase-targets.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
-import { deletedFor, earlierIdMacs, eraseKey, recordErasedIds, selectorMac } from './erase-ledger.js';
+import { deletedFor, eraseKey } from './erase-ledger.js';
+import { earlierIdMacs, recordErasedIds, selectorMac } from './erase-needles.js';
 import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
 import { storeSnapshotDir } from './snapshot/layout.js';
@@ -85,7 +86,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
         const copies = async (texts: string[], ids: string[], earlier: string[]) => {
           fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);
           // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
-          // now, those named by --ids, and those earlier erases of this selector erased (erase-ledger.ts).
+          // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
           const holds = { key: eraseKey(stateDb), store: storeName, ...person };

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deletedFor, earlierIdMacs, erasedSnapshots, eraseKey, recordDeletions, recordErasedIds, recordErasedSnapshots, selectorMac, userHmac } from '../../src/erase-ledger.js';
+import { deletedFor, eraseKey, recordDeletions, userHmac } from '../../src/erase-ledger.js';
+import { earlierIdMacs, erasedSnapshots, recordErasedIds, recordErasedSnapshots, selectorMac } from '../../src/erase-needles.js';
 import { idMac } from '../../src/snapshot/targets/holds.js';
 import { openStateDb } from '../../src/state.js';
 import { tempDir } from '../helpers/store.js';

@@ -5,7 +5,8 @@ import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { coerceError, storeError, transientError, usageError, WardenError } from '../../errors.js';
-import { erasedSnapshots, eraseKey } from '../../erase-ledger.js';
+import { eraseKey } from '../../erase-ledger.js';
+import { erasedSnapshots } from '../../erase-needles.js';
 import { DIR_MODE, FILE_MODE, listSnapshots, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { readManifest } from '../manifest.js';
 import { readJournal } from '../journal.js';
@@ -143,7 +144,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   const failures: WardenError[] = [];
   try {
     removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
-    // A snapshot an erase removed is never uploaded again, whatever brought its folder back (erase-ledger.ts).
+    // A snapshot an erase removed is never uploaded again, whatever brought its folder back (erase-needles.ts).
     const erased = erasedSnapshots(expandHome(config.stateDb), store);
     const all = listSnapshots(root);
     for (const s of all.filter((x) => erased.has(x.name))) opts.log.warn({ store, snapshot: s.name }, 'not uploaded: an erase removed this snapshot');
