@@ -1,3 +1,4 @@
+/** Erase across runs and copies, through the CLI: exit 1 while any local or remote snapshot may hold the person; no re-upload. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';

@@ -1,3 +1,4 @@
+/** Every field of an erased memory (subject, fact, source, id), in any form a record quotes it, leaves the state db. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';

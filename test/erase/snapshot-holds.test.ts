@@ -1,3 +1,4 @@
+/** A local snapshot answers what its holds file would: plain and hashed look-ups against holdsContain, and what is not judged. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { mkdirSync, writeFileSync } from 'node:fs';
