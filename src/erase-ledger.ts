@@ -18,6 +18,7 @@ import { toCanonical, type Instant } from './time.js';
  * The warden layout records nothing: its rows carry no user, and its prune leaves no copy of a row in the store
  * (no history table; erase's VACUUM drops the free pages), so nothing of a pruned row waits there to be found.
  * Table `warden_deletions`: src/state/migrations/005-warden-deletions.ts.
+ * What each erase found, kept for the next one: src/erase-needles.ts.
  */
 export const KEY_FILE = 'erase.key';
 

@@ -20,7 +20,8 @@ export interface EraseReceipt {
   vacuumed: boolean;
   /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
   walTruncated: boolean;
-  snapshots: { found: string[]; deleted: string[] };
+  /** `unverified`: those of `found` that could not be searched (unreachable, unreadable, not verifiable): may hold it. */
+  snapshots: { found: string[]; deleted: string[]; unverified?: string[] };
   /** Every place erase looked, with how many records or files it erased there (store:…, state:…, files:…). */
   places: Place[];
   /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */

@@ -7,11 +7,21 @@ import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layo
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
+import { recordErasedSnapshots } from './erase-needles.js';
+import { sqliteHolds, type HoldsSearch } from './erase-snapshot-holds.js';
+import { readManifest, type Manifest } from './snapshot/manifest.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
   found: string[];
   deleted: string[];
+  /** Those of `found` that may not hold it: they could not be searched (a copy that cannot be read). */
+  unverified: string[];
+  /**
+   * The files (name → sha256, bytes) of each snapshot folder found to hold it, by snapshot name, read before any
+   * was deleted: a target's copy with the same files holds the same bytes (erase-targets.ts).
+   */
+  holding: Map<string, Manifest['files']>;
 }
 
 /**
@@ -21,7 +31,8 @@ export interface SnapshotCopies {
  * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
  */
 export async function snapshotCopies(
-  config: Config, storeName: string, texts: string[], subject: string | undefined, opts: { remove: boolean; locked: boolean; log: Logger },
+  config: Config, storeName: string, texts: string[], subject: string | undefined,
+  opts: { remove: boolean; locked: boolean; log: Logger; holds?: HoldsSearch; stateDb?: string; now?: () => number },
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
   const root = storeSnapshotDir(config, storeName);
@@ -30,16 +41,30 @@ export async function snapshotCopies(
     const stale = (await import('./snapshot/resume.js')).removeStaleStaging(storeConfig.db);
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
-  const found = await snapshotsContaining(root, texts, subject);
+  const unverified: string[] = [];
+  const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
-  const server = q && (texts.length > 0 || subject !== undefined) ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
+  // Server-side snapshots cannot be searched: listed whenever there is something erased to hold, now or earlier.
+  const erasedAny = texts.length > 0 || subject !== undefined || (opts.holds !== undefined && opts.holds.ids.length + opts.holds.earlier.length > 0);
+  const server = q && erasedAny ? await serverSnapshots(root, q, (await import('./snapshot/create.js')).snapshotCollections(storeConfig)) : [];
   const label = (s: { collection: string; name: string }) => `qdrant:${s.collection}/${s.name}`;
   found.push(...server.map(label));
-  if (!opts.remove || found.length === 0) return { found, deleted };
+  const holding = new Map<string, Manifest['files']>();
+  for (const dir of found.filter((f) => !f.startsWith('qdrant:') && !unverified.includes(f))) {
+    try {
+      holding.set(basename(dir), readManifest(dir).files);
+    } catch {
+      // not a complete snapshot: no target holds a copy of it
+    }
+  }
+  if (!opts.remove || found.length === 0) return { found, deleted, unverified, holding };
   const lock = lockSnapshots(root, 'erase'); // retention and restore stay out meanwhile
   try {
-    for (const dir of found.filter((f) => !f.startsWith('qdrant:'))) {
+    const folders = found.filter((f) => !f.startsWith('qdrant:'));
+    // Recorded first: a copy of the folder that comes back (a crash before the rm, a copy of the root) is never uploaded.
+    if (opts.stateDb) recordErasedSnapshots(opts.stateDb, storeName, folders.map((d) => basename(d)), opts.now?.() ?? Date.now());
+    for (const dir of folders) {
       rmSync(dir, { recursive: true, force: true });
       deleted.push(dir);
     }
@@ -50,7 +75,7 @@ export async function snapshotCopies(
   } finally {
     lock.release();
   }
-  return { found, deleted };
+  return { found, deleted, unverified, holding };
 }
 
 /** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */
@@ -66,13 +91,16 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
 /**
  * Erase's look into snapshots: which snapshot folders of a store still hold erased text. A plain byte search, so
  * it finds the text in SQLite copies (free pages included) and in payload JSON; a snapshot that compresses its
- * payloads is beyond it (README, Erase).
+ * payloads is beyond it (README, Erase). A folder the texts are not in is then asked for the erased ids and user
+ * as its holds would name them (`holds`, erase-snapshot-holds.ts), as a target's copy of it is.
  *
  * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
  * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
  * pages is still found. Symlinks are not followed.
  */
-export async function snapshotsContaining(storeRoot: string, texts: string[], subject?: string): Promise<string[]> {
+export async function snapshotsContaining(
+  storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
+): Promise<string[]> {
   let entries: string[];
   try {
     entries = readdirSync(storeRoot).sort();
@@ -84,17 +112,24 @@ export async function snapshotsContaining(storeRoot: string, texts: string[], su
     if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
     const dir = join(storeRoot, name);
     if (!lstatSync(dir).isDirectory()) continue;
-    for (const file of filesUnder(dir)) {
-      // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
-      const search = searchFor(texts, subject);
-      if (!search) return [];
-      if (await fileContains(file, search)) {
-        out.push(dir);
-        break;
-      }
+    if (await folderHoldsText(dir, texts, subject)) out.push(dir);
+    else if (holds) {
+      const answer = await sqliteHolds(dir, holds.search, holds.log);
+      if (answer) out.push(dir);
+      if (answer === 'unsure') holds.unverified.push(dir);
     }
   }
   return out;
+}
+
+async function folderHoldsText(dir: string, texts: string[], subject: string | undefined): Promise<boolean> {
+  for (const file of filesUnder(dir)) {
+    // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
+    const search = searchFor(texts, subject);
+    if (!search) return false;
+    if (await fileContains(file, search)) return true;
+  }
+  return false;
 }
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */

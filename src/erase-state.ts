@@ -1,5 +1,6 @@
 import { truncateWal, type Db } from './store/sqlite.js';
 import { textFinder } from './needles.js';
+import { idMac } from './snapshot/targets/holds.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
@@ -23,6 +24,11 @@ export interface StateTarget {
   ids: readonly string[];
   texts: readonly string[];
   subject?: string;
+  /**
+   * Ids earlier erases of the same person erased, known by their keyed hash only (erase-needles.ts), with the key:
+   * a record about one of those memories written since (a verdict a drift task brought back late) goes whole too.
+   */
+  earlier?: { key: Buffer; macs: ReadonlySet<string> };
 }
 
 const OWN = new Set(['erase_receipts', 'erase_receipt_places']);
@@ -38,6 +44,8 @@ const CONTENT: Record<string, string[]> = {
   drift_verdicts: ['evidence'], // resolution is confirmed, deleted, superseded:<id>, expires:<time>
   digest_deliveries: ['response', 'error', 'summary'],
   warden_deletions: [],
+  erase_needles: [], // keyed hashes only
+  erased_snapshots: [], // snapshot names and times
 };
 
 function contentColumns(db: Db, table: string): string[] {
@@ -80,10 +88,13 @@ function folded(text: string): string {
   return decoded.normalize('NFKC').toLowerCase();
 }
 
-/** The windows of a folded text that a quote of it holds one of (the whole text when it is shorter). */
+/**
+ * The windows of a folded text that a quote of it holds one of (the whole text when it is no longer than one): a
+ * path of 30 characters quoted without its end is found by its first window.
+ */
 function windows(t: string): string[] {
   const chars = [...t];
-  if (chars.length <= WINDOW + STEP) return [t];
+  if (chars.length <= WINDOW) return [t];
   const out: string[] = [];
   for (let i = 0; i + WINDOW <= chars.length; i += STEP) out.push(chars.slice(i, i + WINDOW).join(''));
   out.push(chars.slice(-WINDOW).join(''));
@@ -100,20 +111,38 @@ export function textMatcher(texts: readonly string[], subject?: string): (v: str
   let holdsText: ((v: string) => boolean) | undefined;
   const index = () => {
     const needles = new Set<string>();
-    for (const t of texts) for (const w of windows(folded(t))) needles.add(w);
+    for (const t of texts) for (const form of [folded(t), spaced(folded(t))]) for (const w of windows(form)) needles.add(w);
     return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
   };
   const subjectForm = subject === undefined ? '' : folded(subject);
+  const subjectWords = spaced(subjectForm);
   if (!texts.some((t) => folded(t).length >= MIN_TEXT) && subjectForm === '') return () => false;
   return (v) => {
     const f = folded(v);
-    return (holdsText ??= index())(f) || (subjectForm !== '' && f.includes(subjectForm));
+    const words = spaced(f);
+    holdsText ??= index();
+    if (holdsText(f) || holdsText(words)) return true;
+    if (subjectForm === '') return false;
+    return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
 }
 
-/** Whether a string is an erased id or names one among its words (`row u1a locked`, `pruned u1a and u10a`). */
-function namesId(v: string, ids: ReadonlySet<string>): boolean {
+/**
+ * Words only: `zanthe quillory` is in `/home/zanthe-quillory/` and in `Zanthe_Quillory`. A record may join the
+ * words of a subject or a text with any separator (a path, a slug, a user name, a log line's own punctuation).
+ */
+function spaced(f: string): string {
+  return f.replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
+}
+
+/**
+ * Whether a string is an erased id or names one among its words (`row u1a locked`, `pruned u1a and u10a`), in any
+ * of the forms a text takes (`ids` folded: JSON-escaped, percent-encoded, another case).
+ */
+function namesId(raw: string, ids: ReadonlySet<string>): boolean {
   if (ids.size === 0) return false;
+  if (ids.has(raw)) return true;
+  const v = folded(raw);
   if (ids.has(v)) return true;
   // Among words, only ids of MIN_TEXT characters or more: an id like `7` would take every record with a 7 in it.
   return v.split(/[^\p{L}\p{N}_.:-]+/u).some((word) => {
@@ -172,7 +201,7 @@ const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
  */
 export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
   const holds = textMatcher(t.texts, t.subject);
-  const ids = new Set(t.ids);
+  const ids = new Set([...t.ids, ...t.ids.map(folded)]);
   const idList = JSON.stringify([...ids]);
   const places: Place[] = [];
   const add = (place: string, count: number) => {
@@ -181,30 +210,33 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
     else places.push({ place, count });
   };
   db.function('warden_erased_text', { deterministic: true }, (v: unknown) => (typeof v === 'string' && holds(v) ? 1 : 0));
+  const earlier = t.earlier;
+  db.function('warden_erased_earlier', { deterministic: true }, (v: unknown) => (earlier && v !== null && earlier.macs.has(idMac(earlier.key, String(v))) ? 1 : 0));
   const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
   const run = () => {
     // Whole records about the erased memories.
+    const erasedId = `(memory_id IN (SELECT value FROM json_each(?))${earlier && earlier.macs.size > 0 ? ' OR warden_erased_earlier(memory_id)' : ''})`;
     const whole: [table: string, where: string][] = [
-      ['drift_verdicts', `store = ? AND memory_id IN (SELECT value FROM json_each(?))`],
-      ['warden_deletions', `store = ? AND memory_id IN (SELECT value FROM json_each(?))`],
+      ['drift_verdicts', `store = ? AND ${erasedId}`],
+      ['warden_deletions', `store = ? AND ${erasedId}`],
     ];
     for (const [table, where] of whole) {
       if (!tables.includes(table)) continue;
       const sql = dryRun ? `SELECT count(*) AS n FROM ${table} WHERE ${where}` : `DELETE FROM ${table} WHERE ${where}`;
       add(`state:${table}`, dryRun ? (db.prepare(sql).get(t.store, idList) as { n: number }).n : db.prepare(sql).run(t.store, idList).changes);
     }
-    // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors.
-    if (tables.includes('job_runs') && ids.size > 0) {
-      for (const col of ['result', 'error'] as const) {
-        const rows = db.prepare(`SELECT id, ${col} AS v FROM job_runs WHERE store = ? AND ${col} IS NOT NULL`).all(t.store) as { id: number; v: string }[];
-        const set = db.prepare(`UPDATE job_runs SET ${col} = ? WHERE id = ?`);
-        for (const r of rows) {
-          if (dryRun && holds(r.v)) continue; // counted by the pass below
-          const s = scrubValue(r.v, holds, ids);
-          if (s === null) continue;
-          if (!dryRun) set.run(s, r.id);
-          add(`state:job_runs.${col}`, 1);
-        }
+    // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors;
+    // the evidence of another memory's verdict can name one too (a drift result quoting the row it superseded).
+    const byStore: [table: string, col: string][] = [['job_runs', 'result'], ['job_runs', 'error'], ['drift_verdicts', 'evidence']];
+    for (const [table, col] of ids.size > 0 ? byStore.filter(([x]) => tables.includes(x)) : []) {
+      const rows = db.prepare(`SELECT id, ${col} AS v FROM ${table} WHERE store = ? AND ${col} IS NOT NULL`).all(t.store) as { id: number; v: string }[];
+      const set = db.prepare(`UPDATE ${table} SET ${col} = ? WHERE id = ?`);
+      for (const r of rows) {
+        if (dryRun && holds(r.v)) continue; // counted by the pass below
+        const s = scrubValue(r.v, holds, ids);
+        if (s === null) continue;
+        if (!dryRun) set.run(s, r.id);
+        add(`state:${table}.${col}`, 1);
       }
     }
     // The content columns everywhere else.

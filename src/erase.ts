@@ -14,7 +14,8 @@ import { snapshotCopies } from './erase-snapshots.js';
 import { remoteSnapshotCopies } from './erase-targets.js';
 import { assertNoPendingRestore } from './snapshot/journal.js';
 import { compactState, scrubState, type Place } from './erase-state.js';
-import { deletedFor } from './erase-ledger.js';
+import { deletedFor, eraseKey } from './erase-ledger.js';
+import { earlierIdMacs, recordErasedIds, selectorMac } from './erase-needles.js';
 import { leftoverCopies, removeLeftovers } from './erase-leftovers.js';
 import { openStateDb } from './state.js';
 import { storeSnapshotDir } from './snapshot/layout.js';
@@ -69,6 +70,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let walTruncated = false;
   let found: string[] = [];
   let deleted: string[] = [];
+  let unverified: string[] = [];
   const snapshotRoot = storeSnapshotDir(config, storeName);
   const stateDb = expandHome(config.stateDb);
   const subject = 'subject' in sel ? sel.subject : undefined;
@@ -81,12 +83,19 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     const run = async () => {
       const worker = dryRun ? undefined : startStoreWorker(store.path, busyTimeoutMs(store.db));
       try {
-        const copies = async (texts: string[], ids: string[]) => {
+        const copies = async (texts: string[], ids: string[], earlier: string[]) => {
           fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);
-          ({ found, deleted } = await snapshotCopies(config, storeName, texts, subject, { remove: !dryRun && (opts.snapshots ?? false), locked: !dryRun, log }));
-          const remote = await remoteSnapshotCopies(config, storeName, { ids, user: 'user' in sel ? sel.user : undefined }, { remove: !dryRun && (opts.snapshots ?? false), log });
+          // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
+          // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
+          const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
+          const remove = !dryRun && (opts.snapshots ?? false);
+          const holds = { key: eraseKey(stateDb), store: storeName, ...person };
+          const local = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now });
+          ({ found, deleted, unverified } = local);
+          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now, holding: local.holding });
           found.push(...remote.found);
           deleted.push(...remote.deleted);
+          unverified.push(...remote.unverified);
           remoteDeleted = remote.deleted.length;
         };
         ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts, worker, copies));
@@ -114,7 +123,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     counts: erased.counts,
     vacuumed,
     walTruncated,
-    snapshots: { found, deleted },
+    snapshots: { found, deleted, unverified },
     places: [
       ...Object.entries(erased.counts).map(([k, count]) => ({ place: `store:${k}`, count })),
       ...statePlaces,
@@ -141,16 +150,21 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
  */
 async function eraseStoreAndRecords(
   store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
-  copies: (texts: string[], ids: string[]) => Promise<void>,
+  copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
 ) {
   const subject = 'subject' in sel ? sel.subject : undefined;
   const state = openStateDb(stateDb);
   try {
     const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
+    // What earlier erases of this person found: searched for again in the snapshots, though the rows are gone.
+    const key = eraseKey(stateDb);
+    const selector = selectorMac(key, sel);
+    const earlier = earlierIdMacs(state, store.name, selector);
+    const earlierIds = { key, macs: new Set(earlier) };
     if (dryRun || !worker) {
       const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
-      const statePlaces = scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, true);
-      await copies(erased.texts, erased.ids);
+      const statePlaces = scrubState(state, stateTarget(store.name, erased, subject, earlierIds), true);
+      await copies(erased.texts, erased.ids, earlier);
       return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
     }
     const intact = worker.quickCheck(); // VACUUM fails on a damaged file after the rows went
@@ -159,7 +173,9 @@ async function eraseStoreAndRecords(
     if (lines) assertIntactLines(lines, store.path, 'quick_check');
     else assertIntact(store.db, store.path);
     state.pragma('secure_delete = ON');
-    let statePlaces = scrubState(state, { store: store.name, ids: planned.ids, texts: planned.texts, subject }, false);
+    let statePlaces = scrubState(state, stateTarget(store.name, planned, subject, earlierIds), false);
+    // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for.
+    recordErasedIds(state, key, store.name, selector, planned.ids);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
@@ -181,14 +197,20 @@ async function eraseStoreAndRecords(
     const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
-    statePlaces = mergePlaces(statePlaces, scrubState(state, { store: store.name, ids: erased.ids, texts: erased.texts, subject }, false));
+    recordErasedIds(state, key, store.name, selector, erased.ids); // rows the agent added since the plan
+    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, subject, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
-    await copies(erased.texts, erased.ids);
+    await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
     return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
   } finally {
     state.close();
   }
+}
+
+/** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
+function stateTarget(store: string, e: Erased, subject: string | undefined, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
+  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, earlier };
 }
 
 /** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */

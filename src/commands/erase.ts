@@ -80,6 +80,7 @@ function printReceipt(r: EraseReceipt): void {
   print`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`;
   if (!r.dryRun) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;
   if (!r.dryRun && !r.stateWalTruncated) print`  state db WAL truncated NO: the worker held it; run erase again when it is idle`;
-  for (const dir of r.snapshots.found) print`  snapshot ${r.snapshots.deleted.includes(dir) ? 'deleted' : 'still contains it'}: ${dir}`;
+  const state = (dir: string) => (r.snapshots.deleted.includes(dir) ? 'deleted' : r.snapshots.unverified?.includes(dir) ? 'cannot be ruled out, may still contain it' : 'still contains it');
+  for (const dir of r.snapshots.found) print`  snapshot ${state(dir)}: ${dir}`;
   if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print`  (--snapshots deletes those folders)`;
 }

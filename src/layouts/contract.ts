@@ -361,4 +361,9 @@ export interface Erased {
   ids: string[];
   counts: Record<string, number>;
   texts: string[];
+  /**
+   * The erased memories' other fields that name only them (a subject or source no remaining row has): memory-warden's
+   * records quoting them are scrubbed as the texts are. Never used to find rows, points or snapshots.
+   */
+  fields?: string[];
 }

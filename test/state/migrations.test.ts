@@ -13,7 +13,9 @@ import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { V0_ROWS, V0_TABLES } from './v0-schema.js';
 
-const TABLES = ['digest_deliveries', 'drift_verdicts', 'erase_receipt_places', 'erase_receipts', 'job_runs', 'warden_deletions'];
+const TABLES = ['digest_deliveries', 'drift_verdicts', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'warden_deletions'];
+/** Tables the numbered steps after the first five add: never in a state db from before numbering. */
+const LATER = new Set(['erase_needles', 'erased_snapshots']);
 
 let tmp: { dir: string; cleanup: () => void };
 beforeEach(() => {
@@ -67,7 +69,7 @@ describe('state db migrations', () => {
     expect(STATE_VERSION).toBe(STATE_MIGRATIONS.length);
     // The same schema the code before numbering made, statement for statement.
     const v0 = v0StateDb(join(tmp.dir, 'v0.db'), Object.keys(V0_TABLES));
-    expect(schemaOf(path)).toEqual(schemaOf(v0));
+    expect(schemaOf(path).filter((r) => !LATER.has(r.name))).toEqual(schemaOf(v0));
   });
 
   it('the folder and the list agree: every NNN-*.ts file is listed, in order, numbered from 1 without gaps', () => {

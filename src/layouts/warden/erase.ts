@@ -41,9 +41,9 @@ const selectorKey = (db: Db, sel: EraseSelector) => JSON.stringify([sel, memoryC
  * row the agent changed or added after the plan, without reading the rows a second time before the deletes.
  */
 const TEXT_CAPTURE = `
-CREATE TEMP TABLE IF NOT EXISTS warden_erased_fact (fact);
+CREATE TEMP TABLE IF NOT EXISTS warden_erased_fact (fact, subject, source);
 CREATE TEMP TRIGGER IF NOT EXISTS warden_erase_fact AFTER DELETE ON main.memory BEGIN
-  INSERT INTO temp.warden_erased_fact VALUES (OLD.fact);
+  INSERT INTO temp.warden_erased_fact VALUES (OLD.fact, OLD.subject, OLD.source);
 END;`;
 const TEXT_CAPTURE_DROP = `DROP TRIGGER IF EXISTS temp.warden_erase_fact; DROP TABLE IF EXISTS temp.warden_erased_fact;`;
 
@@ -56,9 +56,10 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const roots = wardenRoots(db, sel);
     const closure = cascadeClosure(db, roots);
     const rowids = JSON.stringify(closure.map((r) => r.rowid));
-    const texts = closure.length === 0 ? [] : (db.prepare(`SELECT fact FROM memory WHERE rowid IN (SELECT value FROM json_each(?))`).pluck().all(rowids) as string[]);
+    const rows = closure.length === 0 ? [] : (db.prepare(`SELECT fact, subject, source FROM memory WHERE rowid IN (SELECT value FROM json_each(?))`).all(rowids) as FieldsOf[]);
     plans.set(db, { selector: key, roots, version: versionOf(db) });
-    return { ids: closure.map((r) => r.id), counts: { rows: closure.length, cascaded: closure.length - roots.length, strayPoints: 0 }, texts };
+    const fields = onlyTheirs(db, rows, rowids);
+    return { ids: closure.map((r) => r.id), counts: { rows: closure.length, cascaded: closure.length - roots.length, strayPoints: 0 }, texts: rows.map((r) => r.fact), fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
   const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
@@ -66,14 +67,14 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   // TEMP objects in memory, as the deletes' own (delete.ts); temp_store can only change while there are none.
   if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');
   db.exec(TEXT_CAPTURE);
-  const texts: string[] = [];
-  const takeTexts = db.prepare(`SELECT fact FROM temp.warden_erased_fact`).pluck();
+  const rows: FieldsOf[] = [];
+  const takeTexts = db.prepare(`SELECT fact, subject, source FROM temp.warden_erased_fact`);
   const clearTexts = db.prepare(`DELETE FROM temp.warden_erased_fact`);
   const deleted: DeletedRow[] = [];
   try {
     clearTexts.run();
     const afterCommit = () => {
-      for (const t of takeTexts.all() as string[]) texts.push(t);
+      for (const r of takeTexts.all() as FieldsOf[]) rows.push(r);
       clearTexts.run();
       opts.afterCommit?.();
     };
@@ -89,6 +90,8 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   } finally {
     db.exec(TEXT_CAPTURE_DROP);
   }
+  const texts = rows.map((r) => r.fact);
+  const fields = onlyTheirs(db, rows, '[]');
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
@@ -99,7 +102,29 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
     counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
   }
-  return { ids: deleted.map((r) => r.id), counts, texts };
+  return { ids: deleted.map((r) => r.id), counts, texts, fields };
+}
+
+interface FieldsOf {
+  fact: string;
+  subject: string;
+  source: string;
+}
+
+/**
+ * The subjects and sources of these rows that no other row of the store has (`others` excludes rowids, for a
+ * plan): they name only the erased memories, so a record quoting one (a drift result naming a source's path) is
+ * theirs. One that other rows share ("user message") names nobody in particular and stays.
+ */
+function onlyTheirs(db: Db, rows: readonly FieldsOf[], excluded: string): string[] {
+  const out: string[] = [];
+  for (const col of ['subject', 'source'] as const) {
+    const values = [...new Set(rows.map((r) => r[col]).filter((v): v is string => typeof v === 'string' && v !== ''))];
+    if (values.length === 0) continue;
+    const shared = new Set(db.prepare(`SELECT DISTINCT ${col} FROM memory WHERE ${col} IN (SELECT value FROM json_each(?)) AND rowid NOT IN (SELECT value FROM json_each(?))`).pluck().all(JSON.stringify(values), excluded) as string[]);
+    for (const v of values) if (!shared.has(v)) out.push(v);
+  }
+  return out;
 }
 
 function pointsOf(store: StoreHandle, opts: EraseOptions): PointStore | undefined {

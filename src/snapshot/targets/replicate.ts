@@ -2,10 +2,11 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { Config } from '../../config.js';
+import { expandHome, type Config } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { coerceError, storeError, transientError, usageError, WardenError } from '../../errors.js';
 import { eraseKey } from '../../erase-ledger.js';
+import { erasedSnapshots } from '../../erase-needles.js';
 import { DIR_MODE, FILE_MODE, listSnapshots, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { readManifest } from '../manifest.js';
 import { readJournal } from '../journal.js';
@@ -143,7 +144,11 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   const failures: WardenError[] = [];
   try {
     removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
-    const local = listSnapshots(root).filter((s) => s.manifest?.reason === 'scheduled');
+    // A snapshot an erase removed is never uploaded again, whatever brought its folder back (erase-needles.ts).
+    const erased = erasedSnapshots(expandHome(config.stateDb), store);
+    const all = listSnapshots(root);
+    for (const s of all.filter((x) => erased.has(x.name))) opts.log.warn({ store, snapshot: s.name }, 'not uploaded: an erase removed this snapshot');
+    const local = all.filter((s) => s.manifest?.reason === 'scheduled' && !erased.has(s.name));
     const key = eraseKey(config.stateDb);
     for (const tcfg of targets) {
       try {

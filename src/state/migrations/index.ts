@@ -3,6 +3,7 @@ import driftVerdicts from './002-drift-verdicts.js';
 import digestDeliveries from './003-digest-deliveries.js';
 import eraseReceipts from './004-erase-receipts.js';
 import wardenDeletions from './005-warden-deletions.js';
+import eraseNeedles from './006-erase-needles.js';
 
 export interface StateMigration {
   /** What `PRAGMA user_version` says once it is applied: its place in this list, from 1. */
@@ -26,6 +27,7 @@ const FILES: ReadonlyArray<[file: string, sql: string]> = [
   ['003-digest-deliveries', digestDeliveries],
   ['004-erase-receipts', eraseReceipts],
   ['005-warden-deletions', wardenDeletions],
+  ['006-erase-needles', eraseNeedles],
 ];
 
 export const STATE_MIGRATIONS: readonly StateMigration[] = FILES.map(([file, sql], i) => ({ version: i + 1, file, sql }));

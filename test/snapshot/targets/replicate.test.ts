@@ -213,13 +213,13 @@ describe('erase over targets (through keyed holds)', () => {
     const keyFile = join(fx.dir, 'erase.key');
     const key = readFileSync(keyFile);
     rmSync(keyFile); // a new installation key: the holds can no longer be read, so the snapshot cannot be ruled out
-    expect((await look(config, { ids: ['no_such'] })).found).toEqual([label]);
+    expect(await look(config, { ids: ['no_such'] })).toEqual({ found: [label], deleted: [], unverified: [label] });
     writeFileSync(keyFile, key, { mode: 0o600 });
 
     const gone = { ...tcfg, path: join(fx.dir, 'unmounted') } as TargetConfig;
     expect((await look(withTargets([gone]), { ids: ['m_ada'] })).found).toEqual([expect.stringMatching(/^target:disk \(unreachable: .*not mounted/)]);
 
-    expect(await look(config, { ids: ['m_ada'] }, true)).toEqual({ found: [label], deleted: [label] });
+    expect(await look(config, { ids: ['m_ada'] }, true)).toEqual({ found: [label], deleted: [label], unverified: [] });
     await withTarget(tcfg, 'agent', async (t) => expect(await t.list()).toEqual([]));
   });
 });
