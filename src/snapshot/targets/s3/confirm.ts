@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { transientError } from '../../../errors.js';
+import { atMost } from './bounded.js';
+
+/**
+ * Whether the storage now holds exactly what was sent, asked of the storage in the strongest form it offers: the
+ * sha256 it reports, else the md5 in its ETag, else reading the object back. An object that differs is deleted.
+ */
+
+export interface S3Context {
+  client: S3Client;
+  bucket: string;
+  /** One request, its failure in one line (requests.ts). */
+  request<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T>;
+}
+
+/** What went up, in every form a storage may report it back. */
+export interface Sent {
+  bytes: number;
+  /** Hex sha256 of the whole object. */
+  sha256: string;
+  /** `x-amz-checksum-sha256` the storage should report, if it was sent one. */
+  checksum?: string;
+  /** ETags that prove these bytes: the md5 (single PUT, or the whole object) and the multipart form `md5(md5s)-N`. */
+  etags: string[];
+}
+
+/** How an upload was confirmed: a verdict, not an exception. */
+export type UploadCheck = { by: 'sha256' | 'etag' | 'read-back' } | { problem: string };
+
+/**
+ * `auto` takes the storage's word (a reported sha256, or an md5 ETag) where it gives one; `read-back` always reads
+ * the object back as well. Nothing reported either way: read back. A reported sha256 or size that differs fails.
+ */
+export async function checkUpload(s3: S3Context, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<UploadCheck> {
+  const head = await s3.request('check', Key, () =>
+    s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key, ChecksumMode: 'ENABLED' }), { abortSignal: signal }));
+  if (head.ContentLength !== sent.bytes) return { problem: `${head.ContentLength} bytes` };
+  const seen = [reported, head.ChecksumSHA256].filter((c): c is string => c !== undefined);
+  const wrong = seen.find((c) => c !== sent.checksum);
+  if (wrong !== undefined) return { problem: `sha256 ${wrong}` };
+  if (mode === 'auto' && seen.length > 0) return { by: 'sha256' };
+  if (mode === 'auto' && head.ETag !== undefined && sent.etags.includes(head.ETag.replace(/"/g, '').toLowerCase())) return { by: 'etag' };
+  const out = await s3.request('read back', Key, () => s3.client.send(new GetObjectCommand({ Bucket: s3.bucket, Key }), { abortSignal: signal }));
+  const hash = createHash('sha256');
+  let bytes = 0;
+  try {
+    for await (const b of atMost(out.Body as Readable, sent.bytes, `s3://${s3.bucket}/${Key}`)) {
+      hash.update(b);
+      bytes += b.length;
+    }
+  } catch (err) {
+    return { problem: `when read back: ${(err as Error).message}` };
+  }
+  const got = hash.digest('hex');
+  return got === sent.sha256 && bytes === sent.bytes ? { by: 'read-back' } : { problem: `when read back sha256 ${got}` };
+}
+
+/** Confirm, or delete the object and fail (retryable: the next run uploads it again). */
+export async function confirmUpload(s3: S3Context & { target: string }, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<void> {
+  let check: UploadCheck;
+  try {
+    check = await checkUpload(s3, Key, sent, reported, mode, signal);
+  } catch (err) {
+    await deleteQuietly(s3, Key);
+    throw err;
+  }
+  if (!('problem' in check)) return;
+  await deleteQuietly(s3, Key);
+  throw transientError(`target ${s3.target}: s3://${s3.bucket}/${Key}: storage reports ${check.problem}, sent sha256 ${sent.sha256} (${sent.bytes} bytes); object deleted`);
+}
+
+async function deleteQuietly(s3: S3Context, Key: string): Promise<void> {
+  await s3.client.send(new DeleteObjectCommand({ Bucket: s3.bucket, Key })).catch(() => undefined);
+}
