@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -11,8 +11,9 @@ import type { AddressInfo } from 'node:net';
  * verify the SigV4 signature itself, nor keep versions, ACLs or storage classes.
  *
  * `faults` lets a test make the next matching requests fail (HTTP status), hang (no answer), store one thing and
- * report another checksum, size or ETag, store other bytes than it received while reporting what was sent, answer
- * a GET with an endless stream, or run a hook (e.g. kill the uploading process). `lacks` makes it implement less,
+ * report another checksum, size or ETag, store other bytes than it received (`store-other`: its ETag is the md5 of
+ * what it keeps, its checksum the one it was sent; `-lying`: both are what was sent), answer a GET with an endless
+ * stream or one byte short (no length declared), or run a hook (e.g. kill the uploading process). `lacks` makes it implement less,
  * as S3-compatible stores do: no ListMultipartUploads (501), no AbortMultipartUpload (405), no multipart uploads
  * at all (501), no checksums (ignored, never echoed), or a 501 for any request carrying a checksum header. Like S3
  * it refuses a body that does not match its Content-MD5 (BadDigest), unless `ignoresContentMd5` (as s3rver).
@@ -36,13 +37,15 @@ export interface S3Request {
   method: string;
   key: string;
   query: URLSearchParams;
-  /** For an `endless` answer: bytes written before the client closed the connection. */
+  headers: IncomingHttpHeaders;
+  /** For an `endless` answer: bytes written so far, and settled when the client has closed the connection. */
   streamed?: number;
+  hungUp?: Promise<void>;
 }
 
 export interface S3Fault {
   match: (r: S3Request) => boolean;
-  action: { status: number } | 'hang' | 'wrong-checksum' | 'wrong-size' | 'wrong-etag' | 'store-other' | 'endless' | ((r: S3Request) => void);
+  action: { status: number } | 'hang' | 'wrong-checksum' | 'wrong-size' | 'wrong-etag' | 'store-other' | 'store-other-lying' | 'endless' | 'short' | ((r: S3Request) => void);
   /** How many matching requests it applies to (default 1). */
   times?: number;
 }
@@ -118,7 +121,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
   const url = new URL(req.url!, 'http://x');
   const [, bucket, ...rest] = url.pathname.split('/');
   const key = decodeURIComponent(rest.join('/'));
-  const r: S3Request = { method: req.method!, key, query: url.searchParams };
+  const r: S3Request = { method: req.method!, key, query: url.searchParams, headers: req.headers };
   s3.log.push(r);
   const auth = req.headers.authorization ?? '';
   if (!auth.startsWith(`AWS4-HMAC-SHA256 Credential=${s3.accessKeyId}/`)) return sendError(res, 403, 'InvalidAccessKeyId', 'unknown access key');
@@ -150,7 +153,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
   }
   const report = (c: string | undefined) => (c && lie === 'wrong-checksum' ? b64sha(Buffer.from('not what was sent')) : c);
   // A storage that keeps other bytes than it received, and says it keeps what was sent.
-  const kept = lie === 'store-other' && body.length > 0 ? Buffer.concat([body.subarray(0, -1), Buffer.from([body.at(-1)! ^ 0xff])]) : body;
+  const kept = (lie === 'store-other' || lie === 'store-other-lying') && body.length > 0 ? Buffer.concat([body.subarray(0, -1), Buffer.from([body.at(-1)! ^ 0xff])]) : body;
   const q = url.searchParams;
 
   if (!key) {
@@ -174,7 +177,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
     if (!up || up.key !== key) return sendError(res, 404, 'NoSuchUpload', 'no such upload');
     if (req.method === 'PUT') {
       const n = Number(q.get('partNumber'));
-      const etag = md5(body);
+      const etag = md5(lie === 'store-other' ? kept : body);
       up.parts.set(n, { body: kept, checksum: sentChecksum, etag });
       res.writeHead(200, { etag, ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
       return void res.end();
@@ -189,8 +192,8 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
   }
   if (req.method === 'PUT') {
     const metadata = Object.fromEntries(Object.entries(req.headers).filter(([h]) => h.startsWith('x-amz-meta-')).map(([h, v]) => [h.slice(11), String(v)]));
-    s3.objects.set(key, { body: kept, checksum: sentChecksum, metadata, ...(lie === 'store-other' ? { etag: md5(body) } : {}) });
-    res.writeHead(200, { etag: md5(body), ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
+    s3.objects.set(key, { body: kept, checksum: sentChecksum, metadata, ...(lie === 'store-other-lying' ? { etag: md5(body) } : {}) });
+    res.writeHead(200, { etag: md5(lie === 'store-other' ? kept : body), ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
     return void res.end();
   }
   const o = s3.objects.get(key);
@@ -209,6 +212,11 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
     'last-modified': new Date().toUTCString(), 'content-type': 'application/octet-stream' };
   if (req.headers['x-amz-checksum-mode'] === 'ENABLED' && o.checksum) headers['x-amz-checksum-sha256'] = report(o.checksum)!;
   for (const [k, v] of Object.entries(o.metadata)) headers[`x-amz-meta-${k}`] = v;
+  if (lie === 'short') {
+    delete headers['content-length'];
+    res.writeHead(200, headers);
+    return void res.end(o.body.subarray(0, -1));
+  }
   res.writeHead(200, headers);
   res.end(req.method === 'HEAD' ? undefined : o.body);
 }
@@ -217,6 +225,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
 function endless(r: S3Request, res: ServerResponse): void {
   const zeros = Buffer.alloc(64 * 1024);
   r.streamed = 0;
+  r.hungUp = new Promise((resolve) => res.once('close', resolve));
   res.writeHead(200, { 'content-type': 'application/octet-stream', etag: '"0"' });
   const more = () => {
     while (!res.destroyed && r.streamed! < 1024 ** 4) {
@@ -247,9 +256,12 @@ function complete(s3: Omit<TestS3, 'endpoint' | 'stop'>, key: string, uploadId: 
     if (part.checksum) digests.push(Buffer.from(part.checksum, 'base64'));
   }
   const checksum = digests.length === listed.length ? `${b64sha(Buffer.concat(digests))}-${digests.length}` : undefined;
-  s3.objects.set(key, { body: Buffer.concat(bodies), checksum, metadata: {} });
+  // S3's multipart ETag: the md5 of the parts' md5s, and their count.
+  const etags = listed.map((p) => Buffer.from(up.parts.get(p.n)!.etag.replace(/"/g, ''), 'hex'));
+  const etag = `"${createHash('md5').update(Buffer.concat(etags)).digest('hex')}-${listed.length}"`;
+  s3.objects.set(key, { body: Buffer.concat(bodies), checksum, metadata: {}, etag });
   s3.uploads.delete(uploadId);
-  sendXml(res, `<CompleteMultipartUploadResult><Bucket>${s3.bucket}</Bucket><Key>${xmlEscape(key)}</Key><ETag>"${randomBytes(16).toString('hex')}-${listed.length}"</ETag>${checksum ? `<ChecksumSHA256>${report(checksum)}</ChecksumSHA256>` : ''}</CompleteMultipartUploadResult>`);
+  sendXml(res, `<CompleteMultipartUploadResult><Bucket>${s3.bucket}</Bucket><Key>${xmlEscape(key)}</Key><ETag>${xmlEscape(etag)}</ETag>${checksum ? `<ChecksumSHA256>${report(checksum)}</ChecksumSHA256>` : ''}</CompleteMultipartUploadResult>`);
 }
 
 function listObjects(s3: Omit<TestS3, 'endpoint' | 'stop'>, q: URLSearchParams, res: ServerResponse): void {

@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { transientError } from '../../../errors.js';
 import { atMost } from './bounded.js';
+import { withOptionalChecksum } from './requests.js';
 
 /**
  * Whether the storage now holds exactly what was sent, asked of the storage in the strongest form it offers: the
@@ -14,6 +15,8 @@ export interface S3Context {
   bucket: string;
   /** One request, its failure in one line (requests.ts). */
   request<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T>;
+  /** Whether the storage has shown it refuses `x-amz-checksum-*` headers (then they are not sent). */
+  lacks: { checksums: boolean };
 }
 
 /** What went up, in every form a storage may report it back. */
@@ -35,8 +38,8 @@ export type UploadCheck = { by: 'sha256' | 'etag' | 'read-back' } | { problem: s
  * the object back as well. Nothing reported either way: read back. A reported sha256 or size that differs fails.
  */
 export async function checkUpload(s3: S3Context, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<UploadCheck> {
-  const head = await s3.request('check', Key, () =>
-    s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key, ChecksumMode: 'ENABLED' }), { abortSignal: signal }));
+  const head = await withOptionalChecksum(s3.lacks, (checksums) => s3.request('check', Key, () =>
+    s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key, ...(checksums ? { ChecksumMode: 'ENABLED' as const } : {}) }), { abortSignal: signal })));
   if (head.ContentLength !== sent.bytes) return { problem: `${head.ContentLength} bytes` };
   const seen = [reported, head.ChecksumSHA256].filter((c): c is string => c !== undefined);
   const wrong = seen.find((c) => c !== sent.checksum);

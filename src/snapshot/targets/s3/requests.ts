@@ -50,3 +50,18 @@ export async function s3Request<T>(what: { target: string; bucket: string }, doi
     throw transient ? transientError(message, err) : storeError(message, err);
   }
 }
+
+/**
+ * A request sent with `x-amz-checksum-*` headers, and again without them if the storage does not implement them;
+ * learnt once, in `lacks`, for the target's life.
+ */
+export async function withOptionalChecksum<T>(lacks: { checksums: boolean }, send: (checksums: boolean) => Promise<T>): Promise<T> {
+  if (lacks.checksums) return send(false);
+  try {
+    return await send(true);
+  } catch (err) {
+    if (!unsupported(err)) throw err;
+    lacks.checksums = true;
+    return send(false);
+  }
+}

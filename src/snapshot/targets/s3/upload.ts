@@ -11,7 +11,7 @@ import { DIR_MODE, FILE_MODE } from '../../layout.js';
 import type { ObjectDigest } from '../types.js';
 import { confirmUpload, type S3Context, type Sent } from './confirm.js';
 import type { UploadJournal } from './journal.js';
-import { notThere, unsupported } from './requests.js';
+import { notThere, unsupported, withOptionalChecksum } from './requests.js';
 
 /**
  * Sending one object: a single PUT, a multipart upload (journaled, so a killed one can be aborted by id), or, where
@@ -33,22 +33,10 @@ export interface Uploader extends S3Context {
 const b64 = (d: Buffer) => d.toString('base64');
 const digest = (algo: 'sha256' | 'md5', b: Buffer) => createHash(algo).update(b).digest();
 
-/** A request sent with `x-amz-checksum-*` fields, and again without them if the storage does not implement them. */
-async function withOptionalChecksum<T>(u: Uploader, send: (checksums: boolean) => Promise<T>): Promise<T> {
-  if (u.lacks.checksums) return send(false);
-  try {
-    return await send(true);
-  } catch (err) {
-    if (!unsupported(err)) throw err;
-    u.lacks.checksums = true;
-    return send(false);
-  }
-}
-
 export async function putSingle(u: Uploader, Key: string, buf: Buffer, signal?: AbortSignal): Promise<ObjectDigest> {
   const sha = digest('sha256', buf);
   const md5 = digest('md5', buf);
-  const out = await withOptionalChecksum(u, (checksums) => u.request('upload', Key, () =>
+  const out = await withOptionalChecksum(u.lacks, (checksums) => u.request('upload', Key, () =>
     u.client.send(new PutObjectCommand({
       Bucket: u.bucket, Key, Body: buf, ContentLength: buf.length, ContentMD5: b64(md5), ...(checksums ? { ChecksumSHA256: b64(sha) } : {}),
     }), { abortSignal: signal })));
@@ -60,10 +48,11 @@ export async function putSingle(u: Uploader, Key: string, buf: Buffer, signal?: 
 /** A multipart upload, or undefined when the storage does not implement them (nothing was consumed from `rest`). */
 export async function putMultipart(u: Uploader, Key: string, head: Buffer[], rest: AsyncIterator<Buffer>, signal?: AbortSignal): Promise<ObjectDigest | undefined> {
   const entry = u.journal.begin(Key);
+  const lackedChecksums = u.lacks.checksums;
   let UploadId: string;
   let checksums = false;
   try {
-    UploadId = await withOptionalChecksum(u, async (c) => {
+    UploadId = await withOptionalChecksum(u.lacks, async (c) => {
       checksums = c;
       const created = await u.request('start multipart upload', Key, () =>
         u.client.send(new CreateMultipartUploadCommand({ Bucket: u.bucket, Key, ...(c ? { ChecksumAlgorithm: 'SHA256' as const } : {}) }), { abortSignal: signal }));
@@ -74,6 +63,7 @@ export async function putMultipart(u: Uploader, Key: string, head: Buffer[], res
     // A refused start created nothing; a timed-out one may have: the entry stays for cleanPartial to look for it.
     if (!(err as { transient?: boolean }).transient) u.journal.end(entry);
     if (unsupported(err)) {
+      u.lacks.checksums = lackedChecksums; // refused without them too: it was the multipart upload it lacks
       u.lacks.multipart = true;
       return undefined;
     }
@@ -182,7 +172,7 @@ export async function putSpooled(u: Uploader, Key: string, head: Buffer[], rest:
     }
     const shaRaw = sha.digest();
     const md5Raw = md5.digest();
-    const out = await withOptionalChecksum(u, (checksums) => u.request('upload', Key, () =>
+    const out = await withOptionalChecksum(u.lacks, (checksums) => u.request('upload', Key, () =>
       u.client.send(new PutObjectCommand({
         Bucket: u.bucket, Key, Body: file.createReadStream({ start: 0, autoClose: false }), ContentLength: bytes, ContentMD5: b64(md5Raw),
         ...(checksums ? { ChecksumSHA256: b64(shaRaw) } : {}),
