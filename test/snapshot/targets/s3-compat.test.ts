@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
@@ -128,6 +129,9 @@ describe('optional calls the storage does not implement', () => {
       yield randomBytes(BIG);
       throw new Error('source died mid-way');
     })())).rejects.toThrow(/source died mid-way/);
+    s3.faults.push({ match: (r) => r.method === 'PUT' && r.key.endsWith('/big3'), action: { status: 503 } });
+    const err = await failure(t.put(SNAP, 'big3', bytes(big)));
+    expect(err.transient, err.message).toBe(true);
     expect((await t.keys(SNAP)).sort()).toEqual(['big', 'big2']);
     expect(readdirSync(cfg.uploadJournalDir)).toEqual([]);
   });
@@ -178,6 +182,14 @@ describe('cleanPartial: the uploads this machine started, by id', () => {
     expect(s3.uploads.size).toBe(1);
     expect(await t.cleanPartial()).toEqual([`bucket:${SNAP}/big (multipart upload)`]);
     expect(s3.uploads.size).toBe(0);
+  });
+
+  it('a journal that cannot be written: the multipart upload is not started, and the failure names the folder', async () => {
+    const { t, s3, cfg } = await storage({}, { uploadJournalDir: join(mkdtempSync(join(tmpdir(), 'mw-s3-journal-')), 'not-a-folder') });
+    writeFileSync(cfg.uploadJournalDir, 'a file where the folder should be');
+    const err = await failure(t.put(SNAP, 'big', bytes(randomBytes(BIG))));
+    expect(err.message).toMatch(new RegExp(`record the S3 upload of .*/big in ${cfg.uploadJournalDir}: EEXIST$`));
+    expect(s3.log.filter((r) => r.query.has('uploads'))).toEqual([]);
   });
 
   it('a journal entry that cannot be read: a one-line error naming the file, and nothing is aborted', async () => {

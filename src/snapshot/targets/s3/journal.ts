@@ -39,7 +39,6 @@ export class UploadJournal {
 
   /** Record that an upload of `key` is about to be created; durable before the request is sent. */
   begin(key: string, now: Date = new Date()): UploadEntry {
-    mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
     const entry: UploadEntry = { format: UPLOAD_JOURNAL_FORMAT, ...this.place, key, startedAt: now.toISOString(), file: join(this.dir, `${randomBytes(12).toString('hex')}.json`) };
     this.write(entry);
     return entry;
@@ -88,10 +87,16 @@ export class UploadJournal {
   private write(entry: UploadEntry): void {
     const { file, ...record } = entry;
     const tmp = `${file}.tmp-${process.pid}`;
-    writeFileSync(tmp, JSON.stringify(record) + '\n', { mode: FILE_MODE });
-    fsyncPath(tmp);
-    renameSync(tmp, file);
-    fsyncPath(this.dir);
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: DIR_MODE });
+      writeFileSync(tmp, JSON.stringify(record) + '\n', { mode: FILE_MODE });
+      fsyncPath(tmp);
+      renameSync(tmp, file);
+      fsyncPath(this.dir);
+    } catch (err) {
+      // Not recorded, not started: an upload this machine could not abort after a kill is never begun.
+      throw storeError(`record the S3 upload of ${entry.key} in ${this.dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, err);
+    }
   }
 }
 

@@ -15,8 +15,9 @@ import { notThere, unsupported, withOptionalChecksum } from './requests.js';
 
 /**
  * Sending one object: a single PUT, a multipart upload (journaled, so a killed one can be aborted by id), or, where
- * the storage has no multipart uploads, a single PUT from a spool file. Every form sends Content-MD5 (checked by S3,
- * MinIO, R2, B2, Ceph) and, where the storage takes it, `x-amz-checksum-sha256`; then confirm.ts checks the result.
+ * the storage has no multipart uploads, a single PUT from a spool file. Every form sends Content-MD5 (which S3
+ * checks on receipt; s3rver ignores it) and, where the storage takes it, `x-amz-checksum-sha256`; then confirm.ts
+ * checks what the storage holds.
  */
 
 export interface Uploader extends S3Context {
@@ -69,9 +70,9 @@ export async function putMultipart(u: Uploader, Key: string, head: Buffer[], res
     }
     throw err;
   }
-  u.journal.started(entry, UploadId);
   let sent: Awaited<ReturnType<typeof sendParts>>;
   try {
+    u.journal.started(entry, UploadId);
     sent = await sendParts(u, Key, UploadId, checksums, remaining(head, rest), signal);
   } catch (err) {
     // Aborted or gone: nothing left. Otherwise the entry stays, and cleanPartial tries again (or says it cannot).
