@@ -91,6 +91,7 @@ export const PLACES: Array<[string, () => Promise<TargetPlace>]> = [
   ['local', localPlace],
   ['s3', () => s3Place()],
   ['s3 (s3rver)', s3rverPlace],
+  ['s3 (a storage with none of the optional calls)', () => s3Place({ lacks: ['checksum-headers', 'list-uploads', 'abort-upload', 'multipart'], ignoresContentMd5: true })],
   ['sftp', sftpPlace],
   ...(process.env.S3_ENDPOINT ? [['s3-real', realS3Place] as [string, () => Promise<TargetPlace>]] : []),
 ];
