@@ -23,6 +23,11 @@ export interface S3ServerOptions {
   accessKeyId?: string;
   lacks?: Array<'list-uploads' | 'abort-upload' | 'multipart' | 'checksums' | 'checksum-headers'>;
   ignoresContentMd5?: boolean;
+  /**
+   * How a multipart object's sha256 is reported: S3's composite `<sha256 of the parts' sha256s>-N` (default), the
+   * composite without `-N` (moto 5.2.1), or the whole object's sha256.
+   */
+  multipartChecksum?: 'composite-n' | 'composite' | 'whole';
 }
 
 export interface S3Object {
@@ -188,7 +193,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
       res.writeHead(204);
       return void res.end();
     }
-    if (req.method === 'POST') return complete(s3, key, uploadId, body.toString('utf8'), res, report);
+    if (req.method === 'POST') return complete(s3, key, uploadId, body.toString('utf8'), res, report, opts.multipartChecksum ?? 'composite-n');
   }
   if (req.method === 'PUT') {
     const metadata = Object.fromEntries(Object.entries(req.headers).filter(([h]) => h.startsWith('x-amz-meta-')).map(([h, v]) => [h.slice(11), String(v)]));
@@ -236,7 +241,7 @@ function endless(r: S3Request, res: ServerResponse): void {
   more();
 }
 
-function complete(s3: Omit<TestS3, 'endpoint' | 'stop'>, key: string, uploadId: string, xml: string, res: ServerResponse, report: (c?: string) => string | undefined): void {
+function complete(s3: Omit<TestS3, 'endpoint' | 'stop'>, key: string, uploadId: string, xml: string, res: ServerResponse, report: (c?: string) => string | undefined, form: NonNullable<S3ServerOptions['multipartChecksum']>): void {
   const up = s3.uploads.get(uploadId)!;
   const listed = [...xml.matchAll(/<Part>([\s\S]*?)<\/Part>/g)].map((m) => ({
     n: Number(/<PartNumber>(\d+)<\/PartNumber>/.exec(m[1]!)?.[1]),
@@ -255,7 +260,8 @@ function complete(s3: Omit<TestS3, 'endpoint' | 'stop'>, key: string, uploadId: 
     bodies.push(part.body);
     if (part.checksum) digests.push(Buffer.from(part.checksum, 'base64'));
   }
-  const checksum = digests.length === listed.length ? `${b64sha(Buffer.concat(digests))}-${digests.length}` : undefined;
+  const forms = { 'composite-n': () => `${b64sha(Buffer.concat(digests))}-${digests.length}`, composite: () => b64sha(Buffer.concat(digests)), whole: () => b64sha(Buffer.concat(bodies)) };
+  const checksum = digests.length === listed.length ? forms[form]() : undefined;
   // S3's multipart ETag: the md5 of the parts' md5s, and their count.
   const etags = listed.map((p) => Buffer.from(up.parts.get(p.n)!.etag.replace(/"/g, ''), 'hex'));
   const etag = `"${createHash('md5').update(Buffer.concat(etags)).digest('hex')}-${listed.length}"`;

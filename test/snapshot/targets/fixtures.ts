@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { targetSchema, type TargetConfig } from '../../../src/snapshot/targets/config.js';
 import { startS3Server, type S3ServerOptions, type TestS3 } from '../../helpers/s3-server.js';
 import { startS3rver, type TestS3rver } from '../../helpers/s3rver.js';
+import { startMotoS3 } from '../../helpers/moto-s3.js';
 import { startSshd, type TestSshd } from '../../helpers/sshd.js';
 
 /**
  * One running place per target type, for the contract suite and the snapshot tests: a temp folder, the loopback
- * S3 server, s3rver (an S3-compatible fake written elsewhere, implementing less), a real sshd on loopback; and a
- * real S3-compatible endpoint when S3_ENDPOINT (+ S3_BUCKET, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) is set.
+ * S3 server, s3rver and moto (S3-compatible servers written elsewhere: s3rver implements less, moto nearly all),
+ * a real sshd on loopback; and a real S3-compatible endpoint when S3_ENDPOINT (+ S3_BUCKET, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) is set.
  */
 export interface TargetPlace {
   label: string;
@@ -59,6 +60,10 @@ export async function s3rverPlace(): Promise<TargetPlace> {
   return { ...s3ServerPlace('s3 (s3rver)', s3rver), s3rver };
 }
 
+export async function motoPlace(): Promise<TargetPlace> {
+  return s3ServerPlace('s3 (moto)', await startMotoS3());
+}
+
 export async function realS3Place(): Promise<TargetPlace> {
   const env = process.env;
   const journals = mkdtempSync(join(tmpdir(), 'mw-s3-journal-'));
@@ -91,6 +96,7 @@ export const PLACES: Array<[string, () => Promise<TargetPlace>]> = [
   ['local', localPlace],
   ['s3', () => s3Place()],
   ['s3 (s3rver)', s3rverPlace],
+  ['s3 (moto)', motoPlace],
   ['s3 (a storage with none of the optional calls)', () => s3Place({ lacks: ['checksum-headers', 'list-uploads', 'abort-upload', 'multipart'], ignoresContentMd5: true })],
   ['sftp', sftpPlace],
   ...(process.env.S3_ENDPOINT ? [['s3-real', realS3Place] as [string, () => Promise<TargetPlace>]] : []),

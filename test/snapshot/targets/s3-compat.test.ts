@@ -95,6 +95,17 @@ describe('uploads to a storage that reports no checksum', () => {
     }
   });
 
+  it('a multipart object\'s sha256 in each form storages report (S3\'s `-N`, moto\'s without it, the whole object\'s): accepted', async () => {
+    for (const multipartChecksum of ['composite-n', 'composite', 'whole'] as const) {
+      const { t, s3, requests } = await storage({ multipartChecksum });
+      const big = randomBytes(BIG);
+      expect(await t.put(SNAP, 'big', bytes(big))).toEqual({ bytes: big.length, sha256: hex(big) });
+      expect(requests('big', 'GET')).toEqual([]); // the reported sha256 sufficed
+      s3.faults.push({ match: (r) => r.method === 'POST' && r.query.has('uploadId'), action: 'wrong-checksum' });
+      expect((await failure(t.put(SNAP, 'big', bytes(big)))).message).toMatch(/storage reports sha256 .*object deleted/);
+    }
+  });
+
   it('every object and every part goes up with the Content-MD5 of its bytes', async () => {
     const { t, s3 } = await storage({ lacks: ['checksums'] });
     await t.put(SNAP, 'store.db', bytes(randomBytes(10)));

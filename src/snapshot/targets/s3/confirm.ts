@@ -24,8 +24,11 @@ export interface Sent {
   bytes: number;
   /** Hex sha256 of the whole object. */
   sha256: string;
-  /** `x-amz-checksum-sha256` the storage should report, if it was sent one. */
-  checksum?: string;
+  /**
+   * The `x-amz-checksum-sha256` values that prove these bytes: the whole object's sha256, and for a multipart
+   * upload the sha256 of its parts' sha256s with and without `-N` (storages report either, or the whole one).
+   */
+  checksums: string[];
   /** ETags that prove these bytes: the md5 (single PUT, or the whole object) and the multipart form `md5(md5s)-N`. */
   etags: string[];
 }
@@ -42,7 +45,7 @@ export async function checkUpload(s3: S3Context, Key: string, sent: Sent, report
     s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key, ...(checksums ? { ChecksumMode: 'ENABLED' as const } : {}) }), { abortSignal: signal })));
   if (head.ContentLength !== sent.bytes) return { problem: `${head.ContentLength} bytes` };
   const seen = [reported, head.ChecksumSHA256].filter((c): c is string => c !== undefined);
-  const wrong = seen.find((c) => c !== sent.checksum);
+  const wrong = seen.find((c) => !sent.checksums.includes(c));
   if (wrong !== undefined) return { problem: `sha256 ${wrong}` };
   if (mode === 'auto' && seen.length > 0) return { by: 'sha256' };
   if (mode === 'auto' && head.ETag !== undefined && sent.etags.includes(head.ETag.replace(/"/g, '').toLowerCase())) return { by: 'etag' };

@@ -41,7 +41,7 @@ export async function putSingle(u: Uploader, Key: string, buf: Buffer, signal?: 
     u.client.send(new PutObjectCommand({
       Bucket: u.bucket, Key, Body: buf, ContentLength: buf.length, ContentMD5: b64(md5), ...(checksums ? { ChecksumSHA256: b64(sha) } : {}),
     }), { abortSignal: signal })));
-  const sent: Sent = { bytes: buf.length, sha256: sha.toString('hex'), checksum: u.lacks.checksums ? undefined : b64(sha), etags: [md5.toString('hex')] };
+  const sent: Sent = { bytes: buf.length, sha256: sha.toString('hex'), checksums: [b64(sha)], etags: [md5.toString('hex')] };
   await confirmUpload(u, Key, sent, out.ChecksumSHA256, u.verify, signal);
   return { bytes: sent.bytes, sha256: sent.sha256 };
 }
@@ -143,10 +143,12 @@ async function sendParts(u: Uploader, Key: string, UploadId: string, checksums: 
   }
   const out = await u.request('complete multipart upload', Key, () =>
     u.client.send(new CompleteMultipartUploadCommand({ Bucket: u.bucket, Key, UploadId, MultipartUpload: { Parts: done } }), { abortSignal: signal }));
+  const wholeSha = whole.sha.digest();
+  const composite = b64(digest('sha256', Buffer.concat(partSha)));
   const sent: Sent = {
     bytes,
-    sha256: whole.sha.digest('hex'),
-    checksum: checksums ? `${b64(digest('sha256', Buffer.concat(partSha)))}-${partSha.length}` : undefined,
+    sha256: wholeSha.toString('hex'),
+    checksums: [`${composite}-${partSha.length}`, composite, b64(wholeSha)],
     etags: [`${digest('md5', Buffer.concat(partMd5)).toString('hex')}-${partMd5.length}`, whole.md5.digest('hex')],
   };
   return { sent, reported: out.ChecksumSHA256 };
@@ -178,7 +180,7 @@ export async function putSpooled(u: Uploader, Key: string, head: Buffer[], rest:
         Bucket: u.bucket, Key, Body: file.createReadStream({ start: 0, autoClose: false }), ContentLength: bytes, ContentMD5: b64(md5Raw),
         ...(checksums ? { ChecksumSHA256: b64(shaRaw) } : {}),
       }), { abortSignal: signal })));
-    const sent: Sent = { bytes, sha256: shaRaw.toString('hex'), checksum: u.lacks.checksums ? undefined : b64(shaRaw), etags: [md5Raw.toString('hex')] };
+    const sent: Sent = { bytes, sha256: shaRaw.toString('hex'), checksums: [b64(shaRaw)], etags: [md5Raw.toString('hex')] };
     await confirmUpload(u, Key, sent, out.ChecksumSHA256, u.verify, signal);
     return { bytes, sha256: sent.sha256 };
   } finally {
