@@ -43,7 +43,7 @@ export type UploadCheck = { by: 'sha256' | 'etag' | 'read-back' } | { problem: s
 export async function checkUpload(s3: S3Context, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<UploadCheck> {
   const head = await withOptionalChecksum(s3.lacks, (checksums) => s3.request('check', Key, () =>
     s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key, ...(checksums ? { ChecksumMode: 'ENABLED' as const } : {}) }), { abortSignal: signal })));
-  if (head.ContentLength !== sent.bytes) return { problem: `${head.ContentLength} bytes` };
+  if (head.ContentLength !== undefined && head.ContentLength !== sent.bytes) return { problem: `${head.ContentLength} bytes` };
   const seen = [reported, head.ChecksumSHA256].filter((c): c is string => c !== undefined);
   const wrong = seen.find((c) => !sent.checksums.includes(c));
   if (wrong !== undefined) return { problem: `sha256 ${wrong}` };
