@@ -13,15 +13,16 @@ import type { AddressInfo } from 'node:net';
  * `faults` lets a test make the next matching requests fail (HTTP status), hang (no answer), store one thing and
  * report another checksum, size or ETag, store other bytes than it received (`store-other`: its ETag is the md5 of
  * what it keeps, its checksum the one it was sent; `-lying`: both are what was sent), answer a GET with an endless
- * stream or one byte short (no length declared), or run a hook (e.g. kill the uploading process). `lacks` makes it implement less,
+ * stream, or run a hook (e.g. kill the uploading process). `lacks` makes it implement less,
  * as S3-compatible stores do: no ListMultipartUploads (501), no AbortMultipartUpload (405), no multipart uploads
- * at all (501), no checksums (ignored, never echoed), or a 501 for any request carrying a checksum header. Like S3
+ * at all (501), no checksums (ignored, never echoed), a 501 for any request carrying a checksum header, or no byte
+ * ranges (a Range header ignored: the whole object, 200). Like S3
  * it refuses a body that does not match its Content-MD5 (BadDigest), unless `ignoresContentMd5` (as s3rver).
  */
 export interface S3ServerOptions {
   bucket?: string;
   accessKeyId?: string;
-  lacks?: Array<'list-uploads' | 'abort-upload' | 'multipart' | 'checksums' | 'checksum-headers'>;
+  lacks?: Array<'list-uploads' | 'abort-upload' | 'multipart' | 'checksums' | 'checksum-headers' | 'range'>;
   ignoresContentMd5?: boolean;
   /**
    * How a multipart object's sha256 is reported: S3's composite `<sha256 of the parts' sha256s>-N` (default), the
@@ -50,7 +51,7 @@ export interface S3Request {
 
 export interface S3Fault {
   match: (r: S3Request) => boolean;
-  action: { status: number } | 'hang' | 'wrong-checksum' | 'wrong-size' | 'wrong-etag' | 'store-other' | 'store-other-lying' | 'endless' | 'short' | ((r: S3Request) => void);
+  action: { status: number } | 'hang' | 'wrong-checksum' | 'wrong-size' | 'wrong-etag' | 'store-other' | 'store-other-lying' | 'endless' | ((r: S3Request) => void);
   /** How many matching requests it applies to (default 1). */
   times?: number;
 }
@@ -217,10 +218,13 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
     'last-modified': new Date().toUTCString(), 'content-type': 'application/octet-stream' };
   if (req.headers['x-amz-checksum-mode'] === 'ENABLED' && o.checksum) headers['x-amz-checksum-sha256'] = report(o.checksum)!;
   for (const [k, v] of Object.entries(o.metadata)) headers[`x-amz-meta-${k}`] = v;
-  if (lie === 'short') {
-    delete headers['content-length'];
-    res.writeHead(200, headers);
-    return void res.end(o.body.subarray(0, -1));
+  const range = /^bytes=(\d+)-(\d*)$/.exec(String(req.headers.range ?? ''));
+  if (range && req.method === 'GET' && !lacks.has('range') && lie === undefined) {
+    const start = Number(range[1]);
+    const end = Math.min(range[2] ? Number(range[2]) : Infinity, o.body.length - 1);
+    if (start >= o.body.length) return sendError(res, 416, 'InvalidRange', 'The requested range is not satisfiable');
+    res.writeHead(206, { ...headers, 'content-range': `bytes ${start}-${end}/${o.body.length}`, 'content-length': String(end - start + 1) });
+    return void res.end(o.body.subarray(start, end + 1));
   }
   res.writeHead(200, headers);
   res.end(req.method === 'HEAD' ? undefined : o.body);

@@ -1,30 +1,33 @@
+import type { GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { storeError } from '../../../errors.js';
 
 /**
- * Reading an object whose size is on record, without trusting the storage to stop: at most the recorded size is
- * passed on, and the read ends (the connection closed) as soon as one byte more arrives.
+ * Reading an object no further than its recorded size, without trusting the storage to stop: a byte range is asked
+ * for, a larger size announced is refused before a byte is read, and the stream ends at the first byte past it.
  */
 
+/** The Range header that asks for the recorded size and one byte more (the byte that shows an object grew). */
+export const rangeFor = (maxBytes: number) => `bytes=0-${maxBytes}`;
+
 /**
- * The object's bytes, at most `bytes` of them. A storage sending more (an endless stream, an object replaced by a
- * larger one) fails at the first byte past the record, after reading at most size+1 bytes; one ending early fails too.
+ * Passes on at most `maxBytes`. A storage sending more (an endless stream, an object replaced by a larger one, a
+ * Range ignored) fails at the first byte past them; leaving the loop destroys the response, so nothing more is read.
  */
-export async function* atMost(body: AsyncIterable<Uint8Array>, bytes: number, what: string): AsyncIterable<Buffer> {
+export async function* atMost(body: AsyncIterable<Uint8Array>, maxBytes: number, what: string): AsyncIterable<Buffer> {
   let seen = 0;
   for await (const chunk of body) {
     const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (seen + b.length > bytes) {
-      if (bytes > seen) yield b.subarray(0, bytes - seen);
-      // Leaving the loop destroys the response stream: nothing more is read from the socket.
-      throw storeError(`${what}: the storage sent more than the ${bytes} bytes on record; stopped reading at ${bytes + 1}`);
+    if (seen + b.length > maxBytes) {
+      if (maxBytes > seen) yield b.subarray(0, maxBytes - seen);
+      throw storeError(`${what}: larger than its recorded ${maxBytes} bytes; not read further`);
     }
     seen += b.length;
     yield b;
   }
-  if (seen < bytes) throw storeError(`${what}: the storage sent ${seen} bytes, ${bytes} on record`);
 }
 
-/** The length a response declares, checked before a byte is read: a storage announcing another size is not read. */
-export function declaredLengthProblem(declared: number | undefined, bytes: number): string | undefined {
-  return declared !== undefined && declared !== bytes ? `the storage declares ${declared} bytes, ${bytes} on record` : undefined;
+/** The object's whole size as the answer states it (Content-Range of a 206, else Content-Length), if it does. */
+export function statedSize(out: Pick<GetObjectCommandOutput, 'ContentRange' | 'ContentLength'>): number | undefined {
+  const total = /\/(\d+)$/.exec(out.ContentRange ?? '')?.[1];
+  return total !== undefined ? Number(total) : out.ContentLength;
 }

@@ -1,11 +1,11 @@
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { storeError } from '../../../errors.js';
 import { chunked } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
-import { atMost, declaredLengthProblem } from './bounded.js';
+import { atMost, rangeFor, statedSize } from './bounded.js';
 import { uploadJournalFor, type UploadEntry } from './journal.js';
-import { s3Request, unsupported } from './requests.js';
+import { httpStatus, s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
 import { abortUpload, putMultipart, putSingle, putSpooled, type Uploader } from './upload.js';
 
@@ -63,22 +63,35 @@ export class S3Target implements SnapshotTarget {
   }
 
   /**
-   * With `expectedBytes` (the size on record), a response declaring another length is not read, and the stream
-   * ends with a failure at the first byte past the record: a storage cannot fill the disk or run for ever.
+   * With `maxBytes` (the size on record), only the bytes up to one past it are asked for (an HTTP Range), an object
+   * stated larger is refused before a byte is read, and the stream fails at the first byte past it, whatever the
+   * storage sends: no storage can fill the disk or stream for ever.
    */
-  async get(snapshot: string, key: string, signal?: AbortSignal, expectedBytes?: number): Promise<AsyncIterable<Uint8Array>> {
+  async get(snapshot: string, key: string, signal?: AbortSignal, maxBytes?: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
     const Key = `${this.base}${snapshot}/${key}`;
-    const out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key }), { abortSignal: signal }));
-    const body = out.Body as Readable;
-    if (expectedBytes === undefined) return body;
-    const what = `target ${this.name}: download s3://${this.config.bucket}/${Key}`;
-    const problem = declaredLengthProblem(out.ContentLength, expectedBytes);
-    if (problem) {
-      body.destroy();
-      throw storeError(`${what}: ${problem}; not read`);
+    const Range = maxBytes === undefined ? undefined : rangeFor(maxBytes);
+    let out: GetObjectCommandOutput;
+    try {
+      out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key, Range }), { abortSignal: signal }));
+    } catch (err) {
+      // 416: not even byte 0 exists, the object is empty (S3's answer to a range on an empty object).
+      if (Range && httpStatus(err) === 416) return nothing();
+      throw err;
     }
-    return atMost(body, expectedBytes, what);
+    const body = out.Body as Readable;
+    if (maxBytes === undefined) return body;
+    const what = `target ${this.name}: download s3://${this.config.bucket}/${Key}`;
+    const size = statedSize(out);
+    if (size === 0) {
+      body.destroy(); // s3rver states `bytes 0-0/0` for an empty object, with a length of 1 it never sends
+      return nothing();
+    }
+    if (size !== undefined && size > maxBytes) {
+      body.destroy();
+      throw storeError(`${what}: larger than its recorded ${maxBytes} bytes (the storage states ${size}); not read`);
+    }
+    return atMost(body, maxBytes, what);
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -166,6 +179,8 @@ export class S3Target implements SnapshotTarget {
     return s3Request({ target: this.name, bucket: this.config.bucket }, doing, Key, call);
   }
 }
+
+async function* nothing(): AsyncIterable<Uint8Array> {}
 
 /** Credentials come from config only as `${ENV}` references (checked at load), or from the SDK's own chain. */
 export const createS3Target: TargetFactory<S3TargetConfig> = async (config, store) => {
