@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { transientError } from '../../../errors.js';
-import { atMost } from './bounded.js';
+import { download } from './bounded.js';
 import { withOptionalChecksum } from './requests.js';
 
 /**
@@ -11,6 +10,8 @@ import { withOptionalChecksum } from './requests.js';
  */
 
 export interface S3Context {
+  /** The target's name, for messages. */
+  target: string;
   client: S3Client;
   bucket: string;
   /** One request, its failure in one line (requests.ts). */
@@ -49,11 +50,10 @@ export async function checkUpload(s3: S3Context, Key: string, sent: Sent, report
   if (wrong !== undefined) return { problem: `sha256 ${wrong}` };
   if (mode === 'auto' && seen.length > 0) return { by: 'sha256' };
   if (mode === 'auto' && head.ETag !== undefined && sent.etags.includes(head.ETag.replace(/"/g, '').toLowerCase())) return { by: 'etag' };
-  const out = await s3.request('read back', Key, () => s3.client.send(new GetObjectCommand({ Bucket: s3.bucket, Key }), { abortSignal: signal }));
   const hash = createHash('sha256');
   let bytes = 0;
   try {
-    for await (const b of atMost(out.Body as Readable, sent.bytes, `s3://${s3.bucket}/${Key}`)) {
+    for await (const b of await download(s3, Key, sent.bytes, signal)) {
       hash.update(b);
       bytes += b.length;
     }
@@ -65,7 +65,7 @@ export async function checkUpload(s3: S3Context, Key: string, sent: Sent, report
 }
 
 /** Confirm, or delete the object and fail (retryable: the next run uploads it again). */
-export async function confirmUpload(s3: S3Context & { target: string }, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<void> {
+export async function confirmUpload(s3: S3Context, Key: string, sent: Sent, reported: string | undefined, mode: 'auto' | 'read-back', signal?: AbortSignal): Promise<void> {
   let check: UploadCheck;
   try {
     check = await checkUpload(s3, Key, sent, reported, mode, signal);

@@ -1,11 +1,10 @@
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
-import { storeError } from '../../../errors.js';
+import { DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { chunked } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
-import { atMost, rangeFor, statedSize } from './bounded.js';
+import { download } from './bounded.js';
 import { uploadJournalFor, type UploadEntry } from './journal.js';
-import { httpStatus, s3Request, unsupported } from './requests.js';
+import { s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
 import { abortUpload, putMultipart, putSingle, putSpooled, type Uploader } from './upload.js';
 
@@ -70,28 +69,9 @@ export class S3Target implements SnapshotTarget {
   async get(snapshot: string, key: string, signal?: AbortSignal, maxBytes?: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
     const Key = `${this.base}${snapshot}/${key}`;
-    const Range = maxBytes === undefined ? undefined : rangeFor(maxBytes);
-    let out: GetObjectCommandOutput;
-    try {
-      out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key, Range }), { abortSignal: signal }));
-    } catch (err) {
-      // 416: not even byte 0 exists, the object is empty (S3's answer to a range on an empty object).
-      if (Range && httpStatus(err) === 416) return nothing();
-      throw err;
-    }
-    const body = out.Body as Readable;
-    if (maxBytes === undefined) return body;
-    const what = `target ${this.name}: download s3://${this.config.bucket}/${Key}`;
-    const size = statedSize(out);
-    if (size === 0) {
-      body.destroy(); // s3rver states `bytes 0-0/0` for an empty object, with a length of 1 it never sends
-      return nothing();
-    }
-    if (size !== undefined && size > maxBytes) {
-      body.destroy();
-      throw storeError(`${what}: larger than its recorded ${maxBytes} bytes (the storage states ${size}); not read`);
-    }
-    return atMost(body, maxBytes, what);
+    if (maxBytes !== undefined) return download(this.uploader, Key, maxBytes, signal);
+    const out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key }), { abortSignal: signal }));
+    return out.Body as Readable;
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -179,8 +159,6 @@ export class S3Target implements SnapshotTarget {
     return s3Request({ target: this.name, bucket: this.config.bucket }, doing, Key, call);
   }
 }
-
-async function* nothing(): AsyncIterable<Uint8Array> {}
 
 /** Credentials come from config only as `${ENV}` references (checked at load), or from the SDK's own chain. */
 export const createS3Target: TargetFactory<S3TargetConfig> = async (config, store) => {

@@ -21,7 +21,6 @@ import { notThere, unsupported, withOptionalChecksum } from './requests.js';
  */
 
 export interface Uploader extends S3Context {
-  target: string;
   concurrency: number;
   verify: 'auto' | 'read-back';
   journal: UploadJournal;
