@@ -1,15 +1,13 @@
+/**
+ * moto 5.2.1's S3 server (`moto_server`, installed on this machine kind) on a loopback port with one bucket: an S3
+ * written elsewhere, close to AWS (checksums kept, uploads listed and aborted; a multipart sha256 without `-N`).
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './redis.js';
 
-/**
- * moto's S3 server (`moto_server`, moto 5.2.1, Python, installed on this machine kind) on a loopback port, one bucket
- * made: a third S3 implementation nobody here wrote, the closest to AWS of the three (it keeps and reports
- * checksums, lists and aborts multipart uploads; a multipart object's sha256 is reported without AWS's `-N`).
- * It does not check signatures or Content-MD5. Stopped by `stop()`.
- */
 export interface TestMotoS3 {
   endpoint: string;
   bucket: string;

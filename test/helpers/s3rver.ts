@@ -1,17 +1,12 @@
+/**
+ * s3rver 3.7.1 (the npm S3 fake) on a loopback port, files in a temp folder: a store that implements less than S3.
+ * Read in its source: ListMultipartUploads 501, AbortMultipartUpload 405, no checksums kept, Content-MD5 ignored.
+ */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/**
- * s3rver 3.7.1 (an S3-compatible fake nobody here wrote) on a loopback port, files in a temp folder: what the S3
- * target must cope with from a store that implements less than S3 does. Stopped and removed by `stop()`.
- *
- * What it does not do, by reading its source (lib/routes.js, lib/controllers/object.js): ListMultipartUploads
- * answers 501, AbortMultipartUpload answers 405, no `x-amz-checksum-*` is checked or echoed, Content-MD5 is
- * ignored, and a completed multipart upload's ETag is the md5 of the whole object. Its only key pair is
- * S3RVER/S3RVER; it checks SigV4 signatures.
- */
 export interface TestS3rver {
   endpoint: string;
   bucket: string;

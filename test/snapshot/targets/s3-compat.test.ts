@@ -1,3 +1,7 @@
+/**
+ * The S3 target against storages that implement less than S3 (no checksums, multipart, upload listing or abort),
+ * or that say what is not so (sizes, checksums, ETags): the loopback server's limits and faults.
+ */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,8 +14,6 @@ import type { SnapshotTarget } from '../../../src/snapshot/targets/types.js';
 import type { WardenError } from '../../../src/errors.js';
 import type { S3ServerOptions, S3Request } from '../../helpers/s3-server.js';
 import { s3Place, type TargetPlace } from './fixtures.js';
-
-/** What the S3 target does with storages that implement less than S3, or say what is not so (the loopback server). */
 
 async function* bytes(b: Buffer, chunk = 1 << 20): AsyncIterable<Buffer> {
   for (let i = 0; i < b.length; i += chunk) yield b.subarray(i, i + chunk);

@@ -1,3 +1,7 @@
+/**
+ * S3 downloads stop at the size on record plus one byte: endless answers, objects stated larger, empty objects,
+ * and restore --target's fetch and verify against a storage that streams for ever.
+ */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,8 +15,6 @@ import type { SnapshotTarget } from '../../../src/snapshot/targets/types.js';
 import type { WardenError } from '../../../src/errors.js';
 import { qdrantFixture, type QdrantFixture } from '../../helpers/qdrant-store.js';
 import { motoPlace, s3Place, s3rverPlace, type TargetPlace } from './fixtures.js';
-
-/** Downloads stop at the size on record plus one byte, whatever the storage sends. */
 
 async function* bytes(b: Buffer): AsyncIterable<Buffer> {
   yield b;

@@ -1,13 +1,12 @@
+/**
+ * Downloads that stop at an object's recorded size: a byte range asked for, a larger stated size refused before a
+ * byte is read, and the stream failed at the first byte past it, whatever the storage sends.
+ */
 import type { Readable } from 'node:stream';
 import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { storeError } from '../../../errors.js';
 import type { S3Context } from './confirm.js';
 import { httpStatus } from './requests.js';
-
-/**
- * Reading an object no further than its recorded size, without trusting the storage to stop: a byte range is asked
- * for, a larger size announced is refused before a byte is read, and the stream ends at the first byte past it.
- */
 
 /**
  * One object's bytes, at most `maxBytes` (its size on record). Only bytes 0..maxBytes are asked for (an HTTP Range:

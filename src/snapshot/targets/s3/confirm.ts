@@ -1,13 +1,12 @@
+/**
+ * Whether the storage holds exactly what was sent: its reported sha256, else its md5 ETag, else the object read
+ * back. A verdict; an object that differs is deleted.
+ */
 import { createHash } from 'node:crypto';
 import { DeleteObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { transientError } from '../../../errors.js';
 import { download } from './bounded.js';
 import { withOptionalChecksum } from './requests.js';
-
-/**
- * Whether the storage now holds exactly what was sent, asked of the storage in the strongest form it offers: the
- * sha256 it reports, else the md5 in its ETag, else reading the object back. An object that differs is deleted.
- */
 
 export interface S3Context {
   /** The target's name, for messages. */

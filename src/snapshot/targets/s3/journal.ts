@@ -1,3 +1,7 @@
+/**
+ * This machine's record of the multipart uploads it started and has not finished, one small file each, written
+ * before the upload exists: what lets the next run abort a killed upload by id.
+ */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -6,11 +10,6 @@ import { readRegularFile } from '../../../read-file.js';
 import { DIR_MODE, FILE_MODE, fsyncPath } from '../../layout.js';
 import { expandTilde } from '../types.js';
 import type { S3TargetConfig } from './schema.js';
-
-/**
- * The local record of multipart uploads this machine started and has not finished: one small file per upload,
- * written before the upload exists, so a `kill -9` at any point leaves what is needed to abort it by id.
- */
 
 export const UPLOAD_JOURNAL_FORMAT = 'memory-warden-s3-upload/1';
 

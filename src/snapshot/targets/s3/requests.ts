@@ -1,9 +1,8 @@
-import { storeError, transientError, WardenError } from '../../../errors.js';
-
 /**
- * One S3 request's failure in one line, classified: what the S3 target calls to send anything. Also how it tells
- * "the storage does not implement this" (an optional call) from a failure.
+ * One S3 request's failure in one line, transient or not, and how to tell "the storage does not implement this"
+ * (501, 405) from a failure; optional checksum headers, dropped once a storage refuses them.
  */
+import { storeError, transientError, WardenError } from '../../../errors.js';
 
 interface SdkError {
   name?: string;

@@ -1,3 +1,7 @@
+/**
+ * Sending one object to S3: a single PUT, a journaled multipart upload, or one PUT from a spool file where the
+ * storage has no multipart uploads; each with Content-MD5 and, where taken, `x-amz-checksum-sha256`.
+ */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { open, unlink } from 'node:fs/promises';
@@ -12,13 +16,6 @@ import type { ObjectDigest } from '../types.js';
 import { confirmUpload, type S3Context, type Sent } from './confirm.js';
 import type { UploadJournal } from './journal.js';
 import { notThere, unsupported, withOptionalChecksum } from './requests.js';
-
-/**
- * Sending one object: a single PUT, a multipart upload (journaled, so a killed one can be aborted by id), or, where
- * the storage has no multipart uploads, a single PUT from a spool file. Every form sends Content-MD5 (which S3
- * checks on receipt; s3rver ignores it) and, where the storage takes it, `x-amz-checksum-sha256`; then confirm.ts
- * checks what the storage holds.
- */
 
 export interface Uploader extends S3Context {
   concurrency: number;
