@@ -5,8 +5,7 @@
 import type { Readable } from 'node:stream';
 import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { storeError } from '../../../errors.js';
-import type { S3Context } from './confirm.js';
-import { httpStatus } from './requests.js';
+import { httpStatus, type S3Context } from './requests.js';
 
 /**
  * One object's bytes, at most `maxBytes` (its size on record). Only bytes 0..maxBytes are asked for (an HTTP Range:

@@ -3,21 +3,11 @@
  * back. A verdict; an object that differs is deleted.
  */
 import { createHash } from 'node:crypto';
-import { DeleteObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { transientError } from '../../../errors.js';
 import { download } from './bounded.js';
-import { withOptionalChecksum } from './requests.js';
+import { withOptionalChecksum, type S3Context } from './requests.js';
 
-export interface S3Context {
-  /** The target's name, for messages. */
-  target: string;
-  client: S3Client;
-  bucket: string;
-  /** One request, its failure in one line (requests.ts). */
-  request<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T>;
-  /** Whether the storage has shown it refuses `x-amz-checksum-*` headers (then they are not sent). */
-  lacks: { checksums: boolean };
-}
 
 /** What went up, in every form a storage may report it back. */
 export interface Sent {

@@ -2,7 +2,20 @@
  * One S3 request's failure in one line, transient or not, and how to tell "the storage does not implement this"
  * (501, 405) from a failure; optional checksum headers, dropped once a storage refuses them.
  */
+import type { S3Client } from '@aws-sdk/client-s3';
 import { storeError, transientError, WardenError } from '../../../errors.js';
+
+/** What every request of one S3 target needs: its client, bucket and name, and what the storage has shown it lacks. */
+export interface S3Context {
+  /** The target's name, for messages. */
+  target: string;
+  client: S3Client;
+  bucket: string;
+  /** One request, its failure in one line (s3Request). */
+  request<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T>;
+  /** Whether the storage has shown it refuses `x-amz-checksum-*` headers (then they are not sent). */
+  lacks: { checksums: boolean };
+}
 
 interface SdkError {
   name?: string;

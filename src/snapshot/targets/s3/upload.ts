@@ -13,9 +13,9 @@ import {
 import { transientError } from '../../../errors.js';
 import { DIR_MODE, FILE_MODE } from '../../layout.js';
 import type { ObjectDigest } from '../types.js';
-import { confirmUpload, type S3Context, type Sent } from './confirm.js';
+import { confirmUpload, type Sent } from './confirm.js';
 import type { UploadJournal } from './journal.js';
-import { notThere, unsupported, withOptionalChecksum } from './requests.js';
+import { notThere, unsupported, withOptionalChecksum, type S3Context } from './requests.js';
 
 export interface Uploader extends S3Context {
   concurrency: number;
