@@ -3,7 +3,7 @@
  * or that say what is not so (sizes, checksums, ETags): the loopback server's limits and faults.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -26,9 +26,12 @@ const failure = (p: Promise<unknown>) => p.then(() => { throw new Error('expecte
 
 const places: TargetPlace[] = [];
 const opened: SnapshotTarget[] = [];
+const folders: string[] = [];
+const scratch = () => folders[folders.push(mkdtempSync(join(tmpdir(), 'mw-s3-compat-'))) - 1]!;
 afterAll(async () => {
   for (const t of opened) await t.close();
   for (const p of places) await p.stop();
+  for (const f of folders) rmSync(f, { recursive: true, force: true });
 });
 
 /** A fresh server with these limits, and a target on it with its own prefix and journal. */
@@ -198,7 +201,7 @@ describe('cleanPartial: the uploads this machine started, by id', () => {
   });
 
   it('a journal that cannot be written: the multipart upload is not started, and the failure names the folder', async () => {
-    const { t, s3, cfg } = await storage({}, { uploadJournalDir: join(mkdtempSync(join(tmpdir(), 'mw-s3-journal-')), 'not-a-folder') });
+    const { t, s3, cfg } = await storage({}, { uploadJournalDir: join(scratch(), 'not-a-folder') });
     writeFileSync(cfg.uploadJournalDir, 'a file where the folder should be');
     const err = await failure(t.put(SNAP, 'big', bytes(randomBytes(BIG))));
     expect(err.message).toMatch(new RegExp(`record the S3 upload of .*/big in ${cfg.uploadJournalDir}: EEXIST$`));

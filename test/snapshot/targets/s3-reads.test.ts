@@ -3,7 +3,7 @@
  * and restore --target's fetch and verify against a storage that streams for ever.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -118,10 +118,12 @@ describe('fetch and verify from an S3 storage that streams for ever', () => {
       place.s3!.faults.push({ match: (r) => r.method === 'GET' && r.key.endsWith('/store.db'), action: 'endless' });
       expect((await failure(verifyRemote(t, local.name))).message).toMatch(/store\.db: larger than its recorded \d+ bytes; not read further/);
       place.s3!.faults.push({ match: (r) => r.method === 'GET' && r.key.endsWith('/store.db'), action: 'endless' });
-      const dest = join(mkdtempSync(join(tmpdir(), 'mw-fetch-')), 'got');
+      const fetchDir = mkdtempSync(join(tmpdir(), 'mw-fetch-'));
+      const dest = join(fetchDir, 'got');
       expect((await failure(fetchSnapshot(t, tcfg, local.name, dest))).message).toMatch(/store\.db: larger than its recorded \d+ bytes; not read further/);
       const written = join(dest, 'store.db');
       expect(existsSync(written) ? statSync(written).size : 0).toBeLessThanOrEqual(recorded);
+      rmSync(fetchDir, { recursive: true, force: true });
     });
   });
 });
