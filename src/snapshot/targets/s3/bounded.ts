@@ -5,6 +5,7 @@
 import type { Readable } from 'node:stream';
 import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { storeError } from '../../../errors.js';
+import { atMost } from '../digest.js';
 import { httpStatus, type S3Context } from './requests.js';
 
 /**
@@ -12,7 +13,7 @@ import { httpStatus, type S3Context } from './requests.js';
  * the byte past the record shows an object grew), an object stated larger is refused before a byte is read, and the
  * stream fails at the first byte past `maxBytes` whatever the storage sends.
  */
-export async function download(s3: S3Context, Key: string, maxBytes: number, signal?: AbortSignal): Promise<AsyncIterable<Buffer>> {
+export async function download(s3: S3Context, Key: string, maxBytes: number, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>> {
   let out: GetObjectCommandOutput;
   try {
     out = await s3.request('download', Key, () => s3.client.send(new GetObjectCommand({ Bucket: s3.bucket, Key, Range: `bytes=0-${maxBytes}` }), { abortSignal: signal }));
@@ -35,24 +36,7 @@ export async function download(s3: S3Context, Key: string, maxBytes: number, sig
   return atMost(body, maxBytes, what);
 }
 
-async function* nothing(): AsyncIterable<Buffer> {}
-
-/**
- * Passes on at most `maxBytes`. A storage sending more (an endless stream, an object replaced by a larger one, a
- * Range ignored) fails at the first byte past them; leaving the loop destroys the response, so nothing more is read.
- */
-export async function* atMost(body: AsyncIterable<Uint8Array>, maxBytes: number, what: string): AsyncIterable<Buffer> {
-  let seen = 0;
-  for await (const chunk of body) {
-    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (seen + b.length > maxBytes) {
-      if (maxBytes > seen) yield b.subarray(0, maxBytes - seen);
-      throw storeError(`${what}: larger than its recorded ${maxBytes} bytes; not read further`);
-    }
-    seen += b.length;
-    yield b;
-  }
-}
+async function* nothing(): AsyncIterable<Uint8Array> {}
 
 /** The object's whole size as the answer states it (Content-Range of a 206, else Content-Length), if it does. */
 function statedSize(out: Pick<GetObjectCommandOutput, 'ContentRange' | 'ContentLength'>): number | undefined {

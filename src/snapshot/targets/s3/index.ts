@@ -1,5 +1,4 @@
-import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { chunked } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import { download } from './bounded.js';
@@ -62,16 +61,13 @@ export class S3Target implements SnapshotTarget {
   }
 
   /**
-   * With `maxBytes` (the size on record), only the bytes up to one past it are asked for (an HTTP Range), an object
+   * Only the bytes up to one past `maxBytes` (the size on record) are asked for (an HTTP Range), an object
    * stated larger is refused before a byte is read, and the stream fails at the first byte past it, whatever the
    * storage sends: no storage can fill the disk or stream for ever.
    */
-  async get(snapshot: string, key: string, signal?: AbortSignal, maxBytes?: number): Promise<AsyncIterable<Uint8Array>> {
+  async get(snapshot: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
-    const Key = `${this.base}${snapshot}/${key}`;
-    if (maxBytes !== undefined) return download(this.uploader, Key, maxBytes, signal);
-    const out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key }), { abortSignal: signal }));
-    return out.Body as Readable;
+    return download(this.uploader, `${this.base}${snapshot}/${key}`, maxBytes, signal);
   }
 
   async delete(snapshot: string): Promise<void> {
