@@ -76,6 +76,7 @@ export function resolveTargetPaths(targets: unknown, abs: (p: unknown) => unknow
     if (o.type === 'local') o.path = abs(o.path);
     if (o.privateKeyFile !== undefined) o.privateKeyFile = abs(o.privateKeyFile);
     if (o.authKeyFile !== undefined) o.authKeyFile = abs(o.authKeyFile);
+    if (o.uploadJournalDir !== undefined) o.uploadJournalDir = abs(o.uploadJournalDir);
     const enc = o.encrypt as Record<string, unknown> | undefined;
     if (enc && typeof enc === 'object' && enc.identityFile !== undefined) o.encrypt = { ...enc, identityFile: abs(enc.identityFile) };
     return o;

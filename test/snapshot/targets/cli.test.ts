@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLI } from '../../helpers/cli.js';
 import { ids, makeStore, type Row } from '../../helpers/store.js';
 import { qdrantFixture, type QdrantFixture } from '../../helpers/qdrant-store.js';
-import { s3Place, sftpPlace, type TargetPlace } from './fixtures.js';
+import { s3Place, s3rverPlace, sftpPlace, type TargetPlace } from './fixtures.js';
 
 const SECRET = 'Ada keeps her spare key under the blue flowerpot';
 const ROWS: Row[] = [{ id: 'm_ada', subject: 'ada', fact: SECRET }, ...Array.from({ length: 6 }, (_, i) => ({ id: `m_${i}`, subject: 'bob', fact: `bob fact ${i}` }))];
@@ -56,7 +56,8 @@ function freshMachine(raw: Record<string, any>): { dir: string; db: string; conf
 }
 
 describe.each([
-  ['s3, encrypted', s3Place, true],
+  ['s3, encrypted', () => s3Place(), true],
+  ['s3 on s3rver', s3rverPlace, false],
   ['sftp', sftpPlace, false],
 ])('off the machine, through the CLI: %s', { timeout: 120_000 }, (_label, startPlace, encrypted) => {
   let place: TargetPlace;
@@ -165,14 +166,20 @@ describe('credentials', { timeout: 60_000 }, () => {
 const BIG = Array.from({ length: 2600 }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: `${i} `.repeat(1500).slice(0, 4000) }));
 
 describe('kill -9 during an upload', { timeout: 120_000 }, () => {
-  let place: TargetPlace;
+  let s3: TargetPlace;
+  let s3NoList: TargetPlace;
+  let rver: TargetPlace;
   let sftp: TargetPlace;
   beforeAll(async () => {
-    place = await s3Place();
+    s3 = await s3Place();
+    s3NoList = await s3Place({ lacks: ['list-uploads'] });
+    rver = await s3rverPlace();
     sftp = await sftpPlace();
   }, 60_000);
   afterAll(async () => {
-    await place.stop();
+    await s3.stop();
+    await s3NoList.stop();
+    await rver.stop();
     await sftp.stop();
   });
 
@@ -206,7 +213,11 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
       .toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
   });
 
-  it('S3: the unfinished multipart upload is invisible, then aborted by the next run, which uploads whole', async () => {
+  it.each([
+    ['', () => s3],
+    [' (a storage without ListMultipartUploads: aborted by the id the journal kept)', () => s3NoList],
+  ])('S3: the unfinished multipart upload is invisible, then aborted by the next run, which uploads whole%s', async (_label, which) => {
+    const place = which();
     fx = await qdrantFixture(BIG);
     const { target, env } = asUserWrites({ ...place.config(), name: 'off' });
     const config = join(fx.dir, 'a.yaml');
@@ -238,10 +249,41 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
     expect(r.cleaned).toContain('off:2026-11-29T020000Z/store.db (multipart upload)');
     expect(r.uploaded).toEqual(['2026-11-29T020000Z']);
     expect(mine()).toEqual([]);
+    expect(readdirSync((target as { uploadJournalDir: string }).uploadJournalDir)).toEqual([]);
     const verified = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
     expect(verified.code, verified.stderr).toBe(0);
     expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
     expect(existsSync(join(fx.dir, 'backups', 'agent', '2026-11-29T020000Z', 'manifest.json'))).toBe(true);
+  });
+
+  it('S3 on s3rver (no ListMultipartUploads, no AbortMultipartUpload): the killed upload is said not removed; the next run uploads whole', async () => {
+    fx = await qdrantFixture(BIG);
+    const { target, env } = asUserWrites({ ...rver.config(), name: 'off' });
+    const config = join(fx.dir, 'a.yaml');
+    writeFileSync(config, YAML.stringify(fx.raw({ snapshot: { targets: [target] } })));
+    const stateEnv = { ...env, MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') };
+    const run = start(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], stateEnv);
+    let exited = false;
+    void run.done.then(() => (exited = true));
+    // Killed the moment s3rver holds a part of an upload (its folder is on this machine).
+    const parts = () => (readdirSync(rver.s3rver!.dir, { recursive: true }) as string[]).filter((p) => /_S3rver_uploads\/[0-9a-f]+\/1$/.test(p));
+    let seen = false;
+    while (!seen && !exited) {
+      seen = parts().length > 0;
+      if (!seen) await new Promise((r) => setTimeout(r, 2));
+    }
+    run.child.kill('SIGKILL');
+    expect(seen, 'the upload finished before a part was seen').toBe(true);
+    expect((await run.done).signal).toBe('SIGKILL');
+
+    const pushed = await cli(['snapshots', 'push', '--config', config, '--store', 'agent', '--json'], stateEnv);
+    expect(pushed.code, pushed.stderr).toBe(0);
+    const [r] = pushed.json().targets;
+    expect(r.cleaned).toContainEqual(expect.stringMatching(/^off:2026-11-29T020000Z\/store\.db \(multipart upload \w+ not removed: the storage does not abort multipart uploads; its parts may stay stored\)$/));
+    expect(r.uploaded).toEqual(['2026-11-29T020000Z']);
+    expect(readdirSync((target as { uploadJournalDir: string }).uploadJournalDir)).toEqual([]);
+    const verified = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
+    expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
   });
 });
 

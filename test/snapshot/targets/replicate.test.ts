@@ -18,7 +18,7 @@ import type { Config } from '../../../src/config.js';
 import type { WardenError } from '../../../src/errors.js';
 import { qdrantFixture, type QdrantFixture } from '../../helpers/qdrant-store.js';
 import type { Row } from '../../helpers/store.js';
-import { localPlace, s3Place, sftpPlace, type TargetPlace } from './fixtures.js';
+import { localPlace, motoPlace, s3Place, s3rverPlace, sftpPlace, type TargetPlace } from './fixtures.js';
 
 const T0 = Date.parse('2026-11-29T02:00:00Z');
 const SECRET = 'Ada prefers tea with lemon, never coffee';
@@ -36,7 +36,9 @@ const replicate = (config: Config) => replicateStore(config, 'agent', { log: sil
 
 describe.each([
   ['local', localPlace],
-  ['s3', s3Place],
+  ['s3', () => s3Place()],
+  ['s3 (s3rver)', s3rverPlace],
+  ['s3 (moto)', motoPlace],
   ['sftp', sftpPlace],
 ])('snapshots off the machine: %s', (_label, start) => {
   let place: TargetPlace;

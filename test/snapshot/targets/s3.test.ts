@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
 import { WardenError } from '../../../src/errors.js';
 import { s3Place, type TargetPlace } from './fixtures.js';
+import { uploadJournalFor } from '../../../src/snapshot/targets/s3/journal.js';
+import type { S3TargetConfig } from '../../../src/snapshot/targets/s3/schema.js';
 
 async function* bytes(b: Buffer): AsyncIterable<Buffer> {
   yield b;
@@ -73,15 +75,20 @@ describe('s3 target faults', () => {
     await bad.close();
   });
 
-  it('cleanPartial aborts unfinished multipart uploads under its prefix only', async () => {
+  it('cleanPartial aborts the unfinished uploads this machine journaled, by id, and no upload it did not start', async () => {
     const cfg = place.config();
     const t = await openTarget(cfg, 'agent');
-    const prefix = (cfg as { prefix: string }).prefix;
-    s3().uploads.set('left-by-kill', { key: `${prefix}agent/${SNAP}/store.db`, parts: new Map() });
+    const key = `${(cfg as S3TargetConfig).prefix}agent/${SNAP}/store.db`;
+    const journal = uploadJournalFor(cfg as S3TargetConfig, 'agent');
+    journal.started(journal.begin(key), 'left-by-kill');
+    s3().uploads.set('left-by-kill', { key, parts: new Map() });
+    s3().uploads.set('not-started-here', { key, parts: new Map() });
     s3().uploads.set('someone-else', { key: `other/agent/${SNAP}/store.db`, parts: new Map() });
     expect(await t.cleanPartial()).toEqual([`bucket:${SNAP}/store.db (multipart upload)`]);
     expect(s3().uploads.has('left-by-kill')).toBe(false);
+    expect(s3().uploads.has('not-started-here')).toBe(true);
     expect(s3().uploads.has('someone-else')).toBe(true);
+    expect(await t.cleanPartial()).toEqual([]);
     await t.close();
   });
 });

@@ -1,34 +1,37 @@
-import { createHash } from 'node:crypto';
-import type { Readable } from 'node:stream';
-import {
-  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand, GetObjectCommand,
-  HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, S3Client, UploadPartCommand,
-  type CompletedPart,
-} from '@aws-sdk/client-s3';
-import { storeError, transientError, WardenError } from '../../../errors.js';
+import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { chunked } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { download } from './bounded.js';
+import { uploadJournalFor, type UploadEntry } from './journal.js';
+import { s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
-
-const b64 = (digest: Buffer) => digest.toString('base64');
-const sha = (b: Buffer) => createHash('sha256').update(b).digest();
+import { abortUpload, putMultipart, putSingle, putSpooled, type Uploader } from './upload.js';
 
 /**
- * S3 and S3-compatible storage. Each object goes up with its sha256 as `x-amz-checksum-sha256` (per part for a
- * multipart upload), which the storage checks on receipt; the checksum it then reports (HEAD with checksum mode)
- * must equal ours, else the object is deleted and the put fails. A multipart upload is invisible until completed,
- * so a killed run leaves an unfinished upload (aborted by `cleanPartial`), never a short object.
+ * S3 and S3-compatible storage. Each object goes up with Content-MD5 and, where the storage takes it, its sha256 as
+ * `x-amz-checksum-sha256`; it is then confirmed by the storage's reported sha256, its md5 ETag, or by reading it
+ * back (confirm.ts), else deleted and the put fails. A multipart upload is invisible until completed and is
+ * journaled locally (journal.ts), so a killed run leaves an unfinished upload `cleanPartial` aborts by id, never a
+ * short object. Nothing else is required of the storage: ListMultipartUploads and checksums are used where offered.
  */
 export class S3Target implements SnapshotTarget {
   readonly type = 's3';
   readonly name: string;
   readonly where: string;
   private readonly base: string;
+  private readonly uploader: Uploader;
 
   constructor(private readonly config: S3TargetConfig, store: string, private readonly client: S3Client) {
     this.name = config.name;
     this.base = `${config.prefix}${store}/`;
     this.where = `s3://${config.bucket}/${this.base}`;
+    this.uploader = {
+      client, bucket: config.bucket, target: config.name, concurrency: config.concurrency, verify: config.verifyUploads,
+      request: (doing, Key, call) => this.send(doing, Key, call),
+      journal: uploadJournalFor(config, store),
+      spoolDir: expandTilde(config.uploadJournalDir),
+      lacks: { checksums: false, multipart: false },
+    };
   }
 
   async put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ObjectDigest> {
@@ -37,71 +40,13 @@ export class S3Target implements SnapshotTarget {
     const parts = chunked(body, this.config.partSizeMb * 1024 * 1024)[Symbol.asyncIterator]();
     const first = await parts.next();
     const second = first.done ? first : await parts.next();
-    if (second.done) return this.putSingle(Key, first.done ? Buffer.alloc(0) : first.value, signal);
-    return this.putMultipart(Key, [first.value, second.value], parts, signal);
-  }
-
-  private async putSingle(Key: string, buf: Buffer, signal?: AbortSignal): Promise<ObjectDigest> {
-    const digest = sha(buf);
-    const out = await this.send('upload', Key, () =>
-      this.client.send(new PutObjectCommand({ Bucket: this.config.bucket, Key, Body: buf, ContentLength: buf.length, ChecksumSHA256: b64(digest) }), { abortSignal: signal }));
-    await this.confirm(Key, buf.length, b64(digest), out.ChecksumSHA256);
-    return { bytes: buf.length, sha256: digest.toString('hex') };
-  }
-
-  private async putMultipart(Key: string, head: Buffer[], rest: AsyncIterator<Buffer>, signal?: AbortSignal): Promise<ObjectDigest> {
-    const Bucket = this.config.bucket;
-    const created = await this.send('start multipart upload', Key, () =>
-      this.client.send(new CreateMultipartUploadCommand({ Bucket, Key, ChecksumAlgorithm: 'SHA256' }), { abortSignal: signal }));
-    const UploadId = created.UploadId!;
-    const whole = createHash('sha256');
-    const partDigests: Buffer[] = [];
-    const done: CompletedPart[] = [];
-    let bytes = 0;
-    try {
-      const inFlight = new Set<Promise<void>>();
-      const upload = async (PartNumber: number, buf: Buffer) => {
-        const ChecksumSHA256 = b64(partDigests[PartNumber - 1]!);
-        const r = await this.send(`upload part ${PartNumber}`, Key, () =>
-          this.client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body: buf, ContentLength: buf.length, ChecksumSHA256 }), { abortSignal: signal }));
-        if (r.ChecksumSHA256 !== undefined && r.ChecksumSHA256 !== ChecksumSHA256) {
-          throw transientError(`target ${this.name}: s3://${Bucket}/${Key} part ${PartNumber}: storage reports sha256 ${r.ChecksumSHA256}, sent ${ChecksumSHA256}`);
-        }
-        done[PartNumber - 1] = { PartNumber, ETag: r.ETag, ChecksumSHA256 };
-      };
-      let n = 0;
-      const next = async (): Promise<Buffer | undefined> => (n < head.length ? head[n] : ((await rest.next()).value as Buffer | undefined));
-      for (let buf = await next(); buf; buf = await next()) {
-        n++;
-        whole.update(buf);
-        bytes += buf.length;
-        partDigests.push(sha(buf));
-        const p = upload(n, buf).finally(() => inFlight.delete(p));
-        inFlight.add(p);
-        if (inFlight.size >= this.config.concurrency) await Promise.race(inFlight);
-      }
-      await Promise.all(inFlight);
-      const composite = `${b64(sha(Buffer.concat(partDigests)))}-${partDigests.length}`;
-      const out = await this.send('complete multipart upload', Key, () =>
-        this.client.send(new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts: done } }), { abortSignal: signal }));
-      await this.confirm(Key, bytes, composite, out.ChecksumSHA256);
-      return { bytes, sha256: whole.digest('hex') };
-    } catch (err) {
-      await this.client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId })).catch(() => undefined);
-      throw err;
+    if (second.done) return putSingle(this.uploader, Key, first.done ? Buffer.alloc(0) : first.value, signal);
+    const head = [first.value, second.value];
+    if (!this.uploader.lacks.multipart) {
+      const stored = await putMultipart(this.uploader, Key, head, parts, signal);
+      if (stored) return stored;
     }
-  }
-
-  /** The storage's own word on what it now holds; an object that differs is deleted, never left to be read. */
-  private async confirm(Key: string, bytes: number, checksum: string, reported: string | undefined): Promise<void> {
-    const head = await this.send('check', Key, () =>
-      this.client.send(new HeadObjectCommand({ Bucket: this.config.bucket, Key, ChecksumMode: 'ENABLED' })));
-    const seen = [reported, head.ChecksumSHA256].filter((c): c is string => c !== undefined);
-    const bad = seen.find((c) => c !== checksum) ?? (head.ContentLength !== bytes ? `${head.ContentLength} bytes` : undefined);
-    if (bad === undefined && seen.length > 0) return;
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key })).catch(() => undefined);
-    const why = seen.length === 0 ? 'reports no sha256 checksum' : `reports ${bad}`;
-    throw transientError(`target ${this.name}: s3://${this.config.bucket}/${Key}: storage ${why}, sent ${checksum} (${bytes} bytes); object deleted`);
+    return putSpooled(this.uploader, Key, head, parts, signal);
   }
 
   async list(): Promise<string[]> {
@@ -115,11 +60,14 @@ export class S3Target implements SnapshotTarget {
     return (await this.allKeys(`${this.base}${snapshot}/`)).sort();
   }
 
-  async get(snapshot: string, key: string, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>> {
+  /**
+   * Only the bytes up to one past `maxBytes` (the size on record) are asked for (an HTTP Range), an object
+   * stated larger is refused before a byte is read, and the stream fails at the first byte past it, whatever the
+   * storage sends: no storage can fill the disk or stream for ever.
+   */
+  async get(snapshot: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>> {
     checkNames(this.name, snapshot, key);
-    const Key = `${this.base}${snapshot}/${key}`;
-    const out = await this.send('download', Key, () => this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key }), { abortSignal: signal }));
-    return out.Body as Readable;
+    return download(this.uploader, `${this.base}${snapshot}/${key}`, maxBytes, signal);
   }
 
   async delete(snapshot: string): Promise<void> {
@@ -132,20 +80,14 @@ export class S3Target implements SnapshotTarget {
     }
   }
 
+  /**
+   * Aborts, by id, the multipart uploads this machine's journal holds for this place (those it started and did not
+   * finish), then removes snapshots without a manifest. Uploads it did not start are left alone. What it cannot
+   * remove (the storage cannot abort, or cannot list an upload whose id was never received) is said so, in the list.
+   */
   async cleanPartial(): Promise<string[]> {
     const removed: string[] = [];
-    let KeyMarker: string | undefined;
-    let UploadIdMarker: string | undefined;
-    do {
-      const page = await this.send('list multipart uploads', this.base, () =>
-        this.client.send(new ListMultipartUploadsCommand({ Bucket: this.config.bucket, Prefix: this.base, KeyMarker, UploadIdMarker })));
-      for (const u of page.Uploads ?? []) {
-        await this.send('abort multipart upload', u.Key!, () =>
-          this.client.send(new AbortMultipartUploadCommand({ Bucket: this.config.bucket, Key: u.Key!, UploadId: u.UploadId! })));
-        removed.push(`${this.name}:${u.Key!.slice(this.base.length)} (multipart upload)`);
-      }
-      [KeyMarker, UploadIdMarker] = page.IsTruncated ? [page.NextKeyMarker, page.NextUploadIdMarker] : [undefined, undefined];
-    } while (KeyMarker !== undefined);
+    for (const entry of this.uploader.journal.pending()) removed.push(...(await this.abortJournaled(entry)));
     const complete = new Set(await this.list());
     const bySnapshot = new Map<string, string[]>();
     for (const k of await this.allKeys(this.base)) {
@@ -179,19 +121,38 @@ export class S3Target implements SnapshotTarget {
     return out;
   }
 
-  /** One request, its failure said in one line: 5xx, throttling, timeouts and network errors are transient. */
-  private async send<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (err) {
-      if (err instanceof WardenError) throw err;
-      const e = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number }; $retryable?: unknown; code?: string };
-      const status = e.$metadata?.httpStatusCode;
-      const what = `target ${this.name}: ${doing} s3://${this.config.bucket}/${Key}: ${status ? `HTTP ${status} ` : ''}${e.name ?? ''} ${e.message ?? String(err)}`.trim();
-      const transient = status === undefined || status >= 500 || status === 429 || e.$retryable !== undefined || e.name === 'TimeoutError' || e.name === 'AbortError';
-      if (status === 404 || e.name === 'NoSuchKey') throw storeError(what, err);
-      throw transient ? transientError(what, err) : storeError(what, err);
+  /** One journaled upload: aborted by id, or, if its id was never received, looked for by key where the storage lists uploads. */
+  private async abortJournaled(entry: UploadEntry): Promise<string[]> {
+    const rel = `${this.name}:${entry.key.slice(this.base.length)}`;
+    const ids = entry.uploadId !== undefined ? [entry.uploadId] : await this.uploadsOf(entry.key);
+    if (ids === 'unknown') {
+      this.uploader.journal.end(entry);
+      return [`${rel} (multipart upload: unknown whether one was started; the storage does not list multipart uploads)`];
     }
+    const out: string[] = [];
+    for (const UploadId of ids) {
+      const abort = await abortUpload(this.uploader, entry.key, UploadId);
+      if (abort === 'aborted') out.push(`${rel} (multipart upload)`);
+      if (abort === 'unsupported') out.push(`${rel} (multipart upload ${UploadId} not removed: the storage does not abort multipart uploads; its parts may stay stored)`);
+    }
+    this.uploader.journal.end(entry);
+    return out;
+  }
+
+  /** Upload ids of exactly this key, or 'unknown' when the storage does not implement ListMultipartUploads. */
+  private async uploadsOf(Key: string): Promise<string[] | 'unknown'> {
+    try {
+      const page = await this.send('list multipart uploads', Key, () =>
+        this.client.send(new ListMultipartUploadsCommand({ Bucket: this.config.bucket, Prefix: Key })));
+      return (page.Uploads ?? []).filter((u) => u.Key === Key && u.UploadId).map((u) => u.UploadId!);
+    } catch (err) {
+      if (unsupported(err)) return 'unknown';
+      throw err;
+    }
+  }
+
+  private send<T>(doing: string, Key: string, call: () => Promise<T>): Promise<T> {
+    return s3Request({ target: this.name, bucket: this.config.bucket }, doing, Key, call);
   }
 }
 

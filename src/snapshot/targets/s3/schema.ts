@@ -1,5 +1,6 @@
 import { z } from '../../../vendor/zod.js';
 import { timerDuration } from '../../../timer-duration.js';
+import { pathField } from '../../../path-field.js';
 
 /** S3 or any S3-compatible object storage (MinIO, R2, Backblaze B2, Ceph RGW, …). */
 export const s3TargetSchema = z.strictObject({
@@ -25,5 +26,15 @@ export const s3TargetSchema = z.strictObject({
   maxAttempts: z.number().int().min(1).max(10).default(3),
   /** No answer in this long: the request fails as transient. */
   timeoutMs: timerDuration('ms').int().positive().default(120_000),
+  /**
+   * How an upload is confirmed. `auto`: the sha256 the storage reports, else its md5 ETag, else reading the object
+   * back; `read-back`: every object is also read back whole (downloads each one once more).
+   */
+  verifyUploads: z.enum(['auto', 'read-back']).default('auto'),
+  /**
+   * Where this machine records the multipart uploads it starts, until each is complete or aborted: how a killed
+   * upload is aborted by id on the next run. Also holds the spool file of storages without multipart uploads.
+   */
+  uploadJournalDir: pathField().default('~/.local/state/memory-warden/s3-uploads'),
 });
 export type S3TargetConfig = z.infer<typeof s3TargetSchema>;
