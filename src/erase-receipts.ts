@@ -1,3 +1,4 @@
+import type { StoreConfig } from './store/config.js';
 import { openStateDb } from './state.js';
 import { storeError } from './errors.js';
 import type { Place } from './erase-state.js';
@@ -6,7 +7,7 @@ import type { Place } from './erase-state.js';
 export interface EraseReceipt {
   id: number | null;
   store: string;
-  layout: 'warden' | 'mem0';
+  layout: StoreConfig['layout'];
   selector: 'user' | 'subject' | 'ids';
   /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
   selectorSha256: string;

@@ -25,6 +25,12 @@ export interface Layout {
    * snapshots copy and restore them together with `db`. Only those that exist.
    */
   vectorFiles(store: StoreConfig): string[];
+  /**
+   * The layout's files carry what plain SQLite cannot read (Mastra's libsql vector indexes: quick_check misreports
+   * them, VACUUM cannot rebuild them): erase leaves its quick_check, VACUUM and checkpoint to the layout, whose
+   * `erase` checks, scrubs (secure_delete) and truncates the WALs itself and says so in `Erased.walTruncated`.
+   */
+  scrubsOwnFiles?: boolean;
   prune(store: StoreHandle, opts: PruneOptions): Promise<PruneResult>;
   check(store: StoreHandle, opts: CheckOptions): Promise<CheckReport>;
   /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */
@@ -366,4 +372,6 @@ export interface Erased {
    * records quoting them are scrubbed as the texts are. Never used to find rows, points or snapshots.
    */
   fields?: string[];
+  /** Layouts that scrub their own files (`scrubsOwnFiles`): whether every WAL was emptied and truncated. */
+  walTruncated?: boolean;
 }

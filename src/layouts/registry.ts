@@ -2,6 +2,7 @@ import type { StoreConfig } from '../store/config.js';
 import type { Layout, StoreHandle } from './contract.js';
 import { wardenLayout } from './warden/index.js';
 import { mem0Layout } from './mem0/index.js';
+import { mastraLayout } from './mastra/index.js';
 
 export type { Layout } from './contract.js';
 
@@ -14,6 +15,7 @@ export type { Layout } from './contract.js';
 export const LAYOUTS: Record<StoreConfig['layout'], Layout> = {
   warden: wardenLayout,
   mem0: mem0Layout,
+  mastra: mastraLayout,
 };
 
 export function layoutFor(store: StoreConfig): Layout {

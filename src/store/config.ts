@@ -2,6 +2,7 @@ import { z } from '../vendor/zod.js';
 import { timerDuration } from '../timer-duration.js';
 import { pathField } from '../path-field.js';
 import { mem0Schema } from '../layouts/mem0/config.js';
+import { mastraSchema } from '../layouts/mastra/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
 export const pointIdModes = ['id', 'payload', 'uuid5'] as const;
@@ -27,8 +28,8 @@ export const qdrantSchema = z.strictObject({
 });
 
 export const storeSchema = z.strictObject({
-  /** `warden`: the memory table of BRIEF.md; `mem0`: a mem0 deployment (history.db + Qdrant). */
-  layout: z.enum(['warden', 'mem0']).default('warden'),
+  /** `warden`: the memory table of BRIEF.md; `mem0`: a mem0 deployment (history.db + Qdrant); `mastra`: Mastra's LibSQLStore file. */
+  layout: z.enum(['warden', 'mem0', 'mastra']).default('warden'),
   /** The SQLite file: the memory store, or mem0's history.db. */
   db: pathField(),
   /** The machine that holds the file (its worker's host name); default: the machine reading the config. */
@@ -36,6 +37,8 @@ export const storeSchema = z.strictObject({
   qdrant: qdrantSchema.optional(),
   /** `layout: mem0` only: mem0's collections and where its vectors live (src/layouts/mem0/config.ts). */
   mem0: mem0Schema.optional(),
+  /** `layout: mastra` only: where its vectors are and what prune keeps (src/layouts/mastra/config.ts). */
+  mastra: mastraSchema.optional(),
 });
 
 export type QdrantConfig = z.infer<typeof qdrantSchema>;

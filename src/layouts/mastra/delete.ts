@@ -1,0 +1,63 @@
+import { immediate, quoteId, type MastraFiles } from './files.js';
+import { MESSAGES, OBSERVATIONS, THREADS } from './names.js';
+
+// The deletes prune and erase share, in the order Mastra's own deleteMessages/deleteThread intend and finish:
+// embeddings first, then the rows (docs/mastra-layout.md). With the vectors in the store's file both go in one
+// transaction; in another file the embeddings' transaction commits first, so a crash leaves a message without its
+// embedding (recall misses it) and never an embedding, with the message's full text, without its message.
+
+export interface Deleted {
+  messages: number;
+  embeddings: number;
+  threads: number;
+  observations: number;
+}
+
+export const noneDeleted = (): Deleted => ({ messages: 0, embeddings: 0, threads: 0, observations: 0 });
+
+/** Embeddings whose metadata names one of `values` under `key` (message_id, thread_id, resource_id). */
+export function deleteEmbeddings(f: MastraFiles, key: 'message_id' | 'thread_id' | 'resource_id', values: readonly string[]): number {
+  if (values.length === 0) return 0;
+  let n = 0;
+  for (const t of f.vectorTables) {
+    // Through libsql's driver: the table's libsql_vector_idx index drops each row's node from its shadow table too.
+    n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE json_valid(metadata) AND json_extract(metadata, '$.${key}') IN (SELECT value FROM json_each(?))`).run(JSON.stringify(values)).changes;
+  }
+  return n;
+}
+
+/** In the store's transaction, and the vector file's first when that is another file. */
+export function together<T>(f: MastraFiles, vectors: () => number, rows: () => T): { embeddings: number; result: T } {
+  if (f.vec === f.db) return immediate(f.db, () => ({ embeddings: vectors(), result: rows() }));
+  const embeddings = immediate(f.vec, vectors);
+  return { embeddings, result: immediate(f.db, rows) };
+}
+
+/** Messages by id with their embeddings; the message's thread and resource stay. */
+export function deleteMessages(f: MastraFiles, ids: readonly string[]): Deleted {
+  const { embeddings, result } = together(f, () => deleteEmbeddings(f, 'message_id', ids),
+    () => f.db.prepare(`DELETE FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`).run(JSON.stringify(ids)).changes);
+  return { ...noneDeleted(), messages: result, embeddings };
+}
+
+/**
+ * A thread whole: its embeddings, messages, thread-scoped observations and the row (with its thread-scoped working
+ * memory). `stillDoomed` is asked inside the store's transaction (an agent may have written to the thread since it
+ * was chosen); false: nothing of the thread's rows goes.
+ */
+export function deleteThread(f: MastraFiles, id: string, stillDoomed: () => boolean = () => true): Deleted {
+  // In another file the check is asked before the embeddings go as well (and again, in the store's transaction).
+  const vectors = () => (f.vec !== f.db && !stillDoomed() ? 0 : deleteEmbeddings(f, 'thread_id', [id]));
+  const { embeddings, result } = together(f, vectors, () => {
+    if (!stillDoomed()) return null;
+    const messages = f.db.prepare(`DELETE FROM ${MESSAGES} WHERE thread_id = ?`).run(id).changes;
+    const observations = hasTable(f, OBSERVATIONS) ? f.db.prepare(`DELETE FROM ${OBSERVATIONS} WHERE threadId = ?`).run(id).changes : 0;
+    const threads = f.db.prepare(`DELETE FROM ${THREADS} WHERE id = ?`).run(id).changes;
+    return { messages, observations, threads };
+  });
+  return result ? { ...result, embeddings } : { ...noneDeleted(), embeddings };
+}
+
+export function hasTable(f: Pick<MastraFiles, 'db'>, name: string): boolean {
+  return f.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+}

@@ -1,0 +1,101 @@
+import type { JobContext } from '../../job.js';
+import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
+import { DAY_MS, toCanonical, type Instant } from '../../time.js';
+import { openMastra, type MastraFiles } from './files.js';
+import { deleteMessages, deleteThread } from './delete.js';
+import { mastraOf, MESSAGES, THREADS } from './names.js';
+import type { MastraConfig } from './config.js';
+
+// Prune by the retention the store's `mastra.retention` configures: idle threads whole, then old messages and those
+// beyond a thread's limit, each with its embeddings. Resource working memory is never touched.
+
+const ID_CAP = 1000;
+
+export interface Doomed {
+  /** Threads idle past threadIdleDays, with their resource. */
+  threads: { id: string; user: string }[];
+  /** Messages past messageDays or beyond maxMessagesPerThread, not in a doomed thread. */
+  messages: { id: string; user: string }[];
+  /** Messages that go with the doomed threads. */
+  threadMessages: number;
+}
+
+const iso = (t: Instant) => new Date(t).toISOString();
+
+/** Mastra writes every time as toISOString(): text order is time order. Anything else is left (check reports it). */
+const ISO_SHAPE = `GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z'`;
+
+export function idleThreadSql(retention: MastraConfig['retention']): string | null {
+  return retention.threadIdleDays === undefined ? null : `updatedAt ${ISO_SHAPE} AND updatedAt < @idleBefore`;
+}
+
+export function doomedBy(f: Pick<MastraFiles, 'db'>, cfg: MastraConfig, now: Instant): Doomed {
+  const r = cfg.retention;
+  const params = { idleBefore: iso(now - (r.threadIdleDays ?? 0) * DAY_MS), oldBefore: iso(now - (r.messageDays ?? 0) * DAY_MS), keep: r.maxMessagesPerThread ?? 0 };
+  const idle = idleThreadSql(r);
+  const threads = idle === null ? [] : (f.db.prepare(`SELECT id, resourceId AS user FROM ${THREADS} WHERE ${idle} ORDER BY updatedAt, id`).all(params) as { id: string; user: string }[]);
+  const idleSet = idle === null ? '0' : `thread_id IN (SELECT id FROM ${THREADS} WHERE ${idle})`;
+  const rules: string[] = [];
+  if (r.messageDays !== undefined) rules.push(`(createdAt ${ISO_SHAPE} AND createdAt < @oldBefore)`);
+  if (r.maxMessagesPerThread !== undefined) rules.push('rank > @keep');
+  const messages = rules.length === 0 ? [] : (f.db.prepare(`
+    SELECT id, coalesce(resourceId, (SELECT resourceId FROM ${THREADS} t WHERE t.id = m.thread_id)) AS user FROM (
+      SELECT id, thread_id, resourceId, createdAt, row_number() OVER (PARTITION BY thread_id ORDER BY createdAt DESC, id DESC) AS rank FROM ${MESSAGES}
+    ) m WHERE NOT (${idleSet}) AND (${rules.join(' OR ')}) ORDER BY createdAt, id`).all(params) as { id: string; user: string }[]);
+  const threadMessages = idle === null ? 0 : (f.db.prepare(`SELECT count(*) AS n FROM ${MESSAGES} WHERE ${idleSet}`).get(params) as { n: number }).n;
+  return { threads, messages, threadMessages };
+}
+
+export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun, beforeDelete }: Pick<PruneOptions, 'dryRun' | 'beforeDelete'>): Promise<PruneResult> {
+  const started = Date.now();
+  const now = ctx.now();
+  const cfg = mastraOf(store.config);
+  const f = openMastra(store);
+  const result: PruneResult = { store: store.name, now: toCanonical(now), dryRun, deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0 };
+  const list = (ids: string[]) => {
+    result.ids.push(...ids.slice(0, ID_CAP - result.ids.length));
+    if (result.ids.length >= ID_CAP && ids.length > 0) result.idsTruncated ||= result.deleted > ID_CAP;
+  };
+  try {
+    const doomed = doomedBy(f, cfg, now);
+    if (dryRun) {
+      result.deleted = doomed.threads.length + doomed.messages.length;
+      result.expired = result.deleted;
+      result.cascaded = doomed.threadMessages;
+      list([...doomed.threads, ...doomed.messages].map((d) => d.id));
+      result.idsTruncated = result.deleted > result.ids.length;
+      return result;
+    }
+    const idle = idleThreadSql(cfg.retention);
+    const idleBefore = iso(now - (cfg.retention.threadIdleDays ?? 0) * DAY_MS);
+    for (const t of doomed.threads) {
+      if (ctx.signal.aborted) break;
+      beforeDelete?.([t], now);
+      // Still idle inside the transaction: an agent that wrote to the thread since keeps it.
+      const stillIdle = () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id: t.id, idleBefore }) !== undefined;
+      const d = deleteThread(f, t.id, stillIdle);
+      result.batches++;
+      if (d.threads === 0) continue;
+      result.deleted++;
+      result.expired++;
+      result.cascaded += d.messages + d.embeddings + d.observations;
+      list([t.id]);
+    }
+    for (let i = 0; i < doomed.messages.length && !ctx.signal.aborted; i += cfg.batch) {
+      const batch = doomed.messages.slice(i, i + cfg.batch);
+      beforeDelete?.(batch, now);
+      const d = deleteMessages(f, batch.map((m) => m.id));
+      result.batches++;
+      result.deleted += d.messages;
+      result.expired += d.messages;
+      result.cascaded += d.embeddings;
+      list(batch.map((m) => m.id));
+    }
+    result.idsTruncated = result.deleted > result.ids.length;
+    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded }, 'mastra prune done');
+    return result;
+  } finally {
+    result.durationMs = Date.now() - started;
+    f.close();
+  }
+}

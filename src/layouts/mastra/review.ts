@@ -1,0 +1,79 @@
+import type { Applied, ConfirmOptions, CurrentMemory, Decision, NewRows, Period, LookTwice, StoreHandle, VerdictLog } from '../contract.js';
+import type { MemoryUnderReview } from '../../verifiers/types.js';
+import { DAY_MS, type Instant } from '../../time.js';
+import { usageError } from '../../errors.js';
+import { openMastra } from './files.js';
+import { stampConfirmed, underReview, workingMemories, type WorkingMemory } from './working-memory.js';
+
+// Review, drift and the digest over Mastra's working memory: due when not updated for afterDays; a confirmation
+// stamps updatedAt; a contradiction goes to a person (Mastra keeps no superseded version); nothing else is written.
+
+function withFiles<T>(store: StoreHandle, fn: (all: WorkingMemory[], f: ReturnType<typeof openMastra>) => T): T {
+  const f = openMastra(store);
+  try {
+    return fn(workingMemories(f.db), f);
+  } finally {
+    f.close();
+  }
+}
+
+/** Oldest first; an unparseable updatedAt counts as due (unknown is not fresh), ordered first. */
+export function mastraReviewDue(store: StoreHandle, now: Instant, afterDays: number, limit: number, exclude: readonly string[]): { due: number; batch: MemoryUnderReview[] } {
+  const skip = new Set(exclude);
+  return withFiles(store, (all) => {
+    const due = all.filter((m) => m.at === null || m.at <= now - afterDays * DAY_MS).sort((a, b) => (a.at ?? -Infinity) - (b.at ?? -Infinity) || a.id.localeCompare(b.id));
+    return { due: due.length, batch: due.filter((m) => !skip.has(m.id)).slice(0, limit).map(underReview) };
+  });
+}
+
+export function mastraCurrent(store: StoreHandle, id: string): CurrentMemory {
+  return withFiles(store, (_all, f) => {
+    const [m] = workingMemories(f.db, id);
+    return m ? { ...underReview(m), superseded_by: null, expires_at: null } : null;
+  });
+}
+
+export function confirmMastra(store: StoreHandle, { id, now, log, decided, guard }: ConfirmOptions): number {
+  return withFiles(store, (_all, f) => {
+    const [m] = workingMemories(f.db, id);
+    if (guard) guard(m ? { ...underReview(m), superseded_by: null, expires_at: null } : null);
+    if (!m || !stampConfirmed(f.db, m, now)) throw usageError(`no memory ${JSON.stringify(id)} in store ${store.name} (no working memory with that resource or thread id, or it changed meanwhile)`);
+    return log.together(null, decided);
+  });
+}
+
+export function applyMastraDecision(store: StoreHandle, log: VerdictLog, d: Decision, now: Instant): Applied {
+  const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
+  const record = { store: store.name, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
+  if (d.verdict === 'confirmed') {
+    const stamped = withFiles(store, (_all, f) => {
+      const [m] = workingMemories(f.db, d.memory.id);
+      return m !== undefined && m.text === d.memory.fact && stampConfirmed(f.db, m, now);
+    });
+    if (!stamped) {
+      const gone = 'the working memory changed or went while it was being verified';
+      log.record({ ...record, verdict: 'unverifiable', evidence: { reason: gone }, fingerprint: null, needsPerson: false });
+      return { ...out, verdict: 'unverifiable', skipped: gone, reason: gone };
+    }
+  }
+  if (d.verdict === 'contradicted' && d.supersede) {
+    log.record({ ...record, evidence: { ...d.evidence, note: 'Mastra keeps no superseded version: a person replaces the working memory' }, needsPerson: true });
+    return { ...out, needsPerson: true };
+  }
+  log.record(record);
+  return out;
+}
+
+/** Working memories written in the period (Mastra keeps only the latest text), flagged first, newest first. */
+export function mastraNewRows(store: StoreHandle, period: Period, maxRows: number, lookTwice: LookTwice): NewRows {
+  return withFiles(store, (all) => {
+    const inPeriod = all.filter((m) => m.at !== null && m.at >= period.start && m.at < period.end).sort((a, b) => b.at! - a.at! || a.id.localeCompare(b.id));
+    const rows = inPeriod.map((m) => {
+      const r = underReview(m);
+      return { id: m.id, subject: r.subject, fact: r.fact, source: r.source, createdAt: r.confirmed_at, expiresAt: null, reasons: lookTwice(r) };
+    });
+    const flagged = rows.filter((r) => r.reasons.length > 0);
+    const shown = [...flagged, ...rows.filter((r) => r.reasons.length === 0)].slice(0, maxRows);
+    return { total: rows.length, flagged: flagged.length, shown, more: rows.length - shown.length };
+  });
+}

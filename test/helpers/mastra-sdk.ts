@@ -1,0 +1,78 @@
+import { createHash, randomUUID } from 'node:crypto';
+
+/**
+ * Mastra memory stores written only through Mastra's own packages (`@mastra/memory`, `@mastra/libsql`,
+ * `@mastra/core` agents; Node 22.13+), offline: the AI SDK's mock language model and a deterministic embedder.
+ */
+
+export const DIM = 16;
+
+/** Bag of words hashed into DIM dimensions: equal texts, equal vectors. */
+export function embed(text: string): number[] {
+  const v = new Array<number>(DIM).fill(0);
+  for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) v[createHash('sha1').update(w).digest()[0]! % DIM]! += 1;
+  v[DIM - 1]! += 0.01;
+  const n = Math.hypot(...v);
+  return v.map((x) => x / n);
+}
+
+export interface MastraSdk {
+  memory: any;
+  storage: any;
+  vector: any;
+  /** A new thread of `resource` with these user messages (createdAt `at`), embedded by Mastra. */
+  thread(resource: string, texts: string[], at?: Date): Promise<{ threadId: string; messageIds: string[] }>;
+  workingMemory(resource: string, threadId: string, text: string): Promise<void>;
+  /** An agent turn through @mastra/core's Agent: Mastra saves both messages and embeds them. */
+  agentTurn(resource: string, threadId: string, text: string, reply: string): Promise<void>;
+  /** Semantic recall through Mastra: the texts it returns for `query`. */
+  recall(resource: string, threadId: string, query: string): Promise<string[]>;
+  /** The resource's working memory as Mastra's storage reads it (null: no resource row or none written). */
+  resourceWorkingMemory(resource: string): Promise<string | null>;
+  close(): Promise<void>;
+}
+
+export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 'resource'): Promise<MastraSdk> {
+  const [{ Memory }, { LibSQLStore, LibSQLVector }, { MockEmbeddingModelV3, MockLanguageModelV3 }, { Agent }] = await Promise.all([
+    import('@mastra/memory'), import('@mastra/libsql'), import('ai/test'), import('@mastra/core/agent'),
+  ]);
+  const embedder = new MockEmbeddingModelV3({ doEmbed: async ({ values }: { values: string[] }) => ({ embeddings: values.map(embed), warnings: [] }) } as never);
+  const storage = new LibSQLStore({ id: 'store', url: `file:${file}` });
+  const vector = new LibSQLVector({ id: 'vectors', url: `file:${file}` });
+  const memory = new Memory({ storage, vector, embedder, options: { lastMessages: 10, semanticRecall: { topK: 3, messageRange: 0, scope: 'resource' }, workingMemory: { enabled: true, scope } } } as never);
+  const textOf = (m: any): string => (typeof m.content === 'string' ? m.content : (m.content?.parts ?? []).map((p: any) => p.text ?? '').join(''));
+  return {
+    memory, storage, vector,
+    async thread(resource, texts, at = new Date()) {
+      const threadId = randomUUID();
+      await memory.saveThread({ thread: { id: threadId, resourceId: resource, title: `thread of ${resource}`, createdAt: at, updatedAt: at } });
+      const messageIds = texts.map(() => randomUUID());
+      await memory.saveMessages({ messages: texts.map((text, i) => ({ id: messageIds[i], threadId, resourceId: resource, role: 'user', createdAt: new Date(at.getTime() + i), content: { format: 2, parts: [{ type: 'text', text }] } })) });
+      return { threadId, messageIds };
+    },
+    async workingMemory(resource, threadId, text) {
+      await memory.updateWorkingMemory({ threadId, resourceId: resource, workingMemory: text });
+    },
+    async agentTurn(resource, threadId, text, reply) {
+      const model = new MockLanguageModelV3({
+        doGenerate: async () => ({ content: [{ type: 'text', text: reply }], finishReason: 'stop', usage: { inputTokens: { total: 1 }, outputTokens: { total: 1 } }, warnings: [] }),
+      } as never);
+      const agent = new Agent({ id: 'helper', name: 'helper', instructions: 'Help.', model, memory } as never);
+      await agent.generate(text, { memory: { thread: threadId, resource } } as never);
+    },
+    async recall(resource, threadId, query) {
+      const r = await memory.recall({ threadId, resourceId: resource, vectorSearchString: query, threadConfig: { semanticRecall: { topK: 5, messageRange: 0, scope: 'resource' } } });
+      return (r.messages as any[]).map(textOf);
+    },
+    async resourceWorkingMemory(resource) {
+      const domain = typeof storage.getStore === 'function' ? await storage.getStore('memory') : storage.stores?.memory;
+      const r = await domain.getResourceById({ resourceId: resource });
+      return r?.workingMemory ?? null;
+    },
+    async close() {
+      await memory.settled();
+      await storage.close?.();
+      await vector.close?.();
+    },
+  };
+}

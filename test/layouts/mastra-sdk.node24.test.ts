@@ -1,0 +1,150 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from '../helpers/store.js';
+import { mastraSdk, type MastraSdk } from '../helpers/mastra-sdk.js';
+import { validateConfig, type Config } from '../../src/config.js';
+import { openStore } from '../../src/layouts/open.js';
+import { LAYOUTS } from '../../src/layouts/registry.js';
+import { erase } from '../../src/erase.js';
+import { silentLogger } from '../../src/logger.js';
+
+/**
+ * The mastra layout on stores written by Mastra's own SDK (Node 22.13+): after memory-warden's erase and prune,
+ * Mastra still reads and writes the store, and what they did is compared with Mastra's own delete calls on a copy.
+ */
+const layout = LAYOUTS.mastra;
+const DAY = 86_400_000;
+const bytesOf = (f: string) => [f, `${f}-wal`].filter(existsSync).map((p) => readFileSync(p).toString('latin1')).join('\n');
+
+let tmp: ReturnType<typeof tempDir>;
+let file: string;
+let sdk: MastraSdk | undefined;
+beforeEach(() => {
+  tmp = tempDir('mw-mastra-sdk-');
+  file = join(tmp.dir, 'mastra.db');
+});
+afterEach(async () => {
+  await sdk?.close();
+  sdk = undefined;
+  tmp.cleanup();
+});
+
+const configFor = (retention: Record<string, number> = {}): Config => validateConfig({
+  stateDb: join(tmp.dir, 'state.db'), snapshot: { root: join(tmp.dir, 'backups') },
+  stores: { s: { layout: 'mastra', db: file, mastra: { retention } } },
+});
+const ctx = (config: Config, now = Date.now()) => ({ config, log: silentLogger, now: () => now, signal: new AbortController().signal });
+
+/** Two people, three threads, working memory each, and an agent turn: Mastra writes all of it. */
+async function fleet(s: MastraSdk) {
+  // Mastra stamps with its own clock: the old thread is written with the clock set 40 days back.
+  vi.useFakeTimers({ toFake: ['Date'] });
+  vi.setSystemTime(Date.now() - 40 * DAY);
+  const old = await s.thread('ana', ['Ana Quintero has a peanut allergy', 'Ana Quintero banks at Nordea']);
+  vi.useRealTimers();
+  const recent = await s.thread('ana', ['Ana Quintero moved to Oslo']);
+  await s.workingMemory('ana', recent.threadId, '# Ana\n- allergy: peanuts (Ana Quintero)');
+  await s.agentTurn('ana', recent.threadId, 'Remind me what Ana Quintero eats', 'Ana Quintero avoids peanuts');
+  const ben = await s.thread('ben', ['Ben Okafor reads poetry', 'Ben Okafor plays chess']);
+  await s.workingMemory('ben', ben.threadId, '# Ben\n- reads poetry');
+  await s.agentTurn('ben', ben.threadId, 'What does Ben Okafor read?', 'Ben Okafor reads poetry');
+  return { old, recent, ben };
+}
+
+describe('erase --user on a store Mastra wrote', () => {
+  it('leaves no byte of the person in the file or its WAL, the other person whole, and Mastra working on it', async () => {
+    sdk = await mastraSdk(file);
+    const { ben } = await fleet(sdk);
+    await sdk.close();
+    sdk = undefined;
+    const copy = join(tmp.dir, 'copy.db');
+    for (const suffix of ['', '-wal']) if (existsSync(file + suffix)) copyFileSync(file + suffix, copy + suffix);
+    expect(bytesOf(file)).toContain('Ana Quintero');
+
+    const receipt = await erase(configFor(), 's', { user: 'ana' }, { now: () => Date.now(), log: silentLogger });
+    expect(receipt.walTruncated).toBe(true);
+    expect(receipt.counts).toMatchObject({ threads: 2, resources: 1 });
+    expect(bytesOf(file)).not.toContain('Ana Quintero');
+    expect(bytesOf(file)).not.toContain('peanut');
+    expect(bytesOf(file)).toContain('Ben Okafor reads poetry');
+
+    // Mastra still reads and writes the store.
+    sdk = await mastraSdk(file);
+    expect((await sdk.memory.listThreads({ filter: { resourceId: 'ana' } })).threads).toEqual([]);
+    expect(await sdk.resourceWorkingMemory('ana')).toBeNull();
+    expect(await sdk.resourceWorkingMemory('ben')).toContain('reads poetry');
+    expect(await sdk.recall('ben', ben.threadId, 'peanut allergy Ana Quintero')).not.toContain('Ana Quintero has a peanut allergy');
+    expect(await sdk.recall('ben', ben.threadId, 'Ben Okafor chess')).toContain('Ben Okafor plays chess');
+    await sdk.agentTurn('ben', ben.threadId, 'And Ben Okafor likes tea', 'Noted');
+    await sdk.close();
+    sdk = undefined;
+
+    // Mastra's own calls on the copy: deleteThread for each of her threads takes the same threads and messages, but
+    // keeps her working memory (there is no resource delete) and leaves her text in the file's bytes.
+    const theirs = await mastraSdk(copy);
+    for (const t of (await theirs.memory.listThreads({ filter: { resourceId: 'ana' } })).threads) await theirs.memory.deleteThread(t.id);
+    await theirs.close();
+    const s = openStore(configFor(), 's');
+    try {
+      const check = await layout.check(s, { ctx: ctx(configFor()) });
+      expect(check.problems).toEqual([]);
+    } finally {
+      s.close();
+    }
+    const after = await mastraSdk(copy);
+    expect((await after.memory.listThreads({ filter: { resourceId: 'ana' } })).threads).toEqual([]);
+    expect(await after.resourceWorkingMemory('ana')).toContain('peanuts');
+    await after.close();
+    expect(bytesOf(copy)).toContain('Ana Quintero');
+  });
+});
+
+describe('prune on a store Mastra wrote', () => {
+  it('takes old messages with their embeddings and idle threads whole; working memory stays; Mastra reads the rest', async () => {
+    sdk = await mastraSdk(file);
+    const { old, recent } = await fleet(sdk);
+    await sdk.close();
+    sdk = undefined;
+    const config = configFor({ threadIdleDays: 30 });
+    const s = openStore(config, 's');
+    let result;
+    try {
+      const dry = await layout.prune(s, { ctx: ctx(config), dryRun: true });
+      expect(dry.ids).toEqual([old.threadId]);
+      result = await layout.prune(s, { ctx: ctx(config), dryRun: false });
+      expect(result.ids).toEqual([old.threadId]);
+      const check = await layout.check(s, { ctx: ctx(config) });
+      expect(check.problems).toEqual([]);
+      expect(check.gap).toBe(0);
+    } finally {
+      s.close();
+    }
+    sdk = await mastraSdk(file);
+    const threads = (await sdk.memory.listThreads({ filter: { resourceId: 'ana' } })).threads.map((t: { id: string }) => t.id);
+    expect(threads).toEqual([recent.threadId]);
+    // No embedding of a pruned message is returned by recall (Mastra's own storage prune leaves them).
+    expect((await sdk.recall('ana', recent.threadId, 'Nordea bank')).join('\n')).not.toContain('Nordea');
+    expect(await sdk.resourceWorkingMemory('ana')).toContain('peanuts');
+  });
+
+  it('message retention keeps the thread and the newest messages, drops each pruned message\'s embedding', async () => {
+    sdk = await mastraSdk(file);
+    const { old } = await fleet(sdk);
+    await sdk.close();
+    sdk = undefined;
+    const config = configFor({ messageDays: 30 });
+    const s = openStore(config, 's');
+    try {
+      const done = await layout.prune(s, { ctx: ctx(config), dryRun: false });
+      expect([...done.ids].sort()).toEqual([...old.messageIds].sort());
+      expect(done.cascaded).toBe(2);
+      expect((await layout.check(s, { ctx: ctx(config) })).problems).toEqual([]);
+    } finally {
+      s.close();
+    }
+    sdk = await mastraSdk(file);
+    expect((await sdk.memory.listThreads({ filter: { resourceId: 'ana' } })).threads).toHaveLength(2);
+    expect((await sdk.recall('ana', old.threadId, 'Nordea bank')).join('\n')).not.toContain('Nordea');
+  });
+});
