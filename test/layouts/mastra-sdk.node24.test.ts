@@ -148,3 +148,68 @@ describe('prune on a store Mastra wrote', () => {
     expect((await sdk.recall('ana', old.threadId, 'Nordea bank')).join('\n')).not.toContain('Nordea');
   });
 });
+
+describe('working memory (thread scope), check and review on a store Mastra wrote', () => {
+  it('review finds stale working memory, a confirmation stamps it, Mastra still reads it; erase --subject clears it', async () => {
+    sdk = await mastraSdk(file, 'thread');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() - 60 * DAY);
+    const stale = await sdk.thread('cleo', ['Cleo Marsh works at Acme']);
+    await sdk.workingMemory('cleo', stale.threadId, '# Cleo\n- employer: Acme (Cleo Marsh)');
+    vi.useRealTimers();
+    const fresh = await sdk.thread('dan', ['Dan Ito runs marathons']);
+    await sdk.workingMemory('dan', fresh.threadId, '# Dan\n- runs marathons');
+    await sdk.close();
+    sdk = undefined;
+    const config = configFor();
+    const s = openStore(config, 's');
+    try {
+      const due = await layout.reviewDue(s, { now: Date.now(), afterDays: 30 });
+      expect(due.batch.map((m) => [m.id, m.subject, m.fact])).toEqual([[stale.threadId, 'cleo', '# Cleo\n- employer: Acme (Cleo Marsh)']]);
+      const log = { together: <T>(_db: unknown, fn: () => T) => fn(), record: () => 1, begin() {}, commit() {}, rollback() {} };
+      expect(await layout.confirm(s, { id: stale.threadId, now: Date.now(), log, decided: () => 7 })).toBe(7);
+      expect((await layout.reviewDue(s, { now: Date.now(), afterDays: 30 })).due).toBe(0);
+      await expect(layout.confirm(s, { id: 'no-such-thread', now: Date.now(), log, decided: () => 7 })).rejects.toThrow(/no memory/);
+      expect((await layout.check(s, { ctx: ctx(config) })).problems).toEqual([]);
+    } finally {
+      s.close();
+    }
+    sdk = await mastraSdk(file, 'thread');
+    expect(await sdk.memory.getWorkingMemory({ threadId: stale.threadId, resourceId: 'cleo' })).toContain('Acme');
+    await sdk.close();
+    sdk = undefined;
+
+    const receipt = await erase(config, 's', { subject: 'Cleo Marsh' }, { now: () => Date.now(), log: silentLogger });
+    expect(receipt.memories).toBeGreaterThan(0);
+    expect(bytesOf(file)).not.toContain('Cleo Marsh');
+    expect(bytesOf(file)).toContain('Dan Ito runs marathons');
+    sdk = await mastraSdk(file, 'thread');
+    expect((await sdk.memory.getWorkingMemory({ threadId: stale.threadId, resourceId: 'cleo' })) ?? '').not.toContain('Cleo Marsh');
+    expect(await sdk.memory.getWorkingMemory({ threadId: fresh.threadId, resourceId: 'dan' })).toContain('marathons');
+    await sdk.workingMemory('cleo', stale.threadId, '# Cleo\n- new notes');
+  });
+
+  it('check names what Mastra\'s own deletes leave: an embedding whose message is gone, with its text', async () => {
+    sdk = await mastraSdk(file);
+    const t = await sdk.thread('eve', ['Eve Stone likes jazz', 'Eve Stone likes rain']);
+    await sdk.close();
+    sdk = undefined;
+    // What deleteMessages leaves until (or when never) its background vector cleanup runs: the row gone, the embedding kept.
+    const Libsql = (await import('libsql')).default;
+    const raw = new Libsql(file);
+    raw.prepare('DELETE FROM mastra_messages WHERE id = ?').run(t.messageIds[0]);
+    raw.close();
+    const config = configFor();
+    const s = openStore(config, 's');
+    try {
+      const report = await layout.check(s, { ctx: ctx(config) });
+      expect(report.ok).toBe(false);
+      expect(report.problems.map((p) => [p.code, p.count])).toEqual([['mastra_embedding_without_message', 1]]);
+    } finally {
+      s.close();
+    }
+    // Erase reaches it through its metadata's resource id.
+    await erase(config, 's', { user: 'eve' }, { now: () => Date.now(), log: silentLogger });
+    expect(bytesOf(file)).not.toContain('Eve Stone likes jazz');
+  });
+});

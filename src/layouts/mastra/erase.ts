@@ -41,7 +41,7 @@ function plan(f: MastraFiles, sel: EraseSelector, deletedIds: readonly string[])
     const s = { subject: sel.subject };
     p.messages = ids(`SELECT id FROM ${MESSAGES} WHERE ${folded('content')}`, s);
     p.clearResources = ids(`SELECT id FROM ${RESOURCES} WHERE ${folded('workingMemory')}`, s);
-    p.clearThreads = ids(`SELECT id FROM ${THREADS} WHERE ${folded('title')} OR (json_valid(metadata) AND ${folded('metadata')})`, s);
+    p.clearThreads = ids(`SELECT id FROM ${THREADS} WHERE ${folded('title')} OR (json_valid(metadata, 6) AND ${folded('json(metadata)')})`, s);
   }
   // What memory-warden's prune already took for this person: any embedding still naming it goes too.
   if ('user' in sel) p.messages.push(...deletedIds.filter((id) => !p.messages.includes(id)));
@@ -56,7 +56,7 @@ function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
   for (const c of col(`SELECT content AS t FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`, json(p.messages))) out.push(...messageTexts(c));
   const threads = json([...p.threads, ...p.clearThreads]);
   out.push(...col(`SELECT title AS t FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(?))`, threads));
-  out.push(...col(`SELECT json_extract(metadata, '$.workingMemory') AS t FROM ${THREADS} WHERE json_valid(metadata) AND id IN (SELECT value FROM json_each(?))`, threads));
+  out.push(...col(`SELECT json_extract(metadata, '$.workingMemory') AS t FROM ${THREADS} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`, threads));
   out.push(...col(`SELECT workingMemory AS t FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(?))`, json([...p.resources, ...p.clearResources])));
   if (hasTable(f, OBSERVATIONS)) out.push(...col(`SELECT activeObservations AS t FROM ${OBSERVATIONS} WHERE ${observationWhere(sel)}`, observationParams(sel, p)));
   // Embeddings whose message is gone still repeat its text in their metadata (Mastra's own prune leaves them).
@@ -128,8 +128,10 @@ function finishRows(f: MastraFiles, sel: EraseSelector, p: Plan) {
     ? f.db.prepare(`DELETE FROM ${OBSERVATIONS} WHERE ${observationWhere(sel)}`).run(observationParams(sel, p)).changes : 0;
   const resources = f.db.prepare(`DELETE FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(?))`).run(json(p.resources)).changes;
   let workingMemories = f.db.prepare(`UPDATE ${RESOURCES} SET workingMemory = NULL WHERE id IN (SELECT value FROM json_each(?))`).run(json(p.clearResources)).changes;
-  workingMemories += f.db.prepare(`UPDATE ${THREADS} SET title = '', metadata = json_remove(metadata, '$.workingMemory') WHERE json_valid(metadata) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads)).changes;
-  f.db.prepare(`UPDATE ${THREADS} SET title = '' WHERE NOT json_valid(metadata) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads));
+  // Mastra writes metadata as JSONB; a text one stays text.
+  const removed = `CASE WHEN typeof(metadata) = 'blob' THEN jsonb_remove(metadata, '$.workingMemory') ELSE json_remove(metadata, '$.workingMemory') END`;
+  workingMemories += f.db.prepare(`UPDATE ${THREADS} SET title = '', metadata = ${removed} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads)).changes;
+  f.db.prepare(`UPDATE ${THREADS} SET title = '' WHERE NOT coalesce(json_valid(metadata, 6), 0) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads));
   return { observations: obs, resources, workingMemories };
 }
 

@@ -20,7 +20,7 @@ export interface WorkingMemory {
 
 const RESOURCE_SQL = `SELECT id, id AS resource, workingMemory AS text, updatedAt, createdAt FROM ${RESOURCES} WHERE workingMemory IS NOT NULL AND workingMemory <> ''`;
 const THREAD_SQL = `SELECT id, resourceId AS resource, json_extract(metadata, '$.workingMemory') AS text, updatedAt, createdAt FROM ${THREADS}
-  WHERE metadata IS NOT NULL AND json_valid(metadata) AND json_type(metadata, '$.workingMemory') = 'text' AND json_extract(metadata, '$.workingMemory') <> ''`;
+  WHERE metadata IS NOT NULL AND json_valid(metadata, 6) AND json_type(metadata, '$.workingMemory') = 'text' AND json_extract(metadata, '$.workingMemory') <> ''`;
 
 type Raw = { id: string; resource: string; text: string; updatedAt: string; createdAt: string };
 
