@@ -213,3 +213,34 @@ describe('working memory (thread scope), check and review on a store Mastra wrot
     expect(bytesOf(file)).not.toContain('Eve Stone likes jazz');
   });
 });
+
+describe('erase after Mastra\'s own deletes', () => {
+  it('zeroes what Mastra\'s deleteThread left in free pages, and counts any text it could not reach', async () => {
+    sdk = await mastraSdk(file);
+    const long = `Fay Lund diary ${'x'.repeat(9000)}`; // spills into overflow pages that go to the freelist
+    const t = await sdk.thread('fay', [long, 'Fay Lund sleeps badly']);
+    await sdk.thread('gus', ['Gus Berg owns a boat']);
+    // Mastra's own delete: rows gone, bytes not.
+    await sdk.memory.deleteThread(t.threadId);
+    await sdk.close();
+    sdk = undefined;
+    expect(bytesOf(file)).toContain('Fay Lund');
+    // The ledger-less case: erase finds nothing of hers in rows, so it erases the subject instead.
+    const receipt = await erase(configFor(), 's', { subject: 'Fay Lund' }, { now: () => Date.now(), log: silentLogger });
+    expect(receipt.counts.bytesLeft).toBe(0);
+    expect(bytesOf(file)).not.toContain('Fay Lund');
+    expect(bytesOf(file)).toContain('Gus Berg owns a boat');
+    // The rewritten tables (messages, and the vector table through its index) are intact and recall still works.
+    const s = openStore(configFor(), 's');
+    try {
+      expect((await layout.check(s, { ctx: ctx(configFor()) })).problems).toEqual([]);
+    } finally {
+      s.close();
+    }
+    sdk = await mastraSdk(file);
+    const [gus] = (await sdk.memory.listThreads({ filter: { resourceId: 'gus' } })).threads;
+    expect(await sdk.recall('gus', gus.id, 'boat Gus')).toContain('Gus Berg owns a boat');
+    await sdk.agentTurn('gus', gus.id, 'Gus Berg sails on Sundays', 'Noted');
+    expect(await sdk.recall('gus', gus.id, 'sails Sundays')).toContain('Gus Berg sails on Sundays');
+  });
+});

@@ -4,6 +4,7 @@ import { deleteEmbeddings, deleteMessages, deleteThread, hasTable, together } fr
 import { MESSAGES, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
 import { messageTexts } from './content.js';
 import { storeError } from '../../errors.js';
+import { rewriteTable, tablesHolding, textsLeft, truncateWal, wipeFreePages } from './scrub.js';
 
 // The Mastra layout's erase (src/erase.ts runs it): a resource's threads, messages, working memory, observations
 // and every embedding, on connections with secure_delete on, then each file's WAL checkpointed and truncated. No
@@ -108,8 +109,14 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
     const rest = together(f, () => deleteEmbeddings(f, 'resource_id', 'user' in sel ? [sel.user] : []) + subjectEmbeddings(f, sel), () => finishRows(f, sel, p));
     done.embeddings += rest.embeddings;
     done.resources += rest.result.resources; done.observations += rest.result.observations; done.workingMemories += rest.result.workingMemories;
-    const walTruncated = [...new Set([f.db, f.vec])].map(truncate).every(Boolean);
-    return { ids, counts: done, texts: p.texts, walTruncated };
+    const needles = 'subject' in sel ? [...p.texts, sel.subject] : p.texts;
+    const files: [LibDb, string][] = f.vec === f.db ? [[f.db, f.dbPath]] : [[f.db, f.dbPath], [f.vec, f.vecPath]];
+    for (const [db, path] of files) scrubFile(db, path, needles);
+    const walTruncated = files.map(([db]) => truncateWal(db)).every(Boolean);
+    // Unknown is not "none left": the bytes are read back, and what is still there is counted in the receipt.
+    const bytesLeft = textsLeft(files.map(([, path]) => path), needles);
+    if (bytesLeft > 0) opts.log?.warn({ store: store.name, bytesLeft }, 'erase: erased texts are still in the store files (docs/mastra-layout.md, "What erase cannot reach")');
+    return { ids, counts: { ...done, bytesLeft }, texts: p.texts, walTruncated };
   } finally {
     f.close();
   }
@@ -135,8 +142,17 @@ function finishRows(f: MastraFiles, sel: EraseSelector, p: Plan) {
   return { observations: obs, resources, workingMemories };
 }
 
-/** checkpoint(TRUNCATE): the deletes' pages into the file, the WAL (and every old frame in it) emptied. */
-function truncate(db: LibDb): boolean {
-  const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number; log: number }[];
-  return r !== undefined && r.busy === 0 && r.log <= 0;
+/**
+ * Free pages zeroed; then, if the file still holds a text (cells Mastra's own deletes left in a page's free space),
+ * the tables owning those pages rewritten, and the free pages zeroed again. Checkpointed first, so the bytes read
+ * are the file's own.
+ */
+function scrubFile(db: LibDb, path: string, needles: readonly string[]): void {
+  wipeFreePages(db);
+  truncateWal(db);
+  const holders = tablesHolding(db, path, needles);
+  if (holders !== null && holders.length === 0) return;
+  const mastraTables = new Set((db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table' AND (name LIKE 'mastra\\_%' ESCAPE '\\' OR sql LIKE '%F32_BLOB%')`).all() as { name: string }[]).map((r) => r.name));
+  for (const t of holders ?? [...mastraTables]) if (mastraTables.has(t)) rewriteTable(db, t);
+  wipeFreePages(db);
 }

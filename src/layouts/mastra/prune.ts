@@ -57,6 +57,8 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
     if (result.ids.length >= ID_CAP && ids.length > 0) result.idsTruncated ||= result.deleted > ID_CAP;
   };
   try {
+    // Each deleted message's bytes are zeroed as it goes: a later erase finds no copy in a free page.
+    if (!dryRun) for (const db of new Set([f.db, f.vec])) db.pragma('secure_delete = ON');
     const doomed = doomedBy(f, cfg, now);
     if (dryRun) {
       result.deleted = doomed.threads.length + doomed.messages.length;
