@@ -31,6 +31,12 @@ export interface Layout {
    * `erase` checks, scrubs (secure_delete) and truncates the WALs itself and says so in `Erased.walTruncated`.
    */
   scrubsOwnFiles?: boolean;
+  /**
+   * `libsql`: the store's files carry libsql vector indexes. Snapshots copy them with SQLite's backup API (VACUUM
+   * INTO re-creates indexes: plain SQLite lacks libsql_vector_idx, and libsql's duplicates a row of its vector
+   * metadata) and run integrity_check on copies through libsql's driver. Unset: plain SQLite throughout.
+   */
+  sqliteEngine?: 'libsql';
   prune(store: StoreHandle, opts: PruneOptions): Promise<PruneResult>;
   check(store: StoreHandle, opts: CheckOptions): Promise<CheckReport>;
   /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */

@@ -126,7 +126,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
 
   const sqlitePart = async (source = storeConfig.db, file = 'store.db'): Promise<SqlitePart> => {
     const at = opts.now();
-    const copy = await copySqlite(source, join(tmp, file), config.busyTimeoutMs);
+    const copy = await copySqlite(source, join(tmp, file), config.busyTimeoutMs, layoutFor(storeConfig).sqliteEngine);
     if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
     fsyncPath(join(tmp, file));
     files[file] = await sha256File(join(tmp, file));

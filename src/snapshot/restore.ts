@@ -1,4 +1,5 @@
 import { rmSync } from 'node:fs';
+import { layoutFor } from '../layouts/registry.js';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -91,7 +92,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     const staged = stagingPath(storeConfig.db);
     const file = fileOwner(storeConfig.db);
     try {
-      stageSqlite(join(from, manifest.sqlite.file), staged, manifest, config.busyTimeoutMs, file, opts.log);
+      stageSqlite(join(from, manifest.sqlite.file), staged, manifest, config.busyTimeoutMs, file, opts.log, layoutFor(storeConfig).sqliteEngine);
       const check = await sha256File(join(from, manifest.sqlite.file));
       if (check.sha256 !== manifest.files[manifest.sqlite.file]!.sha256) throw storeError(`${from}: ${manifest.sqlite.file} changed while being restored`);
       result.steps.push(`staged the SQLite copy at ${staged} (integrity ok)`);
@@ -107,7 +108,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
         // between leaves history as it was.
         for (const { part, dest } of vectorFiles) {
           const stagedVectors = join(dirname(dest), `.${basename(dest)}.restore-${process.pid}`);
-          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(dest), opts.log);
+          stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(dest), opts.log, layoutFor(storeConfig).sqliteEngine);
           replaceStoreFile(stagedVectors, dest, config.busyTimeoutMs);
           result.steps.push(`replaced ${dest}`);
         }

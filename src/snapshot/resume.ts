@@ -1,4 +1,5 @@
 import { readdirSync, rmSync } from 'node:fs';
+import { layoutFor } from '../layouts/registry.js';
 import { basename, dirname, join } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
@@ -108,7 +109,7 @@ export async function applySnapshot(
   if (j.sqliteDone) return;
   const copy = staged ?? stagingPath(storeConfig.db);
   try {
-    if (!staged) stageSqlite(join(dir, manifest.sqlite.file), copy, manifest, config.busyTimeoutMs, j.file, opts.log);
+    if (!staged) stageSqlite(join(dir, manifest.sqlite.file), copy, manifest, config.busyTimeoutMs, j.file, opts.log, layoutFor(storeConfig).sqliteEngine);
     replaceStoreFile(copy, storeConfig.db, config.busyTimeoutMs);
   } finally {
     if (!staged) rmSync(copy, { force: true });

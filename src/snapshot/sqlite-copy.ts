@@ -19,7 +19,9 @@ export interface SqliteCopy {
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
-const { source, dest, busyTimeoutMs } = workerData;
+const Checker = require(workerData.checker);
+const { source, dest, busyTimeoutMs, backup } = workerData;
+(async () => {
 try {
   const src = new Database(source, { fileMustExist: true, timeout: busyTimeoutMs });
   let journalMode;
@@ -27,11 +29,12 @@ try {
     src.pragma('foreign_keys = ON');
     src.pragma('busy_timeout = ' + busyTimeoutMs);
     journalMode = String(src.pragma('journal_mode', { simple: true })).toLowerCase();
-    src.prepare('VACUUM INTO ?').run(dest);
+    if (backup) await src.backup(dest);
+    else src.prepare('VACUUM INTO ?').run(dest);
   } finally {
     src.close();
   }
-  const copy = new Database(dest, { fileMustExist: true });
+  const copy = new Checker(dest, { fileMustExist: true });
   try {
     copy.pragma('journal_mode = DELETE'); // its own fresh copy: nobody else has it open
     const integrity = copy.pragma('integrity_check').map((r) => r.integrity_check).join('; ');
@@ -46,6 +49,7 @@ try {
 } catch (err) {
   parentPort.postMessage({ ok: false, message: String(err && err.message || err), code: err && err.code });
 }
+})();
 `;
 
 /**
@@ -53,17 +57,19 @@ try {
  * without blocking the agent's writer in WAL mode), then `PRAGMA integrity_check` on the copy. The copy is created
  * 0600 before SQLite writes into it; it is left in rollback-journal mode so it is one self-contained file.
  */
-export function copySqlite(source: string, dest: string, busyTimeoutMs: number): Promise<SqliteCopy> {
+export function copySqlite(source: string, dest: string, busyTimeoutMs: number, engine?: 'libsql'): Promise<SqliteCopy> {
   closeSync(openSync(dest, 'wx', FILE_MODE));
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  // A libsql store (Layout.sqliteEngine) is copied page by page (backup) and checked and counted through libsql.
+  const checker = engine === 'libsql' ? createRequire(import.meta.url).resolve('libsql') : driver;
   return new Promise((resolve, reject) => {
-    const worker = new Worker(WORKER, { eval: true, workerData: { driver, source, dest, busyTimeoutMs } });
+    const worker = new Worker(WORKER, { eval: true, workerData: { driver, checker, source, dest, busyTimeoutMs, backup: engine === 'libsql' } });
     let settled = false;
     worker.once('message', (m: { ok: boolean; message?: string; code?: string } & SqliteCopy) => {
       settled = true;
       if (m.ok) resolve({ integrity: m.integrity, journalMode: m.journalMode, tables: m.tables });
       else {
-        const e = coerceError(Object.assign(new Error(m.message), { code: m.code }), `copy ${source} (VACUUM INTO)`);
+        const e = coerceError(Object.assign(new Error(m.message), { code: m.code }), `copy ${source} (${engine === 'libsql' ? 'backup' : 'VACUUM INTO'})`);
         reject(e.transient ? e : storeError(e.message, e));
       }
     });
@@ -75,4 +81,15 @@ export function copySqlite(source: string, dest: string, busyTimeoutMs: number):
       if (!settled) reject(storeError(`copy ${source}: worker exited with code ${code}`));
     });
   });
+}
+
+/** `PRAGMA integrity_check` of a file through the layout's engine (libsql's driver reads its vector indexes). */
+export function integrityOf(path: string, engine: 'libsql'): string {
+  const Libsql = createRequire(import.meta.url)('libsql') as new (p: string, o: object) => { pragma(s: string): { integrity_check: string }[]; close(): void };
+  const db = new Libsql(path, { fileMustExist: true });
+  try {
+    return db.pragma('integrity_check').map((r) => r.integrity_check).join('; ');
+  } finally {
+    db.close();
+  }
 }

@@ -8,6 +8,7 @@ import { storeFiles } from '../store/files.js';
 import { collectionFile, snapshotCollections, vectorFileCopy } from './create.js';
 import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
+import { integrityOf } from './sqlite-copy.js';
 import { readManifest, type Manifest, type SqlitePart } from './manifest.js';
 import type { RestoreJournal } from './journal.js';
 
@@ -141,13 +142,13 @@ export function storeUsers(dbPath: string): string[] {
 }
 
 /** Copy the snapshot's SQLite file beside the store, give it the source's journal mode, check it. */
-export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger): void {
+export function stageSqlite(source: string, staged: string, manifest: Manifest, busyTimeoutMs: number, file: FileOwner | null, log: Logger, engine?: 'libsql'): void {
   rmSync(staged, { force: true });
   copyFileSync(source, staged, constants.COPYFILE_EXCL); // a new file: whatever is put at the path meanwhile is not written through
   keepOwner(staged, file, log);
   const db = openDatabase(staged, { busyTimeoutMs });
   try {
-    const integrity = (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
+    const integrity = engine ? integrityOf(staged, engine) : (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
     if (integrity !== 'ok') throw storeError(`${source}: integrity_check of the staged copy says "${integrity.slice(0, 200)}"`);
     if (manifest.sqlite.journalMode === 'wal') setJournalMode(db, 'wal');
   } finally {

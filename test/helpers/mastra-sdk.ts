@@ -1,20 +1,12 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 
 /**
  * Mastra memory stores written only through Mastra's own packages (`@mastra/memory`, `@mastra/libsql`,
  * `@mastra/core` agents; Node 22.13+), offline: the AI SDK's mock language model and a deterministic embedder.
  */
 
-export const DIM = 16;
-
-/** Bag of words hashed into DIM dimensions: equal texts, equal vectors. */
-export function embed(text: string): number[] {
-  const v = new Array<number>(DIM).fill(0);
-  for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) v[createHash('sha1').update(w).digest()[0]! % DIM]! += 1;
-  v[DIM - 1]! += 0.01;
-  const n = Math.hypot(...v);
-  return v.map((x) => x / n);
-}
+export { DIM, embed } from './mastra-embed.js';
+import { embed } from './mastra-embed.js';
 
 export interface MastraSdk {
   memory: any;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { makeStore, insertRows, tempDir } from '../helpers/store.js';
 import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { Mem0Fixture } from './mem0-fixture.js';
+import { MastraFixture } from './mastra-fixture.js';
 import { LAYOUTS } from '../../src/layouts/registry.js';
 import type { Layout, StoreHandle } from '../../src/layouts/contract.js';
 import { openStore } from '../../src/layouts/open.js';
@@ -105,6 +106,31 @@ const WORLDS: Record<string, (dir: string) => Promise<World>> = {
         fx?.close();
         q.assertConforms();
         await q.close();
+      },
+    };
+  },
+
+  // A memory is a thread's working memory (Mastra's `scope: thread`), with one message of it and its embedding; an
+  // expired one is a thread idle past the configured retention.
+  async mastra(dir) {
+    const db = join(dir, 'mastra.db');
+    let fx: MastraFixture | undefined = MastraFixture.create(db);
+    const idleDays = 365;
+    const config = validateConfig({
+      stateDb: join(dir, 'state.db'), snapshot: { root: join(dir, 'backups') }, review: { afterDays: AFTER_DAYS },
+      stores: { s: { layout: 'mastra', db, mastra: { retention: { threadIdleDays: idleDays } } } },
+    });
+    const writer = () => (fx ??= new MastraFixture(db));
+    return {
+      config,
+      add: async (m) => writer().thread(m.user, m.text, m.at, m.expired ? NOW - (idleDays + 1) * DAY : m.at),
+      dump: async () => fileText(db),
+      settle() {
+        fx?.close();
+        fx = undefined;
+      },
+      async close() {
+        fx?.close();
       },
     };
   },

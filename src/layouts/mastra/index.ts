@@ -22,6 +22,7 @@ export const mastraLayout: Layout = {
     return v && expandHome(v) !== expandHome(store.db) && existsSync(expandHome(v)) ? [expandHome(v)] : [];
   },
   scrubsOwnFiles: true,
+  sqliteEngine: 'libsql',
   prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./prune.js')).mastraPrune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {
     const [{ mastraCheckReport }, { mastraReviewDue }] = await Promise.all([import('./check.js'), import('./review.js')]);
