@@ -39,7 +39,7 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
       const threadId = randomUUID();
       await memory.saveThread({ thread: { id: threadId, resourceId: resource, title: `thread of ${resource}`, createdAt: at, updatedAt: at } });
       const messageIds = texts.map(() => randomUUID());
-      await memory.saveMessages({ messages: texts.map((text, i) => ({ id: messageIds[i], threadId, resourceId: resource, role: 'user', createdAt: new Date(at.getTime() + i), content: { format: 2, parts: [{ type: 'text', text }] } })) });
+      await memory.saveMessages({ messages: texts.map((text, i) => ({ id: messageIds[i]!, threadId, resourceId: resource, role: 'user', createdAt: new Date(at.getTime() + i), content: { format: 2, parts: [{ type: 'text', text }] } })) });
       return { threadId, messageIds };
     },
     async workingMemory(resource, threadId, text) {
@@ -57,7 +57,7 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
       return (r.messages as any[]).map(textOf);
     },
     async resourceWorkingMemory(resource) {
-      const domain = typeof storage.getStore === 'function' ? await storage.getStore('memory') : storage.stores?.memory;
+      const domain: any = typeof storage.getStore === 'function' ? await storage.getStore('memory') : storage.stores?.memory;
       const r = await domain.getResourceById({ resourceId: resource });
       return r?.workingMemory ?? null;
     },

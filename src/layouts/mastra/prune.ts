@@ -52,10 +52,8 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
   const cfg = mastraOf(store.config);
   const f = openMastra(store);
   const result: PruneResult = { store: store.name, now: toCanonical(now), dryRun, deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0 };
-  const list = (ids: string[]) => {
-    result.ids.push(...ids.slice(0, ID_CAP - result.ids.length));
-    if (result.ids.length >= ID_CAP && ids.length > 0) result.idsTruncated ||= result.deleted > ID_CAP;
-  };
+  // The ids are listed up to ID_CAP; idsTruncated says whether more went.
+  const list = (ids: string[]) => result.ids.push(...ids.slice(0, Math.max(0, ID_CAP - result.ids.length)));
   try {
     // Each deleted message's bytes are zeroed as it goes: a later erase finds no copy in a free page.
     if (!dryRun) for (const db of new Set([f.db, f.vec])) db.pragma('secure_delete = ON');
