@@ -115,7 +115,7 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
     const walTruncated = files.map(([db]) => truncateWal(db)).every(Boolean);
     // Unknown is not "none left": the bytes are read back, and what is still there is counted in the receipt.
     const bytesLeft = textsLeft(files.map(([, path]) => path), needles);
-    if (bytesLeft > 0) opts.log?.warn({ store: store.name, bytesLeft }, 'erase: erased texts are still in the store files (docs/mastra-layout.md, "What erase cannot reach")');
+    if (bytesLeft > 0) opts.log?.warn({ store: store.name, bytesLeft }, 'erase: erased texts are still in the store files (counted in the receipt as bytesLeft)');
     return { ids, counts: { ...done, bytesLeft }, texts: p.texts, walTruncated };
   } finally {
     f.close();
