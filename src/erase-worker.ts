@@ -44,3 +44,8 @@ export function startStoreWorker(path: string, busyMs: number): StoreWorker {
     close: () => thread.close(),
   };
 }
+
+/** For a layout that checks and scrubs its own files (Layout.scrubsOwnFiles): no thread, nothing to do. */
+export function idleWorker(): StoreWorker {
+  return { quickCheck: async () => null, checkpoint() {}, compact: async () => null, close: async () => {} };
+}

@@ -6,7 +6,7 @@ import { silentLogger } from './logger.js';
 import type { Db } from './store/sqlite.js';
 import { openStore } from './layouts/open.js';
 import { assertIntact, assertIntactLines, busyTimeoutMs, journalMode, truncateWal } from './store/sqlite.js';
-import { startStoreWorker, type StoreWorker } from './erase-worker.js';
+import { idleWorker, startStoreWorker, type StoreWorker } from './erase-worker.js';
 import { withMaintenanceLock } from './store/lock.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
 import { recordReceipt } from './erase-receipts.js';
@@ -81,7 +81,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
-      const worker = dryRun ? undefined : startStoreWorker(store.path, busyTimeoutMs(store.db));
+      // A layout that scrubs its own files needs no SQLite thread, and must not get one: its files are libsql's.
+      const worker = dryRun ? undefined : layoutOf(store).scrubsOwnFiles ? idleWorker() : startStoreWorker(store.path, busyTimeoutMs(store.db));
       try {
         const copies = async (texts: string[], ids: string[], earlier: string[]) => {
           fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);

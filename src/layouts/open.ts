@@ -4,6 +4,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { StoreConfig } from '../store/config.js';
 import { layoutFor } from './registry.js';
 import { openDatabase } from '../store/sqlite.js';
+import { openLibsqlDatabase } from '../store/libsql.js';
 import type { StoreHandle } from './contract.js';
 import { rowVectorsFor } from '../vectors/registry.js';
 
@@ -13,7 +14,9 @@ export type { StoreHandle } from './contract.js';
 export function openStore(config: Config, name: string, opts: { readonly?: boolean } = {}): StoreHandle {
   const storeConfig = config.stores[name];
   if (!storeConfig) throw new Error(`no store named ${name}`);
-  const db = openDatabase(storeConfig.db, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false });
+  const how = { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false };
+  // A layout whose files need libsql's engine gets its store through libsql only (src/store/libsql.ts says why).
+  const db = layoutFor(storeConfig).sqliteEngine === 'libsql' ? openLibsqlDatabase(storeConfig.db, how) : openDatabase(storeConfig.db, how);
   try {
     layoutFor(storeConfig).assertSchema(db, storeConfig);
   } catch (err) {

@@ -35,14 +35,30 @@ export class MastraFixture {
     this.db.transaction(() => {
       this.db.prepare('INSERT INTO mastra_threads (id, resourceId, title, metadata, createdAt, updatedAt) VALUES (?, ?, ?, jsonb(?), ?, ?)')
         .run(id, resource, `thread of ${resource}`, JSON.stringify({ workingMemory: text }), iso(at), iso(updatedAt));
-      const message = randomUUID();
-      this.db.prepare(`INSERT INTO mastra_messages (id, thread_id, content, role, type, createdAt, resourceId) VALUES (?, ?, ?, 'user', 'v2', ?, ?)`)
-        .run(message, id, JSON.stringify({ format: 2, parts: [{ type: 'text', text }] }), iso(at), resource);
-      const metadata = { message_id: message, thread_id: id, resource_id: resource, role: 'user', content: text, created_at: iso(at) };
-      this.db.prepare(`INSERT INTO memory_messages_${DIM} (vector_id, embedding, metadata) VALUES (?, vector32(?), ?)`)
-        .run(randomUUID(), JSON.stringify(embed(text)), JSON.stringify(metadata));
+      this.message(id, resource, text, at);
     })();
     return id;
+  }
+
+  /** One user message in a thread, with its embedding (Memory.saveMessages with semantic recall on). */
+  message(threadId: string, resource: string, text: string, at: number): string {
+    const id = randomUUID();
+    const iso = new Date(at).toISOString();
+    this.db.prepare(`INSERT INTO mastra_messages (id, thread_id, content, role, type, createdAt, resourceId) VALUES (?, ?, ?, 'user', 'v2', ?, ?)`)
+      .run(id, threadId, JSON.stringify({ format: 2, parts: [{ type: 'text', text }] }), iso, resource);
+    const metadata = { message_id: id, thread_id: threadId, resource_id: resource, role: 'user', content: text, created_at: iso };
+    this.db.prepare(`INSERT INTO memory_messages_${DIM} (vector_id, embedding, metadata) VALUES (?, vector32(?), ?)`)
+      .run(randomUUID(), JSON.stringify(embed(text)), JSON.stringify(metadata));
+    return id;
+  }
+
+  /** An agent's write to a thread: Mastra sets the thread's updatedAt with each message it saves. */
+  touch(threadId: string, at: number): void {
+    this.db.prepare('UPDATE mastra_threads SET updatedAt = ? WHERE id = ?').run(new Date(at).toISOString(), threadId);
+  }
+
+  count(sql: string): number {
+    return Number((this.db.prepare(sql).get() as { n: number }).n);
   }
 
   close(): void {

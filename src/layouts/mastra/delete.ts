@@ -46,8 +46,9 @@ export function deleteMessages(f: MastraFiles, ids: readonly string[]): Deleted 
  * was chosen); false: nothing of the thread's rows goes.
  */
 export function deleteThread(f: MastraFiles, id: string, stillDoomed: () => boolean = () => true): Deleted {
-  // In another file the check is asked before the embeddings go as well (and again, in the store's transaction).
-  const vectors = () => (f.vec !== f.db && !stillDoomed() ? 0 : deleteEmbeddings(f, 'thread_id', [id]));
+  // Asked before the embeddings go (in the same transaction when they are in the store's file), and again before
+  // the rows: a thread an agent has written to since keeps its embeddings too.
+  const vectors = () => (stillDoomed() ? deleteEmbeddings(f, 'thread_id', [id]) : 0);
   const { embeddings, result } = together(f, vectors, () => {
     if (!stillDoomed()) return null;
     const messages = f.db.prepare(`DELETE FROM ${MESSAGES} WHERE thread_id = ?`).run(id).changes;

@@ -89,7 +89,7 @@ export function assertLibsqlIntact(db: LibDb, path: string): void {
 export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
   const f = openMastra(store);
   try {
-    const p = plan(f, sel, opts.deletedIds ?? []);
+    const p = attempt(`erase: read ${f.dbPath}`, () => plan(f, sel, opts.deletedIds ?? []));
     const counts: Record<string, number> = { threads: p.threads.length, messages: p.messages.length, resources: p.resources.length };
     const ids = [...new Set([...p.resources, ...p.threads, ...p.messages, ...p.clearResources, ...p.clearThreads])];
     if (dryRun) return { ids, counts, texts: p.texts };
@@ -155,4 +155,13 @@ function scrubFile(db: LibDb, path: string, needles: readonly string[]): void {
   const mastraTables = new Set((db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table' AND (name LIKE 'mastra\\_%' ESCAPE '\\' OR sql LIKE '%F32_BLOB%')`).all() as { name: string }[]).map((r) => r.name));
   for (const t of holders ?? [...mastraTables]) if (mastraTables.has(t)) rewriteTable(db, t);
   wipeFreePages(db);
+}
+
+/** SQLite's own messages name no file: what was being done and the file go in front. */
+function attempt<T>(doing: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw storeError(`${doing}: ${(err as Error).message}`, err);
+  }
 }

@@ -39,14 +39,14 @@ export function openMastra(store: StoreHandle): MastraFiles {
   const dbPath = store.path;
   const cfg = mastraOf(store.config);
   const vecPath = cfg.vectorDb ? expandHome(cfg.vectorDb) : dbPath;
-  const busy = busyTimeoutMs(store.db);
-  const db = openLib(dbPath, busy);
-  let vec = db;
+  // The store's own connection (libsql: the layout's sqliteEngine); a second one on the same file from this process
+  // could delete the WAL under it on close. A separate vector file gets a connection of its own, closed here.
+  const db = store.db as unknown as LibDb;
+  const vec = vecPath === dbPath ? db : openLib(vecPath, busyTimeoutMs(store.db));
   try {
-    if (vecPath !== dbPath) vec = openLib(vecPath, busy);
-    return { db, vec, dbPath, vecPath, vectorTables: vectorTablesOf(vec), close: () => { if (vec !== db) vec.close(); db.close(); } };
+    return { db, vec, dbPath, vecPath, vectorTables: vectorTablesOf(vec), close: () => { if (vec !== db) vec.close(); } };
   } catch (err) {
-    db.close();
+    if (vec !== db) vec.close();
     throw err;
   }
 }
