@@ -111,19 +111,23 @@ const WORLDS: Record<string, (dir: string) => Promise<World>> = {
   },
 
   // A memory is a thread's working memory (Mastra's `scope: thread`), with one message of it and its embedding; an
-  // expired one is a thread idle past the configured retention.
+  // expired one is a thread idle past the configured retention. One that decays is a message without working memory
+  // (what drifts is working memory, reviewed; what decays is conversation, which message retention ends).
   async mastra(dir) {
     const db = join(dir, 'mastra.db');
     let fx: MastraFixture | undefined = MastraFixture.create(db);
     const idleDays = 365;
+    const messageDays = 300;
     const config = validateConfig({
       stateDb: join(dir, 'state.db'), snapshot: { root: join(dir, 'backups') }, review: { afterDays: AFTER_DAYS },
-      stores: { s: { layout: 'mastra', db, mastra: { retention: { threadIdleDays: idleDays } } } },
+      stores: { s: { layout: 'mastra', db, mastra: { retention: { threadIdleDays: idleDays, messageDays } } } },
     });
     const writer = () => (fx ??= new MastraFixture(db));
     return {
       config,
-      add: async (m) => writer().thread(m.user, m.text, m.at, m.expired ? NOW - (idleDays + 1) * DAY : m.at),
+      add: async (m) => (m.expiresInDays !== undefined
+        ? writer().conversation(m.user, m.text, NOW + (m.expiresInDays - messageDays) * DAY)
+        : writer().thread(m.user, m.text, m.at, m.expired ? NOW - (idleDays + 1) * DAY : m.at)),
       dump: async () => fileText(db),
       settle() {
         fx?.close();

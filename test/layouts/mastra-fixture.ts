@@ -29,15 +29,21 @@ export class MastraFixture {
   }
 
   /** A thread of `resource` whose thread-scoped working memory is `text`, with one message of it, embedded. */
-  thread(resource: string, text: string, at: number, updatedAt = at): string {
+  thread(resource: string, text: string, at: number, updatedAt = at, workingMemory = true): string {
     const id = randomUUID();
     const iso = (t: number) => new Date(t).toISOString();
     this.db.transaction(() => {
       this.db.prepare('INSERT INTO mastra_threads (id, resourceId, title, metadata, createdAt, updatedAt) VALUES (?, ?, ?, jsonb(?), ?, ?)')
-        .run(id, resource, `thread of ${resource}`, JSON.stringify({ workingMemory: text }), iso(at), iso(updatedAt));
+        .run(id, resource, `thread of ${resource}`, JSON.stringify(workingMemory ? { workingMemory: text } : {}), iso(at), iso(updatedAt));
       this.message(id, resource, text, at);
     })();
     return id;
+  }
+
+  /** A conversation without working memory: one message, which message retention ends. */
+  conversation(resource: string, text: string, at: number): string {
+    const thread = this.thread(resource, text, at, at, false);
+    return (this.db.prepare('SELECT id FROM mastra_messages WHERE thread_id = ?').get(thread) as { id: string }).id;
   }
 
   /** One user message in a thread, with its embedding (Memory.saveMessages with semantic recall on). */
