@@ -44,7 +44,9 @@ function walk(node: Node, path: string, out: Option[], variant: string | undefin
     // A discriminated union (snapshot targets by `type`): each variant's fields under its tag.
     for (const v of variants) {
       const tag = (v.properties?.type?.const ?? v.properties?.type?.enum?.[0]) as string | undefined;
-      walk(v, path, out, tag ?? variant);
+      // A description on the union (`replacement: text or { fact, source }`) describes its plain variants too.
+      const described = v.description === undefined && node.description !== undefined && !v.properties ? { ...v, description: node.description } : v;
+      walk(described, path, out, tag ?? variant);
     }
     return;
   }

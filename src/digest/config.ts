@@ -2,14 +2,15 @@ import { z } from '../vendor/zod.js';
 import { timerDuration } from '../timer-duration.js';
 
 export const smtpSchema = z.strictObject({
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535).default(587),
-  /** true: TLS from the start (port 465); false: STARTTLS when the server offers it. */
-  secure: z.boolean().default(false),
-  user: z.string().optional(),
-  /** From the environment only: `password: ${SMTP_PASSWORD}`. */
-  password: z.string().optional(),
-  timeoutMs: timerDuration('ms').int().positive().default(30_000),
+  host: z.string().min(1).describe('SMTP server; needed only to send the digest (`digest --preview` needs none).'),
+  port: z.number().int().min(1).max(65535).default(587)
+    .describe('SMTP port: 587 (STARTTLS) or 465 (with `secure: true`).'),
+  secure: z.boolean().default(false)
+    .describe('true: TLS from the start (port 465); false: STARTTLS when the server offers it.'),
+  user: z.string().optional().describe('SMTP user; user and password go together.'),
+  password: z.string().optional().describe('From the environment only: `password: ${SMTP_PASSWORD}`.'),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000)
+    .describe('Connect, greeting and socket timeouts; past them the send fails transiently (retried).'),
 });
 
 /** A case-insensitive regular expression from config; a bad one is a config error naming its field. */
@@ -22,7 +23,10 @@ const pattern = z.string().min(1).refine((p) => {
   }
 }, 'not a valid regular expression');
 
-const labelled = z.strictObject({ pattern, label: z.string().min(1) });
+const labelled = z.strictObject({
+  pattern: pattern.describe('A case-insensitive regular expression.'),
+  label: z.string().min(1).describe('The reason shown beside a flagged row.'),
+});
 export type LabelledPattern = z.infer<typeof labelled>;
 
 /**
@@ -52,38 +56,28 @@ export const DEFAULT_SECRETS: LabelledPattern[] = [
 ];
 
 export const digestSchema = z.strictObject({
-  from: z.string().default('memory-warden <memory-warden@localhost>'),
-  to: z.array(z.string().regex(/^[^\s<>@,;"\\]+@[^\s<>@,;"\\]+$|^[^<>\r\n]*<[^\s<>@,;"\\]+@[^\s<>@,;"\\]+>$/, 'an email address (name@host or Name <name@host>)')).default([]),
-  /** One email covering every store, or one per store. */
-  perStore: z.boolean().default(false),
-  /** Send a short "all quiet" email when nothing is new anywhere. */
-  allQuiet: z.boolean().default(true),
-  /** New rows listed in full per store; the rest are counted. */
-  maxRows: z.number().int().positive().default(200),
-  /** Subject prefix. */
-  subject: z.string().default('memory-warden digest'),
-  /** The first digest (no earlier one sent) covers this many hours back. */
-  firstPeriodHours: z.number().positive().default(24),
-  /**
-   * The period ends this many seconds before "now", so a row whose created_at was stamped just before the
-   * digest read but committed just after still falls into the next period instead of none.
-   */
-  settleSeconds: z.number().int().nonnegative().default(60),
-  /** A claimed digest whose sender vanished (crash) may be taken over after this many minutes. */
-  claimMinutes: z.number().positive().default(15),
-  /**
-   * A fleet (stores on several hosts): how long the digest waits for each other host's sections. A host that has
-   * not answered by then gets a section saying "no report from host X since …"; the digest goes out anyway.
-   */
-  hostTimeoutSeconds: timerDuration('seconds').positive().default(120),
+  from: z.string().default('memory-warden <memory-warden@localhost>').describe('The digest\'s From address.'),
+  to: z.array(z.string().regex(/^[^\s<>@,;"\\]+@[^\s<>@,;"\\]+$|^[^<>\r\n]*<[^\s<>@,;"\\]+@[^\s<>@,;"\\]+>$/, 'an email address (name@host or Name <name@host>)')).default([])
+    .describe('Recipients of the daily digest (name@host or Name <name@host>).'),
+  perStore: z.boolean().default(false).describe('One email covering every store, or one per store.'),
+  allQuiet: z.boolean().default(true).describe('Send a short "all quiet" email when nothing is new anywhere.'),
+  maxRows: z.number().int().positive().default(200).describe('New rows listed in full per store; the rest are counted.'),
+  subject: z.string().default('memory-warden digest').describe('Subject prefix.'),
+  firstPeriodHours: z.number().positive().default(24)
+    .describe('The first digest (no earlier one sent) covers this many hours back.'),
+  settleSeconds: z.number().int().nonnegative().default(60)
+    .describe('The period ends this many seconds before "now", so a row whose created_at was stamped just before the digest read but committed just after still falls into the next period instead of none.'),
+  claimMinutes: z.number().positive().default(15)
+    .describe('A claimed digest whose sender vanished (crash) may be taken over after this many minutes.'),
+  hostTimeoutSeconds: timerDuration('seconds').positive().default(120)
+    .describe('A fleet (stores on several hosts): how long the digest waits for each other host\'s sections. A host that has not answered by then gets a section saying "no report from host X since …"; the digest goes out anyway.'),
   lookTwice: z
     .strictObject({
-      /** Sources that are tool output. Replaces the defaults when given. */
-      sources: z.array(labelled).default(DEFAULT_TOOL_SOURCES),
-      /** Facts that read like standing instructions. Replaces the defaults when given. */
-      instructions: z.array(labelled).default(DEFAULT_INSTRUCTIONS),
-      /** Facts that look like credentials. */
-      secrets: z.array(labelled).default(DEFAULT_SECRETS),
+      sources: z.array(labelled).default(DEFAULT_TOOL_SOURCES)
+        .describe('Sources that are tool output. Replaces the defaults when given.'),
+      instructions: z.array(labelled).default(DEFAULT_INSTRUCTIONS)
+        .describe('Facts that read like standing instructions. Replaces the defaults when given.'),
+      secrets: z.array(labelled).default(DEFAULT_SECRETS).describe('Facts that look like credentials.'),
     })
     .prefault({}),
 });

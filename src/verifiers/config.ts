@@ -20,20 +20,26 @@ const regex = z.string().min(1).superRefine((text, ctx) => {
  */
 export const ruleSchema = z
   .strictObject({
-    /** Shown in logs and records; default `rule N`. */
-    name: z.string().min(1).optional(),
-    match: z.strictObject({ source: regex, subject: regex.optional() }),
-    use: z.string().regex(VERIFIER_NAME, 'a verifier name (lower case letters, digits, -)'),
-    /** The verifier's parameters, plus `expect` (regex string, literal, `{ equals }` or `{ matches }`) judged by the core. */
-    with: z.record(z.string(), z.unknown()).default({}),
-    /** Insert the replacement and supersede the old row without asking a person. Needs `replacement`. */
-    autoSupersede: z.boolean().default(false),
-    /** The corrected fact (template), or `{ fact, source }`; the source defaults to `drift:<verifier>:<old source>`. */
+    name: z.string().min(1).optional().describe('Shown in logs and records; default `rule N`.'),
+    match: z.strictObject({
+      source: regex
+        .describe('A regular expression the memory\'s source must match; its named groups fill `${name}` in `with` and `replacement`.'),
+      subject: regex.optional().describe('A regular expression the memory\'s subject must also match (optional).'),
+    }),
+    use: z.string().regex(VERIFIER_NAME, 'a verifier name (lower case letters, digits, -)')
+      .describe('The verifier: file, git, http or a plugin\'s name.'),
+    with: z.record(z.string(), z.unknown()).default({})
+      .describe('The verifier\'s parameters, plus `expect` (regex string, literal, `{ equals }` or `{ matches }`) judged by the core.'),
+    autoSupersede: z.boolean().default(false)
+      .describe('Insert the replacement and supersede the old row without asking a person. Needs `replacement`.'),
     replacement: z
-      .union([z.string().min(1), z.strictObject({ fact: z.string().min(1), source: z.string().min(1).optional() })])
-      .optional(),
-    /** Overrides `verify.timeoutMs` for this rule. */
-    timeoutMs: timerDuration('ms').int().positive().optional(),
+      .union([z.string().min(1), z.strictObject({
+        fact: z.string().min(1).describe('The corrected fact (a template).'),
+        source: z.string().min(1).optional().describe('Its source (a template); default `drift:<verifier>:<old source>`.'),
+      })])
+      .optional()
+      .describe('The corrected fact (template), or `{ fact, source }`; the source defaults to `drift:<verifier>:<old source>`.'),
+    timeoutMs: timerDuration('ms').int().positive().optional().describe('Overrides `verify.timeoutMs` for this rule.'),
   })
   .superRefine((rule, ctx) => {
     if (rule.autoSupersede && !rule.replacement) {
@@ -42,24 +48,24 @@ export const ruleSchema = z
   });
 
 export const allowSchema = z.strictObject({
-  /** Folders the file verifier (and plugins through ctx.readFile) may read under; symlinks may not leave them. */
-  fileRoots: z.array(pathField()).default([]),
-  /** Repositories the git verifier may clone: local paths or URLs, compared exactly. */
-  gitRepos: z.array(pathField()).default([]),
-  /** Hosts the http verifier may GET: `host` (any port) or `host:port`. */
-  httpHosts: z.array(z.string().min(1).regex(/^[^\s/@]+$/, 'a host or host:port, no scheme or path')).default([]),
+  fileRoots: z.array(pathField()).default([])
+    .describe('Folders the file verifier (and plugins through ctx.readFile) may read under; symlinks may not leave them.'),
+  gitRepos: z.array(pathField()).default([])
+    .describe('Repositories the git verifier may clone: local paths or URLs, compared exactly.'),
+  httpHosts: z.array(z.string().min(1).regex(/^[^\s/@]+$/, 'a host or host:port, no scheme or path')).default([])
+    .describe('Hosts the http verifier may GET: `host` (any port) or `host:port`.'),
 });
 
 export const verifySchema = z.strictObject({
-  /** Verifier plugin modules to load at start (paths relative to the config file). */
-  plugins: z.array(pathField()).default([]),
-  rules: z.array(ruleSchema).default([]),
-  /** Verifications running at the same time. */
-  concurrency: z.number().int().min(1).max(64).default(4),
-  /** Per verification; past it the verdict is `unverifiable` (retried next run) and the others carry on. */
-  timeoutMs: timerDuration('ms').int().positive().default(30_000),
-  /** Cached clones of the git verifier; `~` is the home folder. */
-  cacheDir: pathField().default('~/.cache/memory-warden'),
+  plugins: z.array(pathField()).default([])
+    .describe('Verifier plugin modules to load at start (paths relative to the config file).'),
+  rules: z.array(ruleSchema).default([])
+    .describe('Which memories (by source, optionally subject) a verifier checks, and how; the first rule that matches wins, a row no rule matches goes to a person.'),
+  concurrency: z.number().int().min(1).max(64).default(4).describe('Verifications running at the same time.'),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000)
+    .describe('Per verification; past it the verdict is `unverifiable` (retried next run) and the others carry on.'),
+  cacheDir: pathField().default('~/.cache/memory-warden')
+    .describe('Cached clones of the git verifier; `~` is the home folder.'),
   allow: allowSchema.prefault({}),
 });
 

@@ -7,27 +7,20 @@ import { sftpTargetSchema } from './sftp/schema.js';
 
 /** Fields every target has, whatever its type. */
 const common = {
-  /** Complete scheduled snapshots kept on this target (pre-restore ones are never deleted here). */
-  keep: z.number().int().positive().default(7),
-  /** Only these stores go to this target (default: every store). */
-  stores: z.array(z.string().min(1)).optional(),
-  /**
-   * Client-side age encryption: every file is encrypted to these recipients (`age1…`) before it leaves the
-   * machine. The identity that decrypts is needed only where restores run: `MEMORY_WARDEN_AGE_IDENTITY`, or
-   * `identityFile` (mode 0600).
-   */
+  keep: z.number().int().positive().default(7)
+    .describe('Complete scheduled snapshots kept on this target (pre-restore ones are never deleted here).'),
+  stores: z.array(z.string().min(1)).optional().describe('Only these stores go to this target (default: every store).'),
   encrypt: z
     .strictObject({
-      recipients: z.array(z.string().regex(/^age1[0-9a-z]+$/, 'an age recipient (age1…)')).min(1),
-      identityFile: pathField().optional(),
+      recipients: z.array(z.string().regex(/^age1[0-9a-z]+$/, 'an age recipient (age1…)')).min(1)
+        .describe('age public keys (`age-keygen -y`) every file is encrypted to before it leaves the machine; several let several people restore.'),
+      identityFile: pathField().optional()
+        .describe('The age identity (`AGE-SECRET-KEY-1…`, mode 0600), needed only where restores run; else `MEMORY_WARDEN_AGE_IDENTITY`.'),
     })
-    .optional(),
-  /**
-   * The operator's key (`memory-warden snapshots keygen FILE`, mode 0600; keep it with the age identity, never on
-   * the target): every manifest uploaded carries its MAC, and list, verify, restore and erase refuse a snapshot whose
-   * MAC is missing or wrong. Without it, whoever can write the target can forge a snapshot that verifies.
-   */
-  authKeyFile: pathField().optional(),
+    .optional()
+    .describe('Client-side age encryption: every file is encrypted to these recipients (`age1…`) before it leaves the machine. The identity that decrypts is needed only where restores run: `MEMORY_WARDEN_AGE_IDENTITY`, or `identityFile` (mode 0600).'),
+  authKeyFile: pathField().optional()
+    .describe('The operator\'s key (`memory-warden snapshots keygen FILE`, mode 0600; keep it with the age identity, never on the target): every manifest uploaded carries its MAC, and list, verify, restore and erase refuse a snapshot whose MAC is missing or wrong. Without it, whoever can write the target can forge a snapshot that verifies.'),
 };
 
 export const targetSchema = z.discriminatedUnion('type', [

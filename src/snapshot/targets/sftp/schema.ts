@@ -4,20 +4,22 @@ import { timerDuration } from '../../../timer-duration.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
 export const sftpTargetSchema = z.strictObject({
-  type: z.literal('sftp'),
-  name: z.string().regex(/^[A-Za-z0-9_.-]+$/),
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535).default(22),
-  username: z.string().min(1),
-  /** The host's key, as `ssh-keygen -lf` prints it (`SHA256:…`): no other host is ever sent a byte. */
-  hostKeySha256: z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}=?$/, 'SHA256:<43 base64 characters>, as ssh-keygen -lf prints it'),
-  /** Snapshots go to `<path>/<store>/<snapshot>/` (absolute, or relative to the login folder). */
-  path: pathField(),
-  /** A private key file readable by this user only (mode 0600), or the key itself from the environment. */
-  privateKeyFile: pathField().optional(),
+  type: z.literal('sftp').describe('A folder on another machine, over SFTP (OpenSSH).'),
+  name: z.string().regex(/^[A-Za-z0-9_.-]+$/)
+    .describe('The target\'s name: `--target NAME` on snapshots list|verify|push and restore.'),
+  host: z.string().min(1).describe('The SFTP server.'),
+  port: z.number().int().min(1).max(65535).default(22).describe('Its SSH port.'),
+  username: z.string().min(1).describe('The account to log in as.'),
+  hostKeySha256: z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}=?$/, 'SHA256:<43 base64 characters>, as ssh-keygen -lf prints it')
+    .describe('The host\'s key, as `ssh-keygen -lf` prints it (`SHA256:…`): no other host is ever sent a byte.'),
+  path: pathField()
+    .describe('Snapshots go to `<path>/<store>/<snapshot>/` (absolute, or relative to the login folder).'),
+  privateKeyFile: pathField().optional()
+    .describe('A private key file readable by this user only (mode 0600), or the key itself from the environment.'),
   privateKey: z.string().min(1).optional(),
   passphrase: z.string().optional(),
   password: z.string().optional(),
-  timeoutMs: timerDuration('ms').int().positive().default(30_000),
+  timeoutMs: timerDuration('ms').int().positive().default(30_000)
+    .describe('Connect and per-request timeout; past it the job fails transiently (retried).'),
 });
 export type SftpTargetConfig = z.infer<typeof sftpTargetSchema>;
