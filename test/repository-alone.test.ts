@@ -78,5 +78,8 @@ describe('a clone with nothing beside it', () => {
     expect(isOutside(join(root, 'test/vendor/qdrant/openapi.json'))).toBe(false);
     expect(isOutside('/srv/nowhere/agent/memory.db')).toBe(false); // a config's data path that exists nowhere
     expect(isOutside(process.execPath)).toBe(false);
+    expect(isOutside('/')).toBe(false); // walked up through
+    expect(isOutside(dirname(root))).toBe(false);
+    expect(isOutside(join(dirname(root), 'x'))).toBe(true);
   });
 });

@@ -3,8 +3,8 @@
  * wraps node:fs in a test process and records every such path a test or the code under test touches.
  *
  * Outside means: not under the repository root (nor the real path of its node_modules, a symlink in a worktree),
- * not under the temporary directory, and not a system location every machine has (/dev, /proc, /etc, /usr, …, the
- * running Node's own install). Such a path counts when it exists, or when it lies beside the checkout (under the
+ * not under the temporary directory, not a system location every machine has (/dev, /proc, /etc, /usr, …, the
+ * running Node's own install), and not a folder those lie in (walked up through, as realpath does). Such a path counts when it exists, or when it lies beside the checkout (under the
  * root's parent folder): a file read from a folder next to a clone is missing on a clone with nothing beside it.
  * Data paths in configs that exist nowhere (/srv/agent/memory.db) are not reads of anything and do not count.
  *
@@ -53,12 +53,14 @@ function pathOf(arg: unknown): string | undefined {
 }
 
 /** True when reading `path` depends on something outside the repository that a bare clone would not have. */
-export function isOutside(path: string, root = REPO_ROOT): boolean {
+export function isOutside(path: string): boolean {
   if (!isAbsolute(path)) return false;
-  allowed ??= allowedPlaces();
-  const places = root === REPO_ROOT ? allowed : [root, ...allowed.filter((p) => p !== REPO_ROOT)];
+  const places = (allowed ??= allowedPlaces());
   if (places.some((p) => under(path, p))) return false;
-  const beside = dirname(root);
+  // A folder the root or the temporary folder lies in ('/', '/tmp' for a file in a temp dir's child): walking up
+  // through it (realpath, a search for node_modules or a mount point) reads nothing beside the clone.
+  if (places.some((p) => under(p, path))) return false;
+  const beside = dirname(REPO_ROOT);
   if (beside !== '/' && under(path, beside)) return true;
   return lstatOriginal(path, { throwIfNoEntry: false }) !== undefined;
 }
