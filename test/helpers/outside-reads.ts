@@ -4,8 +4,9 @@
  *
  * Outside means: not under the repository root (nor the real path of its node_modules, a symlink in a worktree),
  * not under the temporary directory, not a system location every machine has (/dev, /proc, /etc, /usr, …, the
- * running Node's own install), and not a folder those lie in (walked up through, as realpath does). Such a path counts when it exists, or when it lies beside the checkout (under the
- * root's parent folder): a file read from a folder next to a clone is missing on a clone with nothing beside it.
+ * running Node's own install), and not a folder those lie in (walked up through, as realpath does). Such a path
+ * counts when it exists, or whenever it lies beside the checkout (under the root's parent folder, unless that is
+ * / or the temporary folder itself): a file read next to a clone is missing on a clone with nothing beside it.
  * Data paths in configs that exist nowhere (/srv/agent/memory.db) are not reads of anything and do not count.
  *
  * Limits: only what goes through node:fs in this process is seen. Child processes (the CLI, git, sshd, Chromium),
@@ -52,16 +53,24 @@ function pathOf(arg: unknown): string | undefined {
   return undefined;
 }
 
+/** The folder the clone sits in, when its other children can be told from temporary files; else undefined. */
+export function besideTheClone(): string | undefined {
+  const beside = dirname(REPO_ROOT);
+  return beside === '/' || beside === tmpdir() || beside === realOr(tmpdir()) ? undefined : beside;
+}
+
 /** True when reading `path` depends on something outside the repository that a bare clone would not have. */
 export function isOutside(path: string): boolean {
   if (!isAbsolute(path)) return false;
   const places = (allowed ??= allowedPlaces());
-  if (places.some((p) => under(path, p))) return false;
-  // A folder the root or the temporary folder lies in ('/', '/tmp' for a file in a temp dir's child): walking up
+  // A folder the root, the temporary folder or another allowed place lies in ('/', the clone's parent): walking up
   // through it (realpath, a search for node_modules or a mount point) reads nothing beside the clone.
   if (places.some((p) => under(p, path))) return false;
-  const beside = dirname(REPO_ROOT);
-  if (beside !== '/' && under(path, beside)) return true;
+  // Beside the clone, even inside the temporary folder (a clone in /tmp/ci/x): only what is allowed below the
+  // clone's parent (the root itself, a Node that .ci/run unpacked there) is not.
+  const beside = besideTheClone();
+  if (beside !== undefined && under(path, beside)) return !places.some((p) => under(p, beside) && under(path, p));
+  if (places.some((p) => under(path, p))) return false;
   return lstatOriginal(path, { throwIfNoEntry: false }) !== undefined;
 }
 
