@@ -28,19 +28,28 @@ function filesUnder(dir: string): string[] {
     .filter((f) => !relative(root, f).startsWith(join('test', 'vendor')) && f !== import.meta.filename && !/\.(png|db|sqlite|v8)$/.test(f));
 }
 
-/** Each path in `text` that leaves the root: a run of ../ from the file's own folder, or an absolute path beside it. */
+/**
+ * Each path in `text` that leaves the root: an absolute path beside it, or a run of ../ that climbs out. In code a
+ * ../ counts from where the line anchors it: the file's own folder (an import, import.meta, __dirname) or the root
+ * (a line naming root); a ../ on any other line of code is data relative to something else (a snapshot folder in
+ * a hostile manifest) and is not looked at. In a shell step, package.json or a config it counts from the file.
+ */
 export function pathsLeavingRoot(file: string, text: string, rootDir = root): string[] {
   const beside = [...BESIDE, dirname(rootDir)].filter((p) => p !== '/' && p !== tmpdir());
   const rel = relative(rootDir, dirname(file));
-  const from = COMPILED.includes(rel.split('/')[0]!) ? join(rootDir, 'dist', rel) : dirname(file);
+  const fileDir = COMPILED.includes(rel.split('/')[0]!) ? join(rootDir, 'dist', rel) : dirname(file);
+  const code = /\.(ts|mts|cts|js|mjs|cjs)$/.test(file);
   const found: string[] = [];
-  for (const m of text.matchAll(/(?:\.\.\/)+[\w.@${}/-]*|(?:^|[^\w.:/$}])(\/[\w.@-]+(?:\/[\w.@${}-]*)*)/gm)) {
-    const token = m[1] ?? m[0];
-    if (token.startsWith('../')) {
-      const target = resolve(from, token);
-      if (target !== rootDir && !target.startsWith(`${rootDir}/`)) found.push(token);
-    } else if (beside.some((p) => token === p || token.startsWith(`${p}/`))) {
-      found.push(token);
+  for (const line of text.split('\n')) {
+    const from = !code || /import\.meta|__dirname|\bfrom ['"]|\bimport\(|\brequire\(/.test(line) ? fileDir : /\broot\b/i.test(line) ? rootDir : undefined;
+    for (const m of line.matchAll(/(?:\.\.\/)+[\w.@${}/-]*|(?:^|[^\w.:/$}])(\/[\w.@-]+(?:\/[\w.@${}-]*)*)/g)) {
+      const token = m[1] ?? m[0];
+      if (token.startsWith('../')) {
+        const target = from === undefined ? rootDir : resolve(from, token);
+        if (target !== rootDir && !target.startsWith(`${rootDir}/`)) found.push(token);
+      } else if (beside.some((p) => token === p || token.startsWith(`${p}/`))) {
+        found.push(token);
+      }
     }
   }
   return found;
@@ -63,7 +72,9 @@ describe('a clone with nothing beside it', () => {
     expect(pathsLeavingRoot(join(root, 'bench/run.ts'), `join(import.meta.dirname, '../..')`)).toEqual([]);
     expect(pathsLeavingRoot(join(root, 'scripts/x.ts'), `readFileSync('/work/shared/BRIEF.md')`, '/work/wt/x')).toEqual(['/work/shared/BRIEF.md']);
     expect(pathsLeavingRoot(join(root, 'test/x.test.ts'), `join('${dirname(root)}/other/file')`)).toEqual([`${dirname(root)}/other/file`]);
+    expect(pathsLeavingRoot(join(root, 'test/x.test.ts'), `const ROOT = join(import.meta.dirname, '..');\nreadFileSync(join(ROOT, '../shared/x.json'))`)).toEqual(['../shared/x.json']);
     // Inside, in a temporary folder, or data that names no real place: not reported.
+    expect(pathsLeavingRoot(join(root, 'test/erase/x.test.ts'), `writeFileSync(join(outside, 'manifest.json'), JSON.stringify({ sqlite: { file: '../../../state.db' } }))`)).toEqual([]);
     expect(pathsLeavingRoot(test, `import { x } from '../../src/config.js'; const db = '/var/lib/agent/memory.db'; join(tmp, '/tmp/x')`)).toEqual([]);
   });
 
