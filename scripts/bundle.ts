@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     plugins: [{ name: 'zod-from-package', load: (id) => (id === VENDOR_ZOD ? { code: readFileSync(VENDOR_ZOD_SOURCE, 'utf8'), moduleType: 'ts' } : null) }],
     output: { dir: OUT, format: 'cjs', entryFileNames: '[name].cjs', chunkFileNames: `${CHUNK_PREFIX}[hash].cjs` },
   });
-  const manifest: BundleManifest = { files: {}, chunks: {}, cached: [] };
+  const manifest: BundleManifest = { files: {}, chunks: {}, cached: [], v8: process.versions.v8 };
   for (const chunk of result.output) {
     if (chunk.type !== 'chunk') continue;
     if (!DYNAMIC_IMPORT.test(chunk.code)) manifest.cached.push(chunk.fileName);

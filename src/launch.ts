@@ -54,6 +54,8 @@ export interface BundleManifest {
   /** The files that compile with a code cache, by path from dist/src/: the chunks without a dynamic import(), and
    * the vendored yaml (required from its own file). Each one's cache is `cli-bundle.cache/<its name>.v8`. */
   cached: string[];
+  /** The V8 (process.versions.v8) that made the code cache; absent in a manifest from before it was recorded. */
+  v8?: string;
 }
 
 export const sha256File = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -106,12 +108,19 @@ export function currentBundle(dir: string): Bundle | undefined {
   if (hashed > 0) writeSeen(dir, checked);
   const cacheRel = relative(root, join(dir, BUNDLE_CACHE_DIR));
   const cached = new Map<string, string | undefined>();
+  // This V8 refuses a cache another one made, and the chunk compiles from nothing at every start; where Node keeps
+  // its own compile cache (22.1+, enabled by src/cli.ts) the chunks then load as Node loads them, and that cache
+  // serves them from the second start on (a package built on one Node line and run on another).
+  const foreign = manifest.v8 !== undefined && manifest.v8 !== process.versions.v8 && nodeCompileCache();
   for (const name of manifest.cached ?? []) {
     const cache = `${cacheRel}/${basename(name)}.v8`;
-    cached.set(`${dir}/${name}`, manifest.files[cache] !== undefined ? `${root}/${cache}` : undefined);
+    cached.set(`${dir}/${name}`, !foreign && manifest.files[cache] !== undefined ? `${root}/${cache}` : undefined);
   }
   return { entry: join(dir, BUNDLE_ENTRY), hashed, cached };
 }
+
+/** Node's module compile cache is on in this process (module.getCompileCacheDir, Node 22.1+). */
+const nodeCompileCache = () => (Module as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.() !== undefined;
 
 /**
  * A bundled package's file (`node_modules/<name>/<file>` in the manifest, as the build found it beside the package)

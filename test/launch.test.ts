@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
+import Module from 'node:module';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -309,6 +310,26 @@ describe('the built CLI and its bundle (scripts/bundle.ts)', () => {
     const chunks = r.compiled.filter((c) => c.file.startsWith(join(pkg, 'dist/src/cli-')));
     expect(chunks.length).toBeGreaterThan(0);
     expect(chunks.every((c) => c.cached && c.rejected)).toBe(true);
+  });
+
+  it('a bundle whose code cache another V8 made: where Node has a compile cache its chunks load as Node loads them', () => {
+    const pkg = copy('other-v8');
+    const manifest = JSON.parse(readFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
+    expect(manifest.v8).toBe(process.versions.v8); // the build says whose cache it made
+    writeFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), JSON.stringify({ ...manifest, v8: '0.0.0-another-v8' }));
+    const modules = run(pkg, ['--help'], { MEMORY_WARDEN_BUNDLE: '0' });
+    for (const env of [{}, { NODE_DISABLE_COMPILE_CACHE: '1' }] as Record<string, string>[]) {
+      const r = run(pkg, ['--help'], env);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.bundled).toBe(true);
+      expect(r.stdout).toBe(modules.stdout);
+      const chunks = r.compiled.filter((c) => c.file.startsWith(join(pkg, 'dist/src/cli-')));
+      // Node 22.1+ with its compile cache on: no chunk is handed a cache this V8 would refuse. Node 20, or the cache
+      // turned off: the build's cache as before (refused by another V8; here it is really this one's, so taken).
+      const nodeCaches = 'enableCompileCache' in Module && !('NODE_DISABLE_COMPILE_CACHE' in env);
+      expect(chunks.length > 0, JSON.stringify(env)).toBe(!nodeCaches);
+      expect(chunks.every((c) => c.cached && !c.rejected), JSON.stringify(env)).toBe(true);
+    }
   });
 
   it('chunks that import at run time (a plugin, an ES-module package) still work once the commands that load them are trained', () => {

@@ -43,9 +43,8 @@ describe('a state db that is not a file is refused before anything is done', () 
   it('openStateDb: one error naming the file, its mode and contents unchanged, at once', async () => {
     for (const [what, path, kind] of await notFiles()) {
       const before = mode(path);
-      const started = Date.now();
+      // At once: refused for what it is, not after SQLite's busy timeout (whose error would say so instead).
       expect(() => openStateDb(path), what).toThrow(new RegExp(`^open state db ${path}: it is ${kind.source}, not a regular file; give stateDb a file of its own$`));
-      expect(Date.now() - started, what).toBeLessThan(2000);
       expect(mode(path), what).toBe(before);
     }
   });

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -157,13 +157,26 @@ describe('quiet from the first batch when the store\'s files show no write for h
   // always 100 rows, for a cold cache). Not quiet, batches last 1 ms until half a second after the last write.
   const settings = { batchSize: 100_000, batchMs: 1, quietBatchMs: 10_000, pauseMs: 1 };
   const rows = (): Row[] => Array.from({ length: 20_000 }, (_, i) => ({ id: `r${i}`, expires_at: i % 4 === 0 ? null : '2026-01-01 00:00:00' }));
-  const run = (db: string) =>
-    prune({ store: 't', dryRun: false }, {
-      config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: settings } }),
-      log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal,
-    });
+  // The prune's clocks, taken off the machine's load: Date.now() stands still at T (the files' times are set from it)
+  // and performance.now() moves 0.1 ms at each reading. Whether half a second passes without a write, and when a
+  // batch has had its time, then depends on what the prune did, not on how long a loaded machine took to do it.
+  const T = Date.now();
+  const run = async (db: string) => {
+    const wall = vi.spyOn(Date, 'now').mockReturnValue(T);
+    let t = 0;
+    const monotonic = vi.spyOn(performance, 'now').mockImplementation(() => (t += 0.1));
+    try {
+      return await prune({ store: 't', dryRun: false }, {
+        config: loadConfig({ overrides: { stateDb: join(dir, 's.db'), stores: { t: { db } }, prune: settings } }),
+        log: silentLogger, now: () => Date.UTC(2026, 10, 29), signal: new AbortController().signal,
+      });
+    } finally {
+      wall.mockRestore();
+      monotonic.mockRestore();
+    }
+  };
   const age = (file: string, seconds: number) => {
-    const at = Date.now() / 1000 - seconds;
+    const at = T / 1000 - seconds;
     utimesSync(file, at, at);
   };
 

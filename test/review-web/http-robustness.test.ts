@@ -1,13 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { connect } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Server } from 'node:http';
+import net, { connect } from 'node:net';
 import { createLogger } from '../../src/logger.js';
 import { HTTP_TIMEOUTS } from '../../src/review-web/server.js';
 import { daysAgo, memory, NOW, PASSWORD, startSite, type Site } from './fixtures.js';
 import { drawPage, linkToken, loginForm, post, signIn } from './http.js';
 
 /**
- * What a client that sends too little, too slowly or garbled gets: an answer or a closed connection within the
- * server's timeouts, a 400 with a short page for a body that cannot be read, and nothing above a warning in the log.
+ * What a client that sends too little, too slowly or garbled gets: a 408 from the server's own timeouts (never a
+ * connection left open: the client gives up after 60 s), a 400 with a short page for a body that cannot be read,
+ * and nothing above a warning in the log. How long each took is not asserted: that is the machine's load.
  */
 interface Line {
   level: number;
@@ -24,8 +26,6 @@ interface RawReply {
   /** The status of the first response line, or null when the server closed without one. */
   status: number | null;
   text: string;
-  /** From the first byte written to the connection's close. */
-  ms: number;
 }
 
 /**
@@ -37,7 +37,6 @@ function raw(site: Site, parts: (string | Buffer)[], opts: { gapMs?: number; end
   return new Promise((resolve, reject) => {
     const socket = connect(Number(url.port), url.hostname);
     const chunks: Buffer[] = [];
-    const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     socket.on('data', (d) => chunks.push(d));
     socket.on('error', () => undefined); // a reset after the server gave up: the close below says when
@@ -45,7 +44,7 @@ function raw(site: Site, parts: (string | Buffer)[], opts: { gapMs?: number; end
       clearTimeout(timer);
       const text = Buffer.concat(chunks).toString('latin1');
       const m = /^HTTP\/1\.1 (\d{3})/.exec(text);
-      resolve({ status: m ? Number(m[1]) : null, text, ms: performance.now() - started });
+      resolve({ status: m ? Number(m[1]) : null, text });
     });
     socket.on('connect', () => {
       let i = 0;
@@ -73,7 +72,7 @@ describe('slow and short requests', { timeout: 90_000 }, () => {
   });
   const fast = { headersMs: 1000, requestMs: 2000, checkMs: 100 };
 
-  it('a body shorter than its Content-Length, headers never finished, a trickle: each closed within the timeouts', async () => {
+  it('a body shorter than its Content-Length, headers never finished, a trickle: each cut by the server\'s timeouts (408)', async () => {
     const { log, lines } = capture();
     site = await startSite({ rows: [{ id: 'm1', confirmed_at: daysAgo(200) }], log, timeouts: fast });
     const cookie = await signIn(site.url, 'agent', NOW);
@@ -87,10 +86,7 @@ describe('slow and short requests', { timeout: 90_000 }, () => {
       'headers a byte at a time': raw(site, [...'POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'], { gapMs: 50 }),
     };
     for (const [name, reply] of Object.entries(cases)) {
-      const r = await reply;
-      const limit = name.startsWith('headers') ? fast.headersMs : fast.requestMs;
-      expect(r.ms, name).toBeLessThan(limit + 1000);
-      expect(r.status, name).toBe(408);
+      expect((await reply).status, name).toBe(408); // the server's timeout answered, not a read of what came
     }
     expect(memory(site, 'm1')!.confirmed_at).toBe(daysAgo(200));
     // A normal request still goes through, on a server that just timed out five.
@@ -98,17 +94,15 @@ describe('slow and short requests', { timeout: 90_000 }, () => {
     expect(errors(lines)).toEqual([]);
   });
 
-  it('a client that stops sending mid-body is answered at once and logged as a warning at most', async () => {
+  it('a client that stops sending mid-body is answered at once (400, not the timeout\'s 408) and logged as a warning at most', async () => {
     const { log, lines } = capture();
     site = await startSite({ rows: [], log });
     const cookie = await signIn(site.url, 'agent', NOW);
     for (const path of ['/login', '/store/agent/decide']) {
       const r = await raw(site, [head(path, { ...form, Cookie: cookie, 'Content-Length': 300 }) + 't=abc'], { end: true });
-      expect(r.ms, path).toBeLessThan(2000);
-      expect(r.status, path).toBe(400);
+      expect(r.status, path).toBe(400); // the shipped timeouts (10 s, 20 s) would have answered 408
       // Chunked, cut in the middle of a chunk.
       const c = await raw(site, [head(path, { ...form, Cookie: cookie, 'Transfer-Encoding': 'chunked' }) + '40\r\nt=abc'], { end: true });
-      expect(c.ms, path).toBeLessThan(2000);
       expect(c.status, path).toBe(400);
     }
     expect(errors(lines)).toEqual([]);
@@ -116,18 +110,17 @@ describe('slow and short requests', { timeout: 90_000 }, () => {
 
   it('the shipped timeouts hold: headers in 10 s, a whole request in 20 s', async () => {
     expect(HTTP_TIMEOUTS).toEqual({ headersMs: 10_000, requestMs: 20_000, checkMs: 1_000 });
-    const { log, lines } = capture();
-    site = await startSite({ rows: [], log });
-    const [short, slowHeaders] = await Promise.all([
-      raw(site, [head('/login', { ...form, 'Content-Length': 1000 }) + 't=abc']),
-      raw(site, ['POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\n']),
-    ]);
-    expect(short.status).toBe(408);
-    expect(short.ms).toBeGreaterThan(HTTP_TIMEOUTS.requestMs - 500);
-    expect(short.ms).toBeLessThan(HTTP_TIMEOUTS.requestMs + 2 * HTTP_TIMEOUTS.checkMs + 500);
-    expect(slowHeaders.status).toBe(408);
-    expect(slowHeaders.ms).toBeLessThan(HTTP_TIMEOUTS.headersMs + 2 * HTTP_TIMEOUTS.checkMs + 500);
-    expect(errors(lines)).toEqual([]);
+    // What Node's server does with its timeouts the first test sees, with short ones; here, that the review server is
+    // given the shipped ones (no test waits 20 s for them).
+    const listen = vi.spyOn(net.Server.prototype, 'listen');
+    let servers: Server[];
+    try {
+      site = await startSite({ rows: [] });
+      servers = listen.mock.contexts as unknown as Server[];
+    } finally {
+      listen.mockRestore();
+    }
+    expect(servers.map((s) => [s.headersTimeout, s.requestTimeout])).toEqual([[HTTP_TIMEOUTS.headersMs, HTTP_TIMEOUTS.requestMs]]);
   });
 });
 

