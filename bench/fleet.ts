@@ -4,8 +4,11 @@
  * queue's global ones, writes a heartbeat); then `memory-warden fleet --json` runs as a whole process. Prints the
  * schedulers upserted and how long that took, the Redis keys and bytes under the prefix, and fleet's time; for
  * several sizes, so growth per host and per store shows. Everything is under a fresh prefix, deleted after.
+ * `--load`: then every host but `--silent` idles as its worker does for `--window` seconds, Redis commands counted
+ * per store and second, and a fleet digest runs with the silent hosts' sections waited for `--host-timeout` s.
  *
  *   npm run bench:fleet [-- --sizes 10x100,20x200,40x400 --runs 3]
+ *   npm run bench:fleet -- --sizes 100x1000 --load [--silent 5 --window 60 --host-timeout 20]
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +23,7 @@ import { planSchedulers, syncSchedulers } from '../src/queue/schedules.js';
 import { openHostQueue, openQueue } from '../src/queue/queues.js';
 import { writeHeartbeat } from '../src/queue/fleet.js';
 import { storesOn } from '../src/queue/hosts.js';
+import { runLoad } from './fleet-load.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {
@@ -28,6 +32,10 @@ const arg = (name: string, fallback: string) => {
 };
 const SIZES = arg('sizes', '10x100,20x200,40x400').split(',').map((s) => s.split('x').map(Number) as [number, number]);
 const RUNS = Number(arg('runs', '3'));
+const LOAD = args.includes('--load');
+const SILENT = Number(arg('silent', '5'));
+const WINDOW_S = Number(arg('window', '60'));
+const HOST_TIMEOUT_S = Number(arg('host-timeout', '20'));
 const URL_ = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const CLI = join(resolve(fileURLToPath(new URL('../..', import.meta.url))), 'dist/src/cli.js');
 
@@ -58,7 +66,7 @@ async function deleteUnder(redis: Redis, prefix: string): Promise<void> {
 async function one(hosts: number, stores: number): Promise<string> {
   const prefix = `mw-bench-fleet-${process.pid}-${hosts}x${stores}`;
   const dir = mkdtempSync(join(tmpdir(), 'mw-bench-fleet-'));
-  const storeConf = Object.fromEntries(Array.from({ length: stores }, (_, i) => [`s${i}`, { db: `/srv/agent${i}/memory.db`, host: `h${i % hosts}` }]));
+  const storeConf = Object.fromEntries(Array.from({ length: stores }, (_, i) => [`s${i}`, { db: join(dir, 'stores', `s${i}.db`), host: `h${i % hosts}` }]));
   const file = join(dir, 'fleet.yaml');
   writeFileSync(file, JSON.stringify({ stateDb: join(dir, 'state.db'), redis: { url: URL_, prefix }, stores: storeConf }));
   const redis = new Redis(URL_, { maxRetriesPerRequest: null });
@@ -86,7 +94,14 @@ async function one(hosts: number, stores: number): Promise<string> {
       if (p.status !== 0 && p.status !== 1) throw new Error(`fleet exited ${p.status}: ${p.stderr}`);
     }
     const median = [...times].sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
-    return `| ${hosts} | ${stores} | ${upserted} | ${(startMs / 1000).toFixed(2)} s | ${keys} (${(keys / stores).toFixed(1)}/store) | ${(bytes / 1024).toFixed(0)} KiB (${(bytes / stores / 1024).toFixed(1)} KiB/store) | ${(median / 1000).toFixed(2)} s |`;
+    const row = `| ${hosts} | ${stores} | ${upserted} | ${(startMs / 1000).toFixed(2)} s | ${keys} (${(keys / stores).toFixed(1)}/store) | ${(bytes / 1024).toFixed(0)} KiB (${(bytes / stores / 1024).toFixed(1)} KiB/store) | ${(median / 1000).toFixed(2)} s |`;
+    if (!LOAD) return row;
+    const load = await runLoad(file, URL_, hosts, { silent: SILENT, windowMs: WINDOW_S * 1000, hostTimeoutSeconds: HOST_TIMEOUT_S, dir });
+    const after = await keysUnder(redis, prefix);
+    return `${row}\nidle fleet (${hosts - SILENT} hosts running, ${WINDOW_S} s): ${load.commandsPerSecond.toFixed(0)} Redis commands per second, ` +
+      `${(load.commandsPerSecond / (hosts - SILENT)).toFixed(2)} per running host, ${(load.commandsPerSecond / stores).toFixed(3)} per store; ` +
+      `after the digest ${after.keys} keys, ${(after.bytes / 1024).toFixed(0)} KiB (${(after.bytes / stores / 1024).toFixed(1)} KiB/store); ` +
+      `fleet digest with ${SILENT} silent hosts (host-timeout ${HOST_TIMEOUT_S} s): ${load.digestSeconds.toFixed(1)} s, ${load.digestStatus}`;
   } finally {
     await deleteUnder(redis, prefix);
     redis.disconnect();

@@ -1,9 +1,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { parseInstant } from './time.js';
 
 /** The store label of a global job (the digest): `*` cannot be a store name, so it never collides with one. */
 export const ALL_STORES = '*';
 
 export type RunOutcome = 'ok' | 'failed';
+
+/** A digest delivery as the job reports it (src/digest/digest.ts), read defensively: results are data. */
+type DeliveryFigures = { scope?: unknown; status?: unknown; newRows?: unknown; flagged?: unknown };
+/** The statuses that settle a day's digest: the email went (here or elsewhere), or there was nothing to send. */
+const SETTLED = new Set(['sent', 'quiet', 'already-sent']);
 
 /**
  * The worker's Prometheus figures, in a registry of its own (never prom-client's global one, so two workers in
@@ -28,6 +34,10 @@ export class WorkerMetrics {
   private readonly problems = new Gauge({ name: 'memory_warden_integrity_problems', help: 'Problems found by the last integrity check', labelNames: ['store'], registers: [this.registry] });
   private readonly hostSeen = new Gauge({ name: 'memory_warden_fleet_host_last_seen_timestamp_seconds', help: "A fleet host's last heartbeat (Unix time), as this worker reads it from Redis", labelNames: ['fleet_host'], registers: [this.registry] });
   private readonly hostSilent = new Gauge({ name: 'memory_warden_fleet_host_silent', help: '1 when a fleet host sent no heartbeat for worker.silentAfterMs (and did not stop on purpose)', labelNames: ['fleet_host'], registers: [this.registry] });
+  private readonly targetReplicated = new Gauge({ name: 'memory_warden_target_replicated_timestamp_seconds', help: 'When a snapshot target last held every snapshot it should: the end of the last snapshot job that pushed to it without error (Unix time)', labelNames: ['store', 'target'], registers: [this.registry] });
+  private readonly digestSettled = new Gauge({ name: 'memory_warden_digest_timestamp_seconds', help: "When a day's digest was last settled, by status: sent by this worker, quiet (nothing new, allQuiet off) or already sent by another (Unix time)", labelNames: ['scope', 'status'], registers: [this.registry] });
+  private readonly digestNew = new Counter({ name: 'memory_warden_digest_new_rows_total', help: 'New rows listed in the digests this worker sent', labelNames: ['scope'], registers: [this.registry] });
+  private readonly digestFlagged = new Counter({ name: 'memory_warden_digest_flagged_rows_total', help: 'New rows flagged for a second look (tool-output sources) in the digests this worker sent', labelNames: ['scope'], registers: [this.registry] });
   readonly redisUp = new Gauge({ name: 'memory_warden_redis_up', help: '1 when the worker reaches Redis', registers: [this.registry] });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -42,17 +52,44 @@ export class WorkerMetrics {
       this.failures.inc({ job, store: s, retry: detail.retried ? 'yes' : 'no' });
       return;
     }
-    this.lastSuccess.set({ job, store: s }, Math.floor((detail.at ?? Date.now()) / 1000));
-    this.recordResult(s, detail.result);
+    const at = Math.floor((detail.at ?? Date.now()) / 1000);
+    this.lastSuccess.set({ job, store: s }, at);
+    this.recordResult(s, detail.result, at);
   }
 
-  private recordResult(store: string, result: unknown): void {
+  /**
+   * Last successes a worker finds in its state db at start: without them a restart would empty the gauge, and a
+   * job overdue since before the restart would stop alerting until it ran again.
+   */
+  seedLastSuccess(byStore: Record<string, Record<string, string>>): void {
+    for (const [store, jobs] of Object.entries(byStore)) {
+      for (const [job, iso] of Object.entries(jobs)) {
+        const t = parseInstant(iso);
+        if (t !== null) this.lastSuccess.set({ job, store }, Math.floor(t / 1000));
+      }
+    }
+  }
+
+  private recordResult(store: string, result: unknown, at: number): void {
     if (!result || typeof result !== 'object') return;
-    const r = result as { deleted?: unknown; dryRun?: unknown; rows?: unknown; live?: unknown; problems?: unknown };
+    const r = result as { deleted?: unknown; dryRun?: unknown; rows?: unknown; live?: unknown; problems?: unknown; targets?: unknown; deliveries?: unknown };
     if (typeof r.deleted === 'number' && r.dryRun !== true) this.deleted.inc({ store }, r.deleted);
     if (typeof r.rows === 'number') this.rows.set({ store }, r.rows);
     if (typeof r.live === 'number') this.liveRows.set({ store }, r.live);
     if (Array.isArray(r.problems)) this.problems.set({ store }, r.problems.length);
+    // snapshot: every target in the result was brought up to date by this run (a failing target fails the job).
+    if (Array.isArray(r.targets)) {
+      for (const t of r.targets as { target?: unknown }[]) if (typeof t?.target === 'string') this.targetReplicated.set({ store, target: t.target }, at);
+    }
+    if (Array.isArray(r.deliveries)) for (const d of r.deliveries as DeliveryFigures[]) this.recordDelivery(d, at);
+  }
+
+  private recordDelivery(d: DeliveryFigures, at: number): void {
+    if (typeof d?.scope !== 'string' || !SETTLED.has(d.status as string)) return;
+    this.digestSettled.set({ scope: d.scope, status: d.status as string }, at);
+    if (d.status !== 'sent') return;
+    if (typeof d.newRows === 'number') this.digestNew.inc({ scope: d.scope }, d.newRows);
+    if (typeof d.flagged === 'number') this.digestFlagged.inc({ scope: d.scope }, d.flagged);
   }
 
   /** Every host's heartbeat as Redis holds it: when it was last seen, and whether it is silent. */

@@ -158,6 +158,11 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const host = thisHost(config);
   metrics.registry.setDefaultLabels({ host });
+  try {
+    metrics.seedLastSuccess(lastSuccesses(config));
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'state db unreadable: last successes unknown until each job runs');
+  }
   const queue = openQueue(config, redis);
   const hostQueue = openHostQueue(config, redis, host);
   let worker: Worker | undefined;
