@@ -8,6 +8,8 @@ const require = createRequire(import.meta.url);
 export function isTimeZone(tz: string): boolean {
   // The default, answered without Intl: a first DateTimeFormat loads ICU's zone data (~100 ms of every start-up).
   if (tz === 'UTC') return true;
+  // Node 24's Intl takes a bare UTC offset ("+02:00") as a zone; cron-parser's luxon and the docs want an IANA name.
+  if (/^[+-]/.test(tz)) return false;
   try {
     new Intl.DateTimeFormat('en', { timeZone: tz });
     return true;
