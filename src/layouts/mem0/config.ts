@@ -37,5 +37,14 @@ export const mem0Schema = z.strictObject({
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
 
+/** The section's files and folders, relative ones made the config file's (src/config.ts resolveRelativePaths). */
+export function resolveMem0Paths(mem0: unknown, abs: (p: unknown) => unknown): unknown {
+  if (typeof mem0 !== 'object' || mem0 === null || Array.isArray(mem0)) return mem0;
+  const m = { ...(mem0 as Record<string, unknown>) };
+  for (const key of ['vectorDb', 'entityVectorDb'] as const) if (m[key] !== undefined) m[key] = abs(m[key]);
+  if (Array.isArray(m.vectorPaths)) m.vectorPaths = m.vectorPaths.map(abs);
+  return m;
+}
+
 // The defaults and the names derived from this section are in ./names.ts, without zod (the layout's sync methods
 // run for every store that is opened).
