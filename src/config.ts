@@ -83,6 +83,11 @@ export function validateConfig(raw: unknown, source = 'config'): Config {
   const result = configSchema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
+    if (issue.code === 'invalid_key') {
+      // A key refused (a store's name): quoted, as it may hold anything, and the rule it broke, not zod's words.
+      const key = JSON.stringify(String(issue.path.at(-1)));
+      throw configError(`${source}: ${issue.path.slice(0, -1).map(String).join('.')}: ${key}: ${issue.issues[0]?.message ?? issue.message}`);
+    }
     const where = issue.path.map(String).join('.') || '(root)';
     const extra = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
     throw configError(`${source}: ${where}: ${issue.message}${extra}`);
