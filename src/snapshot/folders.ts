@@ -86,11 +86,8 @@ function judge(dir: string, store: string): SnapshotFolder {
   if (manifest.name !== undefined && manifest.name !== name) return no(`its manifest names snapshot ${JSON.stringify(manifest.name)}`);
   if ((manifest.reason === 'pre-restore') !== name.endsWith('-pre-restore')) return no(`its manifest says reason ${JSON.stringify(manifest.reason)}`);
   if (manifest.seq !== undefined && !(Number.isSafeInteger(manifest.seq) && manifest.seq >= 0)) return no('its manifest has no valid sequence number', manifest);
-  const parts = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
-  for (const f of parts) if (!manifest.files[f]) return no(`its manifest lists no checksum for ${f}`, manifest);
-  for (const p of manifest.qdrant) {
-    if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) return no(`${p.file}: sha256 in the manifest differs from Qdrant's checksum`, manifest);
-  }
+  const parts = partsProblem(manifest);
+  if (parts) return no(parts, manifest);
   const found = filesIn(dir);
   if (typeof found === 'string') return no(found, manifest);
   const listed = new Set(Object.keys(manifest.files));
@@ -102,6 +99,14 @@ function judge(dir: string, store: string): SnapshotFolder {
     if (size !== want.bytes) return no(`${rel} is ${size} bytes, its manifest says ${want.bytes}`, manifest);
   }
   return { name, dir, manifest };
+}
+
+/** Why a manifest does not account for its own parts (a part with no checksum, a Qdrant checksum that differs), or undefined. */
+export function partsProblem(manifest: Manifest): string | undefined {
+  const parts = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
+  for (const f of parts) if (!manifest.files[f]) return `manifest lists no checksum for ${f}`;
+  for (const p of manifest.qdrant) if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) return `${p.file} sha256 differs from Qdrant's checksum in the manifest`;
+  return undefined;
 }
 
 /** Every regular file under `dir` but the manifest, by relative path, with its size; a link or device is a problem. */
