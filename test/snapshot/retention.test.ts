@@ -2,7 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli } from '../helpers/cli.js';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { CLI, cli } from '../helpers/cli.js';
 import { insertRows, makeStore, tempDir } from '../helpers/store.js';
 
 /**
@@ -84,6 +86,50 @@ function readManifestRows(folder: string): number {
 }
 
 describe('retention under kill -9', () => {
+  it('killed while deleting the oldest snapshot (a real process, SIGKILL mid-delete): no half snapshot is left, the next run finishes', () => {
+    const { db, config } = setup(1);
+    addRow(db, 'r0');
+    const a = snapshotAt(config, T0).json();
+    addRow(db, 'r1');
+    const hook = fileURLToPath(new URL('../helpers/kill-in-rm.cjs', import.meta.url));
+    const killed = spawnSync(process.execPath, ['--require', hook, CLI, 'run', 'snapshot', '--config', config, '--now', new Date(T0 + DAY).toISOString(), '--json'], {
+      encoding: 'utf8', env: { ...process.env, LOG_LEVEL: 'silent', ...env(), MW_KILL_IN_RM: a.name },
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    // Every folder named like a snapshot is a whole one: the new one, and the old one unless its deletion began.
+    const list = cli(['snapshots', 'list', '--config', config, '--verify', '--json'], env()).json().snapshots as { rows: number; problem: string | null; verified: string | null }[];
+    expect(list.filter((s) => s.problem !== null || s.verified !== 'ok')).toEqual([]);
+    expect(list.map((s) => s.rows)).toContain(2);
+    addRow(db, 'r2');
+    const next = snapshotAt(config, T0 + 2 * DAY).json();
+    expect(listed(config).map((s) => s.rows)).toEqual([3]);
+    expect(readdirSync(join(dir, 'backups', 'm')).filter((n) => n.startsWith('.partial-'))).toEqual([]);
+    expect(existsSync(a.dir)).toBe(false);
+    expect(next.pruned.length + next.removedPartials.length).toBeGreaterThan(0);
+  });
+
+  it('erase --snapshots killed mid-delete: no half snapshot is left, and the next erase removes what the first began', () => {
+    const { db, config } = setup(3);
+    const h = new Database(db);
+    insertRows(h, [{ id: 'e1', subject: 'eve', fact: 'Eve Park lives at 9 Birch Lane' }]);
+    h.close();
+    const a = snapshotAt(config, T0).json();
+    const hook = fileURLToPath(new URL('../helpers/kill-in-rm.cjs', import.meta.url));
+    const killed = spawnSync(process.execPath, ['--require', hook, CLI, 'erase', '--config', config, '--store', 'm', '--subject', 'Eve Park', '--snapshots', '--json'], {
+      encoding: 'utf8', env: { ...process.env, LOG_LEVEL: 'silent', ...env(), MW_KILL_IN_RM: a.name },
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    const list = cli(['snapshots', 'list', '--config', config, '--verify', '--json'], env()).json().snapshots as { problem: string | null; verified: string | null }[];
+    expect(list.filter((s) => s.problem !== null || s.verified !== 'ok')).toEqual([]);
+    const again = cli(['erase', '--config', config, '--store', 'm', '--subject', 'Eve Park', '--snapshots', '--json'], env());
+    expect(again.code, again.stderr).toBe(0);
+    // No snapshot left, and no byte of the text in what the killed delete left (a leftover the next snapshot removes).
+    expect(readdirSync(join(dir, 'backups', 'm')).filter((n) => !n.startsWith('.'))).toEqual([]);
+    expect(spawnSync('grep', ['-rl', 'Eve Park', join(dir, 'backups')], { encoding: 'utf8' }).stdout).toBe('');
+    snapshotAt(config, T0 + DAY);
+    expect(readdirSync(join(dir, 'backups', 'm')).filter((n) => n.startsWith('.partial-'))).toEqual([]);
+  });
+
   it('a snapshot whose deletion was cut short is a .partial- leftover: not listed, removed by the next run', () => {
     const { db, config } = setup(3);
     addRow(db, 'r0');
