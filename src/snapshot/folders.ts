@@ -21,7 +21,7 @@ export interface SnapshotFolder {
 /**
  * Folders named like a snapshot under the store's snapshot folder, each with its verdict (sizes checked, not yet
  * sha256: `proveSnapshot` does that), oldest first by the manifest's sequence number, which a clock step cannot
- * reorder (folders without one, older than that field, come first by name). Anything else there is not listed.
+ * reorder (folders from before the manifest had one come first, by name). Anything else there is not listed.
  */
 export function snapshotFolders(config: Config, store: string): SnapshotFolder[] {
   const root = storeSnapshotDir(config, store);
@@ -36,14 +36,7 @@ export function snapshotFolders(config: Config, store: string): SnapshotFolder[]
   return folders.sort(olderFirst);
 }
 
-/** The verified snapshots of a store, every file checked against its sha256: what may be deleted or searched. */
-export async function verifiedSnapshots(config: Config, store: string): Promise<SnapshotFolder[]> {
-  const out: SnapshotFolder[] = [];
-  for (const f of snapshotFolders(config, store)) if (!f.problem && (await proveSnapshot(f, store)) === undefined) out.push(f);
-  return out;
-}
-
-/** Why `folder` is not a snapshot of `store` by the sha256 of each of its files (and its shape), or undefined. */
+/** Why `folder` is not a snapshot of `store`, by its shape and the sha256 of each of its files, or undefined: the proof asked before a delete. */
 export async function proveSnapshot(folder: { dir: string }, store: string): Promise<string | undefined> {
   const judged = judge(folder.dir, store);
   if (judged.problem) return judged.problem;
@@ -88,7 +81,12 @@ function judge(dir: string, store: string): SnapshotFolder {
   if (manifest.seq !== undefined && !(Number.isSafeInteger(manifest.seq) && manifest.seq >= 0)) return no('its manifest has no valid sequence number', manifest);
   const parts = partsProblem(manifest);
   if (parts) return no(parts, manifest);
-  const found = filesIn(dir);
+  let found: Map<string, number> | string;
+  try {
+    found = filesIn(dir);
+  } catch (err) {
+    found = `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`; // a verdict, not a failed listing
+  }
   if (typeof found === 'string') return no(found, manifest);
   const listed = new Set(Object.keys(manifest.files));
   const extra = [...found.keys()].filter((f) => !listed.has(f));
