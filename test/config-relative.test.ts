@@ -1,3 +1,4 @@
+/** Every config path field is the config file's folder's, run from any folder; the mem0 vectorDb case of the issue. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

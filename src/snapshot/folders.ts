@@ -1,13 +1,12 @@
+/**
+ * Which folders under `<snapshot.root>/<store>/` are snapshots of that store, proven by their manifest: the one
+ * answer erase, retention, replication and `snapshots list` use before reading, uploading or deleting a folder.
+ */
 import { lstatSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Config } from '../config.js';
 import { sha256File, SNAPSHOT_NAME, storeSnapshotDir } from './layout.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
-
-/**
- * Which folders under `<snapshot.root>/<store>/` are snapshots of that store, proven by their manifest: the one
- * answer erase, retention, replication and `snapshots list` use before reading, uploading or deleting a folder.
- */
 
 export interface SnapshotFolder {
   name: string;

@@ -1,14 +1,13 @@
+/**
+ * Local retention: which of a store's snapshots go once a new one is published, in the order they were taken
+ * (a sequence number, never names or times), and how one goes so that kill -9 at any point leaves no half snapshot.
+ */
 import { renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { fsyncPath, PARTIAL_PREFIX, storeSnapshotDir } from './layout.js';
 import { proveSnapshot, snapshotFolders } from './folders.js';
-
-/**
- * Local retention: which of a store's snapshots go once a new one is published, in the order of their sequence
- * numbers (never of their names or times), and how one goes so that kill -9 at any point leaves no half snapshot.
- */
 
 /** The sequence number of the store's next snapshot: above every manifest of this store there, verified or not. */
 export function nextSeq(config: Config, store: string): number {

@@ -1,14 +1,13 @@
+/**
+ * The snapshot root holds nothing but snapshots: a root that is, or contains, the folder of a store's file is
+ * refused at config load, so no listing of `<root>/<store>/` can meet a live store.
+ */
 import { realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { expandHome } from '../config-read.js';
 import { configError } from '../errors.js';
 import { storeFiles } from '../store/files.js';
 import type { StoreConfig } from '../store/config.js';
-
-/**
- * The snapshot root holds nothing but snapshots: a root that is, or contains, the folder of a store's file is
- * refused at config load, so no listing of `<root>/<store>/` can meet a live store.
- */
 
 type Stores = Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>>;
 

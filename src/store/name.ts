@@ -1,6 +1,6 @@
 /**
  * What a store may be called: its name becomes a folder under snapshot.root, so the rule keeps it one plain folder
- * name. No imports: the config reader, the quick config path and `--db` naming all load it.
+ * name (no imports: the config reader, the quick config path and `--db` naming all load it).
  */
 
 /**

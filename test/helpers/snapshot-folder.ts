@@ -1,3 +1,4 @@
+/** A snapshot folder with a valid manifest of any files, for tests that need snapshots holding given bytes. */
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

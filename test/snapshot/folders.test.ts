@@ -1,3 +1,4 @@
+/** Erase deletes only proven snapshots of its store; store names and snapshot roots that reach a live store are refused. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';

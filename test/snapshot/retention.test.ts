@@ -1,3 +1,4 @@
+/** Retention in the order snapshots were taken, whatever the clock says, and deletes that kill -9 cannot leave half done. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
