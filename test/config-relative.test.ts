@@ -34,6 +34,7 @@ const FIELDS: { key: string; config: (rel: string) => Record<string, unknown>; a
   { key: 'path', config: (rel) => ({ snapshot: { targets: [{ name: 'disk', type: 'local', path: rel }] } }), at: (c) => c.snapshot.targets[0].path },
   { key: 'privateKeyFile', config: (rel) => ({ snapshot: { targets: [{ ...SFTP, privateKeyFile: rel }] } }), at: (c) => c.snapshot.targets[0].privateKeyFile },
   { key: 'identityFile', config: (rel) => ({ snapshot: { targets: [{ name: 'disk', type: 'local', path: '/abs/b', encrypt: { recipients: ['age1abc'], identityFile: rel } }] } }), at: (c) => c.snapshot.targets[0].encrypt.identityFile },
+  { key: 'authKeyFile', config: (rel) => ({ snapshot: { targets: [{ name: 'disk', type: 'local', path: '/abs/b', authKeyFile: rel }] } }), at: (c) => c.snapshot.targets[0].authKeyFile },
   { key: 'plugins', config: (rel) => ({ verify: { plugins: [rel] } }), at: (c) => c.verify.plugins[0] },
   { key: 'cacheDir', config: (rel) => ({ verify: { cacheDir: rel } }), at: (c) => c.verify.cacheDir },
   { key: 'fileRoots', config: (rel) => ({ verify: { allow: { fileRoots: [rel] } } }), at: (c) => c.verify.allow.fileRoots[0] },
