@@ -210,7 +210,7 @@ describe('erase, mem0 layout', () => {
     const snapRoot = join(tmp.dir, 'backups', 'm');
     writeSnapshotFolder(join(tmp.dir, 'backups'), 'm', '2026-11-28T060000Z', { 'history.db': f.historyPath }, { layout: 'mem0' });
     writeFileSync(join(tmp.dir, 'points.json'), JSON.stringify({ points: [{ payload: { data: 'Bob likes chess' } }] }));
-    writeSnapshotFolder(join(tmp.dir, 'backups'), 'm', '2026-11-20T060000Z', { 'mem0.snapshot': join(tmp.dir, 'points.json') }, { layout: 'mem0' });
+    writeSnapshotFolder(join(tmp.dir, 'backups'), 'm', '2026-11-20T060000Z', { 'store.db': makeStore(join(tmp.dir, 'empty.db')), 'mem0.snapshot': join(tmp.dir, 'points.json') }, { layout: 'mem0' });
     f.close();
 
     const dry = await erase(config, 'm', { subject: 'zarkova' }, { ...opts, dryRun: true });

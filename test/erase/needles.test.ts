@@ -79,7 +79,8 @@ describe('erase of a 100,000-version chain with snapshots on disk', () => {
     const filler = Buffer.alloc(3 << 20, 'unrelated bytes ');
     for (const [name, text] of [['2026-11-27T000000Z', 'version 99998 of c'], ['2026-11-28T000000Z', 'an unrelated fact']] as const) {
       writeFileSync(join(dir, name), Buffer.concat([filler, Buffer.from(`…${text}…`), filler]));
-      writeSnapshotFolder(root, 't', name, { 'memory.db': join(dir, name) });
+      // Its SQLite part a real (empty) store, so the erase's look at the copy's records answers no, not "unsure".
+      writeSnapshotFolder(root, 't', name, { 'store.db': makeStore(join(dir, `${name}.db`)), 'memory.db': join(dir, name) });
     }
     const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), snapshot: { root }, stores: { t: { db } } } });
     const r = await erase(config, 't', { ids: ['c0'] }, { now: () => Date.UTC(2026, 10, 29), log: silentLogger });
