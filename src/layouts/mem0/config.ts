@@ -63,7 +63,10 @@ export function mem0CollectionConflict(
   return undefined;
 }
 
-/** The section's files and folders, relative ones made the config file's (src/config.ts resolveRelativePaths). */
+/**
+ * The section's files and folders, relative ones made the config file's (src/config.ts resolveRelativePaths); the
+ * mastra section's `vectorDb` is the same field and goes through here too.
+ */
 export function resolveMem0Paths(mem0: unknown, abs: (p: unknown) => unknown): unknown {
   if (typeof mem0 !== 'object' || mem0 === null || Array.isArray(mem0)) return mem0;
   const m = { ...(mem0 as Record<string, unknown>) };
