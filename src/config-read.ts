@@ -9,6 +9,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { configError } from './errors.js';
 import { rememberSecret } from './secrets.js';
 import { expandTemplate } from './env-template.js';
+import { STORE_NAME } from './store/name.js';
 
 /**
  * Reading config, without validating it: the defaults (config/default.yaml, or the build's parsed copy), YAML
@@ -210,7 +211,7 @@ export interface LoadOptions {
 
 /** Leaves of the defaults that take their value from the environment and that the schema passes through as given. */
 export const QUICK_LEAVES = [['stateDb'], ['redis', 'url']] as const;
-export const STORE_NAME = /^[A-Za-z0-9_.-]+$/;
+export { STORE_NAME, STORE_NAME_RULE, storeNameFrom } from './store/name.js';
 
 /**
  * The validated config of a run given no config file (`--db PATH`, or nothing), without zod: the build's cache

@@ -8,13 +8,15 @@ import { configError } from './errors.js';
 import { LOG_LEVELS } from './log-levels.js';
 import { storeSchema } from './store/config.js';
 import { assertStateApart } from './store/files.js';
+import { assertSnapshotRootApart } from './snapshot/root.js';
 import { digestSchema, smtpSchema } from './digest/config.js';
 import { verifySchema, resolveVerifyPaths } from './verifiers/config.js';
 import { workerSchema, redisSchema } from './queue/config.js';
 import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from './snapshot/targets/config.js';
 import { reviewWebShape } from './review-web/config.js';
+import { resolveMem0Paths } from './layouts/mem0/config.js';
 import {
-  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, expandEnv, isPathText, isPlainObject, merge, parseYaml,
+  DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, STORE_NAME_RULE, expandEnv, isPathText, isPlainObject, merge, parseYaml,
   readDefaults, readYaml, sha256, type LoadOptions, type QuickCache,
 } from './config-read.js';
 
@@ -62,15 +64,30 @@ export const configSchema = z.strictObject({
   smtp: smtpSchema.optional(),
   digest: digestSchema.prefault({}),
   verify: verifySchema.prefault({}),
-  stores: z.record(z.string().regex(STORE_NAME, 'a store name of letters, digits, _ . -'), storeSchema).default({}),
+  stores: z.record(z.string().regex(STORE_NAME, STORE_NAME_RULE), storeSchema).default({}).superRefine(namesApartInAnyCase),
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/** `Agent` and `agent` would share one snapshot folder on a case-insensitive file system (macOS, Windows, some NAS). */
+function namesApartInAnyCase(stores: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  const seen = new Map<string, string>();
+  for (const name of Object.keys(stores)) {
+    const other = seen.get(name.toLowerCase());
+    if (other !== undefined) ctx.addIssue({ code: 'custom', path: [name], message: `differs from store "${other}" only in case: they would share one snapshot folder` });
+    seen.set(name.toLowerCase(), name);
+  }
+}
 
 export function validateConfig(raw: unknown, source = 'config'): Config {
   const result = configSchema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
+    if (issue.code === 'invalid_key') {
+      // A key refused (a store's name): quoted, as it may hold anything, and the rule it broke, not zod's words.
+      const key = JSON.stringify(String(issue.path.at(-1)));
+      throw configError(`${source}: ${issue.path.slice(0, -1).map(String).join('.')}: ${key}: ${issue.issues[0]?.message ?? issue.message}`);
+    }
     const where = issue.path.map(String).join('.') || '(root)';
     const extra = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
     throw configError(`${source}: ${where}: ${issue.message}${extra}`);
@@ -86,13 +103,16 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   if (opts.file) {
     user = readYaml(opts.file);
     if (!isPlainObject(user)) throw configError(`config ${opts.file}: expected a mapping at the top level`);
-    user = resolveRelativePaths(user, dirname(resolve(opts.file)));
   }
-  const merged = merge(merge(defaults, user), opts.overrides);
+  // With a file, a relative path means the file's folder, whether the file or the defaults (snapshot.root's
+  // `./backups`) gave it: never the folder the command was run from. `--db` (overrides) is the command line's.
+  const configured = opts.file ? resolveRelativePaths(merge(defaults, user) as Record<string, unknown>, dirname(resolve(opts.file))) : merge(defaults, user);
+  const merged = merge(configured, opts.overrides);
   checkTargetSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
   const expanded = expandEnv(merged, env);
   const config = validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
   assertStateApart(config);
+  assertSnapshotRootApart(config, opts.file ? `config ${opts.file}` : 'config');
   return config;
 }
 
@@ -104,7 +124,7 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   const out = { ...user };
   if (isPlainObject(out.stores)) {
     out.stores = Object.fromEntries(
-      Object.entries(out.stores).map(([name, s]) => [name, isPlainObject(s) ? { ...s, db: abs(s.db) } : s]),
+      Object.entries(out.stores).map(([name, s]) => [name, isPlainObject(s) ? { ...s, db: abs(s.db), ...('mem0' in s ? { mem0: resolveMem0Paths(s.mem0, abs) } : {}), ...('mastra' in s ? { mastra: resolveMem0Paths(s.mastra, abs) } : {}) } : s]),
     );
   }
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);

@@ -1,9 +1,11 @@
-import { createReadStream, lstatSync, readdirSync, rmSync } from 'node:fs';
+import { createReadStream, lstatSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { collectionSnapshotsFor } from './vectors/registry.js';
-import { lockSnapshots, PARTIAL_PREFIX, storeSnapshotDir } from './snapshot/layout.js';
+import { lockSnapshots, storeSnapshotDir } from './snapshot/layout.js';
+import { proveSnapshot, snapshotFolders } from './snapshot/folders.js';
+import { retire } from './snapshot/retention.js';
 import { deleteServerSnapshot, serverSnapshots } from './snapshot/server-snapshots.js';
 import { journalPath } from './snapshot/journal.js';
 import { bytesFinder } from './needles.js';
@@ -42,7 +44,8 @@ export async function snapshotCopies(
     if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
   }
   const unverified: string[] = [];
-  const found = await snapshotsContaining(root, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
+  const folders = snapshotFolders(config, storeName).map((f) => f.dir);
+  const found = await snapshotsContaining(folders, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
   // Server-side snapshots cannot be searched: listed whenever there is something erased to hold, now or earlier.
@@ -65,7 +68,13 @@ export async function snapshotCopies(
     // Recorded first: a copy of the folder that comes back (a crash before the rm, a copy of the root) is never uploaded.
     if (opts.stateDb) recordErasedSnapshots(opts.stateDb, storeName, folders.map((d) => basename(d)), opts.now?.() ?? Date.now());
     for (const dir of folders) {
-      rmSync(dir, { recursive: true, force: true });
+      // Deleted only when proven a snapshot of this store; otherwise it stays found, not deleted (exit 1).
+      const problem = await proveSnapshot({ dir }, storeName);
+      if (problem) {
+        opts.log.warn({ store: storeName, dir, problem }, 'a folder named like a snapshot holds erased text but is not a verified snapshot of this store: not deleted');
+        continue;
+      }
+      retire(root, basename(dir));
       deleted.push(dir);
     }
     for (const s of server) {
@@ -94,24 +103,16 @@ function restoreLeftoversMayExist(dbPath: string): boolean {
  * payloads is beyond it (README, Erase). A folder the texts are not in is then asked for the erased ids and user
  * as its holds would name them (`holds`, erase-snapshot-holds.ts), as a target's copy of it is.
  *
- * Snapshot folders under `<root>/<store>/` with a file that holds one of the texts (UTF-8, or JSON-escaped as a
- * payload writes it). The first 64 bytes of a text are looked for, so a long text split across SQLite overflow
- * pages is still found. Symlinks are not followed.
+ * Of `folders` (the store's folders named like a snapshot, src/snapshot/folders.ts), those with a file that holds
+ * one of the texts (UTF-8, or JSON-escaped as a payload writes it). The first 64 bytes of a text are looked for, so
+ * a long text split across SQLite overflow pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(
-  storeRoot: string, texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
+  folders: string[], texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
 ): Promise<string[]> {
-  let entries: string[];
-  try {
-    entries = readdirSync(storeRoot).sort();
-  } catch {
-    return [];
-  }
   const out: string[] = [];
-  for (const name of entries) {
-    if (name.startsWith(PARTIAL_PREFIX)) continue; // a killed snapshot's leftover: erase removes it (erase-leftovers.ts)
-    const dir = join(storeRoot, name);
-    if (!lstatSync(dir).isDirectory()) continue;
+  for (const dir of folders) {
+    if (!lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) continue;
     if (await folderHoldsText(dir, texts, subject)) out.push(dir);
     else if (holds) {
       const answer = await sqliteHolds(dir, holds.search, holds.log);

@@ -56,7 +56,10 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
     // No config file: the build's validated defaults (no zod, no YAML); a file, or anything else, is validated in full.
     // The same value loadConfig gives (test/cli-startup.test.ts compares them), typed by the schema there.
     const quick = quickConfig(load) as Config | undefined;
-    if (quick) (await import('../store/files.js')).assertStateApart(quick);
+    if (quick) {
+      (await import('../store/files.js')).assertStateApart(quick);
+      (await import('../snapshot/root.js')).assertSnapshotRootApart(quick);
+    }
     config = quick ?? (await import('../config.js')).loadConfig(load);
   }
   const g = globalOptions(cmd);

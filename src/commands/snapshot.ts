@@ -15,14 +15,12 @@ export function registerSnapshotCommands(program: Command): void {
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
       if (opts.target) return (await import('./targets-remote.js')).listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
-      const [{ listSnapshots, storeSnapshotDir }, { verifySnapshot }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/restore.js')]);
+      const [{ storeSnapshotDir }, { proveSnapshot, snapshotFolders }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/folders.js')]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const entries = [];
-      for (const s of listSnapshots(dir)) {
+      for (const s of snapshotFolders(ctx.config, ctx.storeName)) {
         let verified: string | undefined;
-        if (opts.verify && s.manifest) {
-          verified = await verifySnapshot(s.dir).then(() => 'ok', (err: Error) => err.message);
-        }
+        if (opts.verify && !s.problem) verified = (await proveSnapshot(s, ctx.storeName)) ?? 'ok';
         const m = s.manifest;
         entries.push({
           name: s.name, dir: s.dir, problem: s.problem ?? null, verified: verified ?? null,

@@ -7,6 +7,7 @@ import { openDatabase } from '../store/sqlite.js';
 import { openLibsqlDatabase } from '../store/libsql.js';
 import type { StoreHandle } from './contract.js';
 import { rowVectorsFor } from '../vectors/registry.js';
+import { storeNameFrom } from '../store/name.js';
 
 // The handle is the layout contract's (src/layouts/contract.ts).
 export type { StoreHandle } from './contract.js';
@@ -29,7 +30,7 @@ export function openStore(config: Config, name: string, opts: { readonly?: boole
 
 /** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
 export function storeNameForPath(path: string): string {
-  return basename(path).replace(/\.[^.]*$/, '').replace(/[^A-Za-z0-9_.-]/g, '_') || 'store';
+  return storeNameFrom(basename(path).replace(/\.[^.]*$/, ''));
 }
 
 /** How a command names a store: `--db PATH` or `--store NAME`. */

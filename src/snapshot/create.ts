@@ -15,9 +15,10 @@ import { layoutFor } from '../layouts/registry.js';
 import { copySqlite } from './sqlite-copy.js';
 import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
 import {
-  DIR_MODE, PARTIAL_PREFIX, applyRetention, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
+  DIR_MODE, PARTIAL_PREFIX, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
   storeSnapshotDir, writePrivateFile,
 } from './layout.js';
+import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
 
@@ -98,13 +99,13 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
     makeDirPrivate(tmp);
     try {
-      const manifest = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
+      const manifest = { ...(await buildParts(root, tmp, storeName, storeConfig, config, opts, reason)), name, seq: nextSeq(config, storeName) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
       renameSync(tmp, final);
       fsyncPath(root);
       const bytes = Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0);
-      const pruned = reason === 'scheduled' ? applyRetention(root, config.snapshot.keep) : [];
+      const pruned = reason === 'scheduled' ? await applyRetention(config, storeName, config.snapshot.keep, name, opts.log) : [];
       const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
       opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
       return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: manifest.sqlite.rows, points, pruned, removedPartials };

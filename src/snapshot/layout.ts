@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, fsyncSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { storeError } from '../errors.js';
@@ -8,7 +8,7 @@ import type { Config } from '../config.js';
 import { expandHome } from '../config-read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { ensurePrivateDir } from '../store/private-file.js';
-import { MANIFEST, readManifest, type Manifest } from './manifest.js';
+import { MANIFEST } from './manifest.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
 import type { Logger } from '../logger.js';
 
@@ -75,47 +75,6 @@ export function writePrivateFile(path: string, text: string): void {
   fsyncPath(path);
 }
 
-export interface SnapshotEntry {
-  name: string;
-  dir: string;
-  manifest?: Manifest;
-  /** Why the manifest could not be read (the folder is listed, never trusted). */
-  problem?: string;
-}
-
-/** Published snapshots of a store, oldest first. Partial folders and anything else are not snapshots. */
-export function listSnapshots(dir: string): SnapshotEntry[] {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
-  return names
-    .filter((n) => SNAPSHOT_NAME.test(n) && statSync(join(dir, n)).isDirectory())
-    .sort()
-    .map((name) => {
-      const folder = join(dir, name);
-      try {
-        return { name, dir: folder, manifest: readManifest(folder) };
-      } catch (err) {
-        return { name, dir: folder, problem: (err as Error).message };
-      }
-    });
-}
-
-/**
- * Keep the newest `keep` complete scheduled snapshots; delete older ones. Pre-restore snapshots and folders
- * without a readable manifest are never deleted here: a person decides about those.
- */
-export function applyRetention(dir: string, keep: number): string[] {
-  const complete = listSnapshots(dir).filter((s) => s.manifest && s.manifest.reason === 'scheduled');
-  const doomed = complete.slice(0, Math.max(0, complete.length - keep));
-  for (const s of doomed) rmSync(s.dir, { recursive: true, force: true });
-  return doomed.map((s) => s.name);
-}
-
 /**
  * Leftovers of runs that died mid-way (kill -9, power loss), removed with the server-side Qdrant snapshots they
  * had noted as not yet deleted. Only called while holding the snapshot lock.
@@ -127,7 +86,8 @@ export async function removePartials(dir: string, q: CollectionSnapshots | undef
   } catch {
     return [];
   }
-  const partial = names.filter((n) => n.startsWith(PARTIAL_PREFIX));
+  // Only real folders: a link named like one is not ours, and its target's notes are not read.
+  const partial = names.filter((n) => n.startsWith(PARTIAL_PREFIX) && lstatSync(join(dir, n)).isDirectory());
   for (const n of partial) {
     const folder = join(dir, n);
     for (const f of readdirSync(folder).filter((x) => x.startsWith(PENDING_PREFIX))) {

@@ -46,6 +46,13 @@ export interface Manifest {
   format: typeof MANIFEST_FORMAT;
   tool: { name: string; version: string };
   store: string;
+  /** The folder's name, so a manifest copied into another folder does not make that folder a snapshot. */
+  name?: string;
+  /**
+   * One more than the highest of the store's snapshots when this one was taken: their order, which a clock stepped
+   * back or forward cannot change (folder names and times come from the clock). Absent in older snapshots.
+   */
+  seq?: number;
   layout: string;
   reason: 'scheduled' | 'pre-restore';
   startedAt: string;

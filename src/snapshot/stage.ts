@@ -10,6 +10,7 @@ import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
 import { integrityOf } from './sqlite-copy.js';
 import { readManifest, type Manifest, type SqlitePart } from './manifest.js';
+import { partsProblem } from './folders.js';
 import type { RestoreJournal } from './journal.js';
 
 /**
@@ -66,8 +67,8 @@ export function keepOwner(path: string, file: FileOwner | null, log: Logger): vo
 /** Check every file the manifest lists, streamed: size and sha256. Throws naming the first file that differs. */
 export async function verifySnapshot(dir: string, progress?: Progress): Promise<Manifest> {
   const manifest = readManifest(dir);
-  const needed = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
-  for (const f of needed) if (!manifest.files[f]) throw storeError(`${dir}: manifest lists no checksum for ${f}`);
+  const parts = partsProblem(manifest);
+  if (parts) throw storeError(`${dir}: ${parts}`);
   progress?.start('verify', Object.values(manifest.files).reduce((n, f) => n + f.bytes, 0), 'bytes');
   for (const [rel, want] of Object.entries(manifest.files)) {
     const path = join(dir, rel);
@@ -79,9 +80,6 @@ export async function verifySnapshot(dir: string, progress?: Progress): Promise<
     progress?.tick(want.bytes);
   }
   progress?.done();
-  for (const p of manifest.qdrant) {
-    if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) throw storeError(`${dir}: ${p.file} sha256 differs from Qdrant's checksum in the manifest`);
-  }
   return manifest;
 }
 

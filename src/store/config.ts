@@ -1,7 +1,7 @@
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../timer-duration.js';
 import { pathField } from '../path-field.js';
-import { mem0Schema } from '../layouts/mem0/config.js';
+import { mem0CollectionConflict, mem0Schema } from '../layouts/mem0/config.js';
 import { mastraSchema } from '../layouts/mastra/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
@@ -39,6 +39,9 @@ export const storeSchema = z.strictObject({
   mem0: mem0Schema.optional(),
   /** `layout: mastra` only: where its vectors are and what prune keeps (src/layouts/mastra/config.ts). */
   mastra: mastraSchema.optional(),
+}).superRefine((store, ctx) => {
+  const conflict = mem0CollectionConflict(store);
+  if (conflict) ctx.addIssue({ code: 'custom', path: conflict.path, message: conflict.message });
 });
 
 export type QdrantConfig = z.infer<typeof qdrantSchema>;

@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdirSync, copyFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeStore, tempDir, ids } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
+import { writeSnapshotFolder } from '../helpers/snapshot-folder.js';
 
 let tmp: { dir: string; cleanup: () => void };
 beforeEach(() => {
@@ -16,8 +17,7 @@ function setup() {
     { id: 'b1', subject: 'bob', fact: 'Bob prefers pnpm' },
   ]);
   const backups = join(tmp.dir, 'backups');
-  mkdirSync(join(backups, 'agent', '2026-11-28T060000Z'), { recursive: true });
-  copyFileSync(db, join(backups, 'agent', '2026-11-28T060000Z', 'memory.db'));
+  writeSnapshotFolder(backups, 'agent', '2026-11-28T060000Z', { 'store.db': db });
   const config = join(tmp.dir, 'config.yaml');
   writeFileSync(config, `stateDb: ${join(tmp.dir, 'state.db')}\nsnapshot:\n  root: ${backups}\nstores:\n  agent:\n    db: ${db}\n`);
   return { db, config, env: { MEMORY_WARDEN_STATE: join(tmp.dir, 'state.db') } };

@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { makeStore, tempDir, ids as rowIds } from '../helpers/store.js';
 import { Mem0Fixture } from '../layouts/mem0-fixture.js';
+import { writeSnapshotFolder } from '../helpers/snapshot-folder.js';
 import { validateConfig, type Config } from '../../src/config.js';
 import { erase } from '../../src/erase.js';
 import { listReceipts } from '../../src/erase-receipts.js';
@@ -207,10 +208,9 @@ describe('erase, mem0 layout', () => {
     expect(texts.every((t) => rawBytes(f.historyPath).includes(Buffer.from(t)))).toBe(true);
     // Two snapshots: one taken before (holds the text), one of unrelated data.
     const snapRoot = join(tmp.dir, 'backups', 'm');
-    mkdirSync(join(snapRoot, '2026-11-28T060000Z'), { recursive: true });
-    copyFileSync(f.historyPath, join(snapRoot, '2026-11-28T060000Z', 'history.db'));
-    mkdirSync(join(snapRoot, '2026-11-20T060000Z'), { recursive: true });
-    writeFileSync(join(snapRoot, '2026-11-20T060000Z', 'mem0.snapshot'), JSON.stringify({ points: [{ payload: { data: 'Bob likes chess' } }] }));
+    writeSnapshotFolder(join(tmp.dir, 'backups'), 'm', '2026-11-28T060000Z', { 'history.db': f.historyPath }, { layout: 'mem0' });
+    writeFileSync(join(tmp.dir, 'points.json'), JSON.stringify({ points: [{ payload: { data: 'Bob likes chess' } }] }));
+    writeSnapshotFolder(join(tmp.dir, 'backups'), 'm', '2026-11-20T060000Z', { 'store.db': makeStore(join(tmp.dir, 'empty.db')), 'mem0.snapshot': join(tmp.dir, 'points.json') }, { layout: 'mem0' });
     f.close();
 
     const dry = await erase(config, 'm', { subject: 'zarkova' }, { ...opts, dryRun: true });

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bytesFinder, textFinder } from '../../src/needles.js';
 import { payloadStrings, erase } from '../../src/erase.js';
@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeStore, ids, tempDir } from '../helpers/store.js';
 import { addChain } from '../helpers/chains.js';
+import { writeSnapshotFolder } from '../helpers/snapshot-folder.js';
 
 function rng(seed: number) {
   return () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
@@ -76,14 +77,15 @@ describe('erase of a 100,000-version chain with snapshots on disk', () => {
     addChain(db, { prefix: 'c', length: 100_000, newestFirst: true });
     const root = join(dir, 'backups');
     const filler = Buffer.alloc(3 << 20, 'unrelated bytes ');
-    for (const [name, text] of [['2026-11-27', 'version 99998 of c'], ['2026-11-28', 'an unrelated fact']] as const) {
-      mkdirSync(join(root, 't', name), { recursive: true });
-      writeFileSync(join(root, 't', name, 'memory.db'), Buffer.concat([filler, Buffer.from(`…${text}…`), filler]));
+    for (const [name, text] of [['2026-11-27T000000Z', 'version 99998 of c'], ['2026-11-28T000000Z', 'an unrelated fact']] as const) {
+      writeFileSync(join(dir, name), Buffer.concat([filler, Buffer.from(`…${text}…`), filler]));
+      // Its SQLite part a real (empty) store, so the erase's look at the copy's records answers no, not "unsure".
+      writeSnapshotFolder(root, 't', name, { 'store.db': makeStore(join(dir, `${name}.db`)), 'memory.db': join(dir, name) });
     }
     const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), snapshot: { root }, stores: { t: { db } } } });
     const r = await erase(config, 't', { ids: ['c0'] }, { now: () => Date.UTC(2026, 10, 29), log: silentLogger });
     expect(r.memories).toBe(100_000);
-    expect(r.snapshots.found).toEqual([join(root, 't', '2026-11-27')]);
+    expect(r.snapshots.found).toEqual([join(root, 't', '2026-11-27T000000Z')]);
     expect(ids(db)).toEqual(['keep']);
   }, 120_000);
 });

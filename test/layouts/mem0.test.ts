@@ -6,7 +6,7 @@ import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdr
 import { tempDir } from '../helpers/store.js';
 import { Mem0Fixture, md5, pyIso } from './mem0-fixture.js';
 import { openStore, type StoreHandle } from '../../src/layouts/open.js';
-import { mem0Confirm, mem0ExpiryInstant, mem0Prune, mem0ReviewDue, normaliseToUtc, pyIsoUtc } from '../../src/layouts/mem0/memories.js';
+import { mem0Confirm, mem0ExpiryInstant, mem0Handle, mem0Prune, mem0ReviewDue, normaliseToUtc, pyIsoUtc } from '../../src/layouts/mem0/memories.js';
 import { mem0CheckReport, mem0Integrity, mountOf } from '../../src/layouts/mem0/check.js';
 import { mem0NewMemories, mem0NewRows } from '../../src/layouts/mem0/new-rows.js';
 import { lookTwiceReasons, lookTwiceRules } from '../../src/digest/flags.js';
@@ -215,8 +215,27 @@ describe('integrity', () => {
 
   it('reports a missing collection', async () => {
     fx = await Mem0Fixture.create(q, tmp.dir);
-    const f = await mem0Integrity(open({ collection: 'nope', entityCollection: 'nope_entities' }), { now: NOW });
+    const base = fx.config();
+    const m = base.stores.m!;
+    const cfg = validateConfig({ ...base, stores: { m: { ...m, qdrant: { ...m.qdrant!, collections: ['nope', 'nope_entities'] }, mem0: { ...m.mem0!, collection: 'nope', entityCollection: 'nope_entities' } } } });
+    store = openStore(cfg, 'm');
+    const f = await mem0Integrity(store, { now: NOW });
     expect(byCode(f, 'mem0_no_collection')?.severity).toBe('error');
+  });
+
+  it('the memory collection is named once: qdrant.collections and mem0.collection disagreeing is one error naming both', async () => {
+    fx = await Mem0Fixture.create(q, tmp.dir); // a Python history file
+    const base = fx.config();
+    const m = base.stores.m!;
+    const with_ = (qdrant: string[], mem0: Record<string, unknown>) => () =>
+      validateConfig({ ...base, stores: { m: { ...m, qdrant: { ...m.qdrant!, collections: qdrant }, mem0: { ...m.mem0!, collection: undefined, entityCollection: undefined, ...mem0 } } } });
+    expect(with_([fx.collection], { collection: 'other' })).toThrow(`config: stores.m.mem0.collection: "other" is not in this store's qdrant.collections (${fx.collection}): name mem0's memory collection the same in both`);
+    expect(with_(['custom', 'custom_entities'], {})).toThrow('config: stores.m.qdrant.collections: (custom, custom_entities) holds no "mem0" or "memories", the SDK\'s default memory collection, and this store\'s mem0.collection is unset');
+    // Unset, with the other SDK's default listed: only the history file says which SDK, so opening the store says it.
+    const cfg = with_(['memories', 'memories_entities'], {})();
+    store = openStore(cfg, 'm');
+    expect(() => mem0Handle(store!)).toThrow(/^config: stores\.m\.qdrant\.collections: \(memories, memories_entities\) holds no "mem0", the SDK's default memory collection.*Python SDK's\)$/);
+    expect(with_([fx.collection, 'mem0'], { collection: fx.collection })).not.toThrow();
   });
 
   it('openStore refuses a mem0 store whose file has no history table', async () => {

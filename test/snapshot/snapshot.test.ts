@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { runJob } from '../../src/runner.js';
 import { silentLogger } from '../../src/logger.js';
-import { listSnapshots } from '../../src/snapshot/layout.js';
+import { snapshotFolders } from '../../src/snapshot/folders.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { toolVersion } from '../../src/snapshot/manifest.js';
 import type { SnapshotResult } from '../../src/snapshot/create.js';
@@ -73,7 +73,7 @@ describe('snapshot', () => {
     mkdirSync(join(storeDir(), '2026-01-01T000000Z'), { recursive: true }); // no manifest: not ours to delete
     const names: string[] = [];
     for (let i = 0; i < 4; i++) names.push((await snap(config, T0 + i * 3_600_000)).name);
-    const left = listSnapshots(storeDir());
+    const left = snapshotFolders(config, 'agent');
     expect(left.map((s) => s.name)).toEqual(['2026-01-01T000000Z', ...names.slice(2)]);
     expect(left[0]!.problem).toMatch(/manifest/);
   });

@@ -37,5 +37,43 @@ export const mem0Schema = z.strictObject({
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
 
+/**
+ * mem0's memory collection is named in two places, `qdrant.collections` (what is snapshotted, swept, checked) and
+ * `mem0.collection` (what prune, erase and check read): they must agree. A collection named in one and not the
+ * other, or a list holding none of `defaults` while mem0.collection is unset, is one error naming both fields, at
+ * the field it returns. Config load passes both SDKs' defaults; opening the store (mem0Handle) passes the one of
+ * the SDK that wrote the history file, which only the file tells.
+ */
+export function mem0CollectionConflict(
+  store: { layout: string; qdrant?: { collections: string[] } | undefined; mem0?: { collection?: string | undefined; vectorStore?: string } | undefined },
+  defaults: readonly string[] = ['mem0', 'memories'],
+): { path: string[]; message: string } | undefined {
+  if (store.layout !== 'mem0' || !store.qdrant || store.mem0?.vectorStore === 'sqlite') return undefined;
+  const listed = store.qdrant.collections;
+  const named = store.mem0?.collection;
+  if (named !== undefined && !listed.includes(named)) {
+    return { path: ['mem0', 'collection'], message: `"${named}" is not in this store's qdrant.collections (${listed.join(', ')}): name mem0's memory collection the same in both` };
+  }
+  if (named === undefined && !defaults.some((d) => listed.includes(d))) {
+    return {
+      path: ['qdrant', 'collections'],
+      message: `(${listed.join(', ')}) holds no ${defaults.map((d) => `"${d}"`).join(' or ')}, the SDK's default memory collection, and this store's mem0.collection is unset: set mem0.collection to the collection that holds the memories`,
+    };
+  }
+  return undefined;
+}
+
+/**
+ * The section's files and folders, relative ones made the config file's (src/config.ts resolveRelativePaths); the
+ * mastra section's `vectorDb` is the same field and goes through here too.
+ */
+export function resolveMem0Paths(mem0: unknown, abs: (p: unknown) => unknown): unknown {
+  if (typeof mem0 !== 'object' || mem0 === null || Array.isArray(mem0)) return mem0;
+  const m = { ...(mem0 as Record<string, unknown>) };
+  for (const key of ['vectorDb', 'entityVectorDb'] as const) if (m[key] !== undefined) m[key] = abs(m[key]);
+  if (Array.isArray(m.vectorPaths)) m.vectorPaths = m.vectorPaths.map(abs);
+  return m;
+}
+
 // The defaults and the names derived from this section are in ./names.ts, without zod (the layout's sync methods
 // run for every store that is opened).

@@ -1,10 +1,10 @@
 import type { StoreHandle } from '../contract.js';
 import type { Logger } from '../../logger.js';
 import { silentLogger } from '../../logger.js';
-import { storeError } from '../../errors.js';
+import { configError, storeError } from '../../errors.js';
 import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
 import { withMaintenanceLock } from '../../store/lock.js';
-import { mem0Schema, type Mem0Config } from './config.js';
+import { mem0CollectionConflict, mem0Schema, type Mem0Config } from './config.js';
 import { collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
@@ -36,6 +36,8 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
   if (store.config.layout !== 'mem0') throw storeError(`${store.name}: layout is ${store.config.layout}, not mem0`);
   const cfg = mem0Schema.parse(store.config.mem0 ?? {});
   const dialect = detectDialect(store.db, store.path, cfg.historyTable);
+  const conflict = mem0CollectionConflict({ ...store.config, mem0: cfg }, [collectionOf(cfg, dialect.table)]);
+  if (conflict) throw configError(`config: stores.${store.name}.${conflict.path.join('.')}: ${conflict.message} (the history file ${store.path} is the ${dialect.table === 'history' ? 'Python' : 'TypeScript'} SDK's)`);
   const collection = collectionOf(cfg, dialect.table);
   const entityCollection = entityCollectionOf(cfg, dialect.table);
   const points = opts.points ?? mem0PointStore(store, cfg, collection, entityCollection);

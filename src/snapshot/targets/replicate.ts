@@ -7,7 +7,8 @@ import type { Logger } from '../../logger.js';
 import { coerceError, storeError, transientError, usageError, WardenError } from '../../errors.js';
 import { eraseKey } from '../../erase-ledger.js';
 import { erasedSnapshots } from '../../erase-needles.js';
-import { DIR_MODE, FILE_MODE, listSnapshots, lockSnapshots, storeSnapshotDir } from '../layout.js';
+import { DIR_MODE, FILE_MODE, lockSnapshots, storeSnapshotDir } from '../layout.js';
+import { olderFirst, snapshotFolders } from '../folders.js';
 import { readManifest } from '../manifest.js';
 import { readJournal } from '../journal.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
@@ -119,13 +120,19 @@ async function provenSnapshots(target: CheckedTarget, names: string[]): Promise<
 }
 
 /**
- * Delete the oldest complete scheduled snapshots beyond `keep`; pre-restore ones are a person's to delete. On a
- * target with a key, only snapshots whose manifest verifies count and are deleted: what memory-warden can prove it
- * made (an unauthenticated one is left for a person, and cannot push an authentic one out).
+ * Delete the oldest complete scheduled snapshots beyond `keep`, oldest by the sequence number in their manifests
+ * (a clock step cannot reorder it; src/snapshot/folders.ts), never one in `justUploaded`. Pre-restore ones are a
+ * person's to delete; so is any whose manifest cannot be read or, on a target with a key, does not verify: only
+ * what memory-warden can prove it made counts and is deleted (an unauthenticated one cannot push an authentic one out).
  */
-export async function applyTargetRetention(target: CheckedTarget, keep: number): Promise<string[]> {
-  const scheduled = await provenSnapshots(target, (await target.list()).filter((x) => !x.endsWith('-pre-restore')));
-  const doomed = scheduled.slice(0, Math.max(0, scheduled.length - keep));
+export async function applyTargetRetention(target: CheckedTarget, keep: number, justUploaded: string[] = []): Promise<string[]> {
+  const scheduled = [];
+  for (const name of (await target.list()).filter((n) => !n.endsWith('-pre-restore'))) {
+    const manifest = await readRemoteManifest(target, name).catch(() => undefined);
+    if (manifest) scheduled.push({ name, manifest });
+  }
+  const others = scheduled.sort(olderFirst).filter((s) => !justUploaded.includes(s.name));
+  const doomed = others.slice(0, Math.max(0, others.length - Math.max(0, keep - justUploaded.length))).map((s) => s.name);
   for (const n of doomed) await target.delete(n);
   return doomed;
 }
@@ -146,9 +153,9 @@ export async function replicateStore(config: Config, store: string, opts: { log:
     removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
     // A snapshot an erase removed is never uploaded again, whatever brought its folder back (erase-needles.ts).
     const erased = erasedSnapshots(expandHome(config.stateDb), store);
-    const all = listSnapshots(root);
+    const all = snapshotFolders(config, store).filter((s) => !s.problem);
     for (const s of all.filter((x) => erased.has(x.name))) opts.log.warn({ store, snapshot: s.name }, 'not uploaded: an erase removed this snapshot');
-    const local = all.filter((s) => s.manifest?.reason === 'scheduled' && !erased.has(s.name));
+    const local = all.filter((s) => s.manifest!.reason === 'scheduled' && !erased.has(s.name));
     const key = eraseKey(config.stateDb);
     for (const tcfg of targets) {
       try {
@@ -165,7 +172,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
             opts.log.info({ store, target: tcfg.name, snapshot: s.name, encrypted: Boolean(tcfg.encrypt) }, 'snapshot uploaded');
           }
           if (uploaded.length > 0) notePushed(root, tcfg.name, uploaded.at(-1)!);
-          const pruned = await applyTargetRetention(target, tcfg.keep);
+          const pruned = await applyTargetRetention(target, tcfg.keep, uploaded);
           return { target: tcfg.name, where: target.where, uploaded, pruned, cleaned };
         }, opts.log));
       } catch (err) {
