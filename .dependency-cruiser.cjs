@@ -1,14 +1,48 @@
 /**
- * The import rules of issue 12, checked by `npm run deps` (and test/deps.test.ts, so `npm test` fails on a
+ * The import rules, checked by `npm run deps` (and test/deps.test.ts, so `npm test` fails on a
  * violation). Plug points are contracts: features call src/layouts/contract.ts and the registries; an
  * implementation (src/layouts/<name>/, src/vectors/<name>/) imports primitives and contracts only; the engine
  * (src/) is handed the jobs (jobs/) instead of importing them.
  */
 /** Feature modules: what uses the plug points. An implementation never imports one. */
-const FEATURES = '^src/(digest|drift|commands|queue|review-web|snapshot|runner\\.ts|cli\\.ts|erase[^/]*\\.ts)';
+const FEATURES = '^src/(digest|drift|commands|queue|review-web|snapshot|erase|job/runner\\.ts|cli\\.ts)';
 
 module.exports = {
   forbidden: [
+    {
+      name: 'foundation-imports-foundation',
+      severity: 'error',
+      comment:
+        'The ground floor (core: errors and bounded file reads; text: hostile text, secrets, masking; time; log; progress) ' +
+        'imports only itself and the vendored packages: everything else may use it, it uses nothing above it.',
+      from: { path: '^src/(core|text|time|log|progress)/' },
+      to: { path: '^src/', pathNot: '^src/(core|text|time|log|progress|vendor)/' },
+    },
+    {
+      name: 'links-below-digest-and-page',
+      severity: 'error',
+      comment: 'Link signing is shared by the digest (makes links) and the review page (checks them): it sits below both.',
+      from: { path: '^src/links/' },
+      to: { path: '^src/', pathNot: '^src/(core|text|time|log|progress|vendor|links)/' },
+    },
+    {
+      name: 'digest-not-review-page',
+      severity: 'error',
+      comment: 'The digest links to the review page through src/links/, never by importing the page.',
+      from: { path: '^src/digest/' },
+      to: { path: '^src/review-web/' },
+    },
+    {
+      name: 'config-reads-schemas-only',
+      severity: 'error',
+      comment:
+        "The config composes each part's schema (its config.ts or schema.ts) and the ground floor; it runs no feature.",
+      from: { path: '^src/config/' },
+      to: {
+        path: '^src/',
+        pathNot: ['^src/(core|text|time|log|progress|vendor|config)/', '/(config|schema)\\.ts$', '^src/store/(name|files)\\.ts$', '^src/snapshot/root\\.ts$'],
+      },
+    },
     {
       name: 'no-circular',
       severity: 'error',

@@ -10,7 +10,7 @@
  *
  * Prints one JSON line: the duration and what was counted.
  */
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { openStore } from '../src/layouts/open.js';
 import { checkConsistency, orphansOfPage, scrollPoints } from '../src/layouts/warden/consistency.js';
 import { QdrantStore } from '../src/vectors/qdrant/index.js';

@@ -22,7 +22,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import YAML from 'yaml';
 import { initSchema } from '../src/layouts/warden/schema.js';
 import { uuid5 } from '../src/vectors/qdrant/index.js';
-import { toCanonical } from '../src/time.js';
+import { toCanonical } from '../src/time/instants.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => {

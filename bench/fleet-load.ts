@@ -7,14 +7,14 @@ import { join } from 'node:path';
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { SMTPServer } from 'smtp-server';
-import { loadConfig, type Config } from '../src/config.js';
+import { loadConfig, type Config } from '../src/config/config.js';
 import { JOBS } from '../jobs/index.js';
-import { silentLogger } from '../src/logger.js';
+import { silentLogger } from '../src/log/logger.js';
 
 import { startTaskQueues, type TaskQueues } from '../src/queue/tasks.js';
 import { readHeartbeats, writeHeartbeat } from '../src/queue/fleet.js';
 import { hostQueueName, storesOn } from '../src/queue/hosts.js';
-import { runJob } from '../src/runner.js';
+import { runJob } from '../src/job/runner.js';
 import { openDatabase } from '../src/store/sqlite.js';
 import { initSchema } from '../src/layouts/warden/schema.js';
 

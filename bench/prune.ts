@@ -11,8 +11,8 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prune } from '../jobs/prune.js';
-import { loadConfig } from '../src/config.js';
-import { silentLogger } from '../src/logger.js';
+import { loadConfig } from '../src/config/config.js';
+import { silentLogger } from '../src/log/logger.js';
 import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, fsyncSync, openSync, rmSync } from 'node:fs';
 import { initSchema } from '../src/layouts/warden/schema.js';
-import { toCanonical } from '../src/time.js';
+import { toCanonical } from '../src/time/instants.js';
 
 const DAY = 86_400_000;
 export const USERS = 100;

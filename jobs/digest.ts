@@ -1,5 +1,5 @@
 import { z } from '../src/vendor/zod.js';
-import { defineJob, type JobContext } from '../src/job.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
 import { runDigest, type DigestResult } from '../src/digest/digest.js';
 import { createDigestSectionsTask } from '../src/digest/fleet.js';
 

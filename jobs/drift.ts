@@ -1,10 +1,10 @@
-import { storePayload } from '../src/job-payload.js';
-import { defineJob, type JobContext } from '../src/job.js';
-import { expandHome } from '../src/config.js';
+import { storePayload } from '../src/job/payload.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
+import { expandHome } from '../src/config/config.js';
 import { openStore } from '../src/layouts/open.js';
 import { withMaintenanceLock } from '../src/store/lock.js';
-import { openStateDb } from '../src/state.js';
-import { toCanonical } from '../src/time.js';
+import { openStateDb } from '../src/state/state.js';
+import { toCanonical } from '../src/time/instants.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
 import type { Applied } from '../src/layouts/contract.js';
 import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';

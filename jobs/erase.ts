@@ -1,6 +1,6 @@
 import { z } from '../src/vendor/zod.js';
-import { defineJob, type JobContext } from '../src/job.js';
-import { erase, type EraseReceipt, type EraseSelector } from '../src/erase.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
+import { erase, type EraseReceipt, type EraseSelector } from '../src/erase/erase.js';
 
 /**
  * `erase` on the store's host: what `memory-warden erase` sends when the store lives on another machine

@@ -1,4 +1,4 @@
-import type { JobDefinition } from '../src/job.js';
+import type { JobDefinition } from '../src/job/job.js';
 import digest from './digest.js';
 import drift from './drift.js';
 import erase from './erase.js';

@@ -1,5 +1,5 @@
-import { defineJob, type JobContext } from '../src/job.js';
-import { storePayload } from '../src/job-payload.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
+import { storePayload } from '../src/job/payload.js';
 import { openStore } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
 import { layoutOf } from '../src/layouts/registry.js';

@@ -1,9 +1,9 @@
 import { z } from '../src/vendor/zod.js';
-import { defineJob, type JobContext } from '../src/job.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
 import { openStore } from '../src/layouts/open.js';
 import { layoutOf } from '../src/layouts/registry.js';
 import type { PruneResult } from '../src/layouts/contract.js';
-import { deletionRecorder } from '../src/erase-ledger.js';
+import { deletionRecorder } from '../src/erase/ledger.js';
 
 export type { PruneResult } from '../src/layouts/contract.js';
 

@@ -1,5 +1,5 @@
 import { z } from '../src/vendor/zod.js';
-import { defineJob, type JobContext } from '../src/job.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
 import { restoreSnapshot, type RestoreResult } from '../src/snapshot/restore.js';
 
 /** `restore DIR` on the store's host, where DIR is (src/queue/remote.ts): what the command sends from elsewhere. */

@@ -1,5 +1,5 @@
-import { storePayload } from '../src/job-payload.js';
-import { defineJob, type JobContext } from '../src/job.js';
+import { storePayload } from '../src/job/payload.js';
+import { defineJob, type JobContext } from '../src/job/job.js';
 import { takeSnapshot, type SnapshotResult } from '../src/snapshot/create.js';
 import { replicateStore, type TargetRun } from '../src/snapshot/targets/replicate.js';
 

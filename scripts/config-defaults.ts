@@ -1,9 +1,9 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, defaultsCacheText } from '../src/config.js';
+import { DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, defaultsCacheText } from '../src/config/config.js';
 
 /**
  * `npm run build` parses config/default.yaml once into dist/src/default-config.json, so that a command given no
- * config file starts without the YAML parser (src/config.ts readDefaults). Values JSON cannot carry exactly
+ * config file starts without the YAML parser (src/config/config.ts readDefaults). Values JSON cannot carry exactly
  * (.inf, .nan) leave no cache: the CLI then parses the YAML as before.
  */
 const text = defaultsCacheText(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'));

@@ -4,7 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { initSchema } from '../src/layouts/warden/schema.js';
-import { toCanonical } from '../src/time.js';
+import { toCanonical } from '../src/time/instants.js';
 
 const DAY = 86_400_000;
 

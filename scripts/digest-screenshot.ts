@@ -7,12 +7,12 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { validateConfig } from '../src/config.js';
+import { validateConfig } from '../src/config/config.js';
 import { openDatabase } from '../src/store/sqlite.js';
 import { initSchema } from '../src/layouts/warden/schema.js';
-import { openStateDb } from '../src/state.js';
+import { openStateDb } from '../src/state/state.js';
 import { previewDigest } from '../src/digest/digest.js';
-import { toCanonical } from '../src/time.js';
+import { toCanonical } from '../src/time/instants.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -1,9 +1,9 @@
 import { Command, CommanderError } from 'commander';
-import { coerceError, usageError } from './errors.js';
-import { LOG_LEVELS } from './log-levels.js';
-import { oneLine, terminalText } from './untrusted.js';
-import { VERSION } from './version.js';
-import { redactText } from './secrets.js';
+import { coerceError, usageError } from './core/errors.js';
+import { LOG_LEVELS } from './log/levels.js';
+import { oneLine, terminalText } from './text/untrusted.js';
+import { VERSION } from './core/version.js';
+import { redactText } from './text/secrets.js';
 import { registerCoreCommands } from './commands/core.js';
 import { registerEraseCommands } from './commands/erase.js';
 import { registerDigestCommands } from './commands/digest.js';

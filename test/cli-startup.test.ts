@@ -11,10 +11,10 @@ import { makeStore, tempDir } from './helpers/store.js';
 import { JOBS } from '../jobs/index.js';
 import { JOB_SCOPES } from '../src/commands/job-names.js';
 import { JOB_LOADERS } from '../src/commands/job-loaders.js';
-import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config.js';
+import { DEFAULT_CONFIG_PATH, loadConfig, type LoadOptions } from '../src/config/config.js';
 import { BUNDLE_MANIFEST, type BundleManifest } from '../src/launch.js';
-import type { quickConfig } from '../src/config-read.js';
-import { storePayload, storePayloadZod } from '../src/job-payload.js';
+import type { quickConfig } from '../src/config/read.js';
+import { storePayload, storePayloadZod } from '../src/job/payload.js';
 import { mem0Schema } from '../src/layouts/mem0/config.js';
 import { MEM0_DEFAULTS, mem0Of } from '../src/layouts/mem0/names.js';
 import { DEFAULT_PATTERNS, isTimeZone } from '../src/queue/config.js';
@@ -127,7 +127,7 @@ describe.each<{ mode: string; env: Record<string, string>; bundled: boolean }>([
     expect(['zod', 'yaml'].filter((p) => r.packages.has(p))).toEqual([]);
     // Loaded when their job runs (src/layouts/warden/index.ts, mem0/index.ts), or only with a config file / a recorded run.
     const lazy = [
-      'src/config.js', 'src/state.js', 'src/store/config.js', 'src/layouts/mem0/config.js',
+      'src/config/config.js', 'src/state/state.js', 'src/store/config.js', 'src/layouts/mem0/config.js',
       'src/layouts/warden/prune.js', 'src/layouts/warden/erase.js', 'src/layouts/warden/delete.js', 'src/layouts/warden/consistency.js',
       'src/layouts/warden/new-rows.js', 'src/layouts/warden/apply.js', 'src/layouts/mem0/memories.js', 'src/layouts/mem0/check.js',
       'src/layouts/mem0/drift.js', 'src/layouts/mem0/erase.js', 'src/layouts/mem0/new-rows.js',
@@ -252,7 +252,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
   });
 
   it('--db alone: the built loader (cache) and the source loader (YAML) agree, whatever the environment', async () => {
-    const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig; DEFAULTS_CACHE_PATH: string };
+    const built = (await import(join(DIST, 'src/config/config.js'))) as { loadConfig: typeof loadConfig; DEFAULTS_CACHE_PATH: string };
     expect(built.DEFAULTS_CACHE_PATH).toBe(cachePath);
     const cases: LoadOptions[] = [
       { env: {}, overrides: { stores: { small: { db: '/tmp/small.db' } } } },
@@ -264,7 +264,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
   });
 
   it('--db alone, without zod: the build\'s validated defaults give exactly what zod gives, or defer to it', async () => {
-    const read = (await import(join(DIST, 'src/config-read.js'))) as { quickConfig: typeof quickConfig };
+    const read = (await import(join(DIST, 'src/config/read.js'))) as { quickConfig: typeof quickConfig };
     const quick: LoadOptions[] = [
       { env: {}, overrides: { stores: { small: { db: '/tmp/small.db' } } } },
       { env: {}, overrides: undefined },
@@ -302,7 +302,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
     expect(Object.keys(cache.quick.sources)).toEqual(expect.arrayContaining(['config.js', 'store/config.js', 'queue/config.js']));
     try {
       writeFileSync(cachePath, JSON.stringify({ ...cache, quick: { ...cache.quick, sources: { ...cache.quick.sources, 'store/config.js': '0'.repeat(64) } } }));
-      const read = (await import(join(DIST, 'src/config-read.js'))) as { quickConfig: typeof quickConfig };
+      const read = (await import(join(DIST, 'src/config/read.js'))) as { quickConfig: typeof quickConfig };
       expect(read.quickConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } })).toBeUndefined();
     } finally {
       writeFileSync(cachePath, good);
@@ -314,7 +314,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
     const stale = JSON.parse(good) as { sha256: string; value: { busyTimeoutMs: number } };
     try {
       writeFileSync(cachePath, JSON.stringify({ sha256: '0'.repeat(64), value: { ...stale.value, busyTimeoutMs: 1 } }));
-      const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig };
+      const built = (await import(join(DIST, 'src/config/config.js'))) as { loadConfig: typeof loadConfig };
       expect(built.loadConfig({ env: {} }).busyTimeoutMs).toBe(loadConfig({ env: {} }).busyTimeoutMs);
       expect(built.loadConfig({ env: {} }).busyTimeoutMs).not.toBe(1);
     } finally {
@@ -326,7 +326,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
     const good = readFileSync(cachePath, 'utf8');
     try {
       rmSync(cachePath);
-      const built = (await import(join(DIST, 'src/config.js'))) as { loadConfig: typeof loadConfig };
+      const built = (await import(join(DIST, 'src/config/config.js'))) as { loadConfig: typeof loadConfig };
       expect(built.loadConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } })).toEqual(loadConfig({ env: {}, overrides: { stores: { a: { db: '/a.db' } } } }));
     } finally {
       writeFileSync(cachePath, good);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
-import { configSchema, DEFAULT_CONFIG_PATH, expandEnv } from '../src/config.js';
-import { configJsonSchema } from '../src/config-schema.js';
+import { configSchema, DEFAULT_CONFIG_PATH, expandEnv } from '../src/config/config.js';
+import { configJsonSchema } from '../src/config/json-schema.js';
 
 /**
- * Defaults are written twice, in the zod schemas (src/config.ts, src/*\/config.ts) and in config/default.yaml (which
+ * Defaults are written twice, in the zod schemas (src/config/config.ts, src/*\/config.ts) and in config/default.yaml (which
  * the loader merges under every config). These tests hold the two to each other, and default.yaml to "every option,
  * documented": an option it leaves out, or only shows in a comment, is listed here with the reason.
  */

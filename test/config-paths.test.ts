@@ -2,9 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../src/config.js';
-import { isPathField } from '../src/config-read.js';
-import { configJsonSchema } from '../src/config-schema.js';
+import { loadConfig } from '../src/config/config.js';
+import { isPathField } from '../src/config/read.js';
+import { configJsonSchema } from '../src/config/json-schema.js';
 import { CLI, cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
 

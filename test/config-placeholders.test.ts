@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { expandEnv } from '../src/config.js';
+import { expandEnv } from '../src/config/config.js';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
 

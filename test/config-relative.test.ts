@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { configJsonSchema } from '../src/config-schema.js';
+import { configJsonSchema } from '../src/config/json-schema.js';
 import { CLI } from './helpers/cli.js';
 import { tempDir } from './helpers/store.js';
 import { sdkStore } from './layouts/mem0-sdk.js';

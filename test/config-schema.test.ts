@@ -4,9 +4,9 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { configJsonSchema, configJsonSchemaText } from '../src/config-schema.js';
-import { configReferenceText } from '../src/config-reference.js';
-import { loadConfig, validateConfig } from '../src/config.js';
+import { configJsonSchema, configJsonSchemaText } from '../src/config/json-schema.js';
+import { configReferenceText } from '../src/config/reference.js';
+import { loadConfig, validateConfig } from '../src/config/config.js';
 
 const file = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 const SHIPPED = file('config/schema.json');

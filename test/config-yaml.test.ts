@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseYaml } from '../src/config-read.js';
+import { parseYaml } from '../src/config/read.js';
 import { parseContent } from '../src/verifiers/formats.js';
 import { cli } from './helpers/cli.js';
 import { tempDir } from './helpers/store.js';

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig, expandEnv } from '../src/config.js';
+import { loadConfig, expandEnv } from '../src/config/config.js';
 import { tempDir } from './helpers/store.js';
 import { cli } from './helpers/cli.js';
 import { busyTimeoutMs, openDatabase } from '../src/store/sqlite.js';

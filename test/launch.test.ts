@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BUNDLE_CACHE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, BUNDLE_SEEN, currentBundle, sha256File, type BundleManifest } from '../src/launch.js';
 import { makeStore, tempDir } from './helpers/store.js';
-import { openStateDb } from '../src/state.js';
+import { openStateDb } from '../src/state/state.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TRACE_HOOK = fileURLToPath(new URL('./helpers/load-trace.mjs', import.meta.url));
@@ -384,7 +384,7 @@ export default defineVerifier({ name: 'asker', async verify() { throw refuse('no
   it('with a chunk gone, the CLI runs the modules instead of failing halfway through a command', () => {
     const pkg = copy('chunkless');
     const manifest = JSON.parse(readFileSync(join(pkg, 'dist/src', BUNDLE_MANIFEST), 'utf8')) as BundleManifest;
-    const lazy = Object.keys(manifest.chunks).find((c) => c !== BUNDLE_ENTRY && manifest.chunks[c]!.includes('dist/src/erase.js'))!;
+    const lazy = Object.keys(manifest.chunks).find((c) => c !== BUNDLE_ENTRY && manifest.chunks[c]!.includes('dist/src/erase/erase.js'))!;
     expect(lazy).toBeDefined();
     rmSync(join(pkg, 'dist/src', lazy));
     const r = run(pkg, ['erase', '--help']);

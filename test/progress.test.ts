@@ -4,7 +4,7 @@ import { appendFileSync, copyFileSync, readFileSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { initSchema } from '../src/layouts/warden/schema.js';
-import { progressLine, terminalProgress } from '../src/progress-terminal.js';
+import { progressLine, terminalProgress } from '../src/progress/terminal.js';
 import { CLI } from './helpers/cli.js';
 import { tempDir } from './helpers/store.js';
 

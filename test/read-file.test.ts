@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readRegularFile } from '../src/read-file.js';
+import { readRegularFile } from '../src/core/read-file.js';
 import { loadIdentities } from '../src/snapshot/targets/age.js';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';

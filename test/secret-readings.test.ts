@@ -1,8 +1,8 @@
 /** Masking over the readings of a text: every planted form masked, tail included; ordinary facts unchanged. */
 import { describe, expect, it } from 'vitest';
-import { maskSecrets, maskSecretsSync } from '../src/credentials.js';
+import { maskSecrets, maskSecretsSync } from '../src/text/credentials.js';
 import { plain } from '../src/digest/untrusted.js';
-import { readings } from '../src/secret-readings.js';
+import { readings } from '../src/text/secret-readings.js';
 import { asRead, fakeSecrets, secretCore } from './helpers/hostile.js';
 import { BENIGN, ENCODINGS, leaksIn, plainSecrets, plantedSecrets, secretParts } from './helpers/secret-forms.js';
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
-import { redactSecrets, redactText, rememberSecret } from '../src/secrets.js';
-import { createLogger } from '../src/logger.js';
-import { loadConfig } from '../src/config.js';
+import { redactSecrets, redactText, rememberSecret } from '../src/text/secrets.js';
+import { createLogger } from '../src/log/logger.js';
+import { loadConfig } from '../src/config/config.js';
 import { compileRules } from '../src/verifiers/rules.js';
 
 /** The redactor every record and output passes: each form a value from the environment may take on its way. */

@@ -4,7 +4,7 @@ import { chmodSync, linkSync, mkdirSync, statSync, symlinkSync, writeFileSync } 
 import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir } from './helpers/store.js';
-import { openStateDb } from '../src/state.js';
+import { openStateDb } from '../src/state/state.js';
 
 /**
  * memory-warden's records never go into a store. A stateDb that was a store's own file (by the same path written

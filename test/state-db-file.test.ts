@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { ids, makeStore, tempDir } from './helpers/store.js';
 import { closeSockets, fifoAt, isRoot, nullDeviceAt, socketAt } from './helpers/not-files.js';
-import { openStateDb } from '../src/state.js';
+import { openStateDb } from '../src/state/state.js';
 
 const mode = (path: string) => statSync(path).mode & 0o7777;
 

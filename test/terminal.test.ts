@@ -3,7 +3,7 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli } from './helpers/cli.js';
 import { makeStore, tempDir, type Row } from './helpers/store.js';
-import { openStateDb } from '../src/state.js';
+import { openStateDb } from '../src/state/state.js';
 import { storeNameForPath } from '../src/layouts/open.js';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalBound, classifyTime, FIRST_INSTANT, LAST_INSTANT, parseInstant, textUpperBound, toCanonical, parseDuration } from '../src/time.js';
+import { canonicalBound, classifyTime, FIRST_INSTANT, LAST_INSTANT, parseInstant, textUpperBound, toCanonical, parseDuration } from '../src/time/instants.js';
 
 describe('parseInstant', () => {
   const at = Date.UTC(2026, 7, 8, 10, 0, 0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { escapedLine, headerText, jsonText, oneLine, terminalText } from '../src/untrusted.js';
+import { escapedLine, headerText, jsonText, oneLine, terminalText } from '../src/text/untrusted.js';
 import { hiddenCodePoints } from './helpers/hostile.js';
 
 // Every control but \n, every format character, line and paragraph separators, default-ignorables.

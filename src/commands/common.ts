@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import { parseInstant, systemClock, type Clock } from '../time.js';
-import { usageError } from '../errors.js';
-import { LOG_LEVELS } from '../log-levels.js';
-import { escapedLine, jsonText, terminalText } from '../untrusted.js';
-import { noProgress, type Progress } from '../progress.js';
-import { terminalProgress } from '../progress-terminal.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { parseInstant, systemClock, type Clock } from '../time/instants.js';
+import { usageError } from '../core/errors.js';
+import { LOG_LEVELS } from '../log/levels.js';
+import { escapedLine, jsonText, terminalText } from '../text/untrusted.js';
+import { noProgress, type Progress } from '../progress/progress.js';
+import { terminalProgress } from '../progress/terminal.js';
 
 /** Options every store command accepts. */
 export interface StoreOptions {
@@ -46,7 +46,7 @@ export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: stri
  * the commands.
  */
 export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress; dbStore?: string }> {
-  const [{ quickConfig }, { createLogger }] = await Promise.all([import('../config-read.js'), import('../logger.js')]);
+  const [{ quickConfig }, { createLogger }] = await Promise.all([import('../config/read.js'), import('../log/logger.js')]);
   const file = opts.config ?? process.env.MEMORY_WARDEN_CONFIG;
   let config: Config;
   let dbStore = await storeNameForDb(opts.db);
@@ -60,7 +60,7 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
       (await import('../store/files.js')).assertStateApart(quick);
       (await import('../snapshot/root.js')).assertSnapshotRootApart(quick);
     }
-    config = quick ?? (await import('../config.js')).loadConfig(load);
+    config = quick ?? (await import('../config/config.js')).loadConfig(load);
   }
   const g = globalOptions(cmd);
   const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
@@ -77,7 +77,7 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
  * points). That is refused, before anything is read or written.
  */
 async function dbStoreIn(file: string, db: string): Promise<{ config: Config; dbStore: string }> {
-  const [{ loadConfig }, { expandHome, isPlainObject, readYaml }, { sameFile }] = await Promise.all([import('../config.js'), import('../config-read.js'), import('../store/file-identity.js')]);
+  const [{ loadConfig }, { expandHome, isPlainObject, readYaml }, { sameFile }] = await Promise.all([import('../config/config.js'), import('../config/read.js'), import('../store/file-identity.js')]);
   const name = (await storeNameForDb(db))!;
   // A config that names no store (most of those given beside --db) is validated once, with the file's store in it:
   // the file as loadConfig parses it (escaped keys and merge keys read alike), the defaults name no store.
@@ -138,7 +138,7 @@ function parsed(read: () => unknown): unknown {
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
   const base = await loadForCommand(opts, cmd);
   if (base.dbStore === undefined) {
-    const { selectStore } = await import('../config-read.js');
+    const { selectStore } = await import('../config/read.js');
     return { ...base, storeName: selectStore(base.config, opts.store).name };
   }
   if (opts.store !== undefined && opts.store !== base.dbStore) {

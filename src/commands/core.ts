@@ -1,10 +1,10 @@
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES } from './job-names.js';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import type { PruneResult } from '../layouts/warden/prune.js';
-import type { Finding } from '../findings.js';
+import type { Finding } from '../job/findings.js';
 import { interruptSignal } from './waiting.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
@@ -48,7 +48,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
-      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       const report = (await runJob('integrity', { store: ctx.storeName }, { ...ctx, jobs: loadJob, record: false })) as CheckReport;
       if (opts.json) printJson(report);
       else printCheck(report);
@@ -69,7 +69,7 @@ export function registerCoreCommands(program: Command): void {
         name === 'prune' ? { store: ctx.storeName, dryRun: opts.dryRun ?? false }
         : global ? (ctx.storeName ? { stores: [ctx.storeName] } : {})
         : { store: ctx.storeName };
-      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       // Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it).
       const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
       if (opts.json) return printJson(result);
@@ -123,7 +123,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .action(async (opts: { config?: string }, cmd: Command) => {
       const { config } = await loadForCommand(opts, cmd);
-      const { scrubUrlCredentials } = await import('../logger.js');
+      const { scrubUrlCredentials } = await import('../log/logger.js');
       printJson(redactConfig(config, scrubUrlCredentials));
     });
 }

@@ -1,9 +1,9 @@
 import { Command } from 'commander';
 import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
 import type { DigestResult } from '../digest/digest.js';
-import { usageError } from '../errors.js';
-import { unwritableFile } from '../read-file.js';
-import { terminalText } from '../untrusted.js';
+import { usageError } from '../core/errors.js';
+import { unwritableFile } from '../core/read-file.js';
+import { terminalText } from '../text/untrusted.js';
 
 interface DigestOptions extends StoreOptions {
   preview?: boolean;
@@ -47,7 +47,7 @@ export function registerDigestCommands(program: Command): void {
         if (opts.out) log.info({ out: opts.out }, 'digest HTML written');
         return;
       }
-      const [{ runJob }, { loadJob }] = await Promise.all([import('../runner.js'), import('./job-loaders.js')]);
+      const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: loadJob, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
       for (const d of result.deliveries) {

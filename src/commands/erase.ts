@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
-import type { EraseReceipt, EraseSelector } from '../erase.js';
-import { usageError } from '../errors.js';
+import type { EraseReceipt, EraseSelector } from '../erase/erase.js';
+import { usageError } from '../core/errors.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 
 interface EraseCliOptions extends StoreOptions {
@@ -49,7 +49,7 @@ export function registerEraseCommands(program: Command): void {
             // already running finishes there and keeps its receipt on that host.
             signal: interruptSignal(), outcomeKeptAt: `memory-warden erase receipts --store ${ctx.storeName}, on host ${host}`,
           })) as EraseReceipt)
-        : await (await import('../erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
+        : await (await import('../erase/erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
       const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);
@@ -66,7 +66,7 @@ export function registerEraseCommands(program: Command): void {
       // Options the parent command also defines are parsed by the parent: read both.
       const opts: StoreOptions = { ...(c.parent?.opts() as StoreOptions), ...own };
       const ctx = await loadForCommand(opts, c);
-      const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase-receipts.js'), import('../config.js')]);
+      const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase/receipts.js'), import('../config/config.js')]);
       const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
       if (opts.json) return printJson(rows);
       for (const r of rows) print`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`;

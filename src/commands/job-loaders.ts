@@ -1,4 +1,4 @@
-import type { JobDefinition, JobLoader } from '../job.js';
+import type { JobDefinition, JobLoader } from '../job/job.js';
 
 /**
  * Each job by name, imported when it is run: `memory-warden check` loads the integrity job, not the digest's

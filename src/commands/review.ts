@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import { addStoreOptions, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
 import type { ReviewDecision, ReviewList } from '../drift/review.js';
 
@@ -18,7 +18,7 @@ export function registerReviewCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions, cmd: Command) =>
       withReview(opts, cmd, false, async (ctx, store, state) => {
-        const [{ listReview }, { maskDeep, maskSecretsSync }] = await Promise.all([reviewModule(), import('../credentials.js')]);
+        const [{ listReview }, { maskDeep, maskSecretsSync }] = await Promise.all([reviewModule(), import('../text/credentials.js')]);
         const list = await listReview(store, state, ctx.config, ctx.now());
         // --json is exact; a person's terminal gets credentials masked (ids stay exact: they are typed back), with
         // the catalogue first, then each shown text again as the digest and the page mask it.
@@ -60,7 +60,7 @@ async function withReview(
 ): Promise<void> {
   const ctx = await storeContext(opts, cmd);
   const [{ openStore }, { layoutOf }, { openStateDb }, { assertIntact }, { expandHome }] = await Promise.all([
-    import('../layouts/open.js'), import('../layouts/registry.js'), import('../state.js'), import('../store/sqlite.js'), import('../config.js'),
+    import('../layouts/open.js'), import('../layouts/registry.js'), import('../state/state.js'), import('../store/sqlite.js'), import('../config/config.js'),
   ]);
   const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
   try {
@@ -92,7 +92,7 @@ function report(d: ReviewDecision, opts: StoreOptions): void {
   print`${d.store}: ${what}${d.resolved > 0 ? ` (${d.resolved} waiting item(s) resolved)` : ''}`;
 }
 
-/** `masked`: the one masking of text a person sees (src/credentials.ts), for every value that came from the store. */
+/** `masked`: the one masking of text a person sees (src/text/credentials.ts), for every value that came from the store. */
 function printList(l: ReviewList, masked: (text: unknown) => string): void {
   print`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`;
   if (l.pending.length > 0) print`\nwaiting for a person:`;

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import { loadForCommand, print, type StoreOptions } from './common.js';
 
 /** `serve`: the review page; `--link` prints a signed link to it, `--hash-password` a line for the users file. */
@@ -19,7 +19,7 @@ export function registerServeCommands(program: Command): void {
       const { config, log, now } = await loadForCommand(opts, cmd);
       if (opts.link) {
         const [{ selectStore }, { reviewKey }, { reviewLink }] = await Promise.all([
-          import('../config.js'), import('../review-web/tokens.js'), import('../review-web/links.js'),
+          import('../config/config.js'), import('../links/tokens.js'), import('../digest/review-links.js'),
         ]);
         const store = selectStore(config, opts.link).name;
         const { host, port } = config.review.listen;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
 import { addStoreOptions, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
 
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */

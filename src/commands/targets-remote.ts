@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { print, printJson, type CommandContext } from './common.js';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { FETCH_PREFIX, fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
 import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';

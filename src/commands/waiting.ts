@@ -2,8 +2,8 @@
  * What a command that waits shares: the --timeout it waits at most, and Ctrl-C (or SIGTERM) as a signal, so it can
  * say what it leaves behind instead of dying without a word.
  */
-import { usageError } from '../errors.js';
-import { timerMax, timerTooLong } from '../timer-limit.js';
+import { usageError } from '../core/errors.js';
+import { timerMax, timerTooLong } from '../time/timer-limit.js';
 
 /** `--timeout <seconds>`: a positive number of seconds a timer can hold; a usage error naming the option otherwise. */
 export function timeoutSeconds(text: string): number {

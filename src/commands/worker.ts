@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { line, loadForCommand, print, printJson, show } from './common.js';
-import { usageError } from '../errors.js';
+import { usageError } from '../core/errors.js';
 import { JOB_SCOPES } from './job-names.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import type { SchedulerListing } from '../queue/schedules.js';
 import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 
 /** `--host NAME` is worker.host: which host this process is (src/queue/hosts.ts). */
 async function withHost(config: Config, host: string | undefined): Promise<Config> {
@@ -87,7 +87,7 @@ export function registerWorkerCommands(program: Command): void {
       const { config, log } = await loadForCommand({ config: opts.config }, cmd);
       const global = scope === 'global';
       if (global && opts.store) throw usageError(`${name} covers every store at once; --store does not apply`);
-      const { selectStore } = await import('../config.js');
+      const { selectStore } = await import('../config/config.js');
       const store = global ? null : selectStore(config, opts.store).name;
       const data = store === null ? {} : { store };
       const what = store === null ? name : `${name} ${store}`;

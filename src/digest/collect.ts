@@ -1,15 +1,15 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
-import type { JobContext } from '../job.js';
+import type { JobContext } from '../job/job.js';
 import type { CheckReport } from '../layouts/contract.js';
 import { openStore, storeSelector } from '../layouts/open.js';
-import { lastRun } from '../state.js';
-import { parseInstant, toCanonical, type Instant } from '../time.js';
+import { lastRun } from '../state/state.js';
+import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
-import { maskDeep, preloadCatalogue } from '../credentials.js';
-import { attachReviewLinks } from '../review-web/links.js';
+import { maskDeep, preloadCatalogue } from '../text/credentials.js';
+import { attachReviewLinks } from './review-links.js';
 import { fileIdentity } from '../store/file-identity.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 

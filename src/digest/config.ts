@@ -1,5 +1,5 @@
 import { z } from '../vendor/zod.js';
-import { timerDuration } from '../timer-duration.js';
+import { timerDuration } from '../time/timer-duration.js';
 
 export const smtpSchema = z.strictObject({
   host: z.string().min(1).describe('SMTP server; needed only to send the digest (`digest --preview` needs none).'),

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../store/sqlite.js';
-import type { Config } from '../config.js';
-import { parseInstant, toCanonical, type Instant } from '../time.js';
+import type { Config } from '../config/config.js';
+import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 
 /**
  * The delivery record that makes the digest arrive exactly once per day per recipient list (table

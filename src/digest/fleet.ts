@@ -1,11 +1,11 @@
 import { z } from '../vendor/zod.js';
-import type { Config } from '../config.js';
-import { expandHome } from '../config.js';
-import type { JobContext } from '../job.js';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import type { JobContext } from '../job/job.js';
 import type { TaskKind } from '../queue/tasks.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
-import { openStateDb } from '../state.js';
-import { usageError } from '../errors.js';
+import { openStateDb } from '../state/state.js';
+import { usageError } from '../core/errors.js';
 import { collectSections, emptySection, type CollectOptions } from './collect.js';
 import type { StoreSection } from './model.js';
 

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Clock, type Instant } from '../time.js';
-import type { Logger } from '../logger.js';
+import { toCanonical, type Clock, type Instant } from '../time/instants.js';
+import type { Logger } from '../log/logger.js';
 import { claimDelivery, dayOf, markFailed, markQuiet, markSent, periodStart, type Claim, type ClaimOptions, type Delivery } from './deliveries.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { StoreSelector } from '../layouts/open.js';
-import type { Finding } from '../findings.js';
+import type { Finding } from '../job/findings.js';
 
 /**
  * What one digest says, as data: collected from the stores and the state db (collect.ts), rendered to text

@@ -1,4 +1,4 @@
-import type { Finding } from '../findings.js';
+import type { Finding } from '../job/findings.js';
 import type { DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
 import { escapeHtml, headerText, html, plain, reviewCommands } from './untrusted.js';
 

@@ -1,7 +1,7 @@
 import nodemailer from 'nodemailer';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { SmtpConfig } from './config.js';
-import { configError, transientError, WardenError } from '../errors.js';
+import { configError, transientError, WardenError } from '../core/errors.js';
 import { headerText } from './untrusted.js';
 import { digestTimeZone, isTimeZone } from './deliveries.js';
 

@@ -5,8 +5,8 @@
  * `plain`, `html` and `fieldValue` are the only ways store text reaches the digest and the page.
  */
 import type { StoreSelector } from '../layouts/open.js';
-import { clip, headerText, oneLine, terminalText } from '../untrusted.js';
-import { maskSecretsSync } from '../credentials.js';
+import { clip, headerText, oneLine, terminalText } from '../text/untrusted.js';
+import { maskSecretsSync } from '../text/credentials.js';
 
 export { clip, headerText, oneLine };
 /** The synchronous generic rules; the digest model also goes through the secretlint catalogue when collected. */

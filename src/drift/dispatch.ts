@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
-import type { Logger } from '../logger.js';
-import { silentLogger } from '../logger.js';
-import type { Instant } from '../time.js';
+import type { Logger } from '../log/logger.js';
+import { silentLogger } from '../log/logger.js';
+import type { Instant } from '../time/instants.js';
 import { createVerifierContext, ReadCache, realRoots } from '../verifiers/context.js';
 import { fill, fillTree, judge, matchRule, type CompiledRule, type Template } from '../verifiers/rules.js';
 import type { VerifierRegistry } from '../verifiers/registry.js';
 import { Refusal, isNoReading, type Allowlists, type MemoryUnderReview, type Verifier, type VerifierResult } from '../verifiers/types.js';
 import type { VerdictRow } from './record.js';
-import { redactSecrets, redactText } from '../secrets.js';
+import { redactSecrets, redactText } from '../text/secrets.js';
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
@@ -259,7 +259,7 @@ export async function readSource(plan: Planned, env: ReadEnv): Promise<Reading> 
 }
 
 /**
- * A decision as it may be recorded and printed: values from the environment (src/secrets.ts) taken out of its
+ * A decision as it may be recorded and printed: values from the environment (src/text/secrets.ts) taken out of its
  * evidence and of the replacement row. The memory itself is left as the store has it: applying compares with it.
  */
 export function redactDecision(d: Decision): Decision {

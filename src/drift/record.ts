@@ -1,6 +1,6 @@
 import type { Db } from '../store/sqlite.js';
-import { toCanonical, type Instant } from '../time.js';
-import { redactSecrets, redactText } from '../secrets.js';
+import { toCanonical, type Instant } from '../time/instants.js';
+import { redactSecrets, redactText } from '../text/secrets.js';
 
 /**
  * drift_verdicts in the state db: every verdict a verifier or a person gave. An item "awaits a person" while

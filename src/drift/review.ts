@@ -1,12 +1,12 @@
 import { layoutOf } from '../layouts/registry.js';
 import { userInfo } from 'node:os';
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { StoreHandle } from '../layouts/open.js';
 import type { Db } from '../store/sqlite.js';
 import { withMaintenanceLock } from '../store/lock.js';
-import { usageError } from '../errors.js';
-import { LAST_INSTANT, parseDuration, toCanonical, type Instant } from '../time.js';
+import { usageError } from '../core/errors.js';
+import { LAST_INSTANT, parseDuration, toCanonical, type Instant } from '../time/instants.js';
 import { pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
 import type { MemoryUnderReview } from '../verifiers/types.js';
 import type { Correction, CurrentMemory, DecisionGuard } from '../layouts/contract.js';

@@ -1,6 +1,6 @@
-import type { Config } from '../config.js';
-import { expandHome } from '../config.js';
-import { configError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import { configError } from '../core/errors.js';
 import { loadPlugins } from '../verifiers/plugins.js';
 import { createRegistry, type VerifierRegistry } from '../verifiers/registry.js';
 import { compileRules, fillTree, type CompiledRule } from '../verifiers/rules.js';

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import { redactSecrets } from '../secrets.js';
+import { redactSecrets } from '../text/secrets.js';
 import { judge } from '../verifiers/rules.js';
 import { z } from '../vendor/zod.js';
-import type { Config } from '../config.js';
-import { coerceError, configError, transientError, usageError } from '../errors.js';
-import type { TaskDispatch } from '../job.js';
+import type { Config } from '../config/config.js';
+import { coerceError, configError, transientError, usageError } from '../core/errors.js';
+import type { TaskDispatch } from '../job/job.js';
 import type { TaskContext, TaskKind } from '../queue/tasks.js';
 import { ReadCache, realRoots } from '../verifiers/context.js';
 import { isNoReading, type Allowlists, type MemoryUnderReview, type VerifierResult } from '../verifiers/types.js';

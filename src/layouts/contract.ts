@@ -1,11 +1,11 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { PointStore, RowVectors } from '../vectors/contract.js';
-import type { JobContext } from '../job.js';
-import type { Finding } from '../findings.js';
-import type { Instant } from '../time.js';
-import type { Logger } from '../logger.js';
-import type { Progress } from '../progress.js';
+import type { JobContext } from '../job/job.js';
+import type { Finding } from '../job/findings.js';
+import type { Instant } from '../time/instants.js';
+import type { Logger } from '../log/logger.js';
+import type { Progress } from '../progress/progress.js';
 import type { MemoryUnderReview, Verdict } from '../verifiers/types.js';
 
 /**
@@ -63,7 +63,7 @@ export interface Layout {
    * chain or expiry column: it is corrected through mem0, or erased). A usage error when no live memory has that id.
    */
   correct?(store: StoreHandle, opts: CorrectOptions): Promise<Corrected>;
-  /** Remove every memory the selector names from every part of the store (see src/erase.ts). */
+  /** Remove every memory the selector names from every part of the store (see src/erase/erase.ts). */
   erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
 }
 
@@ -84,7 +84,7 @@ export interface PruneOptions {
   ctx: JobContext;
   /**
    * Told each batch (memory id, its user where the layout knows one) before it is deleted: erase's ledger
-   * (src/erase-ledger.ts), so `erase --user` still finds what prune took. Layouts without users ignore it.
+   * (src/erase/ledger.ts), so `erase --user` still finds what prune took. Layouts without users ignore it.
    */
   beforeDelete?: (memories: { id: string; user: string | null }[], at: Instant) => void;
 }
@@ -352,9 +352,9 @@ export interface EraseOptions {
   vectorsLost?: boolean;
   /** Record the receipt in the state db (default true; never for a dry run). */
   record?: boolean;
-  /** How far the deletes have got, on a terminal (src/progress.ts). */
+  /** How far the deletes have got, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
-  /** Set by erase for --user: memories memory-warden itself deleted for this person (erase-ledger.ts). */
+  /** Set by erase for --user: memories memory-warden itself deleted for this person (src/erase/ledger.ts). */
   deletedIds?: readonly string[];
 }
 
@@ -363,7 +363,7 @@ export interface LayoutEraseOptions extends EraseOptions {
   dryRun: boolean;
   /**
    * Called after each of the deletes' transactions commits (erase asks its worker for a WAL checkpoint there,
-   * src/erase.ts). A layout that deletes in one transaction, or not through the store's connection, may ignore it.
+   * src/erase/erase.ts). A layout that deletes in one transaction, or not through the store's connection, may ignore it.
    */
   afterCommit?: () => void;
 }

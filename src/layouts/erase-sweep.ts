@@ -1,6 +1,6 @@
-import { textFinder } from '../needles.js';
+import { textFinder } from '../text/needles.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../vectors/contract.js';
-import { asciiLower } from '../needles.js';
+import { asciiLower } from '../text/needles.js';
 
 // What erase shares between layouts: a sweep of vector collections for points still holding erased text.
 

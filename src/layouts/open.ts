@@ -1,5 +1,5 @@
 import { basename } from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { StoreConfig } from '../store/config.js';
 import { layoutFor } from './registry.js';

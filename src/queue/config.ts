@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { z } from '../vendor/zod.js';
-import { timerDuration } from '../timer-duration.js';
+import { timerDuration } from '../time/timer-duration.js';
 
 const require = createRequire(import.meta.url);
 

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
-import { transientError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { transientError } from '../core/errors.js';
+import type { Logger } from '../log/logger.js';
 
 /** `redis://user:secret@host:6379/0` → `redis://user:***@host:6379/0`: the only form of a Redis URL we print. */
 export function redactRedisUrl(url: string): string {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import type { JobDefinition } from '../job.js';
+import type { Config } from '../config/config.js';
+import type { JobDefinition } from '../job/job.js';
 import { hostOfStore, storesOn, thisHost } from './hosts.js';
 import { isSilent, readHeartbeats, readSuccesses } from './fleet.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from './schedules.js';

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import type { Config } from '../config.js';
-import { configError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { configError } from '../core/errors.js';
 
 /**
  * Where a store lives. Every store belongs to one host, the machine that holds its file: `host:` in the store's

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { transientError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { transientError } from '../core/errors.js';
+import type { Logger } from '../log/logger.js';
 
 /**
  * The per-store writer lock across machines: a Redis key holding a random token, with an expiry. The holder

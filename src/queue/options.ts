@@ -1,5 +1,5 @@
 import type { JobsOptions } from 'bullmq';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 
 /** The BullMQ options every job gets, scheduled or enqueued by hand: retries, backoff, bounded history. */
 export function jobOptions(config: Config): Pick<JobsOptions, 'attempts' | 'backoff' | 'removeOnComplete' | 'removeOnFail'> {

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { globalHost, hostOfStore, hostQueueName } from './hosts.js';
 
 /** The shared queue on the configured prefix (jobs for every store at once), sharing one connection. */

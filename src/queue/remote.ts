@@ -1,8 +1,8 @@
 import { QueueEvents, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import { coerceError, transientError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { coerceError, transientError } from '../core/errors.js';
 import { connectRedis } from './connection.js';
 import { jobOptions } from './options.js';
 import { openQueueFor } from './queues.js';

@@ -1,11 +1,11 @@
 import type { Queue } from 'bullmq';
-import type { Config } from '../config.js';
-import type { JobDefinition } from '../job.js';
-import type { Logger } from '../logger.js';
-import { configError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import type { JobDefinition } from '../job/job.js';
+import type { Logger } from '../log/logger.js';
+import { configError } from '../core/errors.js';
 import { jobOptions } from './options.js';
 import { globalHost, hostOfStore } from './hosts.js';
-import { systemClock, type Clock } from '../time.js';
+import { systemClock, type Clock } from '../time/instants.js';
 
 /** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
 export interface PlannedScheduler {

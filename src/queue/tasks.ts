@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
 import { Queue, QueueEvents, UnrecoverableError, Worker, type Job, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import { coerceError, usageError } from '../errors.js';
-import type { TaskDispatch, TaskKind, TaskOutcome } from '../job.js';
-import type { Logger } from '../logger.js';
+import type { Config } from '../config/config.js';
+import { coerceError, usageError } from '../core/errors.js';
+import type { TaskDispatch, TaskKind, TaskOutcome } from '../job/job.js';
+import type { Logger } from '../log/logger.js';
 
 /**
  * Task queues: work a running job hands out and waits for (drift's source reads, src/drift/task.ts). Each kind has
@@ -13,8 +13,8 @@ import type { Logger } from '../logger.js';
  * bounds the tasks running at once across every worker sharing the Redis.
  */
 
-// A task kind is declared by the job that hands it out (JobDefinition.tasks, src/job.ts).
-export type { TaskContext, TaskKind } from '../job.js';
+// A task kind is declared by the job that hands it out (JobDefinition.tasks, src/job/job.ts).
+export type { TaskContext, TaskKind } from '../job/job.js';
 
 export interface TaskQueues {
   dispatch: TaskDispatch;

@@ -1,24 +1,24 @@
 import { hostname } from 'node:os';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import { expandHome } from '../config.js';
-import { coerceError, configError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import { runJob } from '../runner.js';
-import { systemClock, type Clock } from '../time.js';
-import { openStateDb } from '../state.js';
-import { WorkerMetrics } from '../metrics.js';
-import { startHttpServer, type Health, type HttpHandle } from '../http.js';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import { coerceError, configError } from '../core/errors.js';
+import type { Logger } from '../log/logger.js';
+import { runJob } from '../job/runner.js';
+import { systemClock, type Clock } from '../time/instants.js';
+import { openStateDb } from '../state/state.js';
+import { WorkerMetrics } from './metrics.js';
+import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, redactRedisUrl } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
 import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
 import { heartbeatTime, isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../core/version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
-import type { JobMap, TaskDispatch } from '../job.js';
+import type { JobMap, TaskDispatch } from '../job/job.js';
 import { finishInterruptedRestores } from '../snapshot/resume.js';
 
 export interface StartOptions {

@@ -1,6 +1,6 @@
-import { readRegularFile } from '../read-file.js';
+import { readRegularFile } from '../core/read-file.js';
 import { randomBytes, scryptSync, timingSafeEqual, createHash } from 'node:crypto';
-import { configError } from '../errors.js';
+import { configError } from '../core/errors.js';
 import type { ReviewWebConfig } from './config.js';
 import type { Account } from './sign-in-limits.js';
 

@@ -1,5 +1,5 @@
 import { z } from '../vendor/zod.js';
-import { pathField } from '../path-field.js';
+import { pathField } from '../config/path-field.js';
 import { parseSubnet } from './proxies.js';
 
 /**

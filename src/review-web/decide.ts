@@ -1,11 +1,11 @@
-import type { Config } from '../config.js';
-import { expandHome } from '../config.js';
-import { openStateDb } from '../state.js';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import { openStateDb } from '../state/state.js';
 import { openStore } from '../layouts/open.js';
 import { layoutOf } from '../layouts/registry.js';
-import { WardenError, coerceError } from '../errors.js';
+import { WardenError, coerceError } from '../core/errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
-import type { Instant } from '../time.js';
+import type { Instant } from '../time/instants.js';
 import { maskSecrets, plain } from '../digest/untrusted.js';
 import { seenState } from './seen.js';
 import { pendingItems } from '../drift/record.js';

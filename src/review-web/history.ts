@@ -1,9 +1,9 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { StoreHandle } from '../layouts/open.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules } from '../digest/flags.js';
-import { DAY_MS, toCanonical, type Instant } from '../time.js';
+import { DAY_MS, toCanonical, type Instant } from '../time/instants.js';
 
 /** One UTC day of one store, as far as it was recorded; null where nothing ran that day. */
 export interface DayFigures {

@@ -3,8 +3,8 @@ import type { DrawnRow, Queue } from './decide.js';
 import { seenState } from './seen.js';
 import { encodeFormId } from './form-id.js';
 import { escapeHtml, fieldValue, html, idHoldsSecret } from '../digest/untrusted.js';
-import { DAY_MS, parseInstant, type Instant } from '../time.js';
-import { itemAnchor } from './tokens.js';
+import { DAY_MS, parseInstant, type Instant } from '../time/instants.js';
+import { itemAnchor } from '../links/tokens.js';
 import { activityChart, gapChart, legend } from './chart.js';
 
 /**

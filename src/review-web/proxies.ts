@@ -3,7 +3,7 @@
  * when it names none). Only their requests' user and client headers are read; anyone else's are not.
  */
 import { BlockList, isIP } from 'node:net';
-import { configError } from '../errors.js';
+import { configError } from '../core/errors.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
 

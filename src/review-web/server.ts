@@ -1,11 +1,11 @@
 import { Hono } from 'hono';
 import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import { systemClock, type Clock } from '../time.js';
-import { configError } from '../errors.js';
-import { itemAnchor } from './tokens.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { systemClock, type Clock } from '../time/instants.js';
+import { configError } from '../core/errors.js';
+import { itemAnchor } from '../links/tokens.js';
 import { confirmDeletePage, loginPage, messagePage } from './pages.js';
 import { decide, decisionText, deletePlan, type DecisionForm } from './decide.js';
 import { decodeFormId } from './form-id.js';

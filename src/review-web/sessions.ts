@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Instant } from '../time.js';
+import type { Instant } from '../time/instants.js';
 
 /**
  * Signed-in sessions, in memory (a restart signs everyone out; a digest link signs them in again). A session is

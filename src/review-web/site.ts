@@ -1,9 +1,9 @@
 import type { Context } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import type { Clock } from '../time.js';
-import { reviewKey, verifyLink, type LinkClaims } from './tokens.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
+import { reviewKey, verifyLink, type LinkClaims } from '../links/tokens.js';
 import { makeAuthenticator, type Authenticator } from './auth.js';
 import { Sessions, type Session } from './sessions.js';
 import { messagePage, storePage, type PageContext } from './pages.js';

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { StoreConfig } from '../store/config.js';
-import type { Logger } from '../logger.js';
-import type { Clock } from '../time.js';
-import { toFolderStamp } from '../time.js';
-import { coerceError, storeError, usageError } from '../errors.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
+import { toFolderStamp } from '../time/instants.js';
+import { coerceError, storeError, usageError } from '../core/errors.js';
 import { openStore } from '../layouts/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { makeDirPrivate } from '../store/private-file.js';
@@ -19,7 +19,7 @@ import {
   storeSnapshotDir, writePrivateFile,
 } from './layout.js';
 import { applyRetention, nextSeq } from './retention.js';
-import type { Progress } from '../progress.js';
+import type { Progress } from '../progress/progress.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
 
 export interface SnapshotOptions {
@@ -29,7 +29,7 @@ export interface SnapshotOptions {
   reason?: Manifest['reason'];
   /** Take the store's maintenance lock (default). Restore, which already holds it, says false. */
   storeLock?: boolean;
-  /** Bytes written so far, file by file, on a terminal (src/progress.ts). */
+  /** Bytes written so far, file by file, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
 }
 

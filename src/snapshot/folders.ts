@@ -4,7 +4,7 @@
  */
 import { lstatSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { sha256File, SNAPSHOT_NAME, storeSnapshotDir } from './layout.js';
 import { MANIFEST, readManifest, type Manifest } from './manifest.js';
 

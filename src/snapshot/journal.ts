@@ -1,9 +1,9 @@
 import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { readRegularFile } from '../read-file.js';
+import { readRegularFile } from '../core/read-file.js';
 import { dirname } from 'node:path';
-import { storeError, usageError } from '../errors.js';
+import { storeError, usageError } from '../core/errors.js';
 import { FILE_MODE, fsyncPath } from './layout.js';
-import { finding, type Finding } from '../findings.js';
+import { finding, type Finding } from '../job/findings.js';
 
 export const JOURNAL_FORMAT = 'memory-warden-restore/1';
 

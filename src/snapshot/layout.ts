@@ -2,15 +2,15 @@ import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { storeError } from '../errors.js';
-import { openRegularFile } from '../read-file.js';
-import type { Config } from '../config.js';
-import { expandHome } from '../config-read.js';
+import { storeError } from '../core/errors.js';
+import { openRegularFile } from '../core/read-file.js';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { ensurePrivateDir } from '../store/private-file.js';
 import { MANIFEST } from './manifest.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../log/logger.js';
 
 /**
  * Where snapshots live: `<root>/<store>/<2026-11-29T060000Z>/`, one folder per snapshot, built as

@@ -1,8 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { readRegularFile } from '../read-file.js';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { storeError } from '../errors.js';
+import { readRegularFile } from '../core/read-file.js';
+import { join } from 'node:path';
+import { storeError } from '../core/errors.js';
+import { VERSION } from '../core/version.js';
 
 export const MANIFEST = 'manifest.json';
 export const MANIFEST_FORMAT = 'memory-warden-snapshot/1';
@@ -70,21 +69,9 @@ export interface Manifest {
   files: Record<string, FileEntry>;
 }
 
-let version: string | undefined;
-
-/** memory-warden's version, from the package.json above this module (src/ under tests, dist/src/ when built). */
+/** memory-warden's version, recorded in every manifest. */
 export function toolVersion(): string {
-  if (version) return version;
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++) {
-    const candidate = join(dir, 'package.json');
-    if (existsSync(candidate)) {
-      const pkg = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'memory-warden' && pkg.version) return (version = pkg.version);
-    }
-    dir = dirname(dir);
-  }
-  return (version = 'unknown');
+  return VERSION;
 }
 
 export function readManifest(folder: string): Manifest {

@@ -1,14 +1,14 @@
 import { rmSync } from 'node:fs';
 import { layoutFor } from '../layouts/registry.js';
 import { basename, dirname, join, resolve } from 'node:path';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import type { Clock } from '../time.js';
-import { storeError, usageError, WardenError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
+import { storeError, usageError, WardenError } from '../core/errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { sha256File } from './layout.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
-import type { Progress } from '../progress.js';
+import type { Progress } from '../progress/progress.js';
 import { takeSnapshot } from './create.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
@@ -22,7 +22,7 @@ export interface RestoreOptions {
   /** Restore even while another process has the store open, or without a pre-restore snapshot. */
   force?: boolean;
   dryRun?: boolean;
-  /** Bytes verified, then bytes recovered into Qdrant, on a terminal (src/progress.ts). */
+  /** Bytes verified, then bytes recovered into Qdrant, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
 }
 

@@ -1,11 +1,11 @@
 import { readdirSync, rmSync } from 'node:fs';
 import { layoutFor } from '../layouts/registry.js';
 import { basename, dirname, join } from 'node:path';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import type { Clock } from '../time.js';
-import type { Progress } from '../progress.js';
-import { storeError, usageError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
+import type { Progress } from '../progress/progress.js';
+import { storeError, usageError } from '../core/errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
@@ -19,7 +19,7 @@ import { destinations, replaceStoreFile, STAGING, stageSqlite, stagingPath, stor
 interface ApplyOptions {
   now: Clock;
   log: Logger;
-  /** Bytes uploaded to Qdrant so far, on a terminal (src/progress.ts). */
+  /** Bytes uploaded to Qdrant so far, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
 }
 

@@ -4,8 +4,8 @@
  */
 import { renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
 import { fsyncPath, PARTIAL_PREFIX, storeSnapshotDir } from './layout.js';
 import { proveSnapshot, snapshotFolders } from './folders.js';
 

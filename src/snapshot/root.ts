@@ -4,8 +4,8 @@
  */
 import { realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { expandHome } from '../config-read.js';
-import { configError } from '../errors.js';
+import { expandHome } from '../config/read.js';
+import { configError } from '../core/errors.js';
 import { storeFiles } from '../store/files.js';
 import type { StoreConfig } from '../store/config.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../log/logger.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
 import { ensurePrivateDir, FILE_MODE, fsyncPath } from './layout.js';
 

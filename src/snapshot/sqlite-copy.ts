@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { storeError, coerceError } from '../errors.js';
+import { storeError, coerceError } from '../core/errors.js';
 import { FILE_MODE } from './layout.js';
 
 export interface SqliteCopy {

@@ -1,8 +1,8 @@
 import { closeSync, constants, copyFileSync, existsSync, fchmodSync, fchownSync, fstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import type { Logger } from '../logger.js';
-import type { Progress } from '../progress.js';
-import { storeError, usageError } from '../errors.js';
+import type { Logger } from '../log/logger.js';
+import type { Progress } from '../progress/progress.js';
+import { storeError, usageError } from '../core/errors.js';
 import type { StoreConfig } from '../store/config.js';
 import { storeFiles } from '../store/files.js';
 import { collectionFile, snapshotCollections, vectorFileCopy } from './create.js';

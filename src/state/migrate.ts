@@ -1,5 +1,5 @@
 import type { Db } from '../store/sqlite.js';
-import { coerceError, storeError } from '../errors.js';
+import { coerceError, storeError } from '../core/errors.js';
 import { STATE_MIGRATIONS, type StateMigration } from './migrations/index.js';
 
 /**

@@ -1,6 +1,6 @@
 import { z } from '../vendor/zod.js';
-import { timerDuration } from '../timer-duration.js';
-import { pathField } from '../path-field.js';
+import { timerDuration } from '../time/timer-duration.js';
+import { pathField } from '../config/path-field.js';
 import { mem0CollectionConflict, mem0Schema } from '../layouts/mem0/config.js';
 import { mastraSchema } from '../layouts/mastra/config.js';
 

@@ -1,8 +1,8 @@
 import type { StoreConfig } from './config.js';
 import { entityVectorDbOf, mem0Of } from '../layouts/mem0/names.js';
-import { expandHome } from '../config-read.js';
+import { expandHome } from '../config/read.js';
 import { sameFile } from './file-identity.js';
-import { configError } from '../errors.js';
+import { configError } from '../core/errors.js';
 import { notRegularFile } from './private-file.js';
 
 /** The files on this machine that hold a store's data: its `db`, and mem0's vector files when it keeps them in SQLite. */

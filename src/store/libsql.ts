@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { assertSqliteFile, type Db } from './sqlite.js';
-import { storeError } from '../errors.js';
-import { TIMER_MAX_MS } from '../timer-limit.js';
+import { storeError } from '../core/errors.js';
+import { TIMER_MAX_MS } from '../time/timer-limit.js';
 
 // Stores whose layout reads them with libsql's engine (Layout.sqliteEngine): one SQLite library per file in this
 // process. Two libraries on one file do not see each other's connections: either one's close can checkpoint and

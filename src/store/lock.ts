@@ -1,6 +1,6 @@
 import { setJournalMode, type Db } from './sqlite.js';
 import { openPrivateDb } from './private-file.js';
-import { storeError, transientError } from '../errors.js';
+import { storeError, transientError } from '../core/errors.js';
 
 /**
  * One maintenance writer per store at a time, across processes on this machine: an open write transaction on a

@@ -1,6 +1,6 @@
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, type BigIntStats, type Stats } from 'node:fs';
 import type Database from 'better-sqlite3';
-import { storeError } from '../errors.js';
+import { storeError } from '../core/errors.js';
 import { openHandle, type Db } from './sqlite.js';
 
 /** What a path is, in the words of an error that says it is not a file. */

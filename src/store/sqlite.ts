@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import { statSync } from 'node:fs';
-import { storeError } from '../errors.js';
-import { parseInstant } from '../time.js';
-import { TIMER_MAX_MS } from '../timer-limit.js';
+import { storeError } from '../core/errors.js';
+import { parseInstant } from '../time/instants.js';
+import { TIMER_MAX_MS } from '../time/timer-limit.js';
 
 export type Db = Database.Database;
 

@@ -6,7 +6,7 @@ import { busyTimeoutMs, type Db } from './sqlite.js';
  * A second connection to a store on a worker thread: the whole-file passes that need nothing from the main thread
  * run there, on the second core, while the main thread goes on. Prune's checkpoints (src/store/checkpointer.ts),
  * check's integrity_check (src/layouts/warden/check.ts), the digest's review queue (src/layouts/warden/queue.ts), erase's quick_check, checkpoints and VACUUM
- * (src/erase-worker.ts) all go through it. Calls run in the order they were made.
+ * (src/erase/worker.ts) all go through it. Calls run in the order they were made.
  *
  * A call answers null when the thread could not run it at all (no thread, the thread died); `{ error }` when the
  * file would not open there or the operation failed: callers that can fall back do it on the store's own
@@ -28,7 +28,7 @@ function open({ path, readonly, busy, cacheKb }) {
     busyMs = busy || 0;
     db.pragma('wal_autocheckpoint = 0');
     if (cacheKb !== undefined) db.pragma('cache_size = -' + cacheKb);
-    // The exact time rule (parseInstant, src/time.ts) lives on the main thread: a statement that meets a time SQLite
+    // The exact time rule (parseInstant, src/time/instants.ts) lives on the main thread: a statement that meets a time SQLite
     // cannot compare as canonical text fails here, and its caller runs it on the store's own connection.
     db.function('warden_epoch', { deterministic: true }, (_) => { throw new Error('warden_epoch is not on the store thread'); });
   } catch (err) {

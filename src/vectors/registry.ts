@@ -1,4 +1,4 @@
-import { storeError } from '../errors.js';
+import { storeError } from '../core/errors.js';
 import type { CollectionSnapshots, RowVectors, VectorPlace, VectorStoreFactory } from './contract.js';
 import { QdrantStore } from './qdrant/index.js';
 import { qdrantPointStore } from './qdrant/points.js';

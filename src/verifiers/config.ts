@@ -1,6 +1,6 @@
 import { z } from '../vendor/zod.js';
-import { timerDuration } from '../timer-duration.js';
-import { pathField } from '../path-field.js';
+import { timerDuration } from '../time/timer-duration.js';
+import { pathField } from '../config/path-field.js';
 import { VERIFIER_NAME } from './define.js';
 
 /** A regular expression written in config: it must compile (named groups become template variables). */
@@ -90,4 +90,4 @@ export function resolveVerifyPaths(verify: unknown, abs: (p: unknown) => unknown
 }
 
 /** `verify.rules` is expanded by the rule compiler, not by loadConfig: `${group}` there is not an env variable. */
-export { RULES_CONFIG_PATH } from '../config-read.js';
+export { RULES_CONFIG_PATH } from '../config/read.js';

@@ -1,8 +1,8 @@
 import { constants, realpathSync, type Stats } from 'node:fs';
 import { open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
-import type { Logger } from '../logger.js';
-import type { Instant } from '../time.js';
+import type { Logger } from '../log/logger.js';
+import type { Instant } from '../time/instants.js';
 import { Refusal, type Allowlists, type VerifierContext } from './types.js';
 
 /** Reads shared by a whole run: the first memory asking for a key reads, the others wait for that read. */

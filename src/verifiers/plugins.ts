@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { configError } from '../errors.js';
+import { configError } from '../core/errors.js';
 import { isDefinedVerifier, verifierProblem } from './define.js';
 import type { Verifier } from './types.js';
 

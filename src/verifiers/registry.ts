@@ -1,4 +1,4 @@
-import { configError } from '../errors.js';
+import { configError } from '../core/errors.js';
 import type { Verifier } from './types.js';
 import file from './file.js';
 import git from './git.js';

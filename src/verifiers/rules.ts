@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
-import { configError } from '../errors.js';
-import { rememberSecret } from '../secrets.js';
+import { configError } from '../core/errors.js';
+import { rememberSecret } from '../text/secrets.js';
 import type { RuleConfig, VerifyConfig } from './config.js';
 import type { MemoryUnderReview } from './types.js';
 

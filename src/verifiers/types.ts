@@ -1,5 +1,5 @@
-import type { Logger } from '../logger.js';
-import type { Instant } from '../time.js';
+import type { Logger } from '../log/logger.js';
+import type { Instant } from '../time/instants.js';
 
 /**
  * The plug point of drift re-verification. A verifier reads the thing a memory describes (a file, a repo, a

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { openStateDb } from '../../src/state.js';
-import { createLogger } from '../../src/logger.js';
+import { openStateDb } from '../../src/state/state.js';
+import { createLogger } from '../../src/log/logger.js';
 import { createRedis } from '../../src/queue/connection.js';
 import { claimOrWait, redisLedger, stateLedger, type DeliveryLedger } from '../../src/digest/ledger.js';
 import type { Claim, ClaimOptions } from '../../src/digest/deliveries.js';
-import { toCanonical } from '../../src/time.js';
+import { toCanonical } from '../../src/time/instants.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { tempDir, until } from '../queue/fixtures.js';
 

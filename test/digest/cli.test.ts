@@ -8,8 +8,8 @@ import { CLI, cli } from '../helpers/cli.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, stateRows } from './fixtures.js';
-import { validateConfig } from '../../src/config.js';
-import { writeRegularFile } from '../../src/read-file.js';
+import { validateConfig } from '../../src/config/config.js';
+import { writeRegularFile } from '../../src/core/read-file.js';
 
 /** The built CLI (npm test builds first), as a person or cron runs it: separate processes, one config file. */
 let smtp: TestSmtp;

@@ -2,8 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, world, runDigestJob, stateRows } from './fixtures.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import { WardenError } from '../../src/errors.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { WardenError } from '../../src/core/errors.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, rowsBefore, withState } from './fixtures.js';
-import { toCanonical } from '../../src/time.js';
+import { toCanonical } from '../../src/time/instants.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };

@@ -3,9 +3,9 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { insertRows, tempDir } from '../helpers/store.js';
 import Database from 'better-sqlite3';
 import { NOW, HOUR, DAY, at, world, runDigestJob, stateRows, withState } from './fixtures.js';
-import { WardenError } from '../../src/errors.js';
+import { WardenError } from '../../src/core/errors.js';
 import { claimDelivery, listKey } from '../../src/digest/deliveries.js';
-import { parseInstant, toCanonical } from '../../src/time.js';
+import { parseInstant, toCanonical } from '../../src/time/instants.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { JOBS } from '../../jobs/index.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import type { JobContext } from '../../src/job.js';
-import { silentLogger } from '../../src/logger.js';
-import { runJob } from '../../src/runner.js';
-import { openStateDb } from '../../src/state.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import type { JobContext } from '../../src/job/job.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { runJob } from '../../src/job/runner.js';
+import { openStateDb } from '../../src/state/state.js';
 import { deliveries, type Delivery } from '../../src/digest/deliveries.js';
 import type { DigestResult } from '../../src/digest/digest.js';
 import { makeStore, type Row } from '../helpers/store.js';

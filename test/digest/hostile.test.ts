@@ -5,7 +5,7 @@ import { linksIn, htmlToText } from '../helpers/linkify.js';
 import { CONFUSABLE_LINKS, DISGUISES, LINK_FORMS, asRead, fakeSecrets, hiddenCodePoints, hiddenLinkVariants, secretCore } from '../helpers/hostile.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
 import { html, plain } from '../../src/digest/untrusted.js';
-import { maskDeep, maskSecrets } from '../../src/credentials.js';
+import { maskDeep, maskSecrets } from '../../src/text/credentials.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };

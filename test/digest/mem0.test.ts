@@ -3,7 +3,7 @@ import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir } from '../helpers/store.js';
 import { Mem0Fixture } from '../layouts/mem0-fixture.js';
-import { validateConfig } from '../../src/config.js';
+import { validateConfig } from '../../src/config/config.js';
 import { NOW, HOUR, DAY, runDigestJob } from './fixtures.js';
 
 /** A mem0 deployment (history.db + the Qdrant test server) in the digest, through the real SMTP server. */

@@ -5,9 +5,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, world, withState } from './fixtures.js';
 import { previewDigest } from '../../src/digest/digest.js';
-import { runJob } from '../../src/runner.js';
+import { runJob } from '../../src/job/runner.js';
 import { JOBS } from '../../jobs/index.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { fileIdentity } from '../../src/store/file-identity.js';
 
 /**

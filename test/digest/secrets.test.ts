@@ -12,8 +12,8 @@ import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.j
 import { renderHtml, renderText } from '../../src/digest/render.js';
 import type { DigestModel, StoreSection } from '../../src/digest/model.js';
 import { recordVerdict } from '../../src/drift/record.js';
-import { attachReviewLinks } from '../../src/review-web/links.js';
-import { validateConfig } from '../../src/config.js';
+import { attachReviewLinks } from '../../src/digest/review-links.js';
+import { validateConfig } from '../../src/config/config.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };

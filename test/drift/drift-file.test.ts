@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { drift } from '../../jobs/drift.js';
 import { pendingItems, verdictsFor } from '../../src/drift/record.js';
 import { configFor, daysAgo, insertRows, jobContext, liveIds, NOW, row, sandbox, withState, type Sandbox } from './helpers.js';
-import { toCanonical } from '../../src/time.js';
+import { toCanonical } from '../../src/time/instants.js';
 
 /** The drift job end to end against real files on disk: every verdict, the supersede chain, refusals. */
 describe('drift job with the file verifier', () => {

@@ -1,13 +1,13 @@
 import { mkdtempSync, rmSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { validateConfig, type Config } from '../../src/config.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 import { openDatabase, type Db } from '../../src/store/sqlite.js';
 import { initSchema } from '../../src/layouts/warden/schema.js';
-import { silentLogger } from '../../src/logger.js';
-import { parseInstant, toCanonical, DAY_MS } from '../../src/time.js';
-import type { JobContext } from '../../src/job.js';
-import { openStateDb } from '../../src/state.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { parseInstant, toCanonical, DAY_MS } from '../../src/time/instants.js';
+import type { JobContext } from '../../src/job/job.js';
+import { openStateDb } from '../../src/state/state.js';
 
 /** A temp folder with a real memory store (schema of BRIEF.md) and a state db; removed by cleanup(). */
 export interface Sandbox {

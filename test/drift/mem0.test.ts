@@ -10,7 +10,7 @@ import { pendingItems } from '../../src/drift/record.js';
 import { pyIsoUtc } from '../../src/layouts/mem0/memories.js';
 import { jobContext, withState } from './helpers.js';
 import { openStore } from '../../src/layouts/open.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { confirmMemory, listReview } from '../../src/drift/review.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);

@@ -4,12 +4,12 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { drift } from '../../jobs/drift.js';
 import { openStore } from '../../src/layouts/open.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory } from '../../src/drift/review.js';
 import { inBothTransactions, pendingItems, recordVerdict, verdictsFor } from '../../src/drift/record.js';
 import { configFor, daysAgo, insertRows, jobContext, liveIds, NOW, row, sandbox, withDb, withState, type Sandbox } from './helpers.js';
-import { DAY_MS, toCanonical } from '../../src/time.js';
-import type { Config } from '../../src/config.js';
+import { DAY_MS, toCanonical } from '../../src/time/instants.js';
+import type { Config } from '../../src/config/config.js';
 
 const CLI = resolve(import.meta.dirname, '../../dist/src/cli.js');
 

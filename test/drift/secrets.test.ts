@@ -7,12 +7,12 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { join, resolve } from 'node:path';
 import YAML from 'yaml';
 import { CLI } from '../helpers/cli.js';
-import { DAY_MS } from '../../src/time.js';
+import { DAY_MS } from '../../src/time/instants.js';
 import { configFor, daysAgo, insertRows, NOW, sandbox, withDb, withState, type Sandbox } from './helpers.js';
 import { createVerifyTask, type VerifyTaskPayload } from '../../src/drift/task.js';
-import { silentLogger } from '../../src/logger.js';
-import { loadConfig } from '../../src/config.js';
-import { runJob } from '../../src/runner.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { loadConfig } from '../../src/config/config.js';
+import { runJob } from '../../src/job/runner.js';
 
 /**
  * Class 7 of issue 11: a value from the environment put in a verifier rule (URL query, path, host, header, git URL,

@@ -3,11 +3,11 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { drift, type DriftResult } from '../../jobs/drift.js';
 import { openStore } from '../../src/layouts/open.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { confirmMemory } from '../../src/drift/review.js';
 import { pendingItems } from '../../src/drift/record.js';
-import { DAY_MS } from '../../src/time.js';
-import type { Config } from '../../src/config.js';
+import { DAY_MS } from '../../src/time/instants.js';
+import type { Config } from '../../src/config/config.js';
 import { configFor, daysAgo, insertRows, jobContext, liveIds, NOW, sandbox, withDb, withState, type Sandbox } from './helpers.js';
 
 /**

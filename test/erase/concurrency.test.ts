@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { startAgent } from '../helpers/agent.js';
-import { loadConfig } from '../../src/config.js';
-import { erase } from '../../src/erase.js';
-import { silentLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/config.js';
+import { erase } from '../../src/erase/erase.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 describe('erase beside a writing agent', () => {
   let dir: string;

@@ -6,13 +6,13 @@ import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { makeStore, tempDir, ids as rowIds } from '../helpers/store.js';
 import { Mem0Fixture } from '../layouts/mem0-fixture.js';
 import { writeSnapshotFolder } from '../helpers/snapshot-folder.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import { erase } from '../../src/erase.js';
-import { listReceipts } from '../../src/erase-receipts.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { erase } from '../../src/erase/erase.js';
+import { listReceipts } from '../../src/erase/receipts.js';
 import { openStore } from '../../src/layouts/open.js';
 import { layoutOf } from '../../src/layouts/registry.js';
 import { mem0Integrity } from '../../src/layouts/mem0/check.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
 const DAY = 86_400_000;

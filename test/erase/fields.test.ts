@@ -4,13 +4,13 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOBS } from '../../jobs/index.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import { erase, type EraseSelector } from '../../src/erase.js';
-import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { erase, type EraseSelector } from '../../src/erase/erase.js';
+import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state/state.js';
 import { recordVerdict } from '../../src/drift/record.js';
-import { runJob } from '../../src/runner.js';
-import { silentLogger } from '../../src/logger.js';
-import { DAY_MS, toCanonical } from '../../src/time.js';
+import { runJob } from '../../src/job/runner.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { DAY_MS, toCanonical } from '../../src/time/instants.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 
 /**

@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deletedFor, eraseKey, recordDeletions, userHmac } from '../../src/erase-ledger.js';
-import { earlierIdMacs, erasedSnapshots, recordErasedIds, recordErasedSnapshots, selectorMac } from '../../src/erase-needles.js';
+import { deletedFor, eraseKey, recordDeletions, userHmac } from '../../src/erase/ledger.js';
+import { earlierIdMacs, erasedSnapshots, recordErasedIds, recordErasedSnapshots, selectorMac } from '../../src/erase/needles.js';
 import { idMac } from '../../src/snapshot/targets/holds.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { tempDir } from '../helpers/store.js';
 
 let tmp: { dir: string; cleanup: () => void };

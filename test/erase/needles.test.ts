@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bytesFinder, textFinder } from '../../src/needles.js';
-import { payloadStrings, erase } from '../../src/erase.js';
-import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { bytesFinder, textFinder } from '../../src/text/needles.js';
+import { payloadStrings, erase } from '../../src/erase/erase.js';
+import { loadConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { makeStore, ids, tempDir } from '../helpers/store.js';
 import { addChain } from '../helpers/chains.js';
 import { writeSnapshotFolder } from '../helpers/snapshot-folder.js';

@@ -3,10 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sqliteHolds, type HoldsSearch } from '../../src/erase-snapshot-holds.js';
-import { eraseKey } from '../../src/erase-ledger.js';
+import { sqliteHolds, type HoldsSearch } from '../../src/erase/snapshot-holds.js';
+import { eraseKey } from '../../src/erase/ledger.js';
 import { holdsContain, holdsStream, idMac, userMac } from '../../src/snapshot/targets/holds.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { tempDir } from '../helpers/store.js';
 
 /**

@@ -2,7 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { validateConfig, type Config } from '../../src/config.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 import { makeStore, tempDir, type Row } from './store.js';
 import { qdrantTarget, type QdrantTarget } from './qdrant-server.js';
 

@@ -3,7 +3,7 @@
  * quoted-printable-encoded, and mixed), and ordinary facts that look encoded but hold none: the planted corpus.
  */
 import { asRead } from './hostile.js';
-import { readings } from '../../src/secret-readings.js';
+import { readings } from '../../src/text/secret-readings.js';
 
 const rep = (s: string, n: number) => s.repeat(Math.ceil(n / s.length)).slice(0, n);
 const cat = (...parts: string[]) => parts.join('');

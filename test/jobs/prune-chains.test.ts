@@ -3,13 +3,13 @@ import { join } from 'node:path';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
 import { addChain, assertValid } from '../helpers/chains.js';
 import { prune } from '../../jobs/prune.js';
-import { loadConfig, type Config } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
-import { erase } from '../../src/erase.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { erase } from '../../src/erase/erase.js';
 import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { deleteMemory } from '../../src/drift/review.js';
 import { openStore } from '../../src/layouts/open.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
 const RECENT = '2026-11-01 00:00:00';

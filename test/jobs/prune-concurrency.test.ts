@@ -5,8 +5,8 @@ import Database from 'better-sqlite3';
 import { makeStore, tempDir, type Row, walIndex } from '../helpers/store.js';
 import { startAgent } from '../helpers/agent.js';
 import { prune } from '../../jobs/prune.js';
-import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { pruneWarden } from '../../src/layouts/warden/prune.js';
 

@@ -5,8 +5,8 @@ import { readFileSync } from 'node:fs';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { prune } from '../../jobs/prune.js';
-import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { heavyRoots } from '../../src/layouts/warden/prune.js';
 

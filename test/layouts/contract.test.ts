@@ -9,15 +9,15 @@ import { MastraFixture } from './mastra-fixture.js';
 import { LAYOUTS } from '../../src/layouts/registry.js';
 import type { Layout, StoreHandle } from '../../src/layouts/contract.js';
 import { openStore } from '../../src/layouts/open.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
-import { openStateDb } from '../../src/state.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { openStateDb } from '../../src/state/state.js';
 import { verdictLog, verdictsFor } from '../../src/drift/record.js';
-import { erase } from '../../src/erase.js';
+import { erase } from '../../src/erase/erase.js';
 import { takeSnapshot } from '../../src/snapshot/create.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
-import { deletionRecorder } from '../../src/erase-ledger.js';
-import { toCanonical } from '../../src/time.js';
+import { deletionRecorder } from '../../src/erase/ledger.js';
+import { toCanonical } from '../../src/time/instants.js';
 
 /**
  * The store-layout contract (src/layouts/contract.ts), run over every registered layout: a layout that does not

@@ -3,11 +3,11 @@ import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
 import { mastraSdk, type MastraSdk } from '../helpers/mastra-sdk.js';
-import { validateConfig, type Config } from '../../src/config.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 import { openStore } from '../../src/layouts/open.js';
 import { LAYOUTS } from '../../src/layouts/registry.js';
-import { erase } from '../../src/erase.js';
-import { silentLogger } from '../../src/logger.js';
+import { erase } from '../../src/erase/erase.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 /**
  * The mastra layout on stores written by Mastra's own SDK (Node 22.13+): after memory-warden's erase and prune,

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
 import { MastraFixture } from './mastra-fixture.js';
 import { DIM } from '../helpers/mastra-embed.js';
-import { validateConfig, type Config } from '../../src/config.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 import { openStore } from '../../src/layouts/open.js';
 import { LAYOUTS } from '../../src/layouts/registry.js';
-import { erase } from '../../src/erase.js';
-import { silentLogger } from '../../src/logger.js';
+import { erase } from '../../src/erase/erase.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 /**
  * The mastra layout's own promises beyond the contract suite, on Mastra's tables written by test/layouts/

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { QdrantTarget } from '../helpers/qdrant-server.js';
-import { validateConfig, type Config } from '../../src/config.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 
 /**
  * A mem0 deployment written the way mem0 writes it (docs/mem0-layout.md): the exact DDL of mem0's SQLiteManager

@@ -168,7 +168,7 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     const erased = await run('erase', '--user', 'alice', '--snapshots', '--json', '--now', FAR);
     expect(erased.stderr).toBe('');
     expect(erased.code).toBe(0);
-    // her two, and the one prune took earlier: memory-warden's ledger remembers whose it was (src/erase-ledger.ts)
+    // her two, and the one prune took earlier: memory-warden's ledger remembers whose it was (src/erase/ledger.ts)
     expect(erased.json().memories).toBe(3);
     expect(erased.json().snapshots.deleted.length).toBeGreaterThan(0); // the snapshot taken above held her text
     expect(await linksOf(m, 'alice')).toEqual([]);

@@ -8,7 +8,7 @@ import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { openStore } from '../../src/layouts/open.js';
 import { mem0Integrity } from '../../src/layouts/mem0/check.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { join } from 'node:path';
 
 const NOW = Date.UTC(2026, 10, 29, 6, 0, 0);

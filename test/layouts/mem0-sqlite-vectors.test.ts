@@ -11,9 +11,9 @@ import { openStore } from '../../src/layouts/open.js';
 import { mem0Prune } from '../../src/layouts/mem0/memories.js';
 import { mem0CheckReport, mem0Integrity } from '../../src/layouts/mem0/check.js';
 import { writeFileSync } from 'node:fs';
-import { erase } from '../../src/erase.js';
-import { validateConfig, type Config } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { erase } from '../../src/erase/erase.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 /**
  * The TypeScript SDK's SQLite vector store as memory-warden's PointStore, on files the SDK itself wrote, and the

@@ -10,9 +10,9 @@ import { mem0Confirm, mem0ExpiryInstant, mem0Handle, mem0Prune, mem0ReviewDue, n
 import { mem0CheckReport, mem0Integrity, mountOf } from '../../src/layouts/mem0/check.js';
 import { mem0NewMemories, mem0NewRows } from '../../src/layouts/mem0/new-rows.js';
 import { lookTwiceReasons, lookTwiceRules } from '../../src/digest/flags.js';
-import { validateConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
-import type { Finding } from '../../src/findings.js';
+import { validateConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
+import type { Finding } from '../../src/job/findings.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0, 250);
 const DAY = 86_400_000;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WorkerMetrics } from '../../src/metrics.js';
+import { WorkerMetrics } from '../../src/queue/metrics.js';
 
 const at = Date.UTC(2026, 11, 2, 2, 0, 5);
 const sample = async (m: WorkerMetrics, name: string) =>

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { JOBS } from '../../jobs/index.js';
-import { silentLogger } from '../../src/logger.js';
-import { runJob } from '../../src/runner.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { runJob } from '../../src/job/runner.js';
 import { startWorker } from '../../src/queue/worker.js';
-import { openStateDb } from '../../src/state.js';
-import { parseInstant } from '../../src/time.js';
+import { openStateDb } from '../../src/state/state.js';
+import { parseInstant } from '../../src/time/instants.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { loadTestConfig, makeStore, tempDir } from '../queue/fixtures.js';
 

@@ -5,7 +5,7 @@ import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../h
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { initSchema } from '../../src/layouts/warden/schema.js';
 

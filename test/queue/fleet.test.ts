@@ -9,7 +9,7 @@ import { createRedis } from '../../src/queue/connection.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
-import { toCanonical } from '../../src/time.js';
+import { toCanonical } from '../../src/time/instants.js';
 import { assertBuilt, CLI, countRows, killAll, makeStore, spawnWorker, tempDir, until, type LogLine, type SpawnedWorker } from './fixtures.js';
 
 const exec = promisify(execFile);

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { WardenError } from '../../src/errors.js';
+import { WardenError } from '../../src/core/errors.js';
 import { createRedis } from '../../src/queue/connection.js';
 import { acquireStoreLock, extendStoreLock, releaseStoreLock, storeLockKey, tryAcquireStoreLock, withStoreLock } from '../../src/queue/lock.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS } from '../../jobs/index.js';
 import { join } from 'node:path';
-import { createLogger, scrubUrlCredentials } from '../../src/logger.js';
+import { createLogger, scrubUrlCredentials } from '../../src/log/logger.js';
 import { redactRedisUrl } from '../../src/queue/connection.js';
 import { startWorker } from '../../src/queue/worker.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';

@@ -2,8 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { join } from 'node:path';
 import { Worker, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { loadConfig, type Config } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
+import { createLogger } from '../../src/log/logger.js';
 import { JOBS } from '../../jobs/index.js';
 import { missedRunId, planSchedulers, syncSchedulers } from '../../src/queue/schedules.js';
 import { openHostQueue, openQueue } from '../../src/queue/queues.js';

@@ -3,7 +3,7 @@ import { JOBS } from '../../jobs/index.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/log/logger.js';
 import { startWorker, type RunningWorker } from '../../src/queue/worker.js';
 import { freePort, uniquePrefix } from '../helpers/redis.js';
 import { loadTestConfig, makeStore, tempDir, until, type LogLine } from './fixtures.js';

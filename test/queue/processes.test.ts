@@ -6,7 +6,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { jobOptions } from '../../src/queue/options.js';
 import { createRedis } from '../../src/queue/connection.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
 import { deletePrefix, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { assertBuilt, CLI, countRows, killAll, makeStore, spawnWorker, tempDir, until, writeConfig, type SpawnedWorker, type TestConfigInput } from './fixtures.js';
 

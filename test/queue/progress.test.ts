@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import type { Job, Queue } from 'bullmq';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/log/logger.js';
 import { jobOptions } from '../../src/queue/options.js';
 import { startWorker } from '../../src/queue/worker.js';
-import { runJob } from '../../src/runner.js';
+import { runJob } from '../../src/job/runner.js';
 import { JOBS } from '../../jobs/index.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { loadTestConfig, makeStore, tempDir, until } from './fixtures.js';

@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS } from '../../jobs/index.js';
 import { join } from 'node:path';
 import type { Job, Queue } from 'bullmq';
-import { createLogger, type Logger } from '../../src/logger.js';
-import { openStateDb } from '../../src/state.js';
+import { createLogger, type Logger } from '../../src/log/logger.js';
+import { openStateDb } from '../../src/state/state.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { acquireStoreLock, storeLockKey } from '../../src/queue/lock.js';
 import { jobOptions } from '../../src/queue/options.js';
 import { startWorker, type RunningWorker } from '../../src/queue/worker.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/config.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { countRows, loadTestConfig, makeStore, tempDir, until, type LogLine } from './fixtures.js';
 

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { previewDigest } from '../../src/digest/digest.js';
 import { verdictsFor } from '../../src/drift/record.js';
-import { DAY_MS, toCanonical } from '../../src/time.js';
+import { DAY_MS, toCanonical } from '../../src/time/instants.js';
 import { cli } from '../helpers/cli.js';
 import { browserForFile, daysAgo, freshContext, hiddenFields, memory, NOW, signIn, startSite, withState, type Site } from './fixtures.js';
 import { cardOf, drawPage, filled, linkToken, post, signIn as signInHttp } from './http.js';

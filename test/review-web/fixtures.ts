@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import Database from 'better-sqlite3';
-import { validateConfig, type Config } from '../../src/config.js';
-import { silentLogger, type Logger } from '../../src/logger.js';
-import { openStateDb } from '../../src/state.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
+import { silentLogger, type Logger } from '../../src/log/logger.js';
+import { openStateDb } from '../../src/state/state.js';
 import { recordVerdict } from '../../src/drift/record.js';
 import { startReviewServer, type ReviewServer, type ReviewServerOptions } from '../../src/review-web/server.js';
 import { makeStore, type Row } from '../helpers/store.js';
-import { DAY_MS, parseInstant, toCanonical } from '../../src/time.js';
+import { DAY_MS, parseInstant, toCanonical } from '../../src/time/instants.js';
 
 export const NOW = parseInstant('2026-11-29T06:00:00Z')!;
 export const daysAgo = (n: number) => toCanonical(NOW - n * DAY_MS);

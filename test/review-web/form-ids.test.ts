@@ -3,8 +3,8 @@ import type { Page } from 'playwright-core';
 import Database from 'better-sqlite3';
 import { verdictsFor } from '../../src/drift/record.js';
 import { decodeFormId, encodeFormId } from '../../src/review-web/form-id.js';
-import { itemAnchor } from '../../src/review-web/tokens.js';
-import { DAY_MS, toCanonical } from '../../src/time.js';
+import { itemAnchor } from '../../src/links/tokens.js';
+import { DAY_MS, toCanonical } from '../../src/time/instants.js';
 import { browserForFile, daysAgo, freshContext, hiddenFields, memory, NOW, signIn, startSite, withState, type Site } from './fixtures.js';
 import { drawPage, linkToken, post, signIn as signInHttp } from './http.js';
 

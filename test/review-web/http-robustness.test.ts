@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Server } from 'node:http';
 import net, { connect } from 'node:net';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/log/logger.js';
 import { HTTP_TIMEOUTS } from '../../src/review-web/server.js';
 import { daysAgo, memory, NOW, PASSWORD, startSite, type Site } from './fixtures.js';
 import { drawPage, linkToken, loginForm, post, signIn } from './http.js';

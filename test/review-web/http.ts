@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
-import { signLink } from '../../src/review-web/tokens.js';
-import { DAY_MS } from '../../src/time.js';
+import { signLink } from '../../src/links/tokens.js';
+import { DAY_MS } from '../../src/time/instants.js';
 import { KEY_ENV, PASSWORD } from './fixtures.js';
 
 /**

@@ -2,11 +2,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import Database from 'better-sqlite3';
 import { previewDigest } from '../../src/digest/digest.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { verdictsFor, pendingItems, recordVerdict } from '../../src/drift/record.js';
 import { cli } from '../helpers/cli.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
-import { DAY_MS, toCanonical } from '../../src/time.js';
+import { DAY_MS, toCanonical } from '../../src/time/instants.js';
 import { browserForFile, daysAgo, freshContext, hiddenFields, memory, NOW, PASSWORD, signIn, startSite, withState, type Site } from './fixtures.js';
 
 const browser = browserForFile();

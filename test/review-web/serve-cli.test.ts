@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, cli } from '../helpers/cli.js';
 import { makeStore } from '../helpers/store.js';
-import { verifyLink } from '../../src/review-web/tokens.js';
+import { verifyLink } from '../../src/links/tokens.js';
 import { makeAuthenticator } from '../../src/review-web/auth.js';
 
 const KEY = 'q'.repeat(44);

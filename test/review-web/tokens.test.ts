@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { signLink, verifyLink, reviewKey, itemAnchor } from '../../src/review-web/tokens.js';
+import { signLink, verifyLink, reviewKey, itemAnchor } from '../../src/links/tokens.js';
 import { renderDigest } from '../../src/digest/render.js';
 import type { DigestModel, StoreSection } from '../../src/digest/model.js';
-import { attachReviewLinks } from '../../src/review-web/links.js';
-import { validateConfig } from '../../src/config.js';
-import { DAY_MS } from '../../src/time.js';
+import { attachReviewLinks } from '../../src/digest/review-links.js';
+import { validateConfig } from '../../src/config/config.js';
+import { DAY_MS } from '../../src/time/instants.js';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef-test');
 const NOW = Date.parse('2026-11-29T06:00:00Z');

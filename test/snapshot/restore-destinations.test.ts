@@ -3,14 +3,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { takeSnapshot } from '../../src/snapshot/create.js';
 import { restoreSnapshot } from '../../src/snapshot/restore.js';
 import type { Manifest } from '../../src/snapshot/manifest.js';
-import type { Config } from '../../src/config.js';
-import type { WardenError } from '../../src/errors.js';
+import type { Config } from '../../src/config/config.js';
+import type { WardenError } from '../../src/core/errors.js';
 import { makeStore, tempDir, type Row } from '../helpers/store.js';
-import { validateConfig } from '../../src/config.js';
+import { validateConfig } from '../../src/config/config.js';
 import { sdkStore } from '../layouts/mem0-sdk.js';
 import Database from 'better-sqlite3';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';

@@ -5,10 +5,10 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // Only the state db: that every table is there cannot depend on which feature module was imported.
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { migrateState } from '../../src/state/migrate.js';
 import { STATE_MIGRATIONS, STATE_VERSION } from '../../src/state/migrations/index.js';
-import { WardenError } from '../../src/errors.js';
+import { WardenError } from '../../src/core/errors.js';
 import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { V0_ROWS, V0_TABLES } from './v0-schema.js';

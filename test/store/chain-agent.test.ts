@@ -8,7 +8,7 @@ import { openDatabase, type Db } from '../../src/store/sqlite.js';
 import { openStore } from '../../src/layouts/open.js';
 import { deleteRoots } from '../../src/layouts/warden/delete.js';
 import { prune } from '../../jobs/prune.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
 /** The prune's own rule for these tests: the head expired. Re-checked in every transaction. */

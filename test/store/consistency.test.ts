@@ -1,16 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { JOBS } from '../../jobs/index.js';
 import Database from 'better-sqlite3';
-import { runJob } from '../../src/runner.js';
-import { silentLogger } from '../../src/logger.js';
+import { runJob } from '../../src/job/runner.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { checkConsistency, repairOrphans, type ConsistencyReport } from '../../src/layouts/warden/consistency.js';
 import { QdrantStore, type PointId } from '../../src/vectors/qdrant/index.js';
 import { initSchema, MEMORY_DDL } from '../../src/layouts/warden/schema.js';
 import { insertRows, type Row } from '../helpers/store.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
-import type { Config } from '../../src/config.js';
-import type { Finding } from '../../src/findings.js';
+import type { Config } from '../../src/config/config.js';
+import type { Finding } from '../../src/job/findings.js';
 
 const NOW = Date.parse('2026-11-29T06:00:00Z');
 const rows = (n: number, prefix = 'm'): Row[] => Array.from({ length: n }, (_, i) => ({ id: `${prefix}_${String(i).padStart(3, '0')}` }));

@@ -3,14 +3,14 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { makeStore, tempDir, type Row } from '../helpers/store.js';
 import { prune } from '../../jobs/prune.js';
-import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { checkStore, checkStoreConcurrently } from '../../src/layouts/warden/check.js';
 import { reviewDue, reviewDueCount, reviewQueue, reviewQueueConcurrently } from '../../src/layouts/warden/queue.js';
 import { newRows } from '../../src/layouts/warden/new-rows.js';
 import { initSchema, liveViewState } from '../../src/layouts/warden/schema.js';
-import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time.js';
+import { classifyTime, instantShapeSql, parseInstant, toCanonical } from '../../src/time/instants.js';
 
 /**
  * One rule for every timestamp form: prune's dry run, check's unparseable list and the live_memory view (as the

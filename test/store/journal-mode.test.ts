@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { openDatabase, setJournalMode } from '../../src/store/sqlite.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 import { MEMORY_DDL } from '../../src/layouts/warden/schema.js';
 
 /**

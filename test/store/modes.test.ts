@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir, makeStore } from '../helpers/store.js';
-import { openStateDb, recordRunStart } from '../../src/state.js';
+import { openStateDb, recordRunStart } from '../../src/state/state.js';
 import { acquireMaintenanceLock } from '../../src/store/lock.js';
 import { lockSnapshots } from '../../src/snapshot/layout.js';
 

@@ -8,7 +8,7 @@ import { makeStore, tempDir } from '../helpers/store.js';
 import { acquireMaintenanceLock, lockPathFor } from '../../src/store/lock.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { openPrivateDb } from '../../src/store/private-file.js';
-import { openStateDb } from '../../src/state.js';
+import { openStateDb } from '../../src/state/state.js';
 
 /**
  * POSIX record locks belong to the process, and closing ANY descriptor of a file drops every lock the process

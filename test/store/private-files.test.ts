@@ -9,9 +9,9 @@ import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { acquireMaintenanceLock, lockPathFor } from '../../src/store/lock.js';
 import { ensurePrivateDir, lockSnapshots } from '../../src/snapshot/layout.js';
 import { keepOwner } from '../../src/snapshot/stage.js';
-import { eraseKey } from '../../src/erase-ledger.js';
-import { openStateDb } from '../../src/state.js';
-import { createLogger } from '../../src/logger.js';
+import { eraseKey } from '../../src/erase/ledger.js';
+import { openStateDb } from '../../src/state/state.js';
+import { createLogger } from '../../src/log/logger.js';
 
 const mode = (path: string) => statSync(path).mode & 0o7777;
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { JOBS } from '../../jobs/index.js';
-import { runJob } from '../../src/runner.js';
-import { silentLogger } from '../../src/logger.js';
+import { runJob } from '../../src/job/runner.js';
+import { silentLogger } from '../../src/log/logger.js';
 import { openStore } from '../../src/layouts/open.js';
 import { checkConsistency } from '../../src/layouts/warden/consistency.js';
 import { QdrantStore } from '../../src/vectors/qdrant/index.js';
@@ -9,7 +9,7 @@ import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { ids, type Row } from '../helpers/store.js';
 import { startFaultProxy, vectorFor, type FaultProxy } from '../helpers/qdrant-server.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/config.js';
 
 const NOW = Date.parse('2026-11-29T06:00:00Z');
 const opts = (config: Config) => ({ jobs: JOBS, config, log: silentLogger, now: () => NOW, record: false });

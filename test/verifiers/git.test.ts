@@ -5,7 +5,7 @@ import git from '../../src/verifiers/git.js';
 import { runVerifier } from '../../src/drift/dispatch.js';
 import { drift } from '../../jobs/drift.js';
 import { configFor, daysAgo, insertRows, jobContext, sandbox, type Sandbox } from '../drift/helpers.js';
-import { DAY_MS } from '../../src/time.js';
+import { DAY_MS } from '../../src/time/instants.js';
 import { NOW } from '../drift/helpers.js';
 import { sh } from '../helpers/git.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../src/config.js';
+import { validateConfig } from '../../src/config/config.js';
 import { compileRule, fillTree, judge, matchRule, type CompiledRule } from '../../src/verifiers/rules.js';
 import { ruleSchema } from '../../src/verifiers/config.js';
 import { prepareVerification } from '../../src/drift/setup.js';

@@ -1,6 +1,6 @@
 import type { CheckReport, StoreHandle } from '../contract.js';
-import { finding, ID_SAMPLE, isProblem, type Finding } from '../../findings.js';
-import { toCanonical, type Instant } from '../../time.js';
+import { finding, ID_SAMPLE, isProblem, type Finding } from '../../job/findings.js';
+import { toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import { doomedBy } from './prune.js';

@@ -1,5 +1,5 @@
 import { z } from '../../vendor/zod.js';
-import { pathField } from '../../path-field.js';
+import { pathField } from '../../config/path-field.js';
 
 /**
  * A Mastra store (`@mastra/libsql`'s LibSQLStore file, docs/mastra-layout.md): the store's `db` is that file. This

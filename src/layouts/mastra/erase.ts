@@ -3,10 +3,10 @@ import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
 import { deleteEmbeddings, deleteMessages, deleteThread, hasTable, together } from './delete.js';
 import { MESSAGES, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
 import { messageTexts } from './content.js';
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import { rewriteTable, tablesHolding, textsLeft, truncateWal, wipeFreePages } from './scrub.js';
 
-// The Mastra layout's erase (src/erase.ts runs it): a resource's threads, messages, working memory, observations
+// The Mastra layout's erase (src/erase/erase.ts runs it): a resource's threads, messages, working memory, observations
 // and every embedding, on connections with secure_delete on, then each file's WAL checkpointed and truncated. No
 // VACUUM: libsql's duplicates a row of libsql_vector_meta_shadow (docs/mastra-layout.md); secure_delete already
 // zeroed every freed byte.

@@ -1,8 +1,8 @@
 import Libsql from 'libsql';
 import type { StoreHandle } from '../contract.js';
-import { expandHome } from '../../config-read.js';
+import { expandHome } from '../../config/read.js';
 import { assertSqliteFile, busyTimeoutMs } from '../../store/sqlite.js';
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import { mastraOf } from './names.js';
 
 // The Mastra store's files opened with libsql's own driver: its vector tables carry a libsql_vector_idx index that

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Layout } from '../contract.js';
-import { storeError } from '../../errors.js';
-import { expandHome } from '../../config-read.js';
+import { storeError } from '../../core/errors.js';
+import { expandHome } from '../../config/read.js';
 import { REQUIRED } from './names.js';
 
 /**

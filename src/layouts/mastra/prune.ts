@@ -1,6 +1,6 @@
-import type { JobContext } from '../../job.js';
+import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
-import { DAY_MS, toCanonical, type Instant } from '../../time.js';
+import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
 import { deleteMessages, deleteThread } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';

@@ -1,7 +1,7 @@
 import type { Applied, ConfirmOptions, CurrentMemory, Decision, NewRows, Period, LookTwice, StoreHandle, VerdictLog } from '../contract.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
-import { DAY_MS, type Instant } from '../../time.js';
-import { usageError } from '../../errors.js';
+import { DAY_MS, type Instant } from '../../time/instants.js';
+import { usageError } from '../../core/errors.js';
 import { openMastra } from './files.js';
 import { stampConfirmed, underReview, workingMemories, type WorkingMemory } from './working-memory.js';
 

@@ -1,6 +1,6 @@
 import type { LibDb } from './files.js';
 import { RESOURCES, THREADS } from './names.js';
-import { parseInstant, toCanonical, type Instant } from '../../time.js';
+import { parseInstant, toCanonical, type Instant } from '../../time/instants.js';
 
 // Working memory, the Mastra memory a person reviews: one Markdown (or JSON) text per resource (`scope: resource`,
 // mastra_resources.workingMemory) or per thread (`scope: thread`, mastra_threads.metadata.workingMemory).

@@ -1,5 +1,5 @@
 import { z } from '../../vendor/zod.js';
-import { pathField } from '../../path-field.js';
+import { pathField } from '../../config/path-field.js';
 
 /**
  * Where a mem0 deployment keeps what memory-warden looks after. The history file is the store's `db`; the vectors
@@ -64,7 +64,7 @@ export function mem0CollectionConflict(
 }
 
 /**
- * The section's files and folders, relative ones made the config file's (src/config.ts resolveRelativePaths); the
+ * The section's files and folders, relative ones made the config file's (src/config/config.ts resolveRelativePaths); the
  * mastra section's `vectorDb` is the same field and goes through here too.
  */
 export function resolveMem0Paths(mem0: unknown, abs: (p: unknown) => unknown): unknown {

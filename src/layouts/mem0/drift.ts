@@ -1,9 +1,9 @@
 import type { StoreHandle } from '../contract.js';
-import type { Instant } from '../../time.js';
+import type { Instant } from '../../time/instants.js';
 import { createdAtOf, expirationOf, mem0Confirm, mem0Handle, mem0ReviewDue, sourceOf, subjectOf, textOf, updatedAtOf } from './memories.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import type { Applied, ConfirmOptions, CurrentMemory, Decision, VerdictLog } from '../contract.js';
-import { usageError } from '../../errors.js';
+import { usageError } from '../../core/errors.js';
 
 /**
  * Drift on a mem0 deployment (docs/mem0-layout.md). The queue is mem0's memories by `updated_at`; a confirmation

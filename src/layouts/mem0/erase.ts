@@ -1,13 +1,13 @@
 import type { StoreHandle, EraseOptions, EraseSelector, Erased } from '../contract.js';
-import { usageError } from '../../errors.js';
+import { usageError } from '../../core/errors.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
-import { asciiLower } from '../../needles.js';
+import { asciiLower } from '../../text/needles.js';
 import { countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './history.js';
 import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
 import { DEFAULT_COLLECTION } from './names.js';
 import { payloadStrings, sweepCollections } from '../erase-sweep.js';
 
-/** The mem0 layout's erase (src/erase.ts runs it): points, entity links, history text and kept conversation. */
+/** The mem0 layout's erase (src/erase/erase.ts runs it): points, entity links, history text and kept conversation. */
 
 function containsFolded(p: Mem0Point, text: string): boolean {
   const t = asciiLower(text);
@@ -36,7 +36,7 @@ async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boo
     for (const r of known) ids.add(String(r.memory_id));
   }
   if ('user' in sel) for (const id of await deletedLinkedFrom(h, sel.user, haveCollection)) ids.add(id);
-  // What memory-warden's prune deleted for this user: the ledger remembers whose it was (erase-ledger.ts).
+  // What memory-warden's prune deleted for this user: the ledger remembers whose it was (src/erase/ledger.ts).
   if ('user' in sel && deletedIds.length > 0) {
     const known = h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(deletedIds)) as { memory_id: string }[];
     for (const r of known) ids.add(String(r.memory_id));

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { tableExists, type Db } from '../../store/sqlite.js';
-import { storeError } from '../../errors.js';
-import { asciiLower } from '../../needles.js';
+import { storeError } from '../../core/errors.js';
+import { asciiLower } from '../../text/needles.js';
 
 /**
  * mem0's change log, in either dialect: Python mem0's `history` or the TypeScript port's `memory_history`

@@ -4,7 +4,7 @@ import type { StoreConfig } from '../../store/config.js';
 import { detectDialect } from './history.js';
 import { collectionOf, entityCollectionOf, entityVectorDbOf, mem0Of } from './names.js';
 import { openDatabase } from '../../store/sqlite.js';
-import { expandHome } from '../../config-read.js';
+import { expandHome } from '../../config/read.js';
 
 /**
  * mem0: every job the way mem0's own code would do it (docs/mem0-layout.md). The registry loads this module for

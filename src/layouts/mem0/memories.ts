@@ -1,16 +1,16 @@
 import type { StoreHandle } from '../contract.js';
-import type { Logger } from '../../logger.js';
-import { silentLogger } from '../../logger.js';
-import { configError, storeError } from '../../errors.js';
-import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time.js';
+import type { Logger } from '../../log/logger.js';
+import { silentLogger } from '../../log/logger.js';
+import { configError, storeError } from '../../core/errors.js';
+import { parseInstant, toCanonical, DAY_MS, type Instant } from '../../time/instants.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { mem0CollectionConflict, mem0Schema, type Mem0Config } from './config.js';
 import { collectionOf, entityCollectionOf, entityVectorDbOf } from './names.js';
 import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.js';
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
-import { expandHome } from '../../config-read.js';
-import type { Progress } from '../../progress.js';
+import { expandHome } from '../../config/read.js';
+import type { Progress } from '../../progress/progress.js';
 
 /**
  * The mem0 layout: a mem0 deployment (a history file + a memory and an entity collection, in Qdrant or in the
@@ -152,7 +152,7 @@ export interface Mem0JobContext {
   now: () => Instant;
   log?: Logger;
   signal?: AbortSignal;
-  /** Memories done of the expired ones, on a terminal (src/progress.ts). */
+  /** Memories done of the expired ones, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
 }
 
@@ -175,7 +175,7 @@ export async function expiredMemoryIds(h: Mem0Handle, now: Instant): Promise<str
  */
 export interface Mem0PruneOptions extends Mem0Options {
   dryRun?: boolean;
-  /** Told each batch (memory id, user) before it is deleted: erase's ledger (src/erase-ledger.ts). */
+  /** Told each batch (memory id, user) before it is deleted: erase's ledger (src/erase/ledger.ts). */
   beforeDelete?: (memories: { id: string; user: string | null }[], at: Instant) => void;
 }
 

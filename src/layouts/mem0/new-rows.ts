@@ -1,6 +1,6 @@
 import type { StoreHandle } from '../contract.js';
 import type { LookTwice, NewRows, FlaggedRow } from '../contract.js';
-import { parseInstant, type Instant } from '../../time.js';
+import { parseInstant, type Instant } from '../../time/instants.js';
 import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
 import { createdAtOf, expirationOf, mem0Handle, sourceOf, subjectOf, textOf, type Mem0Options } from './memories.js';
 

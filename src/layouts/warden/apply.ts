@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../store/sqlite.js';
-import { toCanonical, type Instant } from '../../time.js';
+import { toCanonical, type Instant } from '../../time/instants.js';
 import type { Applied, Decision, VerdictLog } from '../contract.js';
 
 export type { Applied } from '../contract.js';

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import type { VectorSink } from '../../vectors/sink.js';
-import { transientError } from '../../errors.js';
+import { transientError } from '../../core/errors.js';
 
 /** A row a delete removed, and (when the caller asked) why. */
 export interface DeletedRow {

@@ -2,9 +2,9 @@ import type { CheckReport, StoreHandle } from '../contract.js';
 import { journalMode } from '../../store/sqlite.js';
 import { startStoreThreadBeside, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
 import { liveViewState, memoryColumns } from './schema.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
-import type { Progress } from '../../progress.js';
-import { classifyTime, canonicalSql, textUpperBound, toCanonical, type Instant } from '../../time.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../job/findings.js';
+import type { Progress } from '../../progress/progress.js';
+import { classifyTime, canonicalSql, textUpperBound, toCanonical, type Instant } from '../../time/instants.js';
 import { liveSql, prunableSql, pruneParams, reviewCutoff } from './rules.js';
 import { dueSql, reviewDue as reviewRows } from './queue.js';
 
@@ -14,7 +14,7 @@ export interface CheckOptions {
   now: Instant;
   reviewAfterDays: number;
   supersededAfterDays: number;
-  /** Steps done, on a terminal (src/progress.ts). */
+  /** Steps done, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
   /** checkStoreConcurrently: below this file size integrity_check runs here, not on a thread (tests give 0). */
   threadMinBytes?: number;

@@ -1,11 +1,11 @@
 import type { Db } from '../../store/sqlite.js';
 import type { StoreHandle } from '../contract.js';
 import type { PointId, PointRecord, RowVectors } from '../../vectors/contract.js';
-import { finding, isProblem, ID_SAMPLE, type Finding } from '../../findings.js';
-import type { Instant } from '../../time.js';
-import { usageError } from '../../errors.js';
+import { finding, isProblem, ID_SAMPLE, type Finding } from '../../job/findings.js';
+import type { Instant } from '../../time/instants.js';
+import { usageError } from '../../core/errors.js';
 import { withMaintenanceLock } from '../../store/lock.js';
-import type { Progress } from '../../progress.js';
+import type { Progress } from '../../progress/progress.js';
 
 /**
  * The two stores compared in one streaming pass over Qdrant, page by page, so memory stays flat however large the
@@ -23,7 +23,7 @@ export interface ConsistencyOptions {
   pageSize?: number;
   /** The job's signal: a long comparison stops between pages when the job is cancelled. */
   signal?: AbortSignal;
-  /** Points scrolled so far, on a terminal (src/progress.ts). */
+  /** Points scrolled so far, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
 }
 

@@ -1,4 +1,4 @@
-import { usageError } from '../../errors.js';
+import { usageError } from '../../core/errors.js';
 import type { CorrectOptions, Corrected, StoreHandle } from '../contract.js';
 import { deleteWithCascade } from './delete.js';
 import { supersedeRow } from './apply.js';

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import type { VectorSink } from '../../vectors/sink.js';
-import { transientError } from '../../errors.js';
+import { transientError } from '../../core/errors.js';
 import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
 // The delete vocabulary lives in chain.ts, which delete.ts calls (one arrow between the two files).

@@ -6,7 +6,7 @@ import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
 import type { EraseOptions, EraseSelector, Erased, LayoutEraseOptions, StoreHandle } from '../contract.js';
 
-/** The warden layout's erase (src/erase.ts runs it): rows with their cascade, then points still holding the text. */
+/** The warden layout's erase (src/erase/erase.ts runs it): rows with their cascade, then points still holding the text. */
 
 /** Each erase transaction holds the write lock about this long. */
 const ERASE_BATCH_MS = 40;
@@ -22,7 +22,7 @@ function wardenRoots(db: Db, sel: EraseSelector): string[] {
 }
 
 /**
- * A dry run's roots, kept for the real erase that follows on the same connection (src/erase.ts plans, scrubs the
+ * A dry run's roots, kept for the real erase that follows on the same connection (src/erase/erase.ts plans, scrubs the
  * state db, then erases). They are used only while nothing can have changed the store since: no other connection
  * committed (data_version) and this one changed no row (total_changes). Otherwise the roots are looked up again.
  */

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
-import { canonicalBound, canonicalSql, textUpperBound, DAY_MS } from '../../time.js';
-import { clip } from '../../untrusted.js';
+import { canonicalBound, canonicalSql, textUpperBound, DAY_MS } from '../../time/instants.js';
+import { clip } from '../../text/untrusted.js';
 import type { FlaggedRow, LookTwice, NewRows, Period } from '../contract.js';
 
 /**

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import type { JobContext } from '../../job.js';
+import type { JobContext } from '../../job/job.js';
 import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
@@ -7,7 +7,7 @@ import { storeBytes, THREAD_MIN_BYTES, warmStoreThread } from '../../store/threa
 import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
 import { withMaintenanceLock } from '../../store/lock.js';
-import { toCanonical } from '../../time.js';
+import { toCanonical } from '../../time/instants.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
 

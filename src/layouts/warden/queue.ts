@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import { LIVE_SQL, reviewCutoff, secondText } from './rules.js';
-import { canonicalSql, textUpperBound } from '../../time.js';
+import { canonicalSql, textUpperBound } from '../../time/instants.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import type { ReviewDueOptions, StoreHandle } from '../contract.js';
 import { startStoreThreadBeside, storeBytes, THREAD_MIN_BYTES } from '../../store/thread.js';
@@ -28,7 +28,7 @@ const DUE_WHERE = `
 WHERE ${LIVE_SQL}
   AND ${dueSql()}
   AND id NOT IN (SELECT value FROM json_each(@exclude))`;
-// Every due row is an instant, and julianday() reads each instant as parseInstant does (src/time.ts), to the
+// Every due row is an instant, and julianday() reads each instant as parseInstant does (src/time/instants.ts), to the
 // millisecond: the same order as warden_epoch's, without a JavaScript call per row.
 const DUE_SQL = `SELECT id, subject, fact, source, confirmed_at FROM memory ${DUE_WHERE} ORDER BY julianday(confirmed_at), id LIMIT @limit`;
 const CANONICAL_DUE_SQL = `SELECT id, subject, fact, source, confirmed_at FROM memory

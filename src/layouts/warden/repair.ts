@@ -3,7 +3,7 @@ import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
-import { canonicalSql, classifyTime, inCanonicalRange, parseInstant, toCanonical } from '../../time.js';
+import { canonicalSql, classifyTime, inCanonicalRange, parseInstant, toCanonical } from '../../time/instants.js';
 
 /** Re-checked by the DELETE: the agent may have written the missing row back meanwhile. */
 const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory p WHERE p.id = memory.superseded_by)`;

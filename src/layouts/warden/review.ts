@@ -1,6 +1,6 @@
-import { usageError } from '../../errors.js';
+import { usageError } from '../../core/errors.js';
 import type { Db } from '../../store/sqlite.js';
-import { toCanonical } from '../../time.js';
+import { toCanonical } from '../../time/instants.js';
 import type { ConfirmOptions, CurrentMemory, OlderVersion, StoreHandle } from '../contract.js';
 import type { Sql } from './chain.js';
 

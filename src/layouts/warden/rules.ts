@@ -1,4 +1,4 @@
-import { canonicalBound, canonicalSql, DAY_MS, textUpperBound, type Instant } from '../../time.js';
+import { canonicalBound, canonicalSql, DAY_MS, textUpperBound, type Instant } from '../../time/instants.js';
 
 /**
  * The two prune rules of the brief, written once, in SQL, and used for both finding candidates and the re-check

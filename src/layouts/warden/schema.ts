@@ -1,6 +1,6 @@
 import { setJournalMode, tableExists, type Db } from '../../store/sqlite.js';
-import { storeError } from '../../errors.js';
-import { instantShapeSql } from '../../time.js';
+import { storeError } from '../../core/errors.js';
+import { instantShapeSql } from '../../time/instants.js';
 
 /** The store of BRIEF.md. */
 export const MEMORY_DDL = `
@@ -23,7 +23,7 @@ export const INDEXES: Record<string, string> = {
 
 /**
  * The brief's view, with the expiry compared as an instant (julianday reads `T`, `Z` and `+HH:MM` forms) rather
- * than as text, by the rule of src/time.ts: what is not an instant there (julianday() cannot read it, or it is no
+ * than as text, by the rule of src/time/instants.ts: what is not an instant there (julianday() cannot read it, or it is no
  * calendar date, a julian day number, `now`) is kept live, as prune keeps it. Plain SQL: the agent's own
  * connections evaluate it, without memory-warden's functions.
  */

@@ -1,5 +1,5 @@
 import { Decrypter, Encrypter } from 'age-encryption';
-import { configError, storeError } from '../../errors.js';
+import { configError, storeError } from '../../core/errors.js';
 import { ownerOnlyText } from './auth.js';
 import { expandTilde } from './types.js';
 

@@ -2,8 +2,8 @@
 // and bound to its store and snapshot name, and the check every reader runs before it trusts a manifest.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, statSync, writeSync } from 'node:fs';
-import { configError, usageError } from '../../errors.js';
-import { readKey, readRegularFile } from '../../read-file.js';
+import { configError, usageError } from '../../core/errors.js';
+import { readKey, readRegularFile } from '../../core/read-file.js';
 import { expandTilde, UnverifiedSnapshotError } from './types.js';
 
 /**

@@ -1,6 +1,6 @@
 // The target as features use it (list, verify, restore, erase, push): storage plus the key and the store it serves,
 // so every manifest read is MAC-checked and every object read is bounded by and checked against its record.
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import type { TargetConfig } from './config.js';
 import { checkedObject } from './digest.js';
 import { readRemoteManifest, type RemoteObject } from './remote-manifest.js';

@@ -1,6 +1,6 @@
 import { z } from '../../vendor/zod.js';
-import { pathField } from '../../path-field.js';
-import { configError } from '../../errors.js';
+import { pathField } from '../../config/path-field.js';
+import { configError } from '../../core/errors.js';
 import { localTargetSchema } from './local/schema.js';
 import { s3TargetSchema } from './s3/schema.js';
 import { sftpTargetSchema } from './sftp/schema.js';

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import Database from 'better-sqlite3';
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import { UnverifiedSnapshotError } from './types.js';
 
 /**

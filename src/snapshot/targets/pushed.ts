@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readRegularFile } from '../../read-file.js';
+import { readRegularFile } from '../../core/read-file.js';
 import { fsyncPath, writePrivateFile } from '../layout.js';
 import { TARGET_SNAPSHOT_NAME } from './types.js';
 

@@ -1,4 +1,4 @@
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import { MANIFEST_FORMAT, type Manifest } from '../manifest.js';
 import { HOLDS_KEY } from './holds.js';
 import { ENCRYPTED_SUFFIX } from './age.js';

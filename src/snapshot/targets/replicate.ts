@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { expandHome, type Config } from '../../config.js';
-import type { Logger } from '../../logger.js';
-import { coerceError, storeError, transientError, usageError, WardenError } from '../../errors.js';
-import { eraseKey } from '../../erase-ledger.js';
-import { erasedSnapshots } from '../../erase-needles.js';
+import { expandHome, type Config } from '../../config/config.js';
+import type { Logger } from '../../log/logger.js';
+import { coerceError, storeError, transientError, usageError, WardenError } from '../../core/errors.js';
+import { eraseKey } from '../../erase/ledger.js';
+import { erasedSnapshots } from '../../erase/needles.js';
 import { DIR_MODE, FILE_MODE, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { olderFirst, snapshotFolders } from '../folders.js';
 import { readManifest } from '../manifest.js';
@@ -151,7 +151,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   const failures: WardenError[] = [];
   try {
     removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
-    // A snapshot an erase removed is never uploaded again, whatever brought its folder back (erase-needles.ts).
+    // A snapshot an erase removed is never uploaded again, whatever brought its folder back (src/erase/needles.ts).
     const erased = erasedSnapshots(expandHome(config.stateDb), store);
     const all = snapshotFolders(config, store).filter((s) => !s.problem);
     for (const s of all.filter((x) => erased.has(x.name))) opts.log.warn({ store, snapshot: s.name }, 'not uploaded: an erase removed this snapshot');

@@ -1,5 +1,5 @@
 import { homedir } from 'node:os';
-import { usageError, WardenError } from '../../errors.js';
+import { usageError, WardenError } from '../../core/errors.js';
 
 /**
  * The snapshot target contract: a place off the machine (or on another disk) that holds copies of snapshot folders.

@@ -1,5 +1,5 @@
 /**
- * Erase receipts (src/erase-receipts.ts): what was erased, how much, when; never the text, the user or the ids.
+ * Erase receipts (src/erase/receipts.ts): what was erased, how much, when; never the text, the user or the ids.
  * Beside each, where the erase looked and how much it erased there (never what): one row per place.
  */
 export default `

@@ -1,5 +1,5 @@
 /**
- * The erase ledger (src/erase-ledger.ts): what memory-warden deleted from a mem0 store, findable by an HMAC of
+ * The erase ledger (src/erase/ledger.ts): what memory-warden deleted from a mem0 store, findable by an HMAC of
  * the user id it belonged to, so a later `erase --user` finds the text mem0's history keeps of it.
  */
 export default `

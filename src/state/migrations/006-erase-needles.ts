@@ -1,5 +1,5 @@
 /**
- * Erase's memory of earlier erases (src/erase-needles.ts): keyed hashes of what each selector erased, so a
+ * Erase's memory of earlier erases (src/erase/needles.ts): keyed hashes of what each selector erased, so a
  * later erase of the same person searches the copies again without any text, and the snapshots an erase removed.
  */
 export default `

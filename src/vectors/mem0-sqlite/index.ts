@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { openDatabase, journalMode, truncateWal, type Db } from '../../store/sqlite.js';
-import { storeError } from '../../errors.js';
+import { storeError } from '../../core/errors.js';
 import type { Mem0Point, PointStore } from '../contract.js';
 
 /**

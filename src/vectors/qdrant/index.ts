@@ -9,7 +9,7 @@ import type { VectorSink } from '../sink.js';
 import type { CollectionSnapshot, CollectionSnapshots, PointId, PointRecord, RowVectors } from '../contract.js';
 
 export type { PointId, PointRecord } from '../contract.js';
-import { storeError, transientError, WardenError } from '../../errors.js';
+import { storeError, transientError, WardenError } from '../../core/errors.js';
 
 
 const require = createRequire(import.meta.url);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TARGET_TYPES } from '../../../src/snapshot/targets/registry.js';
 import { PLACES } from './fixtures.js';
-import { loadConfig } from '../../../src/config.js';
+import { loadConfig } from '../../../src/config/config.js';
 
 const dir = join(import.meta.dirname, '../../../src/snapshot/targets');
 

@@ -11,7 +11,7 @@ import { openTarget } from '../../../src/snapshot/targets/registry.js';
 import { uploadJournalFor } from '../../../src/snapshot/targets/s3/journal.js';
 import type { S3TargetConfig } from '../../../src/snapshot/targets/s3/schema.js';
 import type { SnapshotTarget } from '../../../src/snapshot/targets/types.js';
-import type { WardenError } from '../../../src/errors.js';
+import type { WardenError } from '../../../src/core/errors.js';
 import type { S3ServerOptions, S3Request } from '../../helpers/s3-server.js';
 import { s3Place, type TargetPlace } from './fixtures.js';
 

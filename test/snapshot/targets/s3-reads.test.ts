@@ -7,12 +7,12 @@ import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../src/logger.js';
+import { silentLogger } from '../../../src/log/logger.js';
 import { takeSnapshot } from '../../../src/snapshot/create.js';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
 import { fetchSnapshot, replicateStore, verifyRemote, withTarget } from '../../../src/snapshot/targets/replicate.js';
 import type { SnapshotTarget } from '../../../src/snapshot/targets/types.js';
-import type { WardenError } from '../../../src/errors.js';
+import type { WardenError } from '../../../src/core/errors.js';
 import { qdrantFixture, type QdrantFixture } from '../../helpers/qdrant-store.js';
 import { motoPlace, s3Place, s3rverPlace, type TargetPlace } from './fixtures.js';
 

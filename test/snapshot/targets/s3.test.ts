@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
-import { WardenError } from '../../../src/errors.js';
+import { WardenError } from '../../../src/core/errors.js';
 import { s3Place, type TargetPlace } from './fixtures.js';
 import { uploadJournalFor } from '../../../src/snapshot/targets/s3/journal.js';
 import type { S3TargetConfig } from '../../../src/snapshot/targets/s3/schema.js';

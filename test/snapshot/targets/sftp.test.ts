@@ -3,7 +3,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync, exists
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
-import type { WardenError } from '../../../src/errors.js';
+import type { WardenError } from '../../../src/core/errors.js';
 import { CHUNK, DEPTH, closeRemote, openRemote, readAll } from '../../../src/snapshot/targets/sftp/pipelined.js';
 import SftpClient from 'ssh2-sftp-client';
 import { sftpPlace, type TargetPlace } from './fixtures.js';

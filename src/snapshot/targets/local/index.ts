@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { storeError, transientError, WardenError } from '../../../errors.js';
+import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
 import { atMost, digestOf, hashing } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';

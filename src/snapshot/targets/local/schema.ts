@@ -1,5 +1,5 @@
 import { z } from '../../../vendor/zod.js';
-import { pathField } from '../../../path-field.js';
+import { pathField } from '../../../config/path-field.js';
 
 /** A folder on this machine: another disk, a NAS mount. Today's kind of copy, behind the same contract. */
 export const localTargetSchema = z.strictObject({

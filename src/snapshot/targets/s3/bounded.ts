@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
-import { storeError } from '../../../errors.js';
+import { storeError } from '../../../core/errors.js';
 import { atMost } from '../digest.js';
 import { httpStatus, type S3Context } from './requests.js';
 

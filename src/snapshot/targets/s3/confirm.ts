@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DeleteObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
-import { transientError } from '../../../errors.js';
+import { transientError } from '../../../core/errors.js';
 import { download } from './bounded.js';
 import { withOptionalChecksum, type S3Context } from './requests.js';
 

@@ -5,8 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { storeError } from '../../../errors.js';
-import { readRegularFile } from '../../../read-file.js';
+import { storeError } from '../../../core/errors.js';
+import { readRegularFile } from '../../../core/read-file.js';
 import { DIR_MODE, FILE_MODE, fsyncPath } from '../../layout.js';
 import { expandTilde } from '../types.js';
 import type { S3TargetConfig } from './schema.js';

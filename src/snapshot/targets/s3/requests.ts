@@ -3,7 +3,7 @@
  * (501, 405) from a failure; optional checksum headers, dropped once a storage refuses them.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { storeError, transientError, WardenError } from '../../../errors.js';
+import { storeError, transientError, WardenError } from '../../../core/errors.js';
 
 /** What every request of one S3 target needs: its client, bucket and name, and what the storage has shown it lacks. */
 export interface S3Context {

@@ -1,6 +1,6 @@
 import { z } from '../../../vendor/zod.js';
-import { timerDuration } from '../../../timer-duration.js';
-import { pathField } from '../../../path-field.js';
+import { timerDuration } from '../../../time/timer-duration.js';
+import { pathField } from '../../../config/path-field.js';
 
 /** S3 or any S3-compatible object storage (MinIO, R2, Backblaze B2, Ceph RGW, …). */
 export const s3TargetSchema = z.strictObject({

@@ -10,7 +10,7 @@ import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, PutObjectCommand, UploadPartCommand,
   type CompletedPart,
 } from '@aws-sdk/client-s3';
-import { transientError } from '../../../errors.js';
+import { transientError } from '../../../core/errors.js';
 import { DIR_MODE, FILE_MODE } from '../../layout.js';
 import type { ObjectDigest } from '../types.js';
 import { confirmUpload, type Sent } from './confirm.js';

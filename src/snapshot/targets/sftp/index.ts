@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { SFTPWrapper } from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
-import { storeError, transientError, WardenError } from '../../../errors.js';
+import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { ownerOnlyText } from '../auth.js';
 import { atMost, digestOf, hashing } from '../digest.js';
 import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';

@@ -1,6 +1,6 @@
 import { z } from '../../../vendor/zod.js';
-import { pathField } from '../../../path-field.js';
-import { timerDuration } from '../../../timer-duration.js';
+import { pathField } from '../../../config/path-field.js';
+import { timerDuration } from '../../../time/timer-duration.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
 export const sftpTargetSchema = z.strictObject({

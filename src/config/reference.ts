@@ -1,0 +1,111 @@
+import { configJsonSchema } from './json-schema.js';
+
+/**
+ * docs/config-reference.md, generated from the JSON Schema of the config (itself generated from the zod schema that
+ * validates it): every option's path, type, default and description. Descriptions are written once, on the zod
+ * field (`.describe(…)`), so the reference cannot drift from the code; a test fails when the page is stale or an
+ * option has no description.
+ */
+
+type Node = Record<string, any>;
+
+export interface Option {
+  path: string;
+  /** The kind of list item this option belongs to (a snapshot target's `type`), if it depends on one. */
+  variant?: string;
+  type: string;
+  default?: unknown;
+  description?: string;
+}
+
+/** Every option a config file can set, in schema order; objects are walked, their leaves listed. */
+export function configOptions(schema: Node = configJsonSchema()): Option[] {
+  const out: Option[] = [];
+  walk(schema, '', out, undefined);
+  return out;
+}
+
+function walk(node: Node, path: string, out: Option[], variant: string | undefined): void {
+  const variants = (node.anyOf ?? node.oneOf) as Node[] | undefined;
+  if (node.properties) {
+    for (const [key, child] of Object.entries(node.properties as Record<string, Node>)) walk(child, path ? `${path}.${key}` : key, out, variant);
+    return;
+  }
+  if (node.type === 'object' && node.additionalProperties && typeof node.additionalProperties === 'object' && !isLeafRecord(node)) {
+    walk(node.additionalProperties as Node, `${path}.<name>`, out, variant);
+    return;
+  }
+  if (node.type === 'array' && node.items && (node.items.properties || node.items.anyOf || node.items.oneOf)) {
+    leaf(node, path, out, variant);
+    walk(node.items as Node, `${path}[]`, out, variant);
+    return;
+  }
+  if (variants && variants.some((v) => v.properties)) {
+    // A discriminated union (snapshot targets by `type`): each variant's fields under its tag.
+    for (const v of variants) {
+      const tag = (v.properties?.type?.const ?? v.properties?.type?.enum?.[0]) as string | undefined;
+      // A description on the union (`replacement: text or { fact, source }`) describes its plain variants too.
+      const described = v.description === undefined && node.description !== undefined && !v.properties ? { ...v, description: node.description } : v;
+      walk(described, path, out, tag ?? variant);
+    }
+    return;
+  }
+  leaf(node, path, out, variant);
+}
+
+const isLeafRecord = (node: Node): boolean => !(node.additionalProperties as Node).properties && !(node.additionalProperties as Node).anyOf;
+
+function leaf(node: Node, path: string, out: Option[], variant: string | undefined): void {
+  const option: Option = { path, type: typeOf(node) };
+  if (variant !== undefined) option.variant = variant;
+  if ('default' in node) option.default = node.default;
+  if (typeof node.description === 'string') option.description = node.description;
+  out.push(option);
+}
+
+function typeOf(node: Node): string {
+  if (node.const !== undefined) return JSON.stringify(node.const);
+  if (Array.isArray(node.enum)) return node.enum.map((v: unknown) => JSON.stringify(v)).join(' \\| ');
+  const variants = (node.anyOf ?? node.oneOf) as Node[] | undefined;
+  if (variants) return [...new Set(variants.map(typeOf))].join(' \\| ');
+  if (node.type === 'array') return `list of ${node.items ? typeOf(node.items as Node) : 'any'}`;
+  if (node.type === 'object' && node.additionalProperties && typeof node.additionalProperties === 'object') {
+    return `map of ${typeOf(node.additionalProperties as Node)}`;
+  }
+  if (node.type === 'integer' || node.type === 'number') return range(node);
+  if (node.type === 'string' && node['x-names-a-file']) return 'path';
+  return typeof node.type === 'string' ? node.type : 'any';
+}
+
+function range(node: Node): string {
+  const kind = node.type === 'integer' ? 'integer' : 'number';
+  const big = (v: unknown) => typeof v === 'number' && v >= Number.MAX_SAFE_INTEGER;
+  const lo = node.minimum !== undefined ? `≥ ${node.minimum}` : node.exclusiveMinimum !== undefined ? `> ${node.exclusiveMinimum}` : '';
+  const hiValue = node.maximum ?? node.exclusiveMaximum;
+  const hi = hiValue === undefined || big(hiValue) ? '' : node.maximum !== undefined ? `≤ ${node.maximum}` : `< ${node.exclusiveMaximum}`;
+  const bounds = [lo, hi].filter(Boolean).join(', ');
+  return bounds ? `${kind} ${bounds}` : kind;
+}
+
+const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n+/g, ' ');
+
+export function configReferenceText(schema: Node = configJsonSchema()): string {
+  const rows = configOptions(schema).map((o) =>
+    `| \`${cell(o.path)}\`${o.variant ? ` (type ${o.variant})` : ''} | ${o.type} | ${o.default === undefined ? '' : `\`${cell(JSON.stringify(o.default))}\``} | ${cell(o.description ?? '')} |`);
+  return [
+    '# Configuration reference',
+    '',
+    'Every option of a config file: its path, type, default and meaning. Generated by `npm run build` from the schema',
+    'that validates the config (src/config/config.ts and the schemas it composes; the descriptions are on the fields there),',
+    'so it always says what this build accepts; do not edit it by hand. How a config file is read (placeholders,',
+    'relative paths, what is refused) is in [configuration.md](configuration.md); `config/default.yaml` shows every',
+    'option in place with its default, and `config/schema.json` is the same schema for editors.',
+    '',
+    '`<name>` is a key you choose (a store\'s name); `[]` is each item of a list; `(type x)` marks the options of that kind of item.',
+    '',
+    '| option | type | default | what it does |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,249 @@
+import { createHash } from 'node:crypto';
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { silentLogger } from '../log/logger.js';
+import type { Db } from '../store/sqlite.js';
+import { openStore } from '../layouts/open.js';
+import { assertIntact, assertIntactLines, busyTimeoutMs, journalMode, truncateWal } from '../store/sqlite.js';
+import { idleWorker, startStoreWorker, type StoreWorker } from './worker.js';
+import { withMaintenanceLock } from '../store/lock.js';
+import { collectionSnapshotsFor } from '../vectors/registry.js';
+import { recordReceipt } from './receipts.js';
+import { snapshotCopies } from './snapshots.js';
+import { remoteSnapshotCopies } from './targets.js';
+import { assertNoPendingRestore } from '../snapshot/journal.js';
+import { compactState, scrubState, type Place } from './state.js';
+import { deletedFor, eraseKey } from './ledger.js';
+import { earlierIdMacs, recordErasedIds, selectorMac } from './needles.js';
+import { leftoverCopies, removeLeftovers } from './leftovers.js';
+import { openStateDb } from '../state/state.js';
+import { storeSnapshotDir } from '../snapshot/layout.js';
+import { usageError } from '../core/errors.js';
+import { layoutOf } from '../layouts/registry.js';
+import { toCanonical } from '../time/instants.js';
+import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../layouts/contract.js';
+
+// The selector, options and a layout's result are the layout contract's vocabulary (src/layouts/contract.ts).
+export type { EraseOptions, EraseSelector, Erased } from '../layouts/contract.js';
+export { payloadStrings } from '../layouts/erase-sweep.js';
+
+/**
+ * Erase (right to erasure): every memory of a person or subject, from every part of a store — rows with their
+ * cascade, points in every collection, mem0's history text and kept conversation — on a connection with
+ * secure_delete on, then VACUUM and a WAL checkpoint(TRUNCATE), so the text is in no page, free page or WAL frame
+ * of the file. memory-warden's own copies go too: its records in the state db (erase-state.ts, then the same
+ * VACUUM and checkpoint there) and the staged copies its killed jobs left (erase-leftovers.ts). A receipt says
+ * what was erased and where, never what it said. Snapshots still hold the data: erase lists the snapshot folders
+ * that contain it and, when asked, deletes them.
+ */
+
+export type { EraseReceipt } from './receipts.js';
+import type { EraseReceipt } from './receipts.js';
+
+const MIN_SUBJECT = 3;
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+function describeSelector(sel: EraseSelector): { kind: EraseReceipt['selector']; digest: string } {
+  if ('user' in sel) return { kind: 'user', digest: sha256(`user:${sel.user}`) };
+  if ('subject' in sel) return { kind: 'subject', digest: sha256(`subject:${sel.subject}`) };
+  return { kind: 'ids', digest: sha256(`ids:${[...sel.ids].sort().join('\n')}`) };
+}
+
+export function validateSelector(sel: EraseSelector): void {
+  if ('user' in sel && sel.user.trim() === '') throw usageError('erase --user: an empty id would match nothing');
+  if ('subject' in sel && sel.subject.trim().length < MIN_SUBJECT) throw usageError(`erase --subject: at least ${MIN_SUBJECT} characters (a shorter text matches far more than one person)`);
+  if ('ids' in sel && sel.ids.length === 0) throw usageError('erase --ids: no ids given');
+}
+
+
+export async function erase(config: Config, storeName: string, sel: EraseSelector, opts: EraseOptions): Promise<EraseReceipt> {
+  validateSelector(sel);
+  const log = opts.log ?? silentLogger;
+  const dryRun = opts.dryRun ?? false;
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
+  // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
+  if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
+  const store = openStore(config, storeName);
+  let erased: Erased = { ids: [], counts: {}, texts: [] };
+  let vacuumed = false;
+  let walTruncated = false;
+  let found: string[] = [];
+  let deleted: string[] = [];
+  let unverified: string[] = [];
+  const snapshotRoot = storeSnapshotDir(config, storeName);
+  const stateDb = expandHome(config.stateDb);
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  let statePlaces: Place[] = [];
+  let fileCounts = { staged: 0, partials: 0 };
+  let remoteDeleted = 0;
+  let stateWalTruncated = !dryRun;
+  try {
+    // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
+    const run = async () => {
+      // A layout that scrubs its own files needs no SQLite thread, and must not get one: its files are libsql's.
+      const worker = dryRun ? undefined : layoutOf(store).scrubsOwnFiles ? idleWorker() : startStoreWorker(store.path, busyTimeoutMs(store.db));
+      try {
+        const copies = async (texts: string[], ids: string[], earlier: string[]) => {
+          fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);
+          // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
+          // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
+          const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
+          const remove = !dryRun && (opts.snapshots ?? false);
+          const holds = { key: eraseKey(stateDb), store: storeName, ...person };
+          const local = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now });
+          ({ found, deleted, unverified } = local);
+          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now, holding: local.holding });
+          found.push(...remote.found);
+          deleted.push(...remote.deleted);
+          unverified.push(...remote.unverified);
+          remoteDeleted = remote.deleted.length;
+        };
+        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts, worker, copies));
+      } finally {
+        await worker?.close();
+      }
+    };
+    if (dryRun) await run();
+    else await withMaintenanceLock(store.path, 'erase', run);
+  } finally {
+    store.close();
+  }
+
+  const selector = describeSelector(sel);
+  const receipt: EraseReceipt = {
+    id: null,
+    store: storeName,
+    layout: store.config.layout,
+    selector: selector.kind,
+    selectorSha256: selector.digest,
+    erasedAt: toCanonical(opts.now()),
+    dryRun,
+    memories: erased.ids.length,
+    idsSha256: sha256([...erased.ids].sort().join('\n')),
+    counts: erased.counts,
+    vacuumed,
+    walTruncated,
+    snapshots: { found, deleted, unverified },
+    places: [
+      ...Object.entries(erased.counts).map(([k, count]) => ({ place: `store:${k}`, count })),
+      ...statePlaces,
+      { place: 'files:restore staging copies', count: fileCounts.staged },
+      { place: 'files:snapshot partial folders', count: fileCounts.partials },
+      { place: 'files:snapshot folders', count: deleted.length - remoteDeleted },
+      { place: 'targets:remote snapshots', count: remoteDeleted },
+    ],
+    stateWalTruncated,
+  };
+  if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
+  log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
+  return receipt;
+}
+
+/**
+ * The store's erase with memory-warden's records of it (the state db), on connections with secure_delete on, each
+ * compacted after. The records go first: after a crash between the two the store still has the memories, so a
+ * second erase finds them (and through them these records) again; the other way round it would find nothing.
+ *
+ * What runs beside what (on two cores): quick_check on the worker while the layout plans (both only read; nothing
+ * is changed before the check has passed); the store's VACUUM and checkpoint on the worker while this thread
+ * scrubs the state db and looks for copies (`copies`: leftovers, snapshots, targets), which need only the texts.
+ */
+async function eraseStoreAndRecords(
+  store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
+  copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
+) {
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  const state = openStateDb(stateDb);
+  try {
+    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
+    // What earlier erases of this person found: searched for again in the snapshots, though the rows are gone.
+    const key = eraseKey(stateDb);
+    const selector = selectorMac(key, sel);
+    const earlier = earlierIdMacs(state, store.name, selector);
+    const earlierIds = { key, macs: new Set(earlier) };
+    if (dryRun || !worker) {
+      const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+      const statePlaces = scrubState(state, stateTarget(store.name, erased, subject, earlierIds), true);
+      await copies(erased.texts, erased.ids, earlier);
+      return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
+    }
+    // A layout that scrubs its own files (scrubsOwnFiles) checks them itself: plain SQLite misreads their indexes.
+    const own = layoutOf(store).scrubsOwnFiles === true;
+    const intact = own ? Promise.resolve(['ok']) : worker.quickCheck(); // VACUUM fails on a damaged file after the rows went
+    const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+    const lines = await intact;
+    if (lines) assertIntactLines(lines, store.path, 'quick_check');
+    else assertIntact(store.db, store.path);
+    state.pragma('secure_delete = ON');
+    let statePlaces = scrubState(state, stateTarget(store.name, planned, subject, earlierIds), false);
+    // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for.
+    recordErasedIds(state, key, store.name, selector, planned.ids);
+    // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
+    // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
+    // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
+    // as prune does, so that the agent's own commits do not stop to run it. Not syncing each commit is safe: nothing
+    // is reported erased before that last checkpoint has synced the WAL and the file. (A store in rollback-journal
+    // mode, mem0's SDK files, keeps its settings: there NORMAL could cost the file, not only the last commits.)
+    store.db.pragma('secure_delete = ON');
+    if (journalMode(store.db) === 'wal') {
+      store.db.pragma('wal_autocheckpoint = 0');
+      store.db.pragma('synchronous = NORMAL');
+    }
+    const dataVersion = () => store.db.pragma('data_version', { simple: true });
+    const alone = dataVersion();
+    let shared = false;
+    const afterCommit = () => {
+      shared ||= dataVersion() !== alone;
+      if (shared) worker.checkpoint();
+    };
+    const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
+    const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
+    // Meanwhile, on this thread: the state db, then the copies outside the store.
+    recordErasedIds(state, key, store.name, selector, erased.ids); // rows the agent added since the plan
+    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, subject, earlierIds), false));
+    const stateWalTruncated = compactState(state).walTruncated;
+    await copies(erased.texts, erased.ids, earlier);
+    const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
+    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
+  } finally {
+    state.close();
+  }
+}
+
+/** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
+function stateTarget(store: string, e: Erased, subject: string | undefined, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
+  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, earlier };
+}
+
+/** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */
+async function eraseLeftovers(store: StoreHandle, snapshotRoot: string, texts: string[], subject: string | undefined, dryRun: boolean, log: Logger) {
+  const left = await leftoverCopies(store.path, snapshotRoot, texts, subject);
+  const q = collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors });
+  if (!dryRun) await removeLeftovers(left, snapshotRoot, q, log);
+  return { staged: left.staged.length, partials: left.partials.length };
+}
+
+function mergePlaces(a: Place[], b: Place[]): Place[] {
+  const out = a.map((p) => ({ ...p }));
+  for (const p of b) {
+    const same = out.find((x) => x.place === p.place);
+    if (same) same.count += p.count;
+    else out.push({ ...p });
+  }
+  return out;
+}
+
+/**
+ * VACUUM rewrites the file without the free pages secure_delete already zeroed; the checkpoint copies the WAL back
+ * and truncates it, so no old frame keeps a copy. A reader holding the WAL makes the truncate fail: reported.
+ */
+function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
+  // VACUUM builds the new database in a TEMP file; with temp_store = MEMORY (which the deletes set, src/store/
+  // delete.ts) that copy of the whole store lived in RAM: peak RSS grew with the store (714 MB at 3M rows). Back on
+  // disk it is a few MB of page cache. This drops the deletes' TEMP objects; prepareConnection makes them again.
+  db.pragma('temp_store = DEFAULT');
+  db.exec('VACUUM');
+  return { vacuumed: true, walTruncated: journalMode(db) === 'wal' ? truncateWal(db) : true };
+}
+

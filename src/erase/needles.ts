@@ -1,0 +1,62 @@
+/**
+ * Owns erase's memory of earlier erases, in the state db (src/state/migrations/006-erase-needles.ts): what each
+ * selector erased, as keyed hashes only, and the snapshots an erase removed.
+ */
+import { createHmac } from 'node:crypto';
+import type { Db } from '../store/sqlite.js';
+import type { EraseSelector } from '../layouts/contract.js';
+import { openStateDb } from '../state/state.js';
+import { asciiLower } from '../text/needles.js';
+import { idMac } from '../snapshot/targets/holds.js';
+import { toCanonical, type Instant } from '../time/instants.js';
+
+/*
+ * `erase_needles`: the ids each erase erased, as the keyed hashes a snapshot's holds use (holds.ts, under the
+ * installation's erase key), under a keyed hash of its selector. A later erase of the same person (the same
+ * selector) looks for those ids again in every snapshot, local and remote, and in the state db's records about
+ * memories, though the rows, their texts and the prune ledger's rows are gone: "exit 1 while any copy remains"
+ * holds across runs. No id, user or text is kept. `erased_snapshots`: the snapshots an erase removed, by name,
+ * which replicate never uploads again.
+ */
+/** The selector as a keyed hash: the same person asked again finds what the earlier runs erased. */
+export function selectorMac(key: Buffer, sel: EraseSelector): string {
+  const what = 'user' in sel ? `user:${sel.user}`
+    : 'subject' in sel ? `subject:${asciiLower(sel.subject.trim())}` // matched ASCII case-insensitively
+      : `ids:${[...new Set(sel.ids)].sort().join('\n')}`;
+  return createHmac('sha256', key).update(`selector:${what}`, 'utf8').digest('hex');
+}
+
+/** The id hashes (holds.ts's form) that earlier erases of this selector erased from this store. */
+export function earlierIdMacs(state: Db, store: string, selector: string): string[] {
+  return state.prepare(`SELECT mac FROM erase_needles WHERE store = ? AND selector_mac = ? AND kind = 'id'`).pluck().all(store, selector) as string[];
+}
+
+/** Record the ids an erase is about to erase (before the deletes: a crash after them must not lose them). */
+export function recordErasedIds(state: Db, key: Buffer, store: string, selector: string, ids: readonly string[]): void {
+  if (ids.length === 0) return;
+  const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
+  state.transaction(() => ids.forEach((id) => put.run(store, selector, idMac(key, id)))).immediate();
+}
+
+/** Record snapshots an erase is about to delete, before it deletes them: replicate must never upload them again. */
+export function recordErasedSnapshots(stateDb: string, store: string, names: readonly string[], at: Instant): void {
+  if (names.length === 0) return;
+  const db = openStateDb(stateDb);
+  try {
+    const put = db.prepare(`INSERT OR IGNORE INTO erased_snapshots (store, snapshot, erased_at) VALUES (?, ?, ?)`);
+    db.transaction(() => names.forEach((n) => put.run(store, n, toCanonical(at)))).immediate();
+  } finally {
+    db.close();
+  }
+}
+
+/** Names of this store's snapshots an erase removed. */
+export function erasedSnapshots(stateDb: string, store: string): Set<string> {
+  const db = openStateDb(stateDb);
+  try {
+    return new Set(db.prepare(`SELECT snapshot FROM erased_snapshots WHERE store = ?`).pluck().all(store) as string[]);
+  } finally {
+    db.close();
+  }
+}
+

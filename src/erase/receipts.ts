@@ -1,0 +1,83 @@
+import type { StoreConfig } from '../store/config.js';
+import { openStateDb } from '../state/state.js';
+import { storeError } from '../core/errors.js';
+import type { Place } from './state.js';
+
+/** What one erase did, as its receipt says it (never what the erased memories said). */
+export interface EraseReceipt {
+  id: number | null;
+  store: string;
+  layout: StoreConfig['layout'];
+  selector: 'user' | 'subject' | 'ids';
+  /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
+  selectorSha256: string;
+  erasedAt: string;
+  dryRun: boolean;
+  /** Rows (warden) or memories (mem0) erased. */
+  memories: number;
+  /** sha256 of the erased memory ids, sorted and joined by newlines. */
+  idsSha256: string;
+  counts: Record<string, number>;
+  vacuumed: boolean;
+  /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
+  walTruncated: boolean;
+  /** `unverified`: those of `found` that could not be searched (unreachable, unreadable, not verifiable): may hold it. */
+  snapshots: { found: string[]; deleted: string[]; unverified?: string[] };
+  /** Every place erase looked, with how many records or files it erased there (store:…, state:…, files:…). */
+  places: Place[];
+  /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */
+  stateWalTruncated: boolean;
+}
+
+/**
+ * Erase receipts in the state db (src/state/migrations/004-erase-receipts.ts): what was erased, how much, when;
+ * never the text, the user or the ids.
+ */
+export function recordReceipt(stateDb: string, r: EraseReceipt): number {
+  const db = openStateDb(stateDb);
+  try {
+    return db.transaction(() => {
+      const id = Number(
+        db.prepare(`INSERT INTO erase_receipts (store, layout, selector, selector_sha256, erased_at, memories, ids_sha256, counts, vacuumed, wal_truncated, snapshots_found, snapshots_deleted)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+          .run(r.store, r.layout, r.selector, r.selectorSha256, r.erasedAt, r.memories, r.idsSha256, JSON.stringify(r.counts), r.vacuumed ? 1 : 0, r.walTruncated ? 1 : 0, JSON.stringify(r.snapshots.found), JSON.stringify(r.snapshots.deleted))
+          .lastInsertRowid,
+      );
+      const place = db.prepare(`INSERT INTO erase_receipt_places (receipt_id, place, count) VALUES (?, ?, ?)`);
+      for (const p of r.places) place.run(id, p.place, p.count);
+      return id;
+    }).immediate();
+  } catch (err) {
+    throw storeError(`erase: the data is erased but the receipt could not be stored in ${stateDb}: ${(err as Error).message}`, err);
+  } finally {
+    db.close();
+  }
+}
+
+export interface StoredReceipt {
+  id: number;
+  store: string;
+  layout: string;
+  selector: string;
+  selector_sha256: string;
+  erased_at: string;
+  memories: number;
+  ids_sha256: string;
+  counts: string;
+  vacuumed: number;
+  wal_truncated: number;
+  snapshots_found: string;
+  snapshots_deleted: string;
+  /** JSON array of { place, count }. */
+  places: string;
+}
+
+export function listReceipts(stateDb: string, store?: string): StoredReceipt[] {
+  const db = openStateDb(stateDb);
+  try {
+    const places = `(SELECT json_group_array(json_object('place', p.place, 'count', p.count)) FROM (SELECT * FROM erase_receipt_places WHERE receipt_id = r.id ORDER BY rowid) p)`;
+    return db.prepare(`SELECT r.*, ${places} AS places FROM erase_receipts r ${store ? 'WHERE r.store = ?' : ''} ORDER BY r.id`).all(...(store ? [store] : [])) as StoredReceipt[];
+  } finally {
+    db.close();
+  }
+}

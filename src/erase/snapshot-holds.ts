@@ -1,0 +1,85 @@
+/**
+ * Owns one question of erase's snapshot search: does a local snapshot's SQLite copy hold an erased id or user, as
+ * the holds its upload carries would say (src/snapshot/targets/holds.ts)? Local and remote copies answer alike.
+ */
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import type { Logger } from '../log/logger.js';
+import { readManifest, type Manifest } from '../snapshot/manifest.js';
+import { holdsContain, holdsStream, idMac } from '../snapshot/targets/holds.js';
+
+/** The erased ids and user in plain (this run's, held in memory only) and the id hashes earlier erases kept. */
+export interface HoldsSearch {
+  key: Buffer;
+  store: string;
+  ids: readonly string[];
+  user?: string | undefined;
+  /** Keyed hashes (holds.ts's form) of ids earlier erases of this selector erased (erase-needles.ts). */
+  earlier: readonly string[];
+}
+
+export const searchesHolds = (h: HoldsSearch) => h.ids.length > 0 || h.user !== undefined || h.earlier.length > 0;
+
+/** 'holds', 'unsure' (it cannot be ruled out), or null. */
+export type HoldsAnswer = 'holds' | 'unsure' | null;
+
+/**
+ * Whether the folder's SQLite copy holds one of them, so a row pruned before the erase (whose text erase never saw)
+ * is found here as it is on a target. Only a folder whose manifest says it is a snapshot of this store is judged
+ * (the byte search is all that applies to another); one whose copy cannot be read cannot be ruled out.
+ *
+ * The plain ids and user are looked up directly, through the indexes; only ids known by their hash alone (from
+ * earlier runs, and not erased again now) need every id of the copy hashed, as making its holds does (seconds per
+ * million rows).
+ */
+export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Promise<HoldsAnswer> {
+  if (!searchesHolds(h)) return null;
+  let m: Manifest;
+  try {
+    m = readManifest(dir);
+  } catch {
+    return null;
+  }
+  if (m.store !== h.store) return null;
+  try {
+    if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
+    const file = join(dir, m.sqlite.file);
+    if (plainHolds(file, h.ids, h.user)) return 'holds';
+    const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
+    const extra = new Set(h.earlier.filter((mac) => !mine.has(mac)));
+    return extra.size > 0 && (await holdsContain(holdsStream(file, h.key), { ids: extra }, dir)) ? 'holds' : null;
+  } catch (err) {
+    log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
+    return 'unsure';
+  }
+}
+
+/**
+ * What the holds of this copy would say of these plain ids and this user, asked of SQLite directly: the ids of the
+ * warden memory table and mem0's history, the user as the memory table's user_id (else subject) and as a
+ * `user_id=` part of mem0's messages' session_scope. Keep in step with holdsStream.
+ */
+function plainHolds(file: string, ids: readonly string[], user: string | undefined): boolean {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const tables = new Set(db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[]);
+    const cols = (t: string) => new Set(db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(t) as string[]);
+    const any = (sql: string, ...args: unknown[]) => db.prepare(sql).get(...args) !== undefined;
+    const list = JSON.stringify(ids);
+    if (ids.length > 0) {
+      if (tables.has('memory') && any(`SELECT 1 FROM memory WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
+      if (tables.has('history') && cols('history').has('memory_id') && any(`SELECT 1 FROM history WHERE memory_id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
+    }
+    if (user === undefined) return false;
+    if (tables.has('memory')) {
+      const c = cols('memory');
+      const col = c.has('user_id') ? 'user_id' : c.has('subject') ? 'subject' : undefined;
+      if (col && any(`SELECT 1 FROM memory WHERE ${col} = ? LIMIT 1`, user)) return true;
+    }
+    // holdsStream splits session_scope at '&': a user with '&' in it is never among its users.
+    return !user.includes('&') && tables.has('messages') && cols('messages').has('session_scope')
+      && any(`SELECT 1 FROM messages WHERE instr('&' || session_scope || '&', ?) > 0 LIMIT 1`, `&user_id=${user}&`);
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,271 @@
+import { truncateWal, type Db } from '../store/sqlite.js';
+import { textFinder } from '../text/needles.js';
+import { idMac } from '../snapshot/targets/holds.js';
+
+/**
+ * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
+ * itself. Drift verdicts of the erased memories (their evidence holds the text as verified and the proposed
+ * replacement; pending ones are what `review list` and the digest show) and the ledger rows of what the prune
+ * deleted for the person go whole. Everywhere else — job runs' results and errors, digest deliveries, another
+ * memory's verdict quoting the text, a table a later feature adds — each value that holds an erased text (or the
+ * subject, any ASCII case) is scrubbed: a JSON value keeps its shape with the holding strings replaced, any other
+ * value is replaced whole; the run or delivery stays on record without its text. The receipts hold no text by
+ * construction and are left alone.
+ */
+export const ERASED = '[erased]';
+
+export interface Place {
+  place: string;
+  count: number;
+}
+
+export interface StateTarget {
+  store: string;
+  ids: readonly string[];
+  texts: readonly string[];
+  subject?: string;
+  /**
+   * Ids earlier erases of the same person erased, known by their keyed hash only (erase-needles.ts), with the key:
+   * a record about one of those memories written since (a verdict a drift task brought back late) goes whole too.
+   */
+  earlier?: { key: Buffer; macs: ReadonlySet<string> };
+}
+
+const OWN = new Set(['erase_receipts', 'erase_receipt_places']);
+
+/**
+ * Where memory-warden's tables keep content (free text, JSON): only these are scrubbed, never a key, a store or job
+ * name or a status, so `--subject agent` cannot rename every record of the store `agent`. A table added later is
+ * read the same way minus its indexed columns (keys, names), so a feature that forgets to list itself here is still
+ * covered.
+ */
+const CONTENT: Record<string, string[]> = {
+  job_runs: ['result', 'error'],
+  drift_verdicts: ['evidence'], // resolution is confirmed, deleted, superseded:<id>, expires:<time>
+  digest_deliveries: ['response', 'error', 'summary'],
+  warden_deletions: [],
+  erase_needles: [], // keyed hashes only
+  erased_snapshots: [], // snapshot names and times
+};
+
+function contentColumns(db: Db, table: string): string[] {
+  const known = CONTENT[table];
+  if (known) return known;
+  const ddl = (db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`).get(table) as { sql: string | null } | undefined)?.sql ?? '';
+  if (/WITHOUT\s+ROWID/i.test(ddl)) return []; // the scrub goes by rowid; no table of memory-warden's is one
+  const indexed = new Set(
+    (db.prepare(`SELECT name FROM pragma_index_list(?)`).all(table) as { name: string }[])
+      .flatMap((i) => (db.prepare(`SELECT name FROM pragma_index_info(?)`).all(i.name) as { name: string | null }[]).map((c) => c.name)),
+  );
+  const columns = db.prepare(`SELECT name, pk FROM pragma_table_info(?)`).all(table) as { name: string; pk: number }[];
+  return columns.filter((c) => c.pk === 0 && !indexed.has(c.name)).map((c) => c.name);
+}
+
+const MIN_TEXT = 4;
+/**
+ * A quote of an erased text is found by any WINDOW consecutive characters of it, windows starting every STEP: a
+ * quote of WINDOW + STEP characters or more, cut from the start (an error's clip at 40) or from the middle (a
+ * reason quoting what a page said), holds a whole window.
+ */
+const WINDOW = 24;
+const STEP = 12;
+
+/**
+ * The form both sides are compared in: JSON escapes (`\u00e9`, `\"`, `\/`) and percent-encoding (`%C3%A9%20`)
+ * decoded, NFKC, lower case. A record can hold a text in any of them (evidence is JSON inside JSON, a URL quotes
+ * the text it asked about, an error repeats it in capitals).
+ */
+function folded(text: string): string {
+  const unescaped = text.replace(/\\(u[0-9a-fA-F]{4}|["\\/bfnrt])/g, (_, e: string) =>
+    e[0] === 'u' ? String.fromCharCode(parseInt(e.slice(1), 16)) : ({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' } as Record<string, string>)[e] ?? e);
+  const decoded = unescaped.replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run;
+    }
+  });
+  return decoded.normalize('NFKC').toLowerCase();
+}
+
+/**
+ * The windows of a folded text that a quote of it holds one of (the whole text when it is no longer than one): a
+ * path of 30 characters quoted without its end is found by its first window.
+ */
+function windows(t: string): string[] {
+  const chars = [...t];
+  if (chars.length <= WINDOW) return [t];
+  const out: string[] = [];
+  for (let i = 0; i + WINDOW <= chars.length; i += STEP) out.push(chars.slice(i, i + WINDOW).join(''));
+  out.push(chars.slice(-WINDOW).join(''));
+  return out;
+}
+
+/**
+ * Whether a string holds an erased text: whole or quoted in part (any WINDOW characters of it), as written, JSON-
+ * escaped, percent-encoded or in another case; or (for --subject) the subject.
+ */
+export function textMatcher(texts: readonly string[], subject?: string): (v: string) => boolean {
+  // Every text at once in one pass over the value (src/text/needles.ts). Indexed at the first value to test, so a state
+  // db without content pays nothing for it, however many texts.
+  let holdsText: ((v: string) => boolean) | undefined;
+  const index = () => {
+    const needles = new Set<string>();
+    for (const t of texts) for (const form of [folded(t), spaced(folded(t))]) for (const w of windows(form)) needles.add(w);
+    return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
+  };
+  const subjectForm = subject === undefined ? '' : folded(subject);
+  const subjectWords = spaced(subjectForm);
+  if (!texts.some((t) => folded(t).length >= MIN_TEXT) && subjectForm === '') return () => false;
+  return (v) => {
+    const f = folded(v);
+    const words = spaced(f);
+    holdsText ??= index();
+    if (holdsText(f) || holdsText(words)) return true;
+    if (subjectForm === '') return false;
+    return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
+  };
+}
+
+/**
+ * Words only: `zanthe quillory` is in `/home/zanthe-quillory/` and in `Zanthe_Quillory`. A record may join the
+ * words of a subject or a text with any separator (a path, a slug, a user name, a log line's own punctuation).
+ */
+function spaced(f: string): string {
+  return f.replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
+}
+
+/**
+ * Whether a string is an erased id or names one among its words (`row u1a locked`, `pruned u1a and u10a`), in any
+ * of the forms a text takes (`ids` folded: JSON-escaped, percent-encoded, another case).
+ */
+function namesId(raw: string, ids: ReadonlySet<string>): boolean {
+  if (ids.size === 0) return false;
+  if (ids.has(raw)) return true;
+  const v = folded(raw);
+  if (ids.has(v)) return true;
+  // Among words, only ids of MIN_TEXT characters or more: an id like `7` would take every record with a 7 in it.
+  return v.split(/[^\p{L}\p{N}_.:-]+/u).some((word) => {
+    const w = word.replace(/[.:]+$/, '');
+    return w.length >= MIN_TEXT && ids.has(w);
+  });
+}
+
+/** Every string of a JSON value that holds an erased text or is an erased id becomes ERASED; null if none did. */
+function scrubJson(value: unknown, holds: (s: string) => boolean, ids: ReadonlySet<string>): { value: unknown; hit: boolean } {
+  if (typeof value === 'string') return holds(value) || namesId(value, ids) ? { value: ERASED, hit: true } : { value, hit: false };
+  if (Array.isArray(value)) {
+    const parts = value.map((v) => scrubJson(v, holds, ids));
+    return { value: parts.map((p) => p.value), hit: parts.some((p) => p.hit) };
+  }
+  if (value && typeof value === 'object') {
+    let hit = false;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const r = scrubJson(v, holds, ids);
+      // A key can hold text too (a map keyed by fact): the entry goes.
+      if (holds(k)) hit = true;
+      else out[k] = r.value;
+      hit ||= r.hit;
+    }
+    return { value: out, hit };
+  }
+  return { value, hit: false };
+}
+
+function parseJson(v: string): unknown {
+  const c = v.trimStart()[0];
+  if (c !== '{' && c !== '[') return undefined;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The scrubbed form of one value, or null when it holds nothing erased. */
+export function scrubValue(v: string, holds: (s: string) => boolean, ids: ReadonlySet<string> = new Set()): string | null {
+  const json = parseJson(v);
+  if (json !== undefined) {
+    const r = scrubJson(json, holds, ids);
+    return r.hit ? JSON.stringify(r.value) : null;
+  }
+  return holds(v) || namesId(v, ids) ? ERASED : null;
+}
+
+const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * Scrub the state db for one erase (see above). With dryRun, only counts. Ids are matched only where a record
+ * names its store (drift verdicts, the ledger, job runs' results): an id alone means nothing in another store.
+ */
+export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
+  const holds = textMatcher(t.texts, t.subject);
+  const ids = new Set([...t.ids, ...t.ids.map(folded)]);
+  const idList = JSON.stringify([...ids]);
+  const places: Place[] = [];
+  const add = (place: string, count: number) => {
+    const p = places.find((x) => x.place === place);
+    if (p) p.count += count;
+    else places.push({ place, count });
+  };
+  db.function('warden_erased_text', { deterministic: true }, (v: unknown) => (typeof v === 'string' && holds(v) ? 1 : 0));
+  const earlier = t.earlier;
+  db.function('warden_erased_earlier', { deterministic: true }, (v: unknown) => (earlier && v !== null && earlier.macs.has(idMac(earlier.key, String(v))) ? 1 : 0));
+  const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
+  const run = () => {
+    // Whole records about the erased memories.
+    const erasedId = `(memory_id IN (SELECT value FROM json_each(?))${earlier && earlier.macs.size > 0 ? ' OR warden_erased_earlier(memory_id)' : ''})`;
+    const whole: [table: string, where: string][] = [
+      ['drift_verdicts', `store = ? AND ${erasedId}`],
+      ['warden_deletions', `store = ? AND ${erasedId}`],
+    ];
+    for (const [table, where] of whole) {
+      if (!tables.includes(table)) continue;
+      const sql = dryRun ? `SELECT count(*) AS n FROM ${table} WHERE ${where}` : `DELETE FROM ${table} WHERE ${where}`;
+      add(`state:${table}`, dryRun ? (db.prepare(sql).get(t.store, idList) as { n: number }).n : db.prepare(sql).run(t.store, idList).changes);
+    }
+    // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors;
+    // the evidence of another memory's verdict can name one too (a drift result quoting the row it superseded).
+    const byStore: [table: string, col: string][] = [['job_runs', 'result'], ['job_runs', 'error'], ['drift_verdicts', 'evidence']];
+    for (const [table, col] of ids.size > 0 ? byStore.filter(([x]) => tables.includes(x)) : []) {
+      const rows = db.prepare(`SELECT id, ${col} AS v FROM ${table} WHERE store = ? AND ${col} IS NOT NULL`).all(t.store) as { id: number; v: string }[];
+      const set = db.prepare(`UPDATE ${table} SET ${col} = ? WHERE id = ?`);
+      for (const r of rows) {
+        if (dryRun && holds(r.v)) continue; // counted by the pass below
+        const s = scrubValue(r.v, holds, ids);
+        if (s === null) continue;
+        if (!dryRun) set.run(s, r.id);
+        add(`state:${table}.${col}`, 1);
+      }
+    }
+    // The content columns everywhere else.
+    for (const table of tables.filter((x) => !OWN.has(x))) {
+      for (const col of contentColumns(db, table)) {
+        const rows = db.prepare(`SELECT rowid AS rid, ${q(col)} AS v FROM ${q(table)} WHERE warden_erased_text(${q(col)})`).all() as { rid: number; v: string }[];
+        add(`state:${table}.${col}`, dryRun ? rows.length : 0); // listed even when nothing was there: it was looked at
+        if (dryRun || rows.length === 0) continue;
+        const set = db.prepare(`UPDATE ${q(table)} SET ${q(col)} = ? WHERE rowid = ?`);
+        let n = 0;
+        for (const r of rows) {
+          try {
+            set.run(scrubValue(r.v, holds) ?? ERASED, r.rid);
+            n += 1;
+          } catch {
+            // A CHECK refused the placeholder: a column of fixed values (a status), never content. Left as it is.
+          }
+        }
+        add(`state:${table}.${col}`, n);
+      }
+    }
+  };
+  if (dryRun) run();
+  else db.transaction(run).immediate();
+  return places;
+}
+
+/** secure_delete zeroed what the scrub freed; VACUUM drops the free pages, the checkpoint empties the WAL. */
+export function compactState(db: Db): { walTruncated: boolean } {
+  db.exec('VACUUM');
+  return { walTruncated: truncateWal(db) };
+}

@@ -1,0 +1,135 @@
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { coerceError } from '../core/errors.js';
+import { expandHome } from '../config/config.js';
+import { eraseKey } from './ledger.js';
+import { recordErasedSnapshots } from './needles.js';
+import { HOLDS_KEY, holdsContain, idMac, userMac } from '../snapshot/targets/holds.js';
+import { hashing } from '../snapshot/targets/digest.js';
+import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
+import type { withTarget } from '../snapshot/targets/replicate.js';
+import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
+import type { Manifest } from '../snapshot/manifest.js';
+
+/**
+ * Erase's reach into snapshot targets: the remote snapshots holding an erased memory or user, found through each
+ * snapshot's `holds.json.gz` (keyed hashes of its ids and users), never by reading its content, so encrypted ones
+ * are found too. The ids are this run's and those earlier erases of the same selector erased (erase-needles.ts).
+ * A target's copy of a local snapshot found to hold it (the same files, by their digests) holds it too: a row pruned
+ * before an erase --subject is found there through the text its local twin holds. A snapshot whose holds were made
+ * with another erase key, or cannot be read, or do not match the digest its manifest recorded for them (a replaced
+ * holds file says nothing), or a target that cannot be reached, is reported as found (it cannot be ruled out): the
+ * receipt lists it (and among `unverified`) and erase exits 1 until it is dealt with. With `remove`, found snapshots
+ * are recorded as erased (replicate never uploads them again), then deleted (manifest first).
+ *
+ * Labels: `target:<name>/<snapshot>`; an unreachable target is `target:<name> (unreachable: …)`.
+ */
+export async function remoteSnapshotCopies(
+  config: Config, store: string, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] },
+  opts: { remove: boolean; log: Logger; now?: () => number; holding?: ReadonlyMap<string, Manifest['files']> },
+): Promise<{ found: string[]; deleted: string[]; unverified: string[] }> {
+  const found: string[] = [];
+  const deleted: string[] = [];
+  const unverified: string[] = [];
+  // The targets' code (with its encryption) loads only when targets are configured.
+  if (config.snapshot.targets.length === 0) return { found, deleted, unverified };
+  const { targetsFor } = await import('../snapshot/targets/replicate.js');
+  const targets = targetsFor(config, store);
+  const nothingErased = erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0 && (opts.holding?.size ?? 0) === 0;
+  if (targets.length === 0 || nothingErased) return { found, deleted, unverified };
+  // Uploads stay out meanwhile, so no snapshot becomes complete on a target behind the search.
+  const lock = opts.remove ? lockSnapshots(storeSnapshotDir(config, store), 'erase') : undefined;
+  try {
+    await searchTargets(config, store, erased, opts, { found, deleted, unverified });
+  } finally {
+    lock?.release();
+  }
+  return { found, deleted, unverified };
+}
+
+async function searchTargets(
+  config: Config, store: string, erased: Parameters<typeof remoteSnapshotCopies>[2], opts: Parameters<typeof remoteSnapshotCopies>[3],
+  { found, deleted, unverified }: { found: string[]; deleted: string[]; unverified: string[] },
+): Promise<void> {
+  const { keyId, targetsFor, withTarget } = await import('../snapshot/targets/replicate.js');
+  const stateDb = expandHome(config.stateDb);
+  const key = eraseKey(stateDb);
+  const want = holdsWanted(key, erased);
+  const holding = opts.holding ?? new Map<string, Manifest['files']>();
+  if (wantsNothing(want) && holding.size === 0) return;
+  for (const tcfg of targetsFor(config, store)) {
+    try {
+      await withTarget(tcfg, store, async (t) => {
+        for (const name of await t.list()) {
+          const why = await holdsMatch(t, name, keyId(key), want, holding.get(name));
+          if (!why) continue;
+          const label = `target:${tcfg.name}/${name}`;
+          found.push(label);
+          if (why !== 'holds') unverified.push(label);
+          if (why !== 'holds') opts.log.warn({ store, target: tcfg.name, snapshot: name, why }, 'cannot rule out that a remote snapshot holds the erased data');
+          if (opts.remove) {
+            recordErasedSnapshots(stateDb, store, [name], opts.now?.() ?? Date.now());
+            await t.delete(name);
+            deleted.push(label);
+          }
+        }
+      });
+    } catch (err) {
+      const e = coerceError(err);
+      opts.log.error({ store, target: tcfg.name, err: e.message }, 'erase could not look into a snapshot target');
+      const label = `target:${tcfg.name} (unreachable: ${e.message.slice(0, 200)})`;
+      found.push(label);
+      unverified.push(label);
+    }
+  }
+}
+
+type Target = Parameters<Parameters<typeof withTarget>[2]>[0];
+
+/**
+ * 'holds' when the snapshot holds an erased id or user; another reason when that cannot be ruled out; else null.
+ * "Holds none of them" is believed only of a holds file read to its end whose digest is the one the manifest
+ * recorded: any error reading or checking it means it cannot be ruled out.
+ */
+async function holdsMatch(t: Target, name: string, kid: string, want: HoldsWanted, local: Manifest['files'] | undefined): Promise<string | null> {
+  let m;
+  try {
+    m = await readRemoteManifest(t, name);
+  } catch (err) {
+    return `unreadable manifest: ${(err as Error).message}`;
+  }
+  // An upload of a local snapshot found to hold it (by its text, say: a row pruned before the erase, whose id the
+  // erase never saw) holds the same bytes.
+  if (local && sameFiles(m.files, local)) return 'holds';
+  const rec = m.remote.holds as Partial<typeof m.remote.holds> | undefined;
+  if (!rec || typeof rec.sha256 !== 'string' || typeof rec.bytes !== 'number') return `its manifest records no ${HOLDS_KEY}`;
+  if (rec.keyId !== kid) return `its holds were made with another erase key (${String(rec.keyId)})`;
+  try {
+    const stored = hashing(await t.get(name, HOLDS_KEY));
+    if (await holdsContain(stored.stream, want, `${t.name}:${name}`)) return 'holds';
+    for await (const _ of stored.stream) void _; // whatever follows the JSON counts too
+    const got = stored.digest();
+    if (got.sha256 !== rec.sha256 || got.bytes !== rec.bytes) return `${HOLDS_KEY} is not the one its manifest recorded (sha256 ${got.sha256}, ${got.bytes} bytes)`;
+    return null;
+  } catch (err) {
+    return `unreadable ${HOLDS_KEY}: ${(err as Error).message}`;
+  }
+}
+
+function sameFiles(a: Manifest['files'], b: Manifest['files']): boolean {
+  const names = Object.keys(a);
+  return names.length === Object.keys(b).length && names.every((n) => b[n] !== undefined && b[n]!.sha256 === a[n]!.sha256 && b[n]!.bytes === a[n]!.bytes);
+}
+
+/** What a snapshot's holds are searched for: the hashes of the erased ids (this run's and earlier runs') and user. */
+interface HoldsWanted {
+  ids: ReadonlySet<string>;
+  user?: string;
+}
+
+function holdsWanted(key: Buffer, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] }): HoldsWanted {
+  const ids = new Set([...erased.ids.map((id) => idMac(key, id)), ...(erased.earlier ?? [])]);
+  return erased.user === undefined ? { ids } : { ids, user: userMac(key, erased.user) };
+}
+
+const wantsNothing = (w: HoldsWanted) => w.ids.size === 0 && w.user === undefined;

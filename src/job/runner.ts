@@ -1,0 +1,85 @@
+import type { Config } from '../config/config.js';
+import { expandHome } from '../config/read.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
+import { systemClock } from '../time/instants.js';
+import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
+import { coerceError, usageError, WardenError } from '../core/errors.js';
+import { redactText } from '../text/secrets.js';
+import { assertNoPendingRestore } from '../snapshot/journal.js';
+import type { Progress } from '../progress/progress.js';
+
+export interface RunOptions {
+  /**
+   * The jobs this program runs, handed down by the composition root (the runner imports none): the map
+   * (jobs/index.ts JOBS, the worker's) or a loader that imports only the job run (the CLI's, src/commands/job-loaders.ts).
+   */
+  jobs: JobMap | JobLoader;
+  config: Config;
+  log: Logger;
+  now?: Clock;
+  signal?: AbortSignal;
+  /** Record the run in the state db (the digest reports runs and failures from there). Default true. */
+  record?: boolean;
+  /** The worker's task queues (JobContext.dispatch); absent under the CLI, where jobs do that work inline. */
+  dispatch?: TaskDispatch;
+  /** The worker's host and its view of the fleet (JobContext.fleet); absent under the CLI. */
+  fleet?: FleetView;
+  /** The CLI's progress reporter on a terminal (JobContext.progress); the worker gives none. */
+  progress?: Progress;
+}
+
+/**
+ * Run one job by name: validate the payload, build the context, record the outcome. The CLI's `run` and the
+ * BullMQ worker both come through here, so a job behaves the same whichever started it.
+ */
+export async function runJob(name: string, payload: unknown, opts: RunOptions): Promise<unknown> {
+  const { job, names } = await findJob(opts.jobs, name);
+  if (!job) throw usageError(`unknown job "${name}" (jobs: ${names.join(', ')})`);
+  const parsed = parsePayload(job, payload);
+  const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
+  const storeDb = store ? opts.config.stores[store]?.db : undefined;
+  if (job.writes && storeDb) assertNoPendingRestore(storeDb);
+  const now = opts.now ?? systemClock;
+  const ctx: JobContext = {
+    config: opts.config,
+    log: opts.log.child({ job: name, ...(store ? { store } : {}) }),
+    now,
+    signal: opts.signal ?? new AbortController().signal,
+    ...(opts.dispatch ? { dispatch: opts.dispatch } : {}),
+    ...(opts.fleet ? { fleet: opts.fleet } : {}),
+    ...(opts.progress ? { progress: opts.progress } : {}),
+  };
+  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store);
+  try {
+    const result = await job.run(parsed, ctx);
+    record?.end('ok', result);
+    return result;
+  } catch (err) {
+    const coerced = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
+    // What the CLI prints and the worker records: no value from the environment in it.
+    const message = redactText(coerced.message);
+    const e = message === coerced.message ? coerced : new WardenError(coerced.kind, message, { cause: coerced.cause });
+    record?.end('failed', e.message);
+    throw e;
+  } finally {
+    ctx.progress?.done();
+    record?.close();
+  }
+}
+
+/** The run's row in the state db's job_runs; src/state/state.ts and its migrations load only for a run that is recorded (`check` records none). */
+async function recordRun(config: Config, name: string, store: string | null) {
+  const { openStateDb, recordRunEnd, recordRunStart } = await import('../state/state.js');
+  const state = openStateDb(expandHome(config.stateDb));
+  const runId = recordRunStart(state, name, store, systemClock());
+  return {
+    end: (outcome: 'ok' | 'failed', detail: unknown) => recordRunEnd(state, runId, systemClock(), outcome, detail),
+    close: () => state.close(),
+  };
+}
+
+async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {
+  if (typeof jobs === 'function') return { job: await jobs(name), names: jobs.names };
+  return { job: Object.hasOwn(jobs, name) ? jobs[name] : undefined, names: Object.keys(jobs) };
+}
