@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import Ajv2020 from 'ajv/dist/2020.js';
@@ -82,7 +84,10 @@ describe('config JSON Schema', () => {
 
   it('agrees with config wherever a pattern can say it: review.url, paths, credentials as ${VAR} references', () => {
     const validate = validator();
-    const env = { HOME: '/home/mw', S3_SECRET: 'x'.repeat(40), SFTP_PW: 'y'.repeat(12) };
+    // Paths in a folder of the test's own: loadConfig resolves links in them (the snapshot root check), and a test
+    // touches nothing outside the repository and the temporary folder.
+    const home = mkdtempSync(join(tmpdir(), 'mw-schema-'));
+    const env = { HOME: home, S3_SECRET: 'x'.repeat(40), SFTP_PW: 'y'.repeat(12) };
     const accepts = (raw: Record<string, unknown>) => {
       try {
         loadConfig({ overrides: raw, env });
@@ -96,7 +101,7 @@ describe('config JSON Schema', () => {
       'javascript:alert(1)', 'JavaScript://x.example/%0aalert(1)', 'ftp://files.example/x', 'file:///etc/passwd', 'data:text/html,x',
       'mailto:ops@example.org', 'ws://x.example', 'httpx://y.example', '//x.example', 'review.example.org', '', 'http://',
     ];
-    const paths = ['/srv/a.db', 'a.db', ' a.db', '${HOME}/a.db', '', ' ', '   ', '\t', ' \n ', '\u00a0', '\u2003\u3000', '\ufeff', 'a\u0000b', '\u0000', ' \u0000'];
+    const paths = [join(home, 'a.db'), 'a.db', ' a.db', '${HOME}/a.db', '', ' ', '   ', '\t', ' \n ', '\u00a0', '\u2003\u3000', '\ufeff', 'a\u0000b', '\u0000', ' \u0000'];
     const s3 = (secretAccessKey: unknown) => ({ snapshot: { targets: [{ type: 's3', name: 'off', bucket: 'b', secretAccessKey }] } });
     const sftp = (field: string, value: unknown) => ({
       snapshot: { targets: [{ type: 'sftp', name: 'nas', host: 'nas.lan', username: 'mw', hostKeySha256: `SHA256:${'A'.repeat(43)}`, [field]: value }] },
