@@ -7,7 +7,9 @@
  * running Node's own install), and not a folder those lie in (walked up through, as realpath does). Such a path
  * counts when it exists, or whenever it lies beside the checkout (under the root's parent folder, unless that is
  * / or the temporary folder itself): a file read next to a clone is missing on a clone with nothing beside it.
- * Data paths in configs that exist nowhere (/srv/agent/memory.db) are not reads of anything and do not count.
+ * Data paths in configs that exist nowhere (/srv/agent/memory.db) are not reads of anything and do not count, and
+ * neither is a folder only tested or resolved (stat, exists, access, realpath: /srv while resolving the links of
+ * /srv/agent/memory.db): its listing or a file in it would be.
  *
  * Limits: only what goes through node:fs in this process is seen. Child processes (the CLI, git, sshd, Chromium),
  * native code (SQLite opening its files) and Node's module loader are not; the static scan in
@@ -91,12 +93,23 @@ const WRAPPED = [
 ] as const;
 const WRAPPED_PROMISES = ['readFile', 'open', 'stat', 'lstat', 'access', 'readdir', 'opendir', 'realpath', 'copyFile', 'cp', 'readlink'] as const;
 
+/** Calls that only test a path or resolve its links: on a folder they read nothing of it. */
+const TESTS_ONLY = new Set(['existsSync', 'exists', 'statSync', 'stat', 'lstatSync', 'lstat', 'accessSync', 'access', 'realpathSync', 'realpath']);
+const originalStat = fs.statSync;
+const isFolder = (path: string): boolean => {
+  try {
+    return originalStat(path).isDirectory();
+  } catch {
+    return false;
+  }
+};
+
 function wrap(target: Record<string, unknown>, name: string): void {
   const original = target[name];
   if (typeof original !== 'function' || (original as { outsideGuard?: true }).outsideGuard) return;
   const guarded = function (this: unknown, ...args: unknown[]) {
     const path = pathOf(args[0]);
-    if (path !== undefined && isOutside(path)) seen.add(path);
+    if (path !== undefined && isOutside(path) && !(TESTS_ONLY.has(name) && isFolder(path))) seen.add(path);
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   };
   Object.defineProperties(guarded, Object.getOwnPropertyDescriptors(original)); // realpathSync.native and the like
