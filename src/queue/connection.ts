@@ -1,5 +1,7 @@
-import { Redis } from 'ioredis';
-import { transientError } from '../core/errors.js';
+import { readFileSync } from 'node:fs';
+import { Redis, type RedisOptions } from 'ioredis';
+import { configError, transientError } from '../core/errors.js';
+import type { RedisConfig } from './config.js';
 import type { Logger } from '../log/logger.js';
 
 /** `redis://user:secret@host:6379/0` → `redis://user:***@host:6379/0`: the only form of a Redis URL we print. */
@@ -13,12 +15,76 @@ export function redactRedisUrl(url: string): string {
   }
 }
 
+/** What the client needs to find Redis: the URL, or the whole `redis` config (auth, TLS, Sentinel). */
+export type RedisTarget = string | (Pick<RedisConfig, 'url'> & Partial<Omit<RedisConfig, 'url'>>);
+
+const targetOf = (target: RedisTarget) => (typeof target === 'string' ? { url: target } : target);
+
+/** How logs and errors name the Redis: the password-free URL, or the sentinels and master name. */
+export function describeRedis(target: RedisTarget): string {
+  const t = targetOf(target);
+  if (t.sentinels) return `sentinel master "${t.name}" via ${t.sentinels.map((n) => `${n.host}:${n.port}`).join(',')}`;
+  return redactRedisUrl(t.url);
+}
+
+/**
+ * ioredis options beyond the URL. Given after the URL, they fill only what it leaves out (ioredis merges with
+ * "first wins"), so a user or password in the URL stays as written. A CA file that cannot be read is a config
+ * error naming the setting, not a TLS failure later.
+ */
+export function redisOptions(target: RedisTarget): RedisOptions {
+  const t = targetOf(target);
+  const opts: RedisOptions = {};
+  if (t.username) opts.username = t.username;
+  if (t.password) opts.password = t.password;
+  if (t.tls?.caFile) {
+    let ca: Buffer;
+    try {
+      ca = readFileSync(t.tls.caFile);
+    } catch (err) {
+      throw configError(`config redis.tls.caFile: cannot read ${t.tls.caFile} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+    }
+    opts.tls = { ca };
+    if (t.sentinels) opts.enableTLSForSentinelMode = true;
+  }
+  if (t.sentinels) {
+    opts.sentinels = t.sentinels.map((n) => ({ host: n.host, port: n.port }));
+    opts.name = t.name;
+    // A sentinel that answers with a stale master is asked again rather than trusted (ioredis checks ROLE).
+    opts.sentinelRetryStrategy = (times) => Math.min(100 * 2 ** Math.min(times, 6), 2_000);
+  }
+  return opts;
+}
+
+/** TLS verification failures: the server's certificate is not signed by the CA we were told to trust. */
+const CERT_CODES = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
+
+/**
+ * A refusal that no retry will fix, as a config error naming the setting to change: a wrong password or user
+ * (WRONGPASS, NOAUTH), or a certificate the configured CA does not vouch for. Undefined for anything else.
+ */
+function settingRefused(t: Exclude<RedisTarget, string>, cause: Error & { code?: string }): Error | undefined {
+  const where = describeRedis(t);
+  if (cause.code && CERT_CODES.test(cause.code)) {
+    const setting = t.tls?.caFile ? 'redis.tls.caFile' : 'redis.tls.caFile (not set: the system CAs were used)';
+    return configError(`config ${setting}: Redis at ${where} presented a certificate it does not vouch for (${cause.code})`);
+  }
+  const reply = cause.message.split('\n')[0]!;
+  if (/^(WRONGPASS|NOAUTH|NOPERM)/.test(reply)) {
+    const setting = t.password || t.username ? 'redis.username / redis.password' : 'redis.url (its user and password)';
+    return configError(`config ${setting}: Redis at ${where} refused them (${reply.split(' ')[0]})`);
+  }
+  return undefined;
+}
+
 /**
  * The connection the queue uses: commands wait while Redis is away (maxRetriesPerRequest null, as BullMQ needs)
  * and the client reconnects forever with a capped backoff, so a Redis restart costs a pause, not a run.
  */
-export function createRedis(url: string, log?: Logger): Redis {
-  const redis = new Redis(url, {
+export function createRedis(target: RedisTarget, log?: Logger): Redis {
+  const t = targetOf(target);
+  const redis = new Redis(t.url, {
+    ...redisOptions(t),
     maxRetriesPerRequest: null,
     lazyConnect: true,
     retryStrategy: (times) => Math.min(200 * 2 ** Math.min(times, 6), 10_000),
@@ -26,11 +92,11 @@ export function createRedis(url: string, log?: Logger): Redis {
   let down = false;
   redis.on('error', (err: Error) => {
     // ioredis repeats the same error on every reconnect attempt; one line per outage is enough.
-    if (!down) log?.error({ redis: redactRedisUrl(url), err: err.message }, 'redis connection lost; retrying');
+    if (!down) log?.error({ redis: describeRedis(t), err: err.message }, 'redis connection lost; retrying');
     down = true;
   });
   redis.on('ready', () => {
-    if (down) log?.info({ redis: redactRedisUrl(url) }, 'redis connection back');
+    if (down) log?.info({ redis: describeRedis(t) }, 'redis connection back');
     down = false;
   });
   return redis;
@@ -44,8 +110,9 @@ const HOW_TO_FIX =
  * Fail fast at start: one attempt, a short timeout, and one line that names the (password-free) URL and what to
  * do. Later outages are handled by createRedis's reconnects instead.
  */
-export async function assertRedisReachable(url: string, timeoutMs = 3000): Promise<void> {
-  const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, enableOfflineQueue: false });
+export async function assertRedisReachable(target: RedisTarget, timeoutMs = 3000): Promise<void> {
+  const t = targetOf(target);
+  const probe = new Redis(t.url, { ...redisOptions(t), lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, enableOfflineQueue: false });
   let socketError: (Error & { code?: string }) | undefined;
   probe.on('error', (err: Error) => (socketError ??= err)); // reported below, once
   try {
@@ -54,17 +121,19 @@ export async function assertRedisReachable(url: string, timeoutMs = 3000): Promi
   } catch (err) {
     // connect() rejects with "Connection is closed."; the socket's own error (ECONNREFUSED, NOAUTH…) says why.
     const cause = (err as Error & { code?: string }).code ? (err as Error & { code?: string }) : (socketError ?? (err as Error & { code?: string }));
+    const refused = settingRefused(t, cause);
+    if (refused) throw refused;
     const reason = cause.code ?? cause.message.split('\n')[0];
-    throw transientError(`cannot reach Redis at ${redactRedisUrl(url)} (${reason}): ${HOW_TO_FIX}`, err);
+    throw transientError(`cannot reach Redis at ${describeRedis(t)} (${reason}): ${HOW_TO_FIX}`, err);
   } finally {
     probe.disconnect();
   }
 }
 
 /** Connect a client made by createRedis, failing with the same one-line explanation when Redis is not there. */
-export async function connectRedis(url: string, log?: Logger): Promise<Redis> {
-  await assertRedisReachable(url);
-  const redis = createRedis(url, log);
+export async function connectRedis(target: RedisTarget, log?: Logger): Promise<Redis> {
+  await assertRedisReachable(target);
+  const redis = createRedis(target, log);
   await redis.connect();
   return redis;
 }
