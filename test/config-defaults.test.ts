@@ -35,6 +35,7 @@ const UNSET: Record<string, string> = {
   'redis.tls.caFile': 'the deployment\'s CA; else the system CAs',
   'redis.sentinels': 'Sentinel only: the deployment\'s sentinels',
   'redis.name': 'Sentinel only: the master name the sentinels watch',
+  'redis.claimReplicas': 'decided by the deployment: 1 with sentinels, else 0',
   'redis.cluster': 'Redis Cluster only',
   'redis.cluster.nodes': 'Redis Cluster only: the deployment\'s nodes',
   smtp: 'only needed to send the digest; host has no default, so the whole section is commented',

@@ -1,6 +1,6 @@
 import { writeRegularFile } from '../core/read-file.js';
 import type { Config } from '../config/config.js';
-import type { RedisConfig } from '../queue/config.js';
+import { claimDurability, type RedisConfig } from '../queue/config.js';
 import { expandHome } from '../config/config.js';
 import type { JobContext } from '../job/job.js';
 import { silentLogger, type Logger } from '../log/logger.js';
@@ -81,7 +81,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const state = openStateDb(expandHome(config.stateDb));
   // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
   const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis, log))) : undefined;
-  const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+  const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
   const transport = createTransport(cfg.smtp);
   const results: DeliveryResult[] = [];
   const errors: WardenError[] = [];
@@ -200,7 +200,7 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const firstMs = config.digest.firstPeriodHours * 3_600_000;
     const keys = config.digest.perStore ? group.stores : [group.scope];
     const redis = spansHosts(config) ? await connectRedis(config.redis, opts.log) : undefined;
-    const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+    const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
     const keyOf = (scope: string) => listKey(config.digest.to, scope);
     const read = async () => {
       const starts = await Promise.all(keys.map((scope) => ledger.periodStart(keyOf(scope), end, firstMs)));

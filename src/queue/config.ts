@@ -55,6 +55,12 @@ export const redisSchema = z
     /** Sentinel: where the sentinels listen and the master name they watch; the URL's host is then unused. */
     sentinels: z.array(redisNode).min(1).optional(),
     name: z.string().min(1).optional(),
+    /**
+     * Replicas that must acknowledge the fleet digest's claim (Redis WAIT) before any mail goes out; default 1
+     * with sentinels, else 0. A claim they do not acknowledge within claimWaitMs is given up and retried.
+     */
+    claimReplicas: z.number().int().nonnegative().optional(),
+    claimWaitMs: z.number().int().positive().default(2000),
     /** Redis Cluster: nodes to start from (any primaries); the prefix must hold a {hash tag}. */
     cluster: z.strictObject({ nodes: z.array(redisNode).min(1) }).optional(),
   })
@@ -76,6 +82,11 @@ export function redisDeploymentProblem(redis: { prefix: string; sentinels?: unkn
     return { field: 'prefix', message: `"${redis.prefix}" has no {hash tag}: on Redis Cluster a queue's keys would spread over slots; write e.g. "{${redis.prefix.replace(/[{}]/g, '') || 'memory-warden'}}"` };
   }
   return undefined;
+}
+
+/** How durable the fleet digest's claim is made (src/digest/ledger.ts): replicas to acknowledge it, and how long to wait. */
+export function claimDurability(redis: { claimReplicas?: number; claimWaitMs: number; sentinels?: unknown[] }): { replicas: number; waitMs: number } {
+  return { replicas: redis.claimReplicas ?? (redis.sentinels ? 1 : 0), waitMs: redis.claimWaitMs };
 }
 
 /** The part of a key Redis Cluster hashes: the text inside the first `{…}` when it is not empty (CLUSTER KEYSLOT's rule). */

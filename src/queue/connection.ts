@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
-import { configError, transientError } from '../core/errors.js';
+import { configError, transientError, type WardenError } from '../core/errors.js';
 import type { RedisConfig } from './config.js';
 import type { Logger } from '../log/logger.js';
 
@@ -106,12 +106,29 @@ const HOW_TO_FIX =
   'start Redis (redis-server, or systemctl start redis-server) or point REDIS_URL / redis.url at one; ' +
   'to run one job without a queue use "memory-warden run <job>"';
 
+/** Probes behind Sentinel: during a failover a sentinel may still name the dead primary for a few seconds. */
+const SENTINEL_PROBES = 8;
+const SENTINEL_PROBE_GAP_MS = 500;
+
 /**
- * Fail fast at start: one attempt, a short timeout, and one line that names the (password-free) URL and what to
- * do. Later outages are handled by createRedis's reconnects instead.
+ * Fail fast at start: one attempt (a few, seconds apart, behind Sentinel while a failover settles), a short
+ * timeout, and one line that names the (password-free) URL and what to do. Later outages are handled by
+ * createRedis's reconnects instead.
  */
 export async function assertRedisReachable(target: RedisTarget, timeoutMs = 3000): Promise<void> {
   const t = targetOf(target);
+  for (let probe = 1; ; probe++) {
+    try {
+      return await probeOnce(t, timeoutMs);
+    } catch (err) {
+      const again = t.sentinels && probe < SENTINEL_PROBES && (err as WardenError).kind === 'transient';
+      if (!again) throw err;
+      await new Promise((r) => setTimeout(r, SENTINEL_PROBE_GAP_MS));
+    }
+  }
+}
+
+async function probeOnce(t: Exclude<RedisTarget, string>, timeoutMs: number): Promise<void> {
   const probe = new Redis(t.url, { ...redisOptions(t), lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, enableOfflineQueue: false });
   let socketError: (Error & { code?: string }) | undefined;
   probe.on('error', (err: Error) => (socketError ??= err)); // reported below, once

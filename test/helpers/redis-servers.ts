@@ -79,3 +79,48 @@ export async function startTlsRedis(tls: TlsFiles, user: string, password: strin
     { port, probe: { username: user, password, tls: { ca: readFileSync(tls.ca) } } },
   );
 }
+
+export interface SentinelSet {
+  primary: RedisProc;
+  replica: RedisProc;
+  sentinels: RedisProc[];
+  masterName: string;
+  /** The `redis` config section that reaches this set through its sentinels. */
+  config: { url: string; sentinels: Array<{ host: string; port: number }>; name: string };
+  stop(): Promise<void>;
+}
+
+/**
+ * A primary, one replica and three sentinels (quorum 2) watching them, with short failure detection so a killed
+ * primary is replaced within seconds. Every process is stopped by stop(), whichever of them already died.
+ */
+export async function startSentinelSet(masterName = 'mw-primary'): Promise<SentinelSet> {
+  const procs: RedisProc[] = [];
+  try {
+    const primary = await startRedisProc([]);
+    procs.push(primary);
+    const replica = await startRedisProc([`replicaof 127.0.0.1 ${primary.port}`]);
+    procs.push(replica);
+    const sentinels: RedisProc[] = [];
+    for (let i = 0; i < 3; i++) {
+      const s = await startRedisProc([
+        `sentinel monitor ${masterName} 127.0.0.1 ${primary.port} 2`,
+        `sentinel down-after-milliseconds ${masterName} 1000`,
+        `sentinel failover-timeout ${masterName} 10000`,
+        `sentinel parallel-syncs ${masterName} 1`,
+      ], { sentinel: true });
+      procs.push(s);
+      sentinels.push(s);
+    }
+    return {
+      primary, replica, sentinels, masterName,
+      config: { url: 'redis://127.0.0.1:1', sentinels: sentinels.map((s) => ({ host: '127.0.0.1', port: s.port })), name: masterName },
+      async stop() {
+        for (const p of procs) await stopRedisProc(p, 'SIGKILL');
+      },
+    };
+  } catch (err) {
+    for (const p of procs) await stopRedisProc(p, 'SIGKILL');
+    throw err;
+  }
+}
