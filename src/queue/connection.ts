@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { configError, transientError, type WardenError } from '../core/errors.js';
 import type { RedisConfig } from './config.js';
 import type { Logger } from '../log/logger.js';
@@ -23,6 +23,7 @@ const targetOf = (target: RedisTarget) => (typeof target === 'string' ? { url: t
 /** How logs and errors name the Redis: the password-free URL, or the sentinels and master name. */
 export function describeRedis(target: RedisTarget): string {
   const t = targetOf(target);
+  if (t.cluster) return `cluster via ${t.cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
   if (t.sentinels) return `sentinel master "${t.name}" via ${t.sentinels.map((n) => `${n.host}:${n.port}`).join(',')}`;
   return redactRedisUrl(t.url);
 }
@@ -56,6 +57,20 @@ export function redisOptions(target: RedisTarget): RedisOptions {
   return opts;
 }
 
+/**
+ * A Redis Cluster client, typed as the single-node client the rest of the queue code takes: every key memory-warden
+ * and BullMQ touch holds the prefix's {hash tag} (redis.prefix is refused without one), so every command, script
+ * and transaction goes to the one node that owns that slot, and the Cluster client answers them as Redis does.
+ */
+function clusterClient(t: Exclude<RedisTarget, string>, nodeOptions: RedisOptions, options: ClusterOptions): Redis {
+  const { sentinels: _s, name: _n, ...perNode } = redisOptions(t);
+  const cluster = new Cluster(t.cluster!.nodes.map((n) => ({ host: n.host, port: n.port })), {
+    ...options,
+    redisOptions: { ...perNode, ...nodeOptions },
+  });
+  return cluster as unknown as Redis;
+}
+
 /** TLS verification failures: the server's certificate is not signed by the CA we were told to trust. */
 const CERT_CODES = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_|ERR_TLS_CERT_ALTNAME_INVALID)/;
 
@@ -83,12 +98,10 @@ function settingRefused(t: Exclude<RedisTarget, string>, cause: Error & { code?:
  */
 export function createRedis(target: RedisTarget, log?: Logger): Redis {
   const t = targetOf(target);
-  const redis = new Redis(t.url, {
-    ...redisOptions(t),
-    maxRetriesPerRequest: null,
-    lazyConnect: true,
-    retryStrategy: (times) => Math.min(200 * 2 ** Math.min(times, 6), 10_000),
-  });
+  const backoff = (times: number) => Math.min(200 * 2 ** Math.min(times, 6), 10_000);
+  const redis = t.cluster
+    ? clusterClient(t, { maxRetriesPerRequest: null }, { lazyConnect: true, clusterRetryStrategy: backoff })
+    : new Redis(t.url, { ...redisOptions(t), maxRetriesPerRequest: null, lazyConnect: true, retryStrategy: backoff });
   let down = false;
   redis.on('error', (err: Error) => {
     // ioredis repeats the same error on every reconnect attempt; one line per outage is enough.
@@ -129,7 +142,10 @@ export async function assertRedisReachable(target: RedisTarget, timeoutMs = 3000
 }
 
 async function probeOnce(t: Exclude<RedisTarget, string>, timeoutMs: number): Promise<void> {
-  const probe = new Redis(t.url, { ...redisOptions(t), lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, enableOfflineQueue: false });
+  const once: RedisOptions = { retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: timeoutMs };
+  const probe = t.cluster
+    ? clusterClient(t, once, { lazyConnect: true, clusterRetryStrategy: () => null, enableOfflineQueue: false })
+    : new Redis(t.url, { ...redisOptions(t), ...once, lazyConnect: true, enableOfflineQueue: false });
   let socketError: (Error & { code?: string }) | undefined;
   probe.on('error', (err: Error) => (socketError ??= err)); // reported below, once
   try {

@@ -124,3 +124,34 @@ export async function startSentinelSet(masterName = 'mw-primary'): Promise<Senti
     throw err;
   }
 }
+
+export interface ClusterSet {
+  nodes: RedisProc[];
+  config: { url: string; cluster: { nodes: Array<{ host: string; port: number }> } };
+  stop(): Promise<void>;
+}
+
+/** Three cluster-enabled redis-servers joined by `redis-cli --cluster create` (no replicas), ready when all say ok. */
+export async function startClusterSet(): Promise<ClusterSet> {
+  const nodes: RedisProc[] = [];
+  const stop = async () => {
+    for (const n of nodes) await stopRedisProc(n, 'SIGKILL');
+  };
+  try {
+    for (let i = 0; i < 3; i++) nodes.push(await startRedisProc(['cluster-enabled yes', 'cluster-config-file nodes.conf', 'cluster-node-timeout 5000']));
+    execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore', timeout: 30_000 });
+    for (const n of nodes) {
+      for (let i = 0; ; i++) {
+        const info = execFileSync('redis-cli', ['-p', String(n.port), 'cluster', 'info'], { encoding: 'utf8' });
+        if (/cluster_state:ok/.test(info)) break;
+        if (i > 200) throw new Error(`cluster node ${n.port} not ok: ${info.split('\n')[0]}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const list = nodes.map((n) => ({ host: '127.0.0.1', port: n.port }));
+    return { nodes, config: { url: 'redis://127.0.0.1:1', cluster: { nodes: list } }, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
