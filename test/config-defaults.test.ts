@@ -29,6 +29,15 @@ const UNSET: Record<string, string> = {
   'review.auth.clientHeader': 'trusted only when set: a client could otherwise name its own address',
   'review.auth.trustedProxies': 'the deployment\'s proxies; unset means loopback only',
   'worker.host': 'default `worker --host`, MEMORY_WARDEN_HOST, then the machine name: decided at start, not in config',
+  'redis.username': 'an ACL user only where the deployment has one',
+  'redis.password': 'a secret: from the environment, never a default',
+  'redis.tls': 'TLS options only for a rediss:// Redis with its own CA',
+  'redis.tls.caFile': 'the deployment\'s CA; else the system CAs',
+  'redis.sentinels': 'Sentinel only: the deployment\'s sentinels',
+  'redis.name': 'Sentinel only: the master name the sentinels watch',
+  'redis.claimReplicas': 'decided by the deployment: 1 with sentinels, else 0',
+  'redis.cluster': 'Redis Cluster only',
+  'redis.cluster.nodes': 'Redis Cluster only: the deployment\'s nodes',
   smtp: 'only needed to send the digest; host has no default, so the whole section is commented',
 };
 

@@ -59,7 +59,7 @@ export function registerWorkerCommands(program: Command): void {
       const [{ connectRedis }, { openQueueToRead }, { configuredHosts }, { listSchedulers, planSchedulers }, { JOBS }] = await Promise.all([
         import('../queue/connection.js'), import('../queue/queues.js'), import('../queue/hosts.js'), import('../queue/schedules.js'), import('../../jobs/index.js'),
       ]);
-      const redis = await connectRedis(config.redis.url, log);
+      const redis = await connectRedis(config.redis, log);
       // Opened to read: listing writes no key (BullMQ would write each queue's meta key).
       const queues = [null, ...configuredHosts(config)].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
       try {
@@ -121,7 +121,7 @@ export function registerFleetCommand(program: Command): void {
       const [{ connectRedis }, { fleetStatus }, { JOBS }] = await Promise.all([
         import('../queue/connection.js'), import('../queue/fleet-status.js'), import('../../jobs/index.js'),
       ]);
-      const redis = await connectRedis(config.redis.url, log);
+      const redis = await connectRedis(config.redis, log);
       try {
         const status = await fleetStatus(config, redis, JOBS, Date.now());
         if (opts.json) printJson(status);

@@ -1,5 +1,6 @@
 import { writeRegularFile } from '../core/read-file.js';
 import type { Config } from '../config/config.js';
+import { claimDurability, type RedisConfig } from '../queue/config.js';
 import { expandHome } from '../config/config.js';
 import type { JobContext } from '../job/job.js';
 import { silentLogger, type Logger } from '../log/logger.js';
@@ -79,8 +80,8 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));
   const state = openStateDb(expandHome(config.stateDb));
   // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
-  const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis.url, log))) : undefined;
-  const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+  const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis, log))) : undefined;
+  const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
   const transport = createTransport(cfg.smtp);
   const results: DeliveryResult[] = [];
   const errors: WardenError[] = [];
@@ -161,8 +162,8 @@ function assertStoresReadable(config: Config, names: string[]): void {
 }
 
 /** Redis and its client are loaded only for a fleet's digest (stores on several hosts). */
-async function connectRedis(url: string, log?: Logger): Promise<Redis> {
-  return (await import('../queue/connection.js')).connectRedis(url, log);
+async function connectRedis(target: RedisConfig, log?: Logger): Promise<Redis> {
+  return (await import('../queue/connection.js')).connectRedis(target, log);
 }
 
 function summarize(model: DigestModel): { newRows: number; flagged: number } {
@@ -198,8 +199,8 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const end = now;
     const firstMs = config.digest.firstPeriodHours * 3_600_000;
     const keys = config.digest.perStore ? group.stores : [group.scope];
-    const redis = spansHosts(config) ? await connectRedis(config.redis.url, opts.log) : undefined;
-    const ledger = redis ? redisLedger(redis, config.redis.prefix) : stateLedger(state);
+    const redis = spansHosts(config) ? await connectRedis(config.redis, opts.log) : undefined;
+    const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
     const keyOf = (scope: string) => listKey(config.digest.to, scope);
     const read = async () => {
       const starts = await Promise.all(keys.map((scope) => ledger.periodStart(keyOf(scope), end, firstMs)));

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../store/sqlite.js';
 import { toCanonical, type Clock, type Instant } from '../time/instants.js';
 import type { Logger } from '../log/logger.js';
+import { transientError } from '../core/errors.js';
 import { claimDelivery, dayOf, markFailed, markQuiet, markSent, periodStart, type Claim, type ClaimOptions, type Delivery } from './deliveries.js';
 
 /**
@@ -96,7 +97,17 @@ return 1`;
 /** Kept for 90 days: long enough for any retry or takeover of that day. */
 const KEEP_MS = 90 * 86_400_000;
 
-export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
+/**
+ * How many replicas must hold a claim (and a `sent`) before the digest goes on (Redis WAIT), and how long to wait
+ * for them. Replication is asynchronous: without it, a claim the primary acknowledged and lost in a failover is
+ * gone, and a retry on the promoted replica sends the day again.
+ */
+export interface ClaimDurability {
+  replicas: number;
+  waitMs: number;
+}
+
+export function redisLedger(redis: Redis, prefix: string, durability: ClaimDurability = { replicas: 0, waitMs: 0 }): DeliveryLedger {
   const base = (key: string) => `${prefix}:digest:${createHash('sha256').update(key).digest('hex').slice(0, 24)}`;
   const keysOf = (key: string, day: string) => [`${base(key)}:day:${day}`, `${base(key)}:covered`, `${base(key)}:tried`];
   const read = async (key: string, day: string): Promise<Delivery> => {
@@ -109,6 +120,11 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
       response: h.response || null, error: h.error || null, summary: h.summary || null,
     };
   };
+  /** Whether `durability.replicas` replicas hold every write this connection made so far. */
+  const replicated = async (): Promise<boolean> => {
+    if (durability.replicas === 0) return true;
+    return ((await redis.wait(durability.replicas, durability.waitMs)) as number) >= durability.replicas;
+  };
   const settle = async (d: Delivery, status: 'sent' | 'quiet' | 'failed', token: string, fields: { at?: Instant; response?: string; summary?: unknown; error?: string }) => {
     await redis.eval(SETTLE, 2, ...keysOf(d.list_key, d.day).slice(0, 2), status, token, fields.at === undefined ? '' : toCanonical(fields.at),
       fields.response ?? '', fields.summary === undefined ? '' : JSON.stringify(fields.summary), fields.error ?? '');
@@ -119,6 +135,12 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
       const token = randomBytes(12).toString('hex');
       const messageId = `<digest.${day}.${createHash('sha256').update(opts.key).digest('hex').slice(0, 12)}.${token.slice(0, 8)}@memory-warden>`;
       const kind = (await redis.eval(CLAIM, 3, ...keysOf(opts.key, day), opts.now, opts.end, opts.firstPeriodMs, opts.claimMs, token, messageId, opts.key, day, KEEP_MS)) as string;
+      if ((kind === 'claimed' || kind === 'taken-over') && !(await replicated())) {
+        // Not durable: give the claim up (a retry may take it at once) and send nothing rather than risk a second
+        // mail from whoever a failover would leave without this claim.
+        await redis.eval(SETTLE, 2, ...keysOf(opts.key, day).slice(0, 2), 'failed', token, '', '', '', 'claim not replicated');
+        throw transientError(`digest: the claim for ${day} was not acknowledged by ${durability.replicas} Redis replica(s) within ${durability.waitMs} ms (redis.claimReplicas); nothing sent, retried later`);
+      }
       const delivery = await read(opts.key, day);
       if (kind === 'already-sent' || kind === 'in-progress') return { kind, delivery };
       return { kind: 'claimed', delivery, token, takenOver: kind === 'taken-over' };
@@ -129,7 +151,12 @@ export function redisLedger(redis: Redis, prefix: string): DeliveryLedger {
       if (c !== null && c !== undefined) return Math.min(Number(c), end);
       return Math.min(t !== null && t !== undefined ? Number(t) : end - firstPeriodMs, end);
     },
-    markSent: (d, at, response, summary) => settle(d, 'sent', '', { at, response, summary }),
+    async markSent(d, at, response, summary) {
+      await settle(d, 'sent', '', { at, response, summary });
+      // The mail is out: nothing to undo, so no error. Waiting keeps a failover right after it from reopening the
+      // day; a `sent` the replicas missed leaves the replicated claim, taken over (same Message-ID) after claimMinutes.
+      await replicated();
+    },
     markQuiet: (d, token, at) => settle(d, 'quiet', token, { at }),
     markFailed: (d, token, error) => settle(d, 'failed', token, { error }),
     async storeStarts(key, stores, start, record = true) {

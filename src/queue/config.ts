@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../time/timer-duration.js';
+import { pathField } from '../config/path-field.js';
 
 const require = createRequire(import.meta.url);
 
@@ -35,11 +36,67 @@ const cronPattern = z.string().min(1).superRefine((pattern, ctx) => {
   }
 });
 
-export const redisSchema = z.strictObject({
-  url: z.string().default('redis://127.0.0.1:6379'),
-  /** Key prefix of every queue; wrap in {braces} for Redis Cluster hash tags. */
-  prefix: z.string().min(1).default('memory-warden'),
+const redisNode = z.strictObject({
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65_535),
 });
+
+export const redisSchema = z
+  .strictObject({
+    url: z.string().default('redis://127.0.0.1:6379'),
+    /** Key prefix of every queue; wrap in {braces} for Redis Cluster hash tags. */
+    prefix: z.string().min(1).default('memory-warden'),
+    /** An ACL user (Redis 6+); the URL's user when absent. */
+    username: z.string().min(1).optional(),
+    /** Write it as `${REDIS_PASSWORD}`: a value from the environment is a secret, kept out of logs and output. */
+    password: z.string().min(1).optional(),
+    /** For `rediss://` URLs: the CA that signed the server's certificate (else the system's CAs). */
+    tls: z.strictObject({ caFile: pathField().optional() }).optional(),
+    /** Sentinel: where the sentinels listen and the master name they watch; the URL's host is then unused. */
+    sentinels: z.array(redisNode).min(1).optional(),
+    name: z.string().min(1).optional(),
+    /**
+     * Replicas that must acknowledge the fleet digest's claim (Redis WAIT) before any mail goes out; default 1
+     * with sentinels, else 0. A claim they do not acknowledge within claimWaitMs is given up and retried.
+     */
+    claimReplicas: z.number().int().nonnegative().optional(),
+    claimWaitMs: z.number().int().positive().default(2000),
+    /** Redis Cluster: nodes to start from (any primaries); the prefix must hold a {hash tag}. */
+    cluster: z.strictObject({ nodes: z.array(redisNode).min(1) }).optional(),
+  })
+  .superRefine((redis, ctx) => {
+    const problem = redisDeploymentProblem(redis);
+    if (problem) ctx.addIssue({ code: 'custom', path: [problem.field], message: problem.message });
+  });
+
+/**
+ * A deployment the client cannot reach as written: a sentinel list without the master name (or the reverse),
+ * both Sentinel and Cluster, or a Cluster prefix without a hash tag, with which BullMQ's keys of one queue would
+ * land on several slots and its multi-key scripts fail (CROSSSLOT) at the first job.
+ */
+export function redisDeploymentProblem(redis: { prefix: string; sentinels?: unknown[]; name?: string; cluster?: unknown }): { field: string; message: string } | undefined {
+  if (redis.sentinels && !redis.name) return { field: 'name', message: 'the master name the sentinels watch (sentinels are set)' };
+  if (redis.name && !redis.sentinels) return { field: 'sentinels', message: 'the sentinels that watch master "' + redis.name + '" (name is set)' };
+  if (redis.cluster && redis.sentinels) return { field: 'cluster', message: 'either cluster or sentinels, not both' };
+  if (redis.cluster && hashTag(redis.prefix) === undefined) {
+    return { field: 'prefix', message: `"${redis.prefix}" has no {hash tag}: on Redis Cluster a queue's keys would spread over slots; write e.g. "{${redis.prefix.replace(/[{}]/g, '') || 'memory-warden'}}"` };
+  }
+  return undefined;
+}
+
+/** How durable the fleet digest's claim is made (src/digest/ledger.ts): replicas to acknowledge it, and how long to wait. */
+export function claimDurability(redis: { claimReplicas?: number; claimWaitMs: number; sentinels?: unknown[] }): { replicas: number; waitMs: number } {
+  return { replicas: redis.claimReplicas ?? (redis.sentinels ? 1 : 0), waitMs: redis.claimWaitMs };
+}
+
+/** The part of a key Redis Cluster hashes: the text inside the first `{…}` when it is not empty (CLUSTER KEYSLOT's rule). */
+export function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open === -1) return undefined;
+  const close = key.indexOf('}', open + 1);
+  if (close === -1 || close === open + 1) return undefined;
+  return key.slice(open + 1, close);
+}
 
 /**
  * When one job runs. `pattern` is cron (5 fields, or 6 with seconds first) in `tz` (default worker.timezone);

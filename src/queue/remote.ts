@@ -50,7 +50,7 @@ async function withdraw(redis: Redis, queue: Queue, job: Job): Promise<Left> {
 export async function runOnHost(run: RemoteRun): Promise<unknown> {
   const { config, log } = run;
   const store = run.data.store ?? null;
-  const redis = await connectRedis(config.redis.url, log);
+  const redis = await connectRedis(config.redis, log);
   const queue = openQueueFor(config, redis, store);
   const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
   events.on('error', () => {});

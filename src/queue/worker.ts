@@ -10,7 +10,7 @@ import { systemClock, type Clock } from '../time/instants.js';
 import { openStateDb } from '../state/state.js';
 import { WorkerMetrics } from './metrics.js';
 import { startHttpServer, type Health, type HttpHandle } from './http.js';
-import { connectRedis, redactRedisUrl } from './connection.js';
+import { connectRedis, describeRedis } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
 import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
@@ -154,7 +154,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   for (const job of Object.values(opts.jobs)) await job.prepare?.(config);
   // A restore killed half-way left one store on the snapshot and one not: finish it before any writer runs.
   await finishInterruptedRestores(config, log, opts.now ?? systemClock);
-  const redis = await connectRedis(config.redis.url, log);
+  const redis = await connectRedis(config.redis, log);
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const host = thisHost(config);
   metrics.registry.setDefaultLabels({ host });
@@ -252,7 +252,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
       }
     }
 
-    log.info({ host, redis: redactRedisUrl(config.redis.url), prefix: config.redis.prefix, queue: config.worker.queue, hostQueue: hostQueue.name, concurrency: w.concurrency, schedulers: schedulers.upserted.length }, 'worker ready');
+    log.info({ host, redis: describeRedis(config.redis), prefix: config.redis.prefix, queue: config.worker.queue, hostQueue: hostQueue.name, concurrency: w.concurrency, schedulers: schedulers.upserted.length }, 'worker ready');
 
     let closing: Promise<{ drained: boolean }> | undefined;
     const shutdown = (reason = 'shutdown') =>

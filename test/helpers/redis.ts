@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 
 /**
  * The real Redis the queue tests run against: REDIS_URL when set, else the one on 127.0.0.1:6379, else a
@@ -15,8 +15,10 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-async function reachable(url: string): Promise<boolean> {
-  const probe = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 1000, enableOfflineQueue: false });
+/** Whether a Redis answers PING at `target` (a URL, or ioredis options: TLS, a user) within a second. */
+export async function reachable(target: string | RedisOptions): Promise<boolean> {
+  const once: RedisOptions = { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 1000, enableOfflineQueue: false };
+  const probe = typeof target === 'string' ? new Redis(target, once) : new Redis({ ...target, ...once });
   probe.on('error', () => {});
   try {
     await probe.connect();
