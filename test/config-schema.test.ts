@@ -7,7 +7,7 @@ import YAML from 'yaml';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { configJsonSchema, configJsonSchemaText } from '../src/config/json-schema.js';
-import { configReferenceText } from '../src/config/reference.js';
+import { configOptions, configReferenceText } from '../src/config/reference.js';
 import { loadConfig, validateConfig } from '../src/config/config.js';
 
 const file = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
@@ -45,6 +45,12 @@ describe('config JSON Schema', () => {
 
   it('the shipped docs/config-reference.md is what the validation schema generates now', () => {
     expect(readFileSync(file('docs/config-reference.md'), 'utf8')).toBe(configReferenceText());
+  });
+
+  it('every option has a description on its schema field, which the reference shows', () => {
+    const options = configOptions();
+    expect(options.length).toBeGreaterThan(150);
+    expect(options.filter((o) => !o.description?.trim()).map((o) => o.path)).toEqual([]);
   });
 
   it('config/default.yaml and every YAML example of the README and docs/ validate against it, and against zod', () => {

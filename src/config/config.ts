@@ -29,34 +29,48 @@ export type { LoadOptions } from './read.js';
  * validation. A wrong field is one line naming its path and what was expected.
  */
 export const configSchema = z.strictObject({
-  busyTimeoutMs: timerDuration('ms').int().nonnegative().default(5000),
-  /** memory-warden's own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder. */
-  stateDb: pathField().default('~/.local/state/memory-warden/state.db'),
-  log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
+  busyTimeoutMs: timerDuration('ms').int().nonnegative().default(5000)
+    .describe('How long a connection waits for the agent\'s write lock before giving up (PRAGMA busy_timeout); a held lock means waiting, not failing.'),
+  stateDb: pathField().default('~/.local/state/memory-warden/state.db')
+    .describe('memory-warden\'s own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder.'),
+  log: z.strictObject({
+    level: z.enum(LOG_LEVELS).default('info').describe('Log level (`--log-level` and `LOG_LEVEL` override it).'),
+  }).prefault({}),
   prune: z
     .strictObject({
-      expired: z.boolean().default(true),
-      supersededAfterDays: z.number().nonnegative().default(180),
-      batchSize: z.number().int().positive().default(300000),
-      batchMs: z.number().positive().default(15),
-      quietBatchMs: z.number().positive().default(1000),
-      pauseMs: z.number().nonnegative().default(30),
-      windowEndsOnCommit: z.boolean().default(true),
+      expired: z.boolean().default(true).describe('Delete rows whose `expires_at` has passed (compared as instants).'),
+      supersededAfterDays: z.number().nonnegative().default(180)
+        .describe('Delete superseded rows created more than this many days ago, with the older versions behind them.'),
+      batchSize: z.number().int().positive().default(300000)
+        .describe('At most this many rows per write transaction (time bounds a batch first: `batchMs`).'),
+      batchMs: z.number().positive().default(15)
+        .describe('Each batch holds the write lock about this long while someone writes, so an agent\'s busy-handler retry 18 ms after its first try gets in; larger is faster and makes the agent wait longer.'),
+      quietBatchMs: z.number().positive().default(1000)
+        .describe('How long a batch lasts once no other connection has committed for half a second; a writer that turns up then waits one such batch at most.'),
+      pauseMs: z.number().nonnegative().default(30)
+        .describe('After each batch the write lock is left free for the agent up to this long.'),
+      windowEndsOnCommit: z.boolean().default(true)
+        .describe('The window after a batch closes as soon as another connection commits (fastest beside one agent); false: it always lasts `pauseMs`, fairer when several processes write to the store.'),
     })
     .prefault({}),
   review: z
     .strictObject({
-      afterDays: z.number().nonnegative().default(90),
-      batch: z.number().int().positive().default(20),
+      afterDays: z.number().nonnegative().default(90)
+        .describe('Live rows confirmed longer ago than this are due for review (drift).'),
+      batch: z.number().int().positive().default(20)
+        .describe('At most this many rows a week go to review: 20 is a review someone does.'),
       ...reviewWebShape,
     })
     .prefault({}),
   snapshot: z
     .strictObject({
-      root: pathField().default('./backups'),
-      keep: z.number().int().positive().default(7),
+      root: pathField().default('./backups')
+        .describe('One dated folder per store and snapshot under `<root>/<store>/`; never equal to or inside a store\'s own folder.'),
+      keep: z.number().int().positive().default(7)
+        .describe('Scheduled snapshots kept per store; older ones are deleted after a verified new one (pre-restore snapshots and folders that are not verified snapshots of the store are never deleted).'),
       /** Copies off the machine: each completed snapshot is uploaded to each target (src/snapshot/targets). */
-      targets: targetsSchema,
+      targets: targetsSchema
+        .describe('Copies off the machine: after each snapshot the job uploads every local scheduled snapshot a target lacks (newest `keep`), then applies that target\'s retention.'),
     })
     .prefault({}),
   redis: redisSchema.prefault({}),
@@ -130,6 +144,8 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root), targets: resolveTargetPaths(out.snapshot.targets, abs) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
+  const tls = isPlainObject(out.redis) && isPlainObject(out.redis.tls) ? out.redis.tls : undefined;
+  if (tls && typeof tls.caFile === 'string') out.redis = { ...(out.redis as object), tls: { ...tls, caFile: abs(tls.caFile) } };
   const auth = isPlainObject(out.review) && isPlainObject(out.review.auth) ? out.review.auth : undefined;
   if (auth && typeof auth.usersFile === 'string') out.review = { ...(out.review as object), auth: { ...auth, usersFile: abs(auth.usersFile) } };
   return out;

@@ -37,32 +37,30 @@ const cronPattern = z.string().min(1).superRefine((pattern, ctx) => {
 });
 
 const redisNode = z.strictObject({
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65_535),
+  host: z.string().min(1).describe('Host name or address.'),
+  port: z.number().int().min(1).max(65_535).describe('Port.'),
 });
 
 export const redisSchema = z
   .strictObject({
-    url: z.string().default('redis://127.0.0.1:6379'),
-    /** Key prefix of every queue; wrap in {braces} for Redis Cluster hash tags. */
-    prefix: z.string().min(1).default('memory-warden'),
-    /** An ACL user (Redis 6+); the URL's user when absent. */
-    username: z.string().min(1).optional(),
-    /** Write it as `${REDIS_PASSWORD}`: a value from the environment is a secret, kept out of logs and output. */
-    password: z.string().min(1).optional(),
-    /** For `rediss://` URLs: the CA that signed the server's certificate (else the system's CAs). */
-    tls: z.strictObject({ caFile: pathField().optional() }).optional(),
-    /** Sentinel: where the sentinels listen and the master name they watch; the URL's host is then unused. */
-    sentinels: z.array(redisNode).min(1).optional(),
-    name: z.string().min(1).optional(),
-    /**
-     * Replicas that must acknowledge the fleet digest's claim (Redis WAIT) before any mail goes out; default 1
-     * with sentinels, else 0. A claim they do not acknowledge within claimWaitMs is given up and retried.
-     */
-    claimReplicas: z.number().int().nonnegative().optional(),
-    claimWaitMs: z.number().int().positive().default(2000),
-    /** Redis Cluster: nodes to start from (any primaries); the prefix must hold a {hash tag}. */
-    cluster: z.strictObject({ nodes: z.array(redisNode).min(1) }).optional(),
+    url: z.string().default('redis://127.0.0.1:6379')
+      .describe('Redis URL (`redis://`, or `rediss://` for TLS); a password goes in the URL (`redis://:PASS@host:6379`) and is never logged.'),
+    prefix: z.string().min(1).default('memory-warden')
+      .describe('Key prefix of every queue; wrap in {braces} for Redis Cluster hash tags.'),
+    username: z.string().min(1).optional().describe('An ACL user (Redis 6+); the URL\'s user when absent.'),
+    password: z.string().min(1).optional()
+      .describe('Write it as `${REDIS_PASSWORD}`: a value from the environment is a secret, kept out of logs and output.'),
+    tls: z.strictObject({ caFile: pathField().optional().describe('PEM file of the CA that signed the server\'s certificate.') }).optional()
+      .describe('For `rediss://` URLs: the CA that signed the server\'s certificate (else the system\'s CAs).'),
+    sentinels: z.array(redisNode).min(1).optional()
+      .describe('Sentinel: where the sentinels listen and the master name they watch; the URL\'s host is then unused.'),
+    name: z.string().min(1).optional().describe('The master name the sentinels watch; goes with `sentinels`.'),
+    claimReplicas: z.number().int().nonnegative().optional()
+      .describe('Replicas that must acknowledge the fleet digest\'s claim (Redis WAIT) before any mail goes out; default 1 with sentinels, else 0. A claim they do not acknowledge within claimWaitMs is given up and retried.'),
+    claimWaitMs: z.number().int().positive().default(2000)
+      .describe('How long the digest waits for `claimReplicas` replicas to acknowledge its claim.'),
+    cluster: z.strictObject({ nodes: z.array(redisNode).min(1).describe('Cluster nodes to start from.') }).optional()
+      .describe('Redis Cluster: nodes to start from (any primaries); the prefix must hold a {hash tag}.'),
   })
   .superRefine((redis, ctx) => {
     const problem = redisDeploymentProblem(redis);
@@ -104,10 +102,11 @@ export function hashTag(key: string): string | undefined {
  * skipped with a warning, so a config can name jobs that a newer release brings.
  */
 export const scheduleSchema = z.strictObject({
-  enabled: z.boolean().default(true),
-  pattern: cronPattern.optional(),
-  every: z.number().int().positive().optional(),
-  tz: timeZone.optional(),
+  enabled: z.boolean().default(true).describe('false drops the job from the schedule.'),
+  pattern: cronPattern.optional()
+    .describe('Cron pattern (5 fields, or 6 with seconds first), in `worker.timezone` or `tz`.'),
+  every: z.number().int().positive().optional().describe('Run every this many milliseconds instead of a cron pattern.'),
+  tz: timeZone.optional().describe('Time zone of this schedule\'s pattern, overriding `worker.timezone`.'),
 });
 
 export const DEFAULT_SCHEDULES = {
@@ -123,63 +122,65 @@ export const DEFAULT_PATTERNS: ReadonlySet<string> = new Set(Object.values(DEFAU
 
 /** BullMQ's KeepJobs: keep at most `count` finished jobs, and none older than `ageSeconds` when set. */
 const keepSchema = z.strictObject({
-  count: z.number().int().nonnegative(),
-  ageSeconds: z.number().int().positive().optional(),
+  count: z.number().int().nonnegative().describe('At most this many jobs kept in Redis.'),
+  ageSeconds: z.number().int().positive().optional().describe('Jobs older than this are dropped from Redis.'),
 });
 
 export const workerSchema = z.strictObject({
-  /**
-   * The host this worker is (src/queue/hosts.ts): it runs only the jobs of stores on this host. Default: `worker
-   * --host`, else MEMORY_WARDEN_HOST, else the machine's name.
-   */
-  host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional(),
-  /** Every worker writes a heartbeat to Redis this often (`memory-warden fleet`, /metrics). */
-  heartbeatMs: timerDuration('ms').int().min(100).default(10_000),
-  /** A host whose last heartbeat is older than this is silent: `fleet`, /metrics and the digest name it. */
-  silentAfterMs: z.number().int().min(1000).default(120_000),
-  timezone: timeZone.default('UTC'),
-  /** The BullMQ queue every job goes through; its keys are `<redis.prefix>:<queue>:…`. */
-  queue: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a queue name of letters, digits, _ . -').default('maintenance'),
+  host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional()
+    .describe('The host this worker is (src/queue/hosts.ts): it runs only the jobs of stores on this host. Default: `worker --host`, else MEMORY_WARDEN_HOST, else the machine\'s name.'),
+  heartbeatMs: timerDuration('ms').int().min(100).default(10_000)
+    .describe('Every worker writes a heartbeat to Redis this often (`memory-warden fleet`, /metrics).'),
+  silentAfterMs: z.number().int().min(1000).default(120_000)
+    .describe('A host whose last heartbeat is older than this is silent: `fleet`, /metrics and the digest name it.'),
+  timezone: timeZone.default('UTC').describe('Time zone of the cron patterns (IANA name, e.g. Europe/Rome).'),
+  queue: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'a queue name of letters, digits, _ . -').default('maintenance')
+    .describe('The BullMQ queue every job goes through; its keys are `<redis.prefix>:<queue>:…`.'),
   schedules: z
     .record(z.string().min(1), scheduleSchema)
     .default(DEFAULT_SCHEDULES)
     .refine((all) => Object.values(all).every((s) => !s.enabled || s.pattern !== undefined || s.every !== undefined), {
       message: 'an enabled schedule needs a cron pattern or every (milliseconds)',
     }),
-  /** Jobs one worker process runs at once. Writers of one store still never overlap (the store lock). */
-  concurrency: z.number().int().positive().default(2),
-  /** Tries per job, the first included; only transient failures are retried. */
-  attempts: z.number().int().positive().default(5),
+  concurrency: z.number().int().positive().default(2)
+    .describe('Jobs one worker process runs at once. Writers of one store still never overlap (the store lock).'),
+  attempts: z.number().int().positive().default(5)
+    .describe('Tries per job, the first included; only transient failures are retried.'),
   backoff: z
     .strictObject({
-      type: z.enum(['exponential', 'fixed']).default('exponential'),
-      delayMs: z.number().int().nonnegative().default(30_000),
+      type: z.enum(['exponential', 'fixed']).default('exponential')
+        .describe('exponential doubles the delay after each failed try; fixed keeps it.'),
+      delayMs: z.number().int().nonnegative().default(30_000)
+        .describe('First retry after this; exponential doubles it each time.'),
     })
     .prefault({}),
   removeOnComplete: keepSchema.default({ count: 200, ageSeconds: 7 * 86_400 }),
   removeOnFail: keepSchema.default({ count: 1000 }),
-  /** On SIGTERM/SIGINT, how long running jobs may take to finish before they are told to stop. */
-  shutdownTimeoutMs: timerDuration('ms').int().nonnegative().default(300_000),
-  /** BullMQ's job lock: renewed while the job runs; a job whose lock lapses (its worker died) runs again. */
-  lockDurationMs: timerDuration('ms').int().positive().default(30_000),
-  stalledIntervalMs: timerDuration('ms').int().positive().default(30_000),
-  /** How often one job may be recovered from a dead worker before it is failed for good. */
-  maxStalledCount: z.number().int().nonnegative().default(2),
-  /** The Redis-held per-store lock writers take (on top of the OS lock on this machine). */
+  shutdownTimeoutMs: timerDuration('ms').int().nonnegative().default(300_000)
+    .describe('On SIGTERM/SIGINT, how long running jobs may take to finish before they are told to stop.'),
+  lockDurationMs: timerDuration('ms').int().positive().default(30_000)
+    .describe('BullMQ\'s job lock: renewed while the job runs; a job whose lock lapses (its worker died) runs again.'),
+  stalledIntervalMs: timerDuration('ms').int().positive().default(30_000)
+    .describe('How often workers look for jobs whose worker died.'),
+  maxStalledCount: z.number().int().nonnegative().default(2)
+    .describe('How often one job may be recovered from a dead worker before it is failed for good.'),
   storeLock: z
     .strictObject({
       /** Expiry; extended every third of it while the job runs, so a crashed holder frees it within ttlMs. */
-      ttlMs: timerDuration('ms').int().min(100).default(60_000),
+      ttlMs: timerDuration('ms').int().min(100).default(60_000)
+        .describe('Expiry of the Redis-held per-store writer lock, extended while the job runs: a crashed holder frees it within this.'),
       /** How long a writer waits for the lock before failing transiently (and being retried with backoff). */
-      waitMs: z.number().int().nonnegative().default(60_000),
+      waitMs: z.number().int().nonnegative().default(60_000)
+        .describe('A writer waits this long for a busy store, then fails transiently (and is retried).'),
     })
-    .prefault({}),
+    .prefault({}).describe('The Redis-held per-store lock writers take (on top of the OS lock on this machine).'),
   http: z
     .strictObject({
-      enabled: z.boolean().default(true),
-      host: z.string().min(1).default('127.0.0.1'),
-      /** 0 picks a free port (tests); the bound address is logged. */
-      port: z.number().int().min(0).max(65_535).default(9477),
+      enabled: z.boolean().default(true).describe('Serve /metrics (Prometheus) and /healthz.'),
+      host: z.string().min(1).default('127.0.0.1')
+        .describe('Address /metrics and /healthz listen on (loopback by default).'),
+      port: z.number().int().min(0).max(65_535).default(9477)
+        .describe('0 picks a free port (tests); the bound address is logged.'),
     })
     .prefault({}),
 });

@@ -8,31 +8,22 @@ import { pathField } from '../../config/path-field.js';
  * Defaults are mem0's own, for whichever SDK wrote the history file (docs/mem0-layout.md).
  */
 export const mem0Schema = z.strictObject({
-  /**
-   * mem0's `collection_name` (Python) or `collectionName` (TypeScript). Unset: the SDK's default, `mem0` for a
-   * Python history (`history` table) and `memories` for a TypeScript one (`memory_history`).
-   */
-  collection: z.string().min(1).optional(),
-  /** mem0 derives it as `<collection>_entities`; set it only if yours differs. */
-  entityCollection: z.string().min(1).optional(),
-  /** `auto` finds `history` (Python mem0) or `memory_history` (the TypeScript SDK). */
-  historyTable: z.enum(['auto', 'history', 'memory_history']).default('auto'),
-  /**
-   * Where the vectors are: `qdrant` (the store's `qdrant.url`), or `sqlite`, the TypeScript SDK's default
-   * `memory` provider (a `vectors` table in `vectorDb`, its entities in `<vectorDb without .db>_entities.db`).
-   */
-  vectorStore: z.enum(['qdrant', 'sqlite']).default('qdrant'),
-  /** `vectorStore: sqlite`: the SDK's `vectorStore.config.dbPath` (default `~/.mem0/vector_store.db`). */
-  vectorDb: pathField().default('~/.mem0/vector_store.db'),
-  /** `vectorStore: sqlite`: the entity store's file; the SDK derives it from vectorDb, set it only if yours differs. */
-  entityVectorDb: pathField().optional(),
-  /**
-   * Folders on this machine that hold the vectors: mem0's local Qdrant `path` (default `/tmp/qdrant`) or the
-   * Qdrant server's storage folder. The integrity check reports any that sits on tmpfs (lost at reboot).
-   */
-  vectorPaths: z.array(pathField()).default([]),
-  /** Points read per Qdrant scroll page by prune, integrity, digest and erase. */
-  pageSize: z.number().int().positive().max(10_000).default(256),
+  collection: z.string().min(1).optional()
+    .describe('mem0\'s `collection_name` (Python) or `collectionName` (TypeScript). Unset: the SDK\'s default, `mem0` for a Python history (`history` table) and `memories` for a TypeScript one (`memory_history`).'),
+  entityCollection: z.string().min(1).optional()
+    .describe('mem0 derives it as `<collection>_entities`; set it only if yours differs.'),
+  historyTable: z.enum(['auto', 'history', 'memory_history']).default('auto')
+    .describe('`auto` finds `history` (Python mem0) or `memory_history` (the TypeScript SDK).'),
+  vectorStore: z.enum(['qdrant', 'sqlite']).default('qdrant')
+    .describe('Where the vectors are: `qdrant` (the store\'s `qdrant.url`), or `sqlite`, the TypeScript SDK\'s default `memory` provider (a `vectors` table in `vectorDb`, its entities in `<vectorDb without .db>_entities.db`).'),
+  vectorDb: pathField().default('~/.mem0/vector_store.db')
+    .describe('`vectorStore: sqlite`: the SDK\'s `vectorStore.config.dbPath` (default `~/.mem0/vector_store.db`).'),
+  entityVectorDb: pathField().optional()
+    .describe('`vectorStore: sqlite`: the entity store\'s file; the SDK derives it from vectorDb, set it only if yours differs.'),
+  vectorPaths: z.array(pathField()).default([])
+    .describe('Folders on this machine that hold the vectors: mem0\'s local Qdrant `path` (default `/tmp/qdrant`) or the Qdrant server\'s storage folder. The integrity check reports any that sits on tmpfs (lost at reboot).'),
+  pageSize: z.number().int().positive().max(10_000).default(256)
+    .describe('Points read per Qdrant scroll page by prune, integrity, digest and erase.'),
 });
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
