@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve, isAbsolute, relative } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
@@ -205,6 +206,6 @@ function compiledSources(): Record<string, string> {
     out[key] = sha256(text);
     for (const m of text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.{1,2}\/[^']+\.js)'/gm)) visit(resolve(dirname(file), m[1]!));
   };
-  visit(resolve(here, 'config.js'));
+  visit(fileURLToPath(import.meta.url)); // this module, wherever the build put it (dist/src/config/config.js)
   return out;
 }
