@@ -299,7 +299,7 @@ describe('the built defaults give exactly the config the YAML gives', () => {
   it('a cache made by another build of the schema is not used', async () => {
     const good = readFileSync(cachePath, 'utf8');
     const cache = JSON.parse(good) as { quick: { sources: Record<string, string> } };
-    expect(Object.keys(cache.quick.sources)).toEqual(expect.arrayContaining(['config.js', 'store/config.js', 'queue/config.js']));
+    expect(Object.keys(cache.quick.sources)).toEqual(expect.arrayContaining(['config/config.js', 'store/config.js', 'queue/config.js']));
     try {
       writeFileSync(cachePath, JSON.stringify({ ...cache, quick: { ...cache.quick, sources: { ...cache.quick.sources, 'store/config.js': '0'.repeat(64) } } }));
       const read = (await import(join(DIST, 'src/config/read.js'))) as { quickConfig: typeof quickConfig };

@@ -208,7 +208,7 @@ describe('state db migrations', () => {
   async function race(path: string, open: string, version: number): Promise<void> {
     const dist = (p: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/src/${p}`, import.meta.url)));
     const child = `
-      const { openStateDb, recordRunStart } = await import(${dist('state.js')});
+      const { openStateDb, recordRunStart } = await import(${dist('state/state.js')});
       const { openHandle, setJournalMode } = await import(${dist('store/sqlite.js')});
       const { migrateState } = await import(${dist('state/migrate.js')});
       const { STATE_MIGRATIONS } = await import(${dist('state/migrations/index.js')});
