@@ -85,7 +85,8 @@ function report(d: ReviewDecision, opts: StoreOptions): void {
   if (opts.json) return printJson(d);
   const what = {
     confirm: `confirmed ${d.id}`,
-    supersede: `superseded ${d.id} by ${d.newId}`,
+    // A layout that keeps one text per memory replaces it in place: no new id.
+    supersede: d.newId === undefined ? `replaced the text of ${d.id}` : `superseded ${d.id} by ${d.newId}`,
     expire: `${d.id} expires at ${d.expiresAt}`,
     delete: `deleted ${(d.deleted ?? []).join(', ')}`,
   }[d.action];

@@ -62,7 +62,7 @@ export interface ReviewDecision {
   store: string;
   id: string;
   action: 'confirm' | 'supersede' | 'expire' | 'delete';
-  /** drift_verdicts.resolution: confirmed, superseded:<new id>, expires:<time>, deleted */
+  /** drift_verdicts.resolution: confirmed, superseded:<new id> (replaced: in place), expires:<time>, deleted */
   resolution: string;
   /** Items that were waiting for a person and are now resolved. */
   resolved: number;

@@ -63,6 +63,11 @@ export interface Layout {
    * chain or expiry column: it is corrected through mem0, or erased). A usage error when no live memory has that id.
    */
   correct?(store: StoreHandle, opts: CorrectOptions): Promise<Corrected>;
+  /**
+   * The corrections `correct` makes when it makes fewer than all three (Mastra's working memory has no expiry): the
+   * review page offers only these, and `correct` refuses the others with a usage error saying why. Absent: all three.
+   */
+  corrects?: readonly CorrectionAction[];
   /** Remove every memory the selector names from every part of the store (see src/erase/erase.ts). */
   erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
 }
@@ -293,6 +298,11 @@ export type Correction =
   | { action: 'expire'; expiresAt: string }
   | { action: 'delete' };
 
+export type CorrectionAction = Correction['action'];
+
+/** Every correction, for a layout whose `correct` leaves out none. */
+export const ALL_CORRECTIONS: readonly CorrectionAction[] = ['supersede', 'expire', 'delete'];
+
 export interface CorrectOptions {
   id: string;
   now: Instant;
@@ -311,7 +321,10 @@ export interface CorrectOptions {
 }
 
 export interface Corrected {
-  /** drift_verdicts.resolution of the corrected memory: superseded:<new id>, expires:<time>, deleted. */
+  /**
+   * drift_verdicts.resolution of the corrected memory: superseded:<new id>, expires:<time>, deleted; `replaced` where
+   * the layout keeps one text per memory and no versions (Mastra's working memory): the same id, the new text, no newId.
+   */
   resolution: string;
   /** Items that were waiting for a person and are now resolved (every memory the correction touched). */
   resolved: number;

@@ -9,7 +9,7 @@ import type { Instant } from '../time/instants.js';
 import { maskSecrets, plain } from '../digest/untrusted.js';
 import { seenState } from './seen.js';
 import { pendingItems } from '../drift/record.js';
-import type { CurrentMemory } from '../layouts/contract.js';
+import { ALL_CORRECTIONS, type CorrectionAction, type CurrentMemory } from '../layouts/contract.js';
 import { storeHistory, type DayFigures } from './history.js';
 
 /**
@@ -33,7 +33,8 @@ export interface Queue {
   /** In the queue's order; `row` null when the id no longer reads back (deleted meanwhile, or not valid text in the file). */
   due: { id: string; row: CurrentMemory }[];
   history: DayFigures[];
-  corrections: boolean;
+  /** The corrections the page offers for this store (none: confirm only). */
+  corrections: readonly CorrectionAction[];
 }
 export type DrawnRow = NonNullable<CurrentMemory>;
 
@@ -47,7 +48,7 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
       // Drawn from the same read the form's fingerprint is made of, not from the queue's own read of the row.
       const due: Queue['due'] = [];
       for (const m of list.next) due.push({ id: m.id, row: await layout.currentMemory(handle, m.id) });
-      return { list, due, history: await storeHistory(config, state, handle, now), corrections: layout.correct !== undefined };
+      return { list, due, history: await storeHistory(config, state, handle, now), corrections: layout.correct ? layout.corrects ?? ALL_CORRECTIONS : [] };
     } finally {
       state.close();
     }
@@ -140,7 +141,7 @@ export function decisionText(d: ReviewDecision): string {
   const id = plain(d.id, 80);
   const what = {
     confirm: `Confirmed ${id}.`,
-    supersede: `Superseded ${id} by ${d.newId}.`,
+    supersede: d.newId === undefined ? `Replaced the text of ${id}.` : `Superseded ${id} by ${d.newId}.`,
     expire: `${id} expires at ${d.expiresAt} UTC.`,
     delete: `Deleted ${plain(d.deleted?.join(', '), 400)}.`,
   }[d.action];

@@ -6,6 +6,7 @@ import { escapeHtml, fieldValue, html, idHoldsSecret } from '../digest/untrusted
 import { DAY_MS, parseInstant, type Instant } from '../time/instants.js';
 import { itemAnchor } from '../links/tokens.js';
 import { activityChart, gapChart, legend } from './chart.js';
+import type { CorrectionAction } from '../layouts/contract.js';
 
 /**
  * Plain server-rendered HTML. Store text goes through the digest's own `html()` (one line, defanged, escaped) so
@@ -17,7 +18,8 @@ export interface PageContext {
   base: string;
   store: string;
   user: string;
-  corrections: boolean;
+  /** The corrections offered beside Confirm (none: confirm only). */
+  corrections: readonly CorrectionAction[];
   now: Instant;
   /** A fresh one-time nonce for each form. */
   nonce: () => string;
@@ -68,11 +70,14 @@ function forms(ctx: PageContext, id: string, seen: string, proposed = ''): strin
   const action = decideUrl(ctx);
   const hidden = hiddenFor(ctx, id, seen);
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
-  if (!ctx.corrections) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
+  if (ctx.corrections.length === 0) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
+  const offered: Record<CorrectionAction, string> = {
+    supersede: `<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>`,
+    expire: `<form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>`,
+    delete: `<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete…</button></form>`,
+  };
   return `<div class="forms">${confirm}
-<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>
-<form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>
-<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete…</button></form>
+${(['supersede', 'expire', 'delete'] as const).filter((a) => ctx.corrections.includes(a)).map((a) => offered[a]).join('\n')}
 </div>`;
 }
 

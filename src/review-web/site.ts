@@ -7,6 +7,7 @@ import { reviewKey, verifyLink, type LinkClaims } from '../links/tokens.js';
 import { makeAuthenticator, type Authenticator } from './auth.js';
 import { Sessions, type Session } from './sessions.js';
 import { messagePage, storePage, type PageContext } from './pages.js';
+import { ALL_CORRECTIONS, type CorrectionAction } from '../layouts/contract.js';
 import { clientKey, SignInLimits } from './sign-in-limits.js';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
@@ -151,7 +152,7 @@ export class ReviewSite {
   }
 
   /** What drawing a page of this session's store takes: each form gets a nonce of the session. */
-  pageContext(s: Session, corrections = true): PageContext {
+  pageContext(s: Session, corrections: readonly CorrectionAction[] = ALL_CORRECTIONS): PageContext {
     return { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
   }
 }

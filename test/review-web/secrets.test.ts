@@ -5,6 +5,7 @@ import { confirmDeletePage, storePage } from '../../src/review-web/pages.js';
 import { htmlToText } from '../helpers/linkify.js';
 import { leaksIn, plantedSecrets, type Complete, type PlantedSecret } from '../helpers/secret-forms.js';
 import type { Queue } from '../../src/review-web/decide.js';
+import { ALL_CORRECTIONS } from '../../src/layouts/contract.js';
 import { browserForFile, daysAgo, freshContext, NOW, signIn, startSite, withState, type Site } from './fixtures.js';
 import { linkToken, signIn as signInHttp } from './http.js';
 
@@ -98,7 +99,7 @@ describe('credentials on the review page', { timeout: 180_000 }, () => {
       evidence: { reason: text(i + 4), previous: { value: text(i + 5) }, current: { value: [text(i + 6)] }, replacement: { fact: text(i + 7) } },
     }));
     const due = list.map((_, i) => ({ id: `d_${i}`, row: row(i + 8) }));
-    const ctx = { base: '', store: 'agent', user: text(9), corrections: true, now: NOW, nonce: () => 'n' };
+    const ctx = { base: '', store: 'agent', user: text(9), corrections: ALL_CORRECTIONS, now: NOW, nonce: () => 'n' };
     const queue: Complete<Pick<Queue, 'list' | 'due'>> = { list: { store: 'agent', now: daysAgo(0), dueTotal: due.length, pending, next: due.map((d) => d.row) }, due };
     const html = storePage(ctx, { ...queue, history: [] });
     const values = [...html.matchAll(/<textarea[^>]*>([^<]*)<\/textarea>|value="([^"]*)"/g)].map((m) => htmlToText(m[1] ?? m[2] ?? ''));

@@ -35,5 +35,7 @@ export const mastraLayout: Layout = {
   applyDrift: async (store, { decision, now, log }) => (await import('./review.js')).applyMastraDecision(store, log, decision, now),
   confirm: async (store, opts) => (await import('./review.js')).confirmMastra(store, opts),
   currentMemory: async (store, id) => (await import('./review.js')).mastraCurrent(store, id),
+  correct: async (store, opts) => (await import('./correct.js')).correctMastra(store, opts),
+  corrects: ['supersede', 'delete'],
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMastra(store, selector, dryRun, opts),
 };

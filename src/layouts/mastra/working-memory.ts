@@ -51,3 +51,15 @@ export function stampConfirmed(db: LibDb, m: WorkingMemory, now: Instant): boole
   if (!current || current.text !== m.text) return false;
   return db.prepare(`UPDATE ${table} SET updatedAt = ? WHERE id = ? AND updatedAt = ?`).run(new Date(now).toISOString(), m.id, current.updatedAt).changes === 1;
 }
+
+/**
+ * Set (text) or clear (null) a working memory the way Mastra's own writes leave it, stamping updatedAt as they do:
+ * a resource's `workingMemory` column (NULL when cleared), a thread's `metadata.workingMemory` key (removed when
+ * cleared; jsonb_* keep the column JSONB, as Mastra writes it). False when no row was changed.
+ */
+export function writeWorkingMemory(db: LibDb, m: WorkingMemory, text: string | null, now: Instant): boolean {
+  const at = new Date(now).toISOString();
+  if (m.scope === 'resource') return db.prepare(`UPDATE ${RESOURCES} SET workingMemory = ?, updatedAt = ? WHERE id = ?`).run(text, at, m.id).changes === 1;
+  const metadata = text === null ? `jsonb_remove(metadata, '$.workingMemory')` : `jsonb_set(metadata, '$.workingMemory', ?)`;
+  return db.prepare(`UPDATE ${THREADS} SET metadata = ${metadata}, updatedAt = ? WHERE id = ?`).run(...(text === null ? [] : [text]), at, m.id).changes === 1;
+}
