@@ -7,7 +7,7 @@ import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { Mem0Fixture } from './mem0-fixture.js';
 import { MastraFixture } from './mastra-fixture.js';
 import { LAYOUTS } from '../../src/layouts/registry.js';
-import type { Layout, StoreHandle } from '../../src/layouts/contract.js';
+import { ALL_CORRECTIONS, type Layout, type StoreHandle } from '../../src/layouts/contract.js';
 import { openStore } from '../../src/layouts/open.js';
 import { validateConfig, type Config } from '../../src/config/config.js';
 import { silentLogger } from '../../src/log/logger.js';
@@ -259,24 +259,36 @@ describe.each(Object.entries(LAYOUTS))('the %s layout keeps the layout contract'
         return 0;
       };
       const correct = layout.correct.bind(layout);
+      const offers = layout.corrects ?? ALL_CORRECTIONS;
+      expect(offers).toContain('supersede');
       const sup = await correct(store(), { id: a, now: NOW, log, decided, correction: { action: 'supersede', fact: 'Ana likes coffee', source: 'message:2' } });
-      expect(sup.resolution).toBe(`superseded:${sup.newId}`);
-      const exp = await correct(store(), { id: b, now: NOW, log, decided, correction: { action: 'expire', expiresAt: toCanonical(NOW - 1) } });
-      expect(exp.resolution).toBe(`expires:${toCanonical(NOW - 1)}`);
+      // A new version with its own id, or (a layout that keeps one text per memory, no versions) the same id replaced.
+      const live = sup.newId ?? a;
+      expect(sup.resolution).toBe(sup.newId === undefined ? 'replaced' : `superseded:${sup.newId}`);
+      expect((await layout.currentMemory(store(), live))?.fact).toBe('Ana likes coffee');
+      const expiry = { action: 'expire', expiresAt: toCanonical(NOW - 1) } as const;
+      if (offers.includes('expire')) {
+        const exp = await correct(store(), { id: b, now: NOW, log, decided, correction: expiry });
+        expect(exp.resolution).toBe(`expires:${toCanonical(NOW - 1)}`);
+      } else {
+        // Not offered: refused as a usage error, nothing changed or recorded (b stays live below).
+        await expect(correct(store(), { id: b, now: NOW, log, decided, correction: expiry })).rejects.toMatchObject({ kind: 'usage' });
+      }
       const del = await correct(store(), { id: c, now: NOW, log, decided, correction: { action: 'delete' } });
       expect(del.deleted).toEqual([c]);
-      expect(decisions).toEqual([`${a} superseded:${sup.newId}`, `${b} expires:${toCanonical(NOW - 1)}`, `${c} deleted`]);
-      for (const id of [a, b, c]) expect(verdictsFor(state, 's', id)).toHaveLength(1);
-      // The live memories a second later: the new version only (b has expired, c is gone, a is superseded).
-      expect((await layout.reviewDue(store(), { now: NOW + 1000, afterDays: 0 })).batch.map((m) => m.id)).toEqual([sup.newId]);
+      expect(decisions).toEqual([`${a} ${sup.resolution}`, ...(offers.includes('expire') ? [`${b} expires:${toCanonical(NOW - 1)}`] : []), `${c} deleted`]);
+      for (const id of [a, c]) expect(verdictsFor(state, 's', id)).toHaveLength(1);
+      expect(verdictsFor(state, 's', b)).toHaveLength(offers.includes('expire') ? 1 : 0);
+      // The live memories a second later: the corrected one as it reads now, b unless it expired, not c.
+      expect((await layout.reviewDue(store(), { now: NOW + 1000, afterDays: 0 })).batch.map((m) => m.id).sort()).toEqual([live, ...(offers.includes('expire') ? [] : [b])].sort());
 
       const missing = '0b7e6f4e-2d6a-4c1e-9a43-5f1d2c3b4a59';
       for (const correction of [{ action: 'delete' }, { action: 'expire', expiresAt: toCanonical(NOW) }, { action: 'supersede', fact: 'x', source: 'y' }] as const) {
-        await expect(correct(store(), { id: missing, now: NOW, log, decided, correction })).rejects.toThrow(/no memory/);
+        if (offers.includes(correction.action)) await expect(correct(store(), { id: missing, now: NOW, log, decided, correction })).rejects.toThrow(/no memory/);
       }
       // A superseded memory is not corrected again: the live version is.
-      await expect(correct(store(), { id: a, now: NOW, log, decided, correction: { action: 'expire', expiresAt: toCanonical(NOW) } })).rejects.toThrow(/superseded/);
-      expect(decisions).toHaveLength(3);
+      if (sup.newId !== undefined) await expect(correct(store(), { id: a, now: NOW, log, decided, correction: { action: 'expire', expiresAt: toCanonical(NOW) } })).rejects.toThrow(/superseded/);
+      expect(decisions).toHaveLength(offers.includes('expire') ? 3 : 2);
       expect(verdictsFor(state, 's', missing)).toEqual([]);
     } finally {
       state.close();
