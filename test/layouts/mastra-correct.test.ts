@@ -6,6 +6,10 @@ import { cli } from '../helpers/cli.js';
 import { MastraFixture } from './mastra-fixture.js';
 import { openStateDb } from '../../src/state/state.js';
 import { verdictsFor } from '../../src/drift/record.js';
+import { deleteMemory, supersedeMemory } from '../../src/drift/review.js';
+import { validateConfig } from '../../src/config/config.js';
+import { openStore } from '../../src/layouts/open.js';
+import Libsql from 'libsql';
 
 /**
  * A person replaces or clears a Mastra working memory through `memory-warden review` (any Node; the store written as
@@ -145,6 +149,63 @@ describe('review expire on a Mastra store', () => {
     expect(r.stderr).toMatch(/Mastra working memory has no expiry/);
     expect(contents()).toBe(before);
     expect(resourceRow('ana')).toMatchObject({ workingMemory: '# Ana\n- lives in Oslo', updatedAt: OLD });
+    expect(verdicts('ana')).toEqual([]);
+  });
+});
+
+describe('the guard looks inside the write', () => {
+  it('supersede and delete hold the store\'s write lock while the guard looks: an agent cannot write in between', async () => {
+    resource('ana', '# Ana\n- lives in Oslo');
+    resource('ben', '# Ben\n- reads poetry');
+    const config = validateConfig({ stateDb: join(tmp.dir, 'state.db'), stores: { s: { layout: 'mastra', db: file } } });
+    const store = openStore(config, 's');
+    const state = openStateDb(join(tmp.dir, 'state.db'));
+    try {
+      const decisions = {
+        ana: (guard: () => void) => supersedeMemory(store, state, 'ana', { fact: '# Ana\n- lives in Bergen', source: 'call' }, NOW, { guard }),
+        ben: (guard: () => void) => deleteMemory(store, state, 'ben', NOW, { guard }),
+      };
+      for (const [id, decide] of Object.entries(decisions)) {
+        let blocked: unknown;
+        await decide(() => {
+          // Mastra's updateResource, from the agent's own connection, while the guard looks.
+          const agent = new Libsql(file);
+          agent.pragma('busy_timeout = 0');
+          try {
+            agent.prepare('UPDATE mastra_resources SET workingMemory = ?, updatedAt = ? WHERE id = ?').run('agent was here', iso(NOW - 1), id);
+          } catch (err) {
+            blocked = err;
+          } finally {
+            agent.close();
+          }
+        });
+        expect((blocked as { code?: string } | undefined)?.code, id).toBe('SQLITE_BUSY');
+      }
+    } finally {
+      state.close();
+      store.close();
+    }
+    expect(resourceRow('ana').workingMemory).toBe('# Ana\n- lives in Bergen');
+    expect(resourceRow('ben').workingMemory).toBeNull();
+  });
+
+  it('a guard that sees the row changed refuses: nothing written, nothing recorded', async () => {
+    resource('ana', '# Ana\n- lives in Oslo');
+    const config = validateConfig({ stateDb: join(tmp.dir, 'state.db'), stores: { s: { layout: 'mastra', db: file } } });
+    const store = openStore(config, 's');
+    const state = openStateDb(join(tmp.dir, 'state.db'));
+    const before = contents();
+    try {
+      const seen = (row: unknown) => {
+        if ((row as { fact?: string } | null)?.fact !== 'what the person saw') throw new Error('drawn before');
+      };
+      await expect(supersedeMemory(store, state, 'ana', { fact: 'x', source: 'y' }, NOW, { guard: seen })).rejects.toThrow('drawn before');
+      await expect(deleteMemory(store, state, 'ana', NOW, { guard: seen })).rejects.toThrow('drawn before');
+    } finally {
+      state.close();
+      store.close();
+    }
+    expect(contents()).toBe(before);
     expect(verdicts('ana')).toEqual([]);
   });
 });
