@@ -71,13 +71,14 @@ function forms(ctx: PageContext, id: string, seen: string, proposed = ''): strin
   const hidden = hiddenFor(ctx, id, seen);
   const confirm = `<form method="post" action="${action}" class="confirm">${hidden('confirm')}<button type="submit">Confirm</button></form>`;
   if (ctx.corrections.length === 0) return `<div class="forms">${confirm}<p class="muted">mem0 store: correct or delete it through mem0 (erase --ids deletes).</p></div>`;
-  const offered: Record<CorrectionAction, string> = {
-    supersede: `<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>`,
-    expire: `<form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>`,
-    delete: `<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete…</button></form>`,
+  // Drawn only when offered: each form spends a one-time nonce of the session.
+  const offered: Record<CorrectionAction, () => string> = {
+    supersede: () => `<form method="post" action="${action}" class="supersede">${hidden('supersede')}<label>New fact <textarea name="fact" required maxlength="10000" rows="2">${fieldValue(proposed)}</textarea></label><label>Source <input name="source" required maxlength="2000" placeholder="where the new fact comes from"></label><button type="submit">Supersede</button></form>`,
+    expire: () => `<form method="post" action="${action}" class="expire">${hidden('expire')}<label>Expire in <input name="days" type="number" min="1" max="3650" value="7" required> days</label><button type="submit">Expire</button></form>`,
+    delete: () => `<form method="post" action="${action}" class="delete">${hidden('delete')}<button type="submit" class="danger">Delete…</button></form>`,
   };
   return `<div class="forms">${confirm}
-${(['supersede', 'expire', 'delete'] as const).filter((a) => ctx.corrections.includes(a)).map((a) => offered[a]).join('\n')}
+${(['supersede', 'expire', 'delete'] as const).filter((a) => ctx.corrections.includes(a)).map((a) => offered[a]()).join('\n')}
 </div>`;
 }
 
