@@ -36,7 +36,7 @@ export function registerReviewCommands(program: Command): void {
   decide('confirm', 'the fact still holds: confirmed_at = now').action(async (id: string, opts: StoreOptions, cmd: Command) =>
     withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).confirmMemory(store, state, id, ctx.now()), opts)),
   );
-  decide('supersede', 'replace the fact: insert the new one and point the old row at it')
+  decide('supersede', 'replace the fact: a new row the old one points at (a Mastra working memory: its text, in place)')
     .requiredOption('--fact <text>', 'the corrected fact')
     .requiredOption('--source <text>', 'where the corrected fact comes from')
     .action(async (id: string, opts: StoreOptions & { fact: string; source: string }, cmd: Command) =>
@@ -47,7 +47,7 @@ export function registerReviewCommands(program: Command): void {
     .action(async (id: string, opts: StoreOptions & { in: string }, cmd: Command) =>
       withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).expireMemory(store, state, id, opts.in, ctx.now()), opts)),
     );
-  decide('delete', 'delete the row through both stores, with the older versions that point at it').action(async (id: string, opts: StoreOptions, cmd: Command) =>
+  decide('delete', 'delete the row through both stores, with the older versions that point at it (a Mastra working memory: cleared)').action(async (id: string, opts: StoreOptions, cmd: Command) =>
     withReview(opts, cmd, true, async (ctx, store, state) => report(await (await reviewModule()).deleteMemory(store, state, id, ctx.now()), opts)),
   );
 }

@@ -106,7 +106,7 @@ export function confirmDeletePage(ctx: PageContext, seen: string, m: DrawnRow): 
   const older = m.olderVersions ?? [];
   const list = older.length === 0 ? '' : `<p>With it go the ${older.length} older version(s) whose chain leads to it:</p><ul>${older.slice(0, 50).map((o) => `<li><code>${html(o.id, 80)}</code> ${html(o.fact, 200)}</li>`).join('')}</ul>${older.length > 50 ? `<p class="muted">and ${older.length - 50} more.</p>` : ''}`;
   const body = `<h1>Delete <code>${html(m.id, 80)}</code>?</h1>
-<p>This deletes the memory from the store and from its vector store. It cannot be undone here (a snapshot taken before holds it).</p>
+<p>This deletes the memory from the store and from its vector store where it has one. It cannot be undone here (a snapshot taken before holds it).</p>
 <article class="item">${fields(m, ctx.now)}</article>${list}
 ${idHoldsSecret(m.id) ? ID_HOLDS_SECRET : `<div class="forms"><form method="post" action="${decideUrl(ctx)}" class="delete-confirmed">${hiddenFor(ctx, m.id, seen)('delete')}<input type="hidden" name="confirmed" value="yes"><button type="submit" class="danger">Delete for good</button></form></div>`}
 <p><a href="${escapeHtml(ctx.base)}/store/${escapeHtml(ctx.store)}">Cancel: back to the review queue</a></p>`;
