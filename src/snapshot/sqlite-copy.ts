@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -11,13 +12,20 @@ export interface SqliteCopy {
 }
 
 /*
- * Runs in a worker thread, so the event loop keeps streaming Qdrant's snapshots while SQLite copies: VACUUM INTO
- * is one long synchronous call. Plain CommonJS evaluated in the worker (it cannot import this project's
+ * Runs off the event loop, so it keeps streaming Qdrant's snapshots while SQLite copies: VACUUM INTO is one long
+ * synchronous call. Plain CommonJS evaluated in a worker thread or a child process (it cannot import this project's
  * TypeScript under the test runner). It only reads the source (not opened read-only: a read-only connection
  * cannot open a WAL store whose -shm is missing), and opens the copy only to check it.
+ *
+ * A libsql store is copied with better-sqlite3's backup (libsql's driver has none, and its VACUUM damages the vector
+ * index's shadow table) in a child process of its own: two SQLite libraries in one process do not see each other's
+ * locks (POSIX locks never conflict within a process), so better-sqlite3's close would checkpoint and delete the WAL
+ * that a libsql connection of this process still writes to.
  */
 const WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
+const threads = require('node:worker_threads');
+const workerData = threads.parentPort ? threads.workerData : JSON.parse(process.argv[1]);
+const reply = threads.parentPort ? (m) => threads.parentPort.postMessage(m) : (m) => process.stdout.write(JSON.stringify(m));
 const Database = require(workerData.driver);
 const Checker = require(workerData.checker);
 const { source, dest, busyTimeoutMs, backup } = workerData;
@@ -42,12 +50,12 @@ try {
     for (const { name } of copy.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()) {
       tables[name] = copy.prepare('SELECT count(*) AS n FROM "' + name.replace(/"/g, '""') + '"').get().n;
     }
-    parentPort.postMessage({ ok: true, integrity, journalMode, tables });
+    reply({ ok: true, integrity, journalMode, tables });
   } finally {
     copy.close();
   }
 } catch (err) {
-  parentPort.postMessage({ ok: false, message: String(err && err.message || err), code: err && err.code });
+  reply({ ok: false, message: String(err && err.message || err), code: err && err.code });
 }
 })();
 `;
@@ -62,21 +70,38 @@ export function copySqlite(source: string, dest: string, busyTimeoutMs: number, 
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   // A libsql store (Layout.sqliteEngine) is copied page by page (backup) and checked and counted through libsql.
   const checker = engine === 'libsql' ? createRequire(import.meta.url).resolve('libsql') : driver;
+  const data = { driver, checker, source, dest, busyTimeoutMs, backup: engine === 'libsql' };
   return new Promise((resolve, reject) => {
-    const worker = new Worker(WORKER, { eval: true, workerData: { driver, checker, source, dest, busyTimeoutMs, backup: engine === 'libsql' } });
     let settled = false;
-    worker.once('message', (m: { ok: boolean; message?: string; code?: string } & SqliteCopy) => {
+    const settle = (m: { ok: boolean; message?: string; code?: string } & SqliteCopy) => {
       settled = true;
       if (m.ok) resolve({ integrity: m.integrity, journalMode: m.journalMode, tables: m.tables });
       else {
         const e = coerceError(Object.assign(new Error(m.message), { code: m.code }), `copy ${source} (${engine === 'libsql' ? 'backup' : 'VACUUM INTO'})`);
         reject(e.transient ? e : storeError(e.message, e));
       }
-    });
-    worker.once('error', (err) => {
+    };
+    const failed = (err: unknown) => {
       settled = true;
       reject(coerceError(err, `copy ${source}`));
-    });
+    };
+    if (engine === 'libsql') {
+      const child = execFile(process.execPath, ['-e', WORKER, JSON.stringify(data)], { maxBuffer: 64 * 1024 * 1024, env: process.env }, (err, stdout, stderr) => {
+        let reply: Parameters<typeof settle>[0] | undefined;
+        try {
+          reply = JSON.parse(stdout);
+        } catch {
+          reply = undefined;
+        }
+        if (reply) settle(reply);
+        else failed(err ?? storeError(`copy ${source}: the copying process printed no result (${String(stderr).trim().split('\n')[0] || 'no error output'})`));
+      });
+      child.stdin?.end();
+      return;
+    }
+    const worker = new Worker(WORKER, { eval: true, workerData: data });
+    worker.once('message', settle);
+    worker.once('error', failed);
     worker.once('exit', (code) => {
       if (!settled) reject(storeError(`copy ${source}: worker exited with code ${code}`));
     });
