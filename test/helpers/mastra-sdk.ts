@@ -21,17 +21,41 @@ export interface MastraSdk {
   recall(resource: string, threadId: string, query: string): Promise<string[]>;
   /** The resource's working memory as Mastra's storage reads it (null: no resource row or none written). */
   resourceWorkingMemory(resource: string): Promise<string | null>;
+  /** Observational memory (opts.observe): the mock observer notes `observations` (lines "- …") for the thread now. */
+  observe(resource: string, threadId: string, observations: string): Promise<boolean>;
+  /** The thread's active observations as Mastra reads them (undefined: none). */
+  observations(resource: string, threadId: string): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
-export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 'resource'): Promise<MastraSdk> {
-  const [{ Memory }, { LibSQLStore, LibSQLVector }, { MockEmbeddingModelV3, MockLanguageModelV3 }, { Agent }] = await Promise.all([
-    import('@mastra/memory'), import('@mastra/libsql'), import('ai/test'), import('@mastra/core/agent'),
+export interface MastraSdkOptions {
+  /** LibSQLVector on another file than the store's (memory-warden's `mastra.vectorDb`). */
+  vectorFile?: string;
+  /** Observational memory on (thread scope), its observer the AI SDK's mock model, its groups indexed (retrieval.vector). */
+  observe?: boolean;
+}
+
+export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 'resource', opts: MastraSdkOptions = {}): Promise<MastraSdk> {
+  const [{ Memory }, { LibSQLStore, LibSQLVector }, { MockEmbeddingModelV3, MockLanguageModelV3 }, { Agent }, { simulateReadableStream }] = await Promise.all([
+    import('@mastra/memory'), import('@mastra/libsql'), import('ai/test'), import('@mastra/core/agent'), import('ai'),
   ]);
   const embedder = new MockEmbeddingModelV3({ doEmbed: async ({ values }: { values: string[] }) => ({ embeddings: values.map(embed), warnings: [] }) } as never);
   const storage = new LibSQLStore({ id: 'store', url: `file:${file}` });
-  const vector = new LibSQLVector({ id: 'vectors', url: `file:${file}` });
-  const memory = new Memory({ storage, vector, embedder, options: { lastMessages: 10, semanticRecall: { topK: 3, messageRange: 0, scope: 'resource' }, workingMemory: { enabled: true, scope } } } as never);
+  const vector = new LibSQLVector({ id: 'vectors', url: `file:${opts.vectorFile ?? file}` });
+  // The observer streams what the test says it noted, once; any other observation (an agent turn's) notes nothing personal.
+  let noted = '';
+  const observer = new MockLanguageModelV3({
+    doStream: async () => {
+      const text = `<observations>\n${noted || '- The user chatted with the agent.'}\n</observations>`;
+      noted = '';
+      return { stream: simulateReadableStream({ chunks: [{ type: 'stream-start', warnings: [] }, { type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: text }, { type: 'text-end', id: 't' }, { type: 'finish', finishReason: 'stop', usage: { inputTokens: { total: 1 }, outputTokens: { total: 1 } } }] }) };
+    },
+  } as never);
+  // Mastra stores its observational-memory config, model object included, in each record: the mock would carry every
+  // prompt it was sent (other people's messages) into the next record; a real model's object holds no prompts.
+  Object.assign(observer, { toJSON: () => ({ provider: 'mock', modelId: 'observer' }) });
+  const observationalMemory = opts.observe ? { model: observer, scope: 'thread', observation: { messageTokens: 10, bufferTokens: false }, reflection: { observationTokens: 100_000 }, retrieval: { vector: true } } : undefined;
+  const memory = new Memory({ storage, vector, embedder, options: { lastMessages: 10, semanticRecall: { topK: 3, messageRange: 0, scope: 'resource' }, workingMemory: { enabled: true, scope }, ...(observationalMemory ? { observationalMemory } : {}) } } as never);
   const textOf = (m: any): string => (typeof m.content === 'string' ? m.content : (m.content?.parts ?? []).map((p: any) => p.text ?? '').join(''));
   return {
     memory, storage, vector,
@@ -60,6 +84,15 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
       const domain: any = typeof storage.getStore === 'function' ? await storage.getStore('memory') : storage.stores?.memory;
       const r = await domain.getResourceById({ resourceId: resource });
       return r?.workingMemory ?? null;
+    },
+    async observe(resource, threadId, observations) {
+      noted = observations;
+      const om = await memory.omEngine;
+      return (await om.observe({ threadId, resourceId: resource })).observed;
+    },
+    async observations(resource, threadId) {
+      const om = await memory.omEngine;
+      return om ? om.getObservations(threadId, resource) : undefined;
     },
     async close() {
       await memory.settled();
