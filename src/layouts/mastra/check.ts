@@ -2,7 +2,8 @@ import type { CheckReport, StoreHandle } from '../contract.js';
 import { finding, ID_SAMPLE, isProblem, type Finding } from '../../job/findings.js';
 import { toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
-import { mastraOf, MESSAGES, THREADS } from './names.js';
+import { mastraOf, MESSAGES, OBSERVATIONS, THREADS } from './names.js';
+import { hasTable } from './delete.js';
 import { doomedBy } from './prune.js';
 import { parses } from './content.js';
 import { workingMemories } from './working-memory.js';
@@ -36,7 +37,28 @@ function orphans(f: MastraFiles): Finding[] {
     const gone = known
       ? meta.filter((m) => typeof m.message === 'string' && !known.has(m.message)).map((m) => m.id)
       : sampled(f.db, `SELECT vector_id AS id FROM ${quoteId(t)} WHERE json_valid(metadata) AND json_type(metadata, '$.message_id') = 'text' AND json_extract(metadata, '$.message_id') NOT IN (SELECT id FROM ${MESSAGES})`);
-    if (gone.length > 0) out.push(finding('mastra_embedding_without_message', 'error', `${t}: ${gone.length} embeddings whose message is gone, each still holding the message's text and returned by recall`, gone));
+    if (gone.length > 0) out.push(finding('mastra_embedding_without_message', 'error', `${t}: ${gone.length} embeddings whose message is gone, each still holding the message's text and returned by a query of the index (recall itself skips them)`, gone));
+  }
+  return [...out, ...observationOrphans(f)];
+}
+
+/**
+ * Observational memory left behind by a delete that did not go through Memory.deleteThread (Mastra's storage prune
+ * of threads, a raw delete): records of a thread that is gone, and observation-group embeddings (metadata with a
+ * thread_id and no message_id) of a thread that is gone. Both still hold what the observer noted about the person.
+ */
+function observationOrphans(f: MastraFiles): Finding[] {
+  const out: Finding[] = [];
+  if (hasTable(f, OBSERVATIONS)) {
+    const records = sampled(f.db, `SELECT id FROM ${OBSERVATIONS} WHERE threadId IS NOT NULL AND threadId <> '' AND threadId NOT IN (SELECT id FROM ${THREADS})`);
+    if (records.length > 0) out.push(finding('mastra_observation_without_thread', 'error', `${records.length} observation records whose thread is gone: Mastra no longer shows them, they still hold what was observed`, records));
+  }
+  const threads = new Set(sampled(f.db, `SELECT id FROM ${THREADS}`));
+  const group = `json_valid(metadata) AND json_type(metadata, '$.message_id') IS NULL AND json_type(metadata, '$.thread_id') = 'text'`;
+  for (const t of f.vectorTables) {
+    const rows = f.vec.prepare(`SELECT vector_id AS id, json_extract(metadata, '$.thread_id') AS thread FROM ${quoteId(t)} WHERE ${group}`).all() as { id: string; thread: string }[];
+    const gone = rows.filter((r) => !threads.has(r.thread)).map((r) => r.id);
+    if (gone.length > 0) out.push(finding('mastra_embedding_without_thread', 'error', `${t}: ${gone.length} observation embeddings whose thread is gone, each still holding the observed text and returned by Mastra's search`, gone));
   }
   return out;
 }

@@ -51,21 +51,22 @@ function plan(f: MastraFiles, sel: EraseSelector, deletedIds: readonly string[])
 }
 
 function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
-  const db = f.db;
   const out: string[] = [];
-  const col = (sql: string, params: unknown) => (db.prepare(sql).all(params) as { t: unknown }[]).map((r) => r.t).filter((t): t is string => typeof t === 'string' && t !== '');
+  const from = (db: LibDb) => (sql: string, params: unknown) => (db.prepare(sql).all(params) as { t: unknown }[]).map((r) => r.t).filter((t): t is string => typeof t === 'string' && t !== '');
+  const col = from(f.db);
   for (const c of col(`SELECT content AS t FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`, json(p.messages))) out.push(...messageTexts(c));
   const threads = json([...p.threads, ...p.clearThreads]);
   out.push(...col(`SELECT title AS t FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(?))`, threads));
   out.push(...col(`SELECT json_extract(metadata, '$.workingMemory') AS t FROM ${THREADS} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`, threads));
   out.push(...col(`SELECT workingMemory AS t FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(?))`, json([...p.resources, ...p.clearResources])));
   if (hasTable(f, OBSERVATIONS)) out.push(...col(`SELECT activeObservations AS t FROM ${OBSERVATIONS} WHERE ${observationWhere(sel)}`, observationParams(sel, p)));
-  // Embeddings whose message is gone still repeat its text in their metadata (Mastra's own prune leaves them).
+  // Embeddings whose message is gone still repeat its text in their metadata (Mastra's own prune leaves them);
+  // observation groups' embeddings hold theirs as `text`. They are read where they are: the vector file, if another.
   for (const t of f.vectorTables) {
-    for (const m of col(`SELECT metadata AS t FROM ${quoteId(t)} WHERE ${embeddingWhere(sel)}`, embeddingParams(sel, p))) {
+    for (const m of from(f.vec)(`SELECT metadata AS t FROM ${quoteId(t)} WHERE ${embeddingWhere(sel)}`, embeddingParams(sel, p))) {
       try {
-        const c = (JSON.parse(m) as { content?: unknown }).content;
-        if (typeof c === 'string') out.push(c);
+        const meta = JSON.parse(m) as { content?: unknown; text?: unknown };
+        for (const c of [meta.content, meta.text]) if (typeof c === 'string') out.push(c);
       } catch { /* metadata that is not JSON names no one */ }
     }
   }
