@@ -5,6 +5,7 @@ import type { Progress } from '../progress/progress.js';
 import { storeError, usageError } from '../core/errors.js';
 import type { StoreConfig } from '../store/config.js';
 import { storeFiles } from '../store/files.js';
+import { layoutFor } from '../layouts/registry.js';
 import { collectionFile, snapshotCollections, vectorFileCopy } from './create.js';
 import { openDatabase, setJournalMode, truncateWal } from '../store/sqlite.js';
 import { FILE_MODE, fsyncPath, sha256File } from './layout.js';
@@ -204,7 +205,8 @@ export function destinations(storeName: string, store: StoreConfig, manifest: Ma
   if (foreign.length > 0) throw usageError(`${from} names Qdrant collection(s) ${foreign.join(', ')} that store "${storeName}" does not have (or twice): refused; its collections are ${collections.join(', ') || 'none'}`);
   const absent = collections.filter((c) => !named.includes(c));
   if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
-  const configured = storeFiles(store).slice(1).map((f) => resolve(f));
+  // The layout's own vector files too (what create.ts copies): a Mastra store's mastra.vectorDb is one.
+  const configured = [...new Set([...storeFiles(store).slice(1), ...layoutFor(store).vectorFiles(store)].map((f) => resolve(f)))];
   const out: VectorFileDestination[] = [];
   for (const [i, part] of (manifest.vectorFiles ?? []).entries()) {
     const dest = configured.find((f) => f === resolve(String(part.source)) && part.file === vectorFileCopy(i, f));
