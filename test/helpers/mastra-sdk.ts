@@ -88,6 +88,7 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
     async observe(resource, threadId, observations) {
       noted = observations;
       const om = await memory.omEngine;
+      if (!om) throw new Error('observe: this MastraSdk was opened without { observe: true }');
       return (await om.observe({ threadId, resourceId: resource })).observed;
     },
     async observations(resource, threadId) {
