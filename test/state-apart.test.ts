@@ -33,7 +33,12 @@ describe('the state db is none of the stores\' files', () => {
     ['a hard link to it', (d) => (linkSync(join(d, 'm.db'), join(d, 'hard.db')), { stateDb: './hard.db' })],
     ['a mem0 store\'s SQLite vector file', (d) => (makeStore(join(d, 'vec.db')), { stateDb: './vec.db', extra: mem0(d) })],
     ['a mem0 store\'s entity vector file, as the SDK names it', (d) => (makeStore(join(d, 'vec_entities.db')), { stateDb: './vec_entities.db', extra: mem0(d) })],
+    ['a Mastra store\'s vector file (mastra.vectorDb)', (d) => (makeStore(join(d, 'mvec.db')), { stateDb: './mvec.db', extra: mastra(d) })],
   ];
+
+  function mastra(d: string): string {
+    return `  assistant:\n    db: ${join(d, 'mastra.db')}\n    layout: mastra\n    mastra:\n      vectorDb: ${join(d, 'mvec.db')}\n`;
+  }
 
   function mem0(d: string): string {
     return `  assistant:\n    db: ${join(d, 'history.db')}\n    layout: mem0\n    mem0:\n      vectorStore: sqlite\n      vectorDb: ${join(d, 'vec.db')}\n`;

@@ -9,7 +9,7 @@ import { configError } from '../core/errors.js';
 import { storeFiles } from '../store/files.js';
 import type { StoreConfig } from '../store/config.js';
 
-type Stores = Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>>;
+type Stores = Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0' | 'mastra'>>;
 
 /** Refused, naming snapshot.root and the store, before anything opens; `source` is the config file's words. */
 export function assertSnapshotRootApart(config: { snapshot: { root: string }; stores: Stores }, source = 'config'): void {

@@ -5,11 +5,16 @@ import { sameFile } from './file-identity.js';
 import { configError } from '../core/errors.js';
 import { notRegularFile } from './private-file.js';
 
-/** The files on this machine that hold a store's data: its `db`, and mem0's vector files when it keeps them in SQLite. */
-export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): string[] {
+/**
+ * The files on this machine that hold a store's data: its `db`, mem0's vector files when it keeps them in SQLite,
+ * and Mastra's vector file when it is another file (`mastra.vectorDb`).
+ */
+export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0' | 'mastra'>): string[] {
   const files = [store.db];
   const mem0 = store.layout === 'mem0' ? mem0Of(store) : undefined;
   if (mem0?.vectorStore === 'sqlite') files.push(mem0.vectorDb, entityVectorDbOf(mem0));
+  const mastraVectors = store.layout === 'mastra' ? store.mastra?.vectorDb : undefined;
+  if (mastraVectors && expandHome(mastraVectors) !== expandHome(store.db)) files.push(mastraVectors);
   return files.map((f) => expandHome(f));
 }
 
@@ -18,7 +23,7 @@ export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0'>): 
  * the same file through a link) would add its tables to the agent's data. Nor into what is not a file (a device, a
  * FIFO, a link: see notRegularFile). Refused, naming stateDb, before anything opens.
  */
-export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0'>> }): void {
+export function assertStateApart(config: { stateDb: string; stores: Record<string, Pick<StoreConfig, 'layout' | 'db' | 'mem0' | 'mastra'>> }): void {
   const state = expandHome(config.stateDb);
   for (const [name, store] of Object.entries(config.stores)) {
     for (const file of storeFiles(store)) {

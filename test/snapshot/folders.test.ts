@@ -105,6 +105,19 @@ describe('a snapshot root that is or contains a store\'s folder is refused at co
     expect(cli(['config', '--config', config], env()).stderr).toMatch(/snapshot\.root .* is the folder of store m's file .*vec\/v\.db/);
   });
 
+  it('a Mastra store\'s separate vector file counts as its file: a root that is or holds its folder is refused', () => {
+    mkdirSync(join(dir, 'm'));
+    mkdirSync(join(dir, 'vec'));
+    const store = { layout: 'mastra', db: join(dir, 'm', 'mastra.db'), mastra: { vectorDb: join(dir, 'vec', 'vectors.db') } };
+    const config = join(dir, 'c.yaml');
+    for (const root of [join(dir, 'vec'), join(dir, 'vec', '..', 'vec')]) {
+      writeFileSync(config, yaml({ snapshot: { root }, stores: { m: store } }));
+      const r = cli(['config', '--config', config], env());
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/snapshot\.root .* is the folder of store m's file .*vec\/vectors\.db/);
+    }
+  });
+
   it('--db with no config file: a store in ./backups/<name>/ from the default root is refused too', () => {
     mkdirSync(join(dir, 'backups', 'x'), { recursive: true });
     const db = makeStore(join(dir, 'backups', 'x', 'x.db'), [EVE]);
