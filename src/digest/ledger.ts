@@ -153,8 +153,12 @@ export function redisLedger(redis: Redis, prefix: string, durability: ClaimDurab
     },
     async markSent(d, at, response, summary) {
       await settle(d, 'sent', '', { at, response, summary });
-      // The mail is out: nothing to undo, so no error. Waiting keeps a failover right after it from reopening the
-      // day; a `sent` the replicas missed leaves the replicated claim, taken over (same Message-ID) after claimMinutes.
+      // The mail is out: nothing to undo, so no error. Waiting keeps a failover right after it from reopening the day.
+      if (await replicated()) return;
+      // Not acknowledged: the primary that took `sent` may have died before any replica had it, leaving the promoted
+      // one with the claim only (a retry after claimMinutes would send the day again, and `covered` would not move).
+      // Written again (it is idempotent), it lands on whichever primary this client reaches now.
+      await settle(d, 'sent', '', { at, response, summary });
       await replicated();
     },
     markQuiet: (d, token, at) => settle(d, 'quiet', token, { at }),

@@ -4,6 +4,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import type { RedisOptions } from 'ioredis';
 import { freePort, reachable } from './redis.js';
 
@@ -80,13 +81,63 @@ export async function startTlsRedis(tls: TlsFiles, user: string, password: strin
   );
 }
 
+/**
+ * A TCP relay the replica replicates through, so a test can hold back what the primary sends it: `hold()` keeps
+ * every later byte of the replication stream here, and `cut()` drops the link with them undelivered, as if the
+ * primary had died before sending them (asynchronous replication losing an acknowledged write, made exact).
+ */
+export interface ReplicationLink {
+  port: number;
+  hold(): void;
+  cut(): void;
+  close(): Promise<void>;
+}
+
+async function replicationLink(primaryPort: number): Promise<ReplicationLink> {
+  let held = false;
+  const pairs: Array<[Socket, Socket]> = [];
+  const server: Server = createServer((replica) => {
+    const primary = createConnection({ host: '127.0.0.1', port: primaryPort });
+    const kept: Buffer[] = [];
+    pairs.push([replica, primary]);
+    replica.on('data', (c: Buffer) => primary.write(c));
+    primary.on('data', (c: Buffer) => (held ? kept.push(c) : replica.write(c)));
+    for (const s of [replica, primary]) s.on('error', () => {});
+    replica.on('close', () => primary.destroy());
+    primary.on('close', () => replica.destroy());
+  });
+  const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+  const cut = () => {
+    for (const [r, p] of pairs.splice(0)) {
+      r.destroy();
+      p.destroy();
+    }
+  };
+  return {
+    port,
+    hold: () => void (held = true),
+    cut,
+    close: () => new Promise<void>((resolve) => {
+      cut();
+      server.close(() => resolve());
+    }),
+  };
+}
+
 export interface SentinelSet {
+  /** Present when the set was started with `link: true`: the replica's path to the primary. */
+  link?: ReplicationLink;
   primary: RedisProc;
   replica: RedisProc;
   sentinels: RedisProc[];
   masterName: string;
   /** The `redis` config section that reaches this set through its sentinels. */
   config: { url: string; sentinels: Array<{ host: string; port: number }>; name: string };
+  /**
+   * Bring a killed node back on its port as a replica of `primary`, as a supervisor restarting it would once
+   * Sentinel has converted it (its data is gone: it syncs from the primary). Stopped by stop() like the others.
+   */
+  rejoin(node: RedisProc, primary: RedisProc): Promise<RedisProc>;
   stop(): Promise<void>;
 }
 
@@ -94,33 +145,45 @@ export interface SentinelSet {
  * A primary, one replica and three sentinels (quorum 2) watching them, with short failure detection so a killed
  * primary is replaced within seconds. Every process is stopped by stop(), whichever of them already died.
  */
-export async function startSentinelSet(masterName = 'mw-primary'): Promise<SentinelSet> {
+export async function startSentinelSet(masterName = 'mw-primary', opts: { link?: boolean } = {}): Promise<SentinelSet> {
   const procs: RedisProc[] = [];
+  let link: ReplicationLink | undefined;
   try {
     const primary = await startRedisProc([]);
     procs.push(primary);
-    const replica = await startRedisProc([`replicaof 127.0.0.1 ${primary.port}`]);
+    link = opts.link ? await replicationLink(primary.port) : undefined;
+    const replica = await startRedisProc([`replicaof 127.0.0.1 ${link?.port ?? primary.port}`]);
     procs.push(replica);
     const sentinels: RedisProc[] = [];
     for (let i = 0; i < 3; i++) {
       const s = await startRedisProc([
         `sentinel monitor ${masterName} 127.0.0.1 ${primary.port} 2`,
         `sentinel down-after-milliseconds ${masterName} 1000`,
-        `sentinel failover-timeout ${masterName} 10000`,
+        // Through a link, the replica names another master port than the primary's; Sentinel corrects such a
+        // replica only after failover-timeout, so it is longer than any test then.
+        `sentinel failover-timeout ${masterName} ${link ? 600_000 : 10_000}`,
         `sentinel parallel-syncs ${masterName} 1`,
       ], { sentinel: true });
       procs.push(s);
       sentinels.push(s);
     }
     return {
-      primary, replica, sentinels, masterName,
+      link, primary, replica, sentinels, masterName,
       config: { url: 'redis://127.0.0.1:1', sentinels: sentinels.map((s) => ({ host: '127.0.0.1', port: s.port })), name: masterName },
+      async rejoin(node, to) {
+        await stopRedisProc(node, 'SIGKILL');
+        const back = await startRedisProc([`replicaof 127.0.0.1 ${to.port}`], { port: node.port });
+        procs.push(back);
+        return back;
+      },
       async stop() {
         for (const p of procs) await stopRedisProc(p, 'SIGKILL');
+        await link?.close();
       },
     };
   } catch (err) {
     for (const p of procs) await stopRedisProc(p, 'SIGKILL');
+    await link?.close();
     throw err;
   }
 }
