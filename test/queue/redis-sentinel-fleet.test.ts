@@ -47,7 +47,13 @@ async function onNode<T>(port: number, fn: (c: Redis) => Promise<T>): Promise<T 
   }
 }
 
-const promoted = (node: RedisProc) => until(`node ${node.port} promoted by the sentinels`, async () => (await roleOf(node.port)) === 'master', 90_000);
+/** `node` is the primary, and every sentinel names it (a client that asks any of them finds it). */
+const promoted = (set: SentinelSet, node: RedisProc) =>
+  until(`node ${node.port} promoted by the sentinels`, async () => {
+    if ((await roleOf(node.port)) !== 'master') return false;
+    const named = await Promise.all(set.sentinels.map((s) => onNode(s.port, (c) => c.call('SENTINEL', 'get-master-addr-by-name', set.masterName) as Promise<string[]>)));
+    return named.every((n) => n?.[1] === String(node.port));
+  }, 90_000);
 const replicaOnline = (primary: RedisProc) =>
   until(`a replica online at ${primary.port}`, async () => /slave0:.*state=online/.test((await onNode(primary.port, (c) => c.info('replication'))) ?? ''), 60_000);
 
@@ -177,7 +183,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
     expect(await dayStatus(f.set.replica.port, f.prefix)).toBe('sending'); // the claim was on the replica before anything was sent
     const killedAt = marksOf([a, b]);
     f.set.primary.proc.kill('SIGKILL');
-    await promoted(f.set.replica);
+    await promoted(f.set, f.set.replica);
     release(); // the server accepts the message; the sender records `sent` on whichever primary it reaches now
 
     // The operator's `enqueue` (its own connection through the sentinels) gets the result across the failover.
@@ -201,7 +207,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
     await until('the rejoined node to hold `sent`', async () => (await dayStatus(back.port, f.prefix)) === 'sent', 60_000);
     const killedAgainAt = marksOf([a, b]);
     f.set.replica.proc.kill('SIGKILL');
-    await promoted(back);
+    await promoted(f.set, back);
     expect((await f.enqueueDigest()).deliveries).toMatchObject([{ status: 'already-sent' }]);
     expect(mails()).toHaveLength(1);
     expect(new Set(smtp.received.map((m) => m.parsed.messageId))).toEqual(new Set([messageId]));
@@ -227,7 +233,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
       f.set.primary.proc.kill('SIGKILL'); // while the claim waits (WAIT) for the replica
       f.set.replica.proc.kill('SIGCONT');
       stopped = false;
-      await promoted(f.set.replica);
+      await promoted(f.set, f.set.replica);
       // The promoted replica has no replica of its own: no claim is acknowledged, nothing is sent, the job retries.
       await until('a try given up for want of an acknowledgement', () => digestLines([a, b], jobId, 'job failed').find((l) => l.retry === true && /not acknowledged/.test(String(l.err))), 120_000);
       expect(smtp.attempts).toBe(attempts);
@@ -272,7 +278,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
     f.set.link!.cut();
     // The replica's data is final now (its primary is gone), and it has the claim but not `sent`: the write was lost.
     expect(await dayStatus(f.set.replica.port, f.prefix)).toBe('sending');
-    await promoted(f.set.replica);
+    await promoted(f.set, f.set.replica);
 
     expect((await first).deliveries).toMatchObject([{ status: 'sent' }]);
     expect(await until('the job done line', () => digestLines([a, b], jobId, 'job done')[0])).toMatchObject({ outcome: 'ok' });
