@@ -19,6 +19,8 @@ export interface TestSmtp {
   received: ReceivedMail[];
   /** How many DATA commands arrived, accepted or not. */
   attempts: number;
+  /** How many messages arrived whole (their DATA ended), answered yet or held. */
+  whole: number;
   /** The `smtp` config section that points at this server. */
   config(extra?: Record<string, unknown>): { host: string; port: number; secure: false; timeoutMs: number } & Record<string, unknown>;
   /** Answer DATA with this error (e.g. 451) until called with null. */
@@ -35,7 +37,7 @@ export interface TestSmtp {
 export async function startSmtp(opts: { auth?: { user: string; pass: string } } = {}): Promise<TestSmtp> {
   let refuseCode: number | null = null;
   let gate: Promise<void> | null = null;
-  const state = { received: [] as ReceivedMail[], attempts: 0 };
+  const state = { received: [] as ReceivedMail[], attempts: 0, whole: 0 };
 
   const options: SMTPServerOptions = {
     secure: false,
@@ -53,6 +55,7 @@ export async function startSmtp(opts: { auth?: { user: string; pass: string } } 
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
+        state.whole += 1;
         void (async () => {
           if (gate) await gate;
           if (refusal !== null) return cb(Object.assign(new Error('Try again later'), { responseCode: refusal }));
@@ -93,6 +96,9 @@ export async function startSmtp(opts: { auth?: { user: string; pass: string } } 
     },
     get attempts() {
       return state.attempts;
+    },
+    get whole() {
+      return state.whole;
     },
     config: (extra = {}) => ({ host: '127.0.0.1', port, secure: false, timeoutMs: 5000, ...extra }),
     refuse(code) {

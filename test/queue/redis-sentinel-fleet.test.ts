@@ -85,7 +85,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
   });
 
   /** Two hosts' workers from one fleet config on the set's sentinels; prune and integrity every second on each. */
-  async function fleet(name: string, redis: Record<string, unknown> = {}, setOpts: { link?: boolean } = {}) {
+  async function fleet(name: string, redis: Record<string, unknown> = {}, setOpts: { link?: boolean } = {}, extra: { worker?: Record<string, unknown>; digest?: Record<string, unknown> } = {}) {
     set = await startSentinelSet('mw-primary', setOpts);
     const dir = tempDir(name);
     const prefix = `mw-sf-${randomBytes(3).toString('hex')}`;
@@ -112,18 +112,20 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
         attempts: 60,
         backoff: { type: 'fixed', delayMs: 1000 },
         schedules: { prune: every, integrity: every, snapshot: off, digest: off, drift: off },
+        ...extra.worker,
       },
       // The SMTP client waits as long as the test holds the server's reply (the failover happens meanwhile).
       smtp: smtp.config({ timeoutMs: 180_000 }),
-      digest: { to: ['owner@example.org'], from: 'warden <warden@example.org>', hostTimeoutSeconds: 60 },
+      digest: { to: ['owner@example.org'], from: 'warden <warden@example.org>', hostTimeoutSeconds: 60, ...extra.digest },
       stores,
     }));
-    const ws = HOSTS.map((h) => {
-      mkdirSync(join(dir, `state-${h}`));
+    const start = (h: string) => {
       const w = spawnWorker(file, ['worker', '--host', h], { STATE_DIR: join(dir, `state-${h}`) });
       workers.push(w);
       return w;
-    });
+    };
+    for (const h of HOSTS) mkdirSync(join(dir, `state-${h}`));
+    const ws = HOSTS.map(start);
     await Promise.all(ws.map((w) => w.ready));
     await replicaOnline(set.primary);
     mkdirSync(join(dir, 'ops'));
@@ -139,7 +141,7 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
       });
       return JSON.parse(out.stdout) as { deliveries: Array<{ status: string; messageId: string }> };
     };
-    return { set, prefix, workers: ws, enqueueDigest };
+    return { set, prefix, workers: ws, start, enqueueDigest };
   }
 
   /** The id of the first digest job a worker started after `marks` (each worker's log length then). */
@@ -286,5 +288,31 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
     expect(await dayStatus(f.set.replica.port, f.prefix)).toBe('sent');
     expect((await f.enqueueDigest()).deliveries).toMatchObject([{ status: 'already-sent' }]);
     expect(mails()).toHaveLength(1);
+  });
+
+  it('the sending worker dies with the primary while the server holds the mail: taken over after claimMinutes and sent again with the same Message-ID', async () => {
+    smtp.received.length = 0;
+    // A short claim and quicker stalled-job recovery, so the takeover the docs describe happens within the test; the
+    // job lock still outlasts a failover (a lock shorter than the outage lets a live job stall too).
+    const f = await fleet('sentinel-fleet-sender-dies', {}, {}, { worker: { lockDurationMs: 10_000, stalledIntervalMs: 1000 }, digest: { claimMinutes: 0.1 } });
+    const release = smtp.hold();
+    const whole = smtp.whole;
+    const marks = marksOf(f.workers);
+    const first = f.enqueueDigest();
+    first.catch(() => {});
+    const jobId = await digestJobAfter(f.workers, marks);
+    await until('the whole digest at the SMTP server', () => smtp.whole > whole, 90_000);
+    const sender = f.workers.findIndex((w) => w.lines.some((l) => l.msg === 'job start' && l.job === 'digest' && l.jobId === jobId));
+    f.workers[sender]!.proc.kill('SIGKILL');
+    f.set.primary.proc.kill('SIGKILL');
+    await f.workers[sender]!.exited;
+    await promoted(f.set, f.set.replica);
+    release(); // the server keeps the message the dead worker sent: accepted, never recorded `sent`
+    await f.set.rejoin(f.set.primary, f.set.replica); // a replica again, so a new claim can be acknowledged
+    await f.start(HOSTS[sender]!).ready; // its supervisor starts the dead worker again
+    // The job, stalled, runs again; its run takes the claim over once claimMinutes have passed, and sends.
+    expect((await first).deliveries).toMatchObject([{ status: 'sent' }]);
+    expect(mails()).toHaveLength(2); // the dead worker's mail, and the takeover's
+    expect(new Set(mails().map((m) => m.parsed.messageId)).size).toBe(1); // one message in a mail client
   });
 });
