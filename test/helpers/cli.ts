@@ -1,4 +1,4 @@
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
@@ -23,4 +23,23 @@ export function cli(args: string[], env: Record<string, string> = {}): CliResult
     stderr: r.stderr,
     json: () => JSON.parse(r.stdout),
   };
+}
+
+/**
+ * cli() without blocking: for a command that needs a server this test process runs (SMTP on loopback), which
+ * cannot answer while spawnSync holds the event loop.
+ */
+export function cliAsync(args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<CliResult> {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+  return new Promise((resolve) =>
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, stdout, stderr, json: () => JSON.parse(stdout) });
+    }),
+  );
 }

@@ -8,24 +8,50 @@ import { Redis } from 'ioredis';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { toCanonical } from '../../src/time/instants.js';
 import { hashTag } from '../../src/queue/config.js';
-import { cli } from '../helpers/cli.js';
+import { cli, cliAsync } from '../helpers/cli.js';
 import { startClusterSet, type ClusterSet } from '../helpers/redis-servers.js';
-import { assertBuilt, killAll, makeStore, spawnWorker, tempDir, type SpawnedWorker } from './fixtures.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { assertBuilt, killAll, makeStore, spawnWorker, tempDir, until, type SpawnedWorker } from './fixtures.js';
 
 describe('Redis Cluster', { timeout: 180_000 }, () => {
   let cluster: ClusterSet;
+  let smtp: TestSmtp;
   const workers: SpawnedWorker[] = [];
 
   beforeAll(async () => {
     assertBuilt();
     cluster = await startClusterSet();
+    smtp = await startSmtp();
   });
   afterEach(async () => killAll(workers.splice(0)));
   afterAll(async () => {
+    await smtp?.close();
     await cluster?.stop();
   });
 
-  function fleetConfig(prefix: string) {
+  /** Every key on every node of the cluster, by node port. */
+  async function keysByNode(): Promise<Map<number, string[]>> {
+    const out = new Map<number, string[]>();
+    for (const n of cluster.nodes) {
+      const node = new Redis({ host: '127.0.0.1', port: n.port, maxRetriesPerRequest: 1 });
+      const [, keys] = await node.scan('0', 'MATCH', '*', 'COUNT', 100_000);
+      node.disconnect();
+      out.set(n.port, keys);
+    }
+    return out;
+  }
+
+  /**
+   * The nodes holding a key under `prefix` (one, when they all are in the prefix's slot), after checking that no key
+   * anywhere is outside every test's prefix: a key written without the hash tag would land on any node.
+   */
+  async function nodesHolding(prefix: string): Promise<number[]> {
+    const byNode = await keysByNode();
+    expect([...byNode.values()].flat().filter((k) => !/^\{mw-[0-9a-f]{6}\}:/.test(k))).toEqual([]);
+    return [...byNode].filter(([, keys]) => keys.some((k) => k.startsWith(`${prefix}:`))).map(([port]) => port);
+  }
+
+  function fleetConfig(prefix: string, extra: Record<string, unknown> = {}, schedules: Record<string, unknown> = {}) {
     const dir = tempDir('redis-cluster');
     const stores: Record<string, { db: string; host: string }> = {};
     for (const h of ['a', 'b']) {
@@ -42,8 +68,9 @@ describe('Redis Cluster', { timeout: 180_000 }, () => {
     writeFileSync(file, JSON.stringify({
       stateDb: '${STATE_DIR}/state.db',
       redis: { ...cluster.config, prefix },
-      worker: { http: { port: 0 }, concurrency: 1, heartbeatMs: 200, schedules: { prune: off, integrity: off, snapshot: off, digest: off, drift: off } },
+      worker: { http: { port: 0 }, concurrency: 1, heartbeatMs: 200, schedules: { prune: off, integrity: off, snapshot: off, digest: off, drift: off, ...schedules } },
       stores,
+      ...extra,
     }));
     mkdirSync(join(dir, 'ops'));
     return { dir, file, env: (h: string) => ({ STATE_DIR: join(dir, h), REDIS_URL: '' }) };
@@ -84,13 +111,51 @@ describe('Redis Cluster', { timeout: 180_000 }, () => {
     expect(fleet.json().hosts.map((h: { host: string; lastSeen?: string }) => [h.host, Boolean(h.lastSeen)])).toEqual([['a', true], ['b', true]]);
 
     // Every key the fleet wrote is on the one node that owns the prefix's slot.
-    const holders: number[] = [];
-    for (const n of cluster.nodes) {
-      const node = new Redis({ host: '127.0.0.1', port: n.port, maxRetriesPerRequest: 1 });
-      const [, keys] = await node.scan('0', 'MATCH', `${prefix}:*`, 'COUNT', 10_000);
-      node.disconnect();
-      if (keys.length > 0) holders.push(n.port);
-    }
-    expect(holders).toHaveLength(1);
+    expect(await nodesHolding(prefix)).toHaveLength(1);
   });
+
+  // The digest of a fleet on the cluster: the job on the shared queue, one digest-sections task per host on that
+  // host's task queue, the day's delivery record; sent by a real SMTP server on loopback. Enqueued by the CLI, and
+  // fired by the cron scheduler the workers keep on the shared queue (each run after the first finds it sent).
+  const digestRuns = [
+    { how: 'enqueued', schedule: { enabled: false } },
+    { how: 'scheduled by cron', schedule: { enabled: true, pattern: '* * * * * *' } },
+  ];
+  for (const { how, schedule } of digestRuns) {
+    it(`sends the fleet digest ${how} once, with both hosts' sections, every key in one slot`, async () => {
+      const prefix = `{mw-${randomBytes(3).toString('hex')}}`;
+      const f = fleetConfig(prefix, {
+        smtp: smtp.config(),
+        digest: { to: ['owner@example.org'], from: 'warden <warden@example.org>', hostTimeoutSeconds: 20 },
+      }, { digest: schedule });
+      smtp.received.length = 0;
+      const [a, b] = ['a', 'b'].map((h) => {
+        const w = spawnWorker(f.file, ['worker', '--host', h], f.env(h));
+        workers.push(w);
+        return w;
+      }) as [SpawnedWorker, SpawnedWorker];
+      await Promise.all([a.ready, b.ready]);
+
+      if (!schedule.enabled) {
+        // Not cli(): spawnSync would hold this process, and the SMTP server in it, for as long as enqueue waits.
+        const enq = await cliAsync(['enqueue', 'digest', '--config', f.file], f.env('ops'));
+        expect(enq.code, enq.stderr).toBe(0);
+      }
+      const runs = () => [a, b].flatMap((w) => w.lines.filter((l) => l.job === 'digest' && (l.msg === 'job done' || l.msg === 'job failed')));
+      await until('two digest runs to finish', () => runs().length >= (schedule.enabled ? 2 : 1), 60_000);
+      for (const run of runs()) expect(run, a.stderr().slice(-1500) + b.stderr().slice(-1500)).toMatchObject({ msg: 'job done', outcome: 'ok' });
+      if (schedule.enabled) expect(runs().every((r) => String(r.jobId).startsWith('repeat:digest:'))).toBe(true);
+      // each run taken by one worker only
+      const starts = [a, b].flatMap((w) => w.lines.filter((l) => l.job === 'digest' && l.msg === 'job start').map((l) => l.jobId));
+      expect(new Set(starts).size).toBe(starts.length);
+
+      const mails = smtp.received.filter((m) => m.envelope.to.includes('owner@example.org'));
+      expect(mails).toHaveLength(1);
+      const text = String(mails[0]!.parsed.text);
+      expect(text).toContain('new_on_a');
+      expect(text).toContain('new_on_b');
+      expect(text).not.toMatch(/no report from host/);
+      expect(await nodesHolding(prefix)).toHaveLength(1);
+    });
+  }
 });
