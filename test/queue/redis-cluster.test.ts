@@ -158,4 +158,31 @@ describe('Redis Cluster', { timeout: 180_000 }, () => {
       expect(await nodesHolding(prefix)).toHaveLength(1);
     });
   }
+
+  it("a silent host's stores are unknown in the fleet digest on the cluster, and it is still sent once", async () => {
+    const prefix = `{mw-${randomBytes(3).toString('hex')}}`;
+    const f = fleetConfig(prefix, {
+      smtp: smtp.config(),
+      digest: { to: ['owner@example.org'], from: 'warden <warden@example.org>', hostTimeoutSeconds: 3 },
+    });
+    smtp.received.length = 0;
+    const [a, b] = ['a', 'b'].map((h) => {
+      const w = spawnWorker(f.file, ['worker', '--host', h], f.env(h));
+      workers.push(w);
+      return w;
+    }) as [SpawnedWorker, SpawnedWorker];
+    await Promise.all([a.ready, b.ready]);
+    b.proc.kill('SIGKILL');
+    await b.exited;
+    const enq = await cliAsync(['enqueue', 'digest', '--config', f.file], f.env('ops'));
+    expect(enq.code, enq.stderr).toBe(0);
+    const mails = smtp.received.filter((m) => m.envelope.to.includes('owner@example.org'));
+    expect(mails).toHaveLength(1);
+    const text = String(mails[0]!.parsed.text);
+    expect(text).toContain('new_on_a');
+    expect(text).not.toContain('new_on_b');
+    expect(text).toMatch(/no report from host b since \d{4}-\d\d-\d\dT/);
+    expect(text).toMatch(/Unknown: no report of this store/);
+    expect(await nodesHolding(prefix)).toHaveLength(1);
+  });
 });
