@@ -11,6 +11,7 @@ import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.j
 import { maskDeep, preloadCatalogue } from '../text/credentials.js';
 import { attachReviewLinks } from './review-links.js';
 import { fileIdentity } from '../store/file-identity.js';
+import { memoryTexts } from './texts.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 
 export type { Period } from '../layouts/contract.js';
@@ -27,6 +28,11 @@ export interface CollectOptions {
   scope: string;
   /** A store's own start when earlier than period.start: an earlier digest had no report of it (ledger storeStarts). */
   storeStarts?: Record<string, Instant>;
+  /**
+   * Keep what this digest saw memories rewritten in place say (src/digest/texts.ts), the next digest's before.
+   * Default true; a preview, which records nothing, says false (it still reads the record).
+   */
+  recordTexts?: boolean;
   /** For calling the integrity job's function (logger, signal); its clock is `now`. */
   ctx: Pick<JobContext, 'log' | 'signal'>;
   /**
@@ -122,7 +128,8 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       const reviewing = layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       reviewing.catch(() => {}); // awaited below; new rows failing first must not leave it unhandled
       preloadCatalogue(); // masking's catalogue loads in what would be the wait for that scan
-      section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules) });
+      const texts = memoryTexts(state, name, now, opts.recordTexts !== false, (msg) => opts.ctx.log.warn({ store: name }, msg));
+      section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules), texts });
       // ...and the new rows are masked in it: collectDigest's masking of the whole model then finds them done.
       const maskingNew = maskDeep(section.newRows, SHOWN_EXACT, masked);
       maskingNew.catch(() => {}); // awaited below, after the review queue: its failure is reported there

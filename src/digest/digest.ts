@@ -211,7 +211,7 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const { start, storeStarts } = await read().finally(() => redis?.disconnect());
     const signal = new AbortController().signal;
     const model = await collectDigest({
-      config, state, stores: group.stores, scope: group.scope, now, period: { start, end }, storeStarts,
+      config, state, stores: group.stores, scope: group.scope, now, period: { start, end }, storeStarts, recordTexts: false,
       ctx: { log: opts.log ?? silentLogger, signal },
       fleet: fleetSections(config, { signal }, { scope: group.scope, period: { start, end }, now, storeStarts }),
     });

@@ -21,7 +21,7 @@ export interface DigestModel {
 
 
 // A store's new rows are the layout contract's vocabulary (src/layouts/contract.ts).
-export type { FlaggedRow, MemoryRow, NewRows } from '../layouts/contract.js';
+export type { Before, FlaggedRow, MemoryRow, NewRows } from '../layouts/contract.js';
 import type { NewRows } from '../layouts/contract.js';
 
 export interface ReviewRow {

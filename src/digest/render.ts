@@ -1,5 +1,5 @@
 import type { Finding } from '../job/findings.js';
-import type { DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
+import type { Before, DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
 import { escapeHtml, headerText, html, plain, reviewCommands } from './untrusted.js';
 
 /**
@@ -117,11 +117,51 @@ type Line = (s?: string) => void;
 /** A store nobody reported on: nothing of it is known, and nothing of it is lost. */
 const UNKNOWN = 'Unknown: no report of this store, so its new memories, counts, integrity and jobs are not known (not zero). Its period stays open: the next digest after its host reports lists what this one could not.';
 
+// ---------------------------------------------------------------- before -> after
+
+const DIFF_LINES = 10;
+
+/** A memory rewritten in place: the lines its text lost and gained (each line as written, blank lines skipped). */
+export function changedLines(before: string, after: string): { removed: string[]; added: string[] } {
+  const lines = (t: string) => t.split(/\r\n?|\n/).map((l) => l.trim()).filter((l) => l !== '');
+  const was = lines(before);
+  const now = lines(after);
+  return { removed: was.filter((l) => !now.includes(l)), added: now.filter((l) => !was.includes(l)) };
+}
+
+/** What a row's before says in our own words (a text before is shown by the caller). */
+function beforeWords(b: Before): string {
+  if (b.kind === 'none') return 'none: it was first written in this period';
+  if (b.kind === 'unknown') return 'unknown: memory-warden has no record of what it said before this period (it keeps one from the first digest after a text is written)';
+  return `as written ${plain(b.writtenAt, 40)} UTC`;
+}
+
+function textBefore(r: FlaggedRow, b: Before, line: Line): void {
+  if (b.kind !== 'text') {
+    line(`     before:  (${beforeWords(b)})`);
+    line(`     after:   ${plain(r.fact, FACT_CHARS)}`);
+    return;
+  }
+  if (b.text === r.fact) {
+    line(`     text:    ${plain(r.fact, FACT_CHARS)}`);
+    line(`     (unchanged since ${plain(b.writtenAt, 40)} UTC: only its time was updated)`);
+    return;
+  }
+  line(`     before:  ${plain(b.text, FACT_CHARS)}  (${beforeWords(b)})`);
+  line(`     after:   ${plain(r.fact, FACT_CHARS)}`);
+  const d = changedLines(b.text, r.fact);
+  for (const [mark, list] of [['-', d.removed], ['+', d.added]] as const) {
+    for (const l of list.slice(0, DIFF_LINES)) line(`       ${mark} ${plain(l, FIELD_CHARS)}`);
+    if (list.length > DIFF_LINES) line(`       ${mark} … ${list.length - DIFF_LINES} more line(s)`);
+  }
+}
+
 function textRow(r: FlaggedRow, line: Line): void {
   const flag = r.reasons.length > 0 ? '!! ' : '   ';
-  line(`${flag}${plain(r.id, 80)}  created ${plain(r.createdAt, 40)}${r.expiresAt ? `  expires ${plain(r.expiresAt, 40)}` : ''}`);
+  line(`${flag}${plain(r.id, 80)}  ${r.before ? 'written' : 'created'} ${plain(r.createdAt, 40)}${r.expiresAt ? `  expires ${plain(r.expiresAt, 40)}` : ''}`);
   line(`     subject: ${plain(r.subject, FIELD_CHARS)}`);
-  line(`     fact:    ${plain(r.fact, FACT_CHARS)}`);
+  if (r.before) textBefore(r, r.before, line);
+  else line(`     fact:    ${plain(r.fact, FACT_CHARS)}`);
   line(`     source:  ${r.source.trim() === '' ? '(none)' : plain(r.source, FIELD_CHARS)}`);
   if (r.reasons.length > 0) line(`     LOOK TWICE: ${r.reasons.join('; ')}`);
 }
@@ -184,6 +224,7 @@ function textMaintenance(s: StoreSection, line: Line, quiet: boolean): void {
 
 const FONT = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif";
 const MONO = "font-family:ui-monospace,Menlo,Consolas,'Courier New',monospace";
+const MONO_LINE = `${MONO};font-size:12px;white-space:pre-wrap;word-break:break-all`;
 const S = {
   body: `margin:0;padding:16px;background:#f4f5f7;${FONT};color:#1f2328;font-size:14px;line-height:1.45`,
   card: 'max-width:960px;margin:0 auto 16px auto;background:#ffffff;border:1px solid #d0d7de;border-radius:6px;padding:16px 20px',
@@ -251,7 +292,7 @@ function htmlNewRows(s: StoreSection, quiet: boolean): string {
     const reasons = f ? `<div>${r.reasons.map((x) => `<span style="${S.reason}">${escapeHtml(x)}</span>`).join('')}</div>` : '';
     return `<tr style="${f ? S.flagged : ''}">
 <td style="${first}"><code style="${S.code}">${html(r.id, 80)}</code>${f ? `<div style="${S.warn};font-size:11px;font-weight:bold;margin-top:3px;white-space:nowrap">LOOK TWICE</div>` : ''}</td>
-<td style="${S.td}"><b>${html(r.subject, FIELD_CHARS)}</b><br>${html(r.fact, FACT_CHARS)}${reasons}</td>
+<td style="${S.td}"><b>${html(r.subject, FIELD_CHARS)}</b><br>${r.before ? htmlBefore(r, r.before) : html(r.fact, FACT_CHARS)}${reasons}</td>
 <td style="${S.td}">${r.source.trim() === '' ? `<i style="${S.bad}">none</i>` : html(r.source, FIELD_CHARS)}</td>
 <td style="${S.td};white-space:nowrap">${html(r.createdAt, 40)}${r.expiresAt ? `<br><span style="${S.muted}">expires ${html(r.expiresAt, 40)}</span>` : ''}</td>
 </tr>`;
@@ -262,6 +303,17 @@ function htmlNewRows(s: StoreSection, quiet: boolean): string {
 <tr><th style="${S.th}">id</th><th style="${S.th}">subject / fact</th><th style="${S.th}">source</th><th style="${S.th}">created (UTC)</th></tr>
 ${rows.join('\n')}
 </table>${more}`;
+}
+
+function htmlBefore(r: FlaggedRow, b: Before): string {
+  const label = (t: string) => `<span style="${S.muted}">${t}</span>`;
+  if (b.kind !== 'text') return `${label(`before: ${escapeHtml(beforeWords(b))}`)}<br>${label('after:')} ${html(r.fact, FACT_CHARS)}`;
+  if (b.text === r.fact) return `${html(r.fact, FACT_CHARS)}<br>${label(`unchanged since ${html(b.writtenAt, 40)} UTC: only its time was updated`)}`;
+  const d = changedLines(b.text, r.fact);
+  const lines = (mark: string, list: string[], style: string) => list.slice(0, DIFF_LINES).map((l) => `<div style="${MONO_LINE};${style}">${mark} ${html(l, FIELD_CHARS)}</div>`).join('')
+    + (list.length > DIFF_LINES ? `<div style="${MONO_LINE};${style}">${mark} … ${list.length - DIFF_LINES} more line(s)</div>` : '');
+  return `${label(`before (${escapeHtml(beforeWords(b))}):`)} ${html(b.text, FACT_CHARS)}<br>${label('after:')} ${html(r.fact, FACT_CHARS)}`
+    + `<div style="margin-top:4px">${lines('-', d.removed, 'color:#cf222e')}${lines('+', d.added, 'color:#1a7f37')}</div>`;
 }
 
 function htmlReview(s: StoreSection): string {

@@ -153,7 +153,6 @@ async function eraseStoreAndRecords(
   store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
   copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
 ) {
-  const subject = 'subject' in sel ? sel.subject : undefined;
   const state = openStateDb(stateDb);
   try {
     const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
@@ -164,7 +163,7 @@ async function eraseStoreAndRecords(
     const earlierIds = { key, macs: new Set(earlier) };
     if (dryRun || !worker) {
       const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
-      const statePlaces = scrubState(state, stateTarget(store.name, erased, subject, earlierIds), true);
+      const statePlaces = scrubState(state, stateTarget(store.name, erased, sel, earlierIds), true);
       await copies(erased.texts, erased.ids, earlier);
       return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
     }
@@ -176,7 +175,7 @@ async function eraseStoreAndRecords(
     if (lines) assertIntactLines(lines, store.path, 'quick_check');
     else assertIntact(store.db, store.path);
     state.pragma('secure_delete = ON');
-    let statePlaces = scrubState(state, stateTarget(store.name, planned, subject, earlierIds), false);
+    let statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), false);
     // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for.
     recordErasedIds(state, key, store.name, selector, planned.ids);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
@@ -201,7 +200,7 @@ async function eraseStoreAndRecords(
     const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
     recordErasedIds(state, key, store.name, selector, erased.ids); // rows the agent added since the plan
-    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, subject, earlierIds), false));
+    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
@@ -212,8 +211,10 @@ async function eraseStoreAndRecords(
 }
 
 /** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
-function stateTarget(store: string, e: Erased, subject: string | undefined, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
-  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, earlier };
+function stateTarget(store: string, e: Erased, sel: EraseSelector, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
+  const subject = 'subject' in sel ? sel.subject : undefined;
+  const user = 'user' in sel ? sel.user : undefined;
+  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, user, earlier };
 }
 
 /** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */

@@ -24,6 +24,8 @@ export interface StateTarget {
   ids: readonly string[];
   texts: readonly string[];
   subject?: string;
+  /** erase --user: the person, whose records name them as a memory's subject (the digest's texts). */
+  user?: string;
   /**
    * Ids earlier erases of the same person erased, known by their keyed hash only (erase-needles.ts), with the key:
    * a record about one of those memories written since (a verdict a drift task brought back late) goes whole too.
@@ -46,6 +48,7 @@ const CONTENT: Record<string, string[]> = {
   warden_deletions: [],
   erase_needles: [], // keyed hashes only
   erased_snapshots: [], // snapshot names and times
+  digest_texts: ['subject', 'text'], // whole rows go first (below); this catches a quote in another memory's text
 };
 
 function contentColumns(db: Db, table: string): string[] {
@@ -224,6 +227,16 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
       if (!tables.includes(table)) continue;
       const sql = dryRun ? `SELECT count(*) AS n FROM ${table} WHERE ${where}` : `DELETE FROM ${table} WHERE ${where}`;
       add(`state:${table}`, dryRun ? (db.prepare(sql).get(t.store, idList) as { n: number }).n : db.prepare(sql).run(t.store, idList).changes);
+    }
+    // The digest's record of what memories said (src/digest/texts.ts) holds their texts, older ones included that
+    // the store no longer has: every text of an erased memory or of the person goes whole, and any record in any
+    // store that holds an erased text or the subject.
+    if (tables.includes('digest_texts')) {
+      const where = `(store = ? AND (${erasedId} OR subject = ?)) OR warden_erased_text(text) OR warden_erased_text(subject)`;
+      const args = [t.store, idList, t.user ?? null];
+      add('state:digest_texts', dryRun
+        ? (db.prepare(`SELECT count(*) AS n FROM digest_texts WHERE ${where}`).get(...args) as { n: number }).n
+        : db.prepare(`DELETE FROM digest_texts WHERE ${where}`).run(...args).changes);
     }
     // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors;
     // the evidence of another memory's verdict can name one too (a drift result quoting the row it superseded).

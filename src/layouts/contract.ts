@@ -150,7 +150,32 @@ export interface NewRowsOptions {
   period: Period;
   maxRows: number;
   lookTwice: LookTwice;
+  /**
+   * The digest's record of the texts memories held (src/digest/texts.ts), for a layout that rewrites a memory in
+   * place and keeps only its latest text: what lets it give a row its `before`. Absent: no record (the row's
+   * before is then unknown).
+   */
+  texts?: MemoryTexts;
 }
+
+/**
+ * What the digest remembers of memories rewritten in place, by the memory's id in this store. The layout tells it
+ * every such memory written in the period (`seen`, all of them, not only the rows shown) and asks what one held
+ * before (`before`); it never sees where the record is kept.
+ */
+export interface MemoryTexts {
+  /** The memories' texts as read now, each with the time the store says it was written. */
+  seen(memories: readonly { id: string; subject: string; text: string; writtenAt: Instant }[]): void;
+  /** The latest text recorded for the memory that was written before `at`; null when there is none. */
+  before(id: string, at: Instant): { text: string; writtenAt: Instant } | null;
+}
+
+/**
+ * What a memory rewritten in place said at the period's start: `text` as memory-warden last recorded it,
+ * `none` when the memory did not exist yet (created in the period), `unknown` when there is no record of it
+ * (the first digest after it was written, or the record was dropped): never shown as empty.
+ */
+export type Before = { kind: 'text'; text: string; writtenAt: string } | { kind: 'none' } | { kind: 'unknown' };
 
 export interface MemoryRow {
   id: string;
@@ -164,6 +189,11 @@ export interface MemoryRow {
 export interface FlaggedRow extends MemoryRow {
   /** Why a person should look twice, e.g. `source: fetched page`, `fact: ignore previous`. */
   reasons: string[];
+  /**
+   * Set on a memory rewritten in place (its `fact` is the text after): what it said before. Absent on a row that is
+   * a new memory of its own (every row of a layout that writes new rows).
+   */
+  before?: Before;
 }
 
 export interface NewRows {

@@ -30,7 +30,7 @@ export const mastraLayout: Layout = {
     report.reviewDue = mastraReviewDue(store, ctx.now(), ctx.config.review.afterDays, 0, []).due;
     return report;
   },
-  newRows: async (store, { period, maxRows, lookTwice }) => (await import('./review.js')).mastraNewRows(store, period, maxRows, lookTwice),
+  newRows: async (store, { period, maxRows, lookTwice, texts }) => (await import('./digest.js')).mastraNewRows(store, period, maxRows, lookTwice, texts),
   reviewDue: async (store, o) => (await import('./review.js')).mastraReviewDue(store, o.now, o.afterDays, o.limit ?? Number.MAX_SAFE_INTEGER, o.exclude ?? []),
   applyDrift: async (store, { decision, now, log }) => (await import('./review.js')).applyMastraDecision(store, log, decision, now),
   confirm: async (store, opts) => (await import('./review.js')).confirmMastra(store, opts),

@@ -1,11 +1,11 @@
-import type { Applied, ConfirmOptions, CurrentMemory, Decision, NewRows, Period, LookTwice, StoreHandle, VerdictLog } from '../contract.js';
+import type { Applied, ConfirmOptions, CurrentMemory, Decision, StoreHandle, VerdictLog } from '../contract.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import { DAY_MS, type Instant } from '../../time/instants.js';
 import { usageError } from '../../core/errors.js';
 import { openMastra } from './files.js';
 import { stampConfirmed, underReview, workingMemories, type WorkingMemory } from './working-memory.js';
 
-// Review, drift and the digest over Mastra's working memory: due when not updated for afterDays; a confirmation
+// Review and drift over Mastra's working memory: due when not updated for afterDays; a confirmation
 // stamps updatedAt; a contradiction goes to a person (Mastra keeps no superseded version); nothing else is written.
 
 function withFiles<T>(store: StoreHandle, fn: (all: WorkingMemory[], f: ReturnType<typeof openMastra>) => T): T {
@@ -62,18 +62,4 @@ export function applyMastraDecision(store: StoreHandle, log: VerdictLog, d: Deci
   }
   log.record(record);
   return out;
-}
-
-/** Working memories written in the period (Mastra keeps only the latest text), flagged first, newest first. */
-export function mastraNewRows(store: StoreHandle, period: Period, maxRows: number, lookTwice: LookTwice): NewRows {
-  return withFiles(store, (all) => {
-    const inPeriod = all.filter((m) => m.at !== null && m.at >= period.start && m.at < period.end).sort((a, b) => b.at! - a.at! || a.id.localeCompare(b.id));
-    const rows = inPeriod.map((m) => {
-      const r = underReview(m);
-      return { id: m.id, subject: r.subject, fact: r.fact, source: r.source, createdAt: r.confirmed_at, expiresAt: null, reasons: lookTwice(r) };
-    });
-    const flagged = rows.filter((r) => r.reasons.length > 0);
-    const shown = [...flagged, ...rows.filter((r) => r.reasons.length === 0)].slice(0, maxRows);
-    return { total: rows.length, flagged: flagged.length, shown, more: rows.length - shown.length };
-  });
 }

@@ -4,6 +4,7 @@ import digestDeliveries from './003-digest-deliveries.js';
 import eraseReceipts from './004-erase-receipts.js';
 import wardenDeletions from './005-warden-deletions.js';
 import eraseNeedles from './006-erase-needles.js';
+import digestTexts from './007-digest-texts.js';
 
 export interface StateMigration {
   /** What `PRAGMA user_version` says once it is applied: its place in this list, from 1. */
@@ -28,6 +29,7 @@ const FILES: ReadonlyArray<[file: string, sql: string]> = [
   ['004-erase-receipts', eraseReceipts],
   ['005-warden-deletions', wardenDeletions],
   ['006-erase-needles', eraseNeedles],
+  ['007-digest-texts', digestTexts],
 ];
 
 export const STATE_MIGRATIONS: readonly StateMigration[] = FILES.map(([file, sql], i) => ({ version: i + 1, file, sql }));
