@@ -288,4 +288,70 @@ describe('snapshot and digest on a store Mastra wrote', () => {
       s.close();
     }
   });
+
+  it('a Mastra agent rewrites working memory on two days: the second day\'s digest shows before -> after', async () => {
+    const { collectDigest } = await import('../../src/digest/collect.js');
+    const { renderDigest } = await import('../../src/digest/render.js');
+    const { openStateDb } = await import('../../src/state/state.js');
+    sdk = await mastraSdk(file);
+    const t = await sdk.thread('hal', ['Hal Moreno lives in Lisbon']);
+    const day1 = Date.now() - 3 * DAY;
+    const config = configFor();
+    const digestOf = async (start: number) => {
+      const state = openStateDb(config.stateDb);
+      try {
+        const model = await collectDigest({ config, state, stores: ['s'], scope: 'all stores', period: { start, end: start + DAY }, now: start + DAY + 60_000, ctx: { log: silentLogger, signal: new AbortController().signal } });
+        return { rows: model.stores[0]!.newRows, text: renderDigest(model).text };
+      } finally {
+        state.close();
+      }
+    };
+    // The agent calls Mastra's updateWorkingMemory tool itself, with Mastra's clock set to each day.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(day1 + 3_600_000);
+      await agentWritesWorkingMemory(sdk, 'hal', t.threadId, 'I live in Lisbon', '# Hal\n- city: Lisbon\n- drinks: tea');
+    } finally {
+      vi.useRealTimers();
+    }
+    await sdk.close();
+    sdk = undefined;
+    const first = await digestOf(day1);
+    expect(first.rows.shown.find((r) => r.id === 'hal')).toMatchObject({ fact: '# Hal\n- city: Lisbon\n- drinks: tea', before: { kind: 'none' } });
+
+    sdk = await mastraSdk(file);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(day1 + DAY + 3_600_000);
+      await agentWritesWorkingMemory(sdk, 'hal', t.threadId, 'I moved to Porto', '# Hal\n- city: Porto\n- drinks: tea');
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await sdk.resourceWorkingMemory('hal')).toBe('# Hal\n- city: Porto\n- drinks: tea');
+    await sdk.close();
+    sdk = undefined;
+    const second = await digestOf(day1 + DAY);
+    const hal = second.rows.shown.find((r) => r.id === 'hal');
+    expect(hal).toMatchObject({ fact: '# Hal\n- city: Porto\n- drinks: tea', before: { kind: 'text', text: '# Hal\n- city: Lisbon\n- drinks: tea' } });
+    expect(second.text).toContain('       - - city: Lisbon');
+    expect(second.text).toContain('       + - city: Porto');
+  });
 });
+
+/**
+ * One agent turn in which the model (the AI SDK's mock) calls Mastra's own updateWorkingMemory tool with `memory`,
+ * then answers: the write is Mastra's agent loop and tool, as with a real model.
+ */
+async function agentWritesWorkingMemory(s: MastraSdk, resource: string, threadId: string, text: string, memory: string): Promise<void> {
+  const [{ MockLanguageModelV3 }, { Agent }] = await Promise.all([import('ai/test'), import('@mastra/core/agent')]);
+  let calls = 0;
+  const usage = { inputTokens: { total: 1 }, outputTokens: { total: 1 } };
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => (calls++ === 0
+      ? { content: [{ type: 'tool-call', toolCallId: `call-${Date.now()}`, toolName: 'updateWorkingMemory', input: JSON.stringify({ memory }) }], finishReason: 'tool-calls', usage, warnings: [] }
+      : { content: [{ type: 'text', text: 'Noted.' }], finishReason: 'stop', usage, warnings: [] }),
+  } as never);
+  const agent = new Agent({ id: 'helper', name: 'helper', instructions: 'Help.', model, memory: s.memory } as never);
+  await agent.generate(text, { memory: { thread: threadId, resource } } as never);
+  expect(calls).toBeGreaterThanOrEqual(2);
+}

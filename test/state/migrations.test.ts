@@ -13,9 +13,9 @@ import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { V0_ROWS, V0_TABLES } from './v0-schema.js';
 
-const TABLES = ['digest_deliveries', 'drift_verdicts', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'warden_deletions'];
+const TABLES = ['digest_deliveries', 'digest_texts', 'drift_verdicts', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'warden_deletions'];
 /** Tables the numbered steps after the first five add: never in a state db from before numbering. */
-const LATER = new Set(['erase_needles', 'erased_snapshots']);
+const LATER = new Set(['erase_needles', 'erased_snapshots', 'digest_texts']);
 
 let tmp: { dir: string; cleanup: () => void };
 beforeEach(() => {

@@ -23,7 +23,11 @@ interface Candidate {
 export function mastraNewRows(store: StoreHandle, period: Period, maxRows: number, lookTwice: LookTwice, texts?: MemoryTexts): NewRows {
   const f = openMastra(store);
   try {
-    const all = [...workingMemoryRows(f, period, lookTwice, texts), ...threadRows(f, period, lookTwice), ...observationRows(f, period, lookTwice)];
+    const memories = workingMemoryRows(f, period, lookTwice, texts);
+    // A new thread whose own working memory was written in the period is that row already (same id, before: none).
+    const listed = new Set(memories.map((c) => c.row.id));
+    const threads = threadRows(f, period, lookTwice).filter((c) => !listed.has(c.row.id));
+    const all = [...memories, ...threads, ...observationRows(f, period, lookTwice)];
     all.sort((a, b) => b.at - a.at || a.row.id.localeCompare(b.row.id));
     const flagged = all.filter((c) => c.row.reasons.length > 0);
     const shown = [...flagged, ...all.filter((c) => c.row.reasons.length === 0)].slice(0, maxRows).map((c) => c.row);
