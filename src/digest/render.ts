@@ -1,6 +1,6 @@
 import type { Finding } from '../job/findings.js';
 import type { Before, DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
-import { escapeHtml, headerText, html, plain, reviewCommands } from './untrusted.js';
+import { escapeHtml, headerText, html, maskSecrets, plain, reviewCommands } from './untrusted.js';
 
 /**
  * Pure functions from a DigestModel to the subject, the plain-text part and the HTML part. Same content in both
@@ -121,9 +121,12 @@ const UNKNOWN = 'Unknown: no report of this store, so its new memories, counts, 
 
 const DIFF_LINES = 10;
 
-/** A memory rewritten in place: the lines its text lost and gained (each line as written, blank lines skipped). */
+/**
+ * A memory rewritten in place: the lines its text lost and gained (blank lines skipped). Masked whole before it is
+ * cut into lines: a credential a rule knows only with the line before it (a key name, a PEM header) stays masked.
+ */
 export function changedLines(before: string, after: string): { removed: string[]; added: string[] } {
-  const lines = (t: string) => t.split(/\r\n?|\n/).map((l) => l.trim()).filter((l) => l !== '');
+  const lines = (t: string) => maskSecrets(t.normalize('NFKC')).split(/\r\n?|\n/).map((l) => l.trim()).filter((l) => l !== '');
   const was = lines(before);
   const now = lines(after);
   return { removed: was.filter((l) => !now.includes(l)), added: now.filter((l) => !was.includes(l)) };

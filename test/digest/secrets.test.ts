@@ -100,7 +100,7 @@ describe('credentials in the digest', () => {
     let n = 0;
     const p = () => list[n++ % list.length]!.text;
     const link = (i: number) => (i % 2 ? 'http://127.0.0.1:1/open?t=signed' : '');
-    const row = () => ({ id: p(), subject: p(), fact: p(), source: p(), createdAt: p(), expiresAt: p(), reasons: ['source is tool output'] });
+    const row = () => ({ id: p(), subject: p(), fact: p(), source: p(), createdAt: p(), expiresAt: p(), reasons: ['source is tool output'], before: { kind: 'text' as const, text: p(), writtenAt: p() } });
     const job = () => ({ job: 'snapshot', store: 'agent', finishedAt: at(NOW), error: p() });
     const finding = (severity: 'error' | 'info') => ({ code: 'orphan_points', severity, message: p(), ids: [p(), p()], count: 2 });
     const model: Complete<DigestModel> = {
