@@ -39,7 +39,10 @@ export interface Layout {
   sqliteEngine?: 'libsql';
   prune(store: StoreHandle, opts: PruneOptions): Promise<PruneResult>;
   check(store: StoreHandle, opts: CheckOptions): Promise<CheckReport>;
-  /** Memories created in the period, flagged ones first, at most maxRows shown; counts exact. */
+  /**
+   * Memories created in the period (a memory rewritten in place: written in it, with its `before`), flagged ones
+   * first, at most maxRows shown; counts exact.
+   */
   newRows(store: StoreHandle, opts: NewRowsOptions): Promise<NewRows>;
   /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them not in `exclude`. */
   reviewDue(store: StoreHandle, opts: ReviewDueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
