@@ -9,8 +9,9 @@ import { DAY_MS, type Instant } from '../time/instants.js';
  * store says it was written); `erase` deletes a person's rows (src/erase/state.ts).
  *
  * The record is exact when every digest collects: a text current at a period's start was written in an earlier
- * period, whose digest recorded it (even when it was not among the rows it listed). A memory written before the
- * first digest and not since has no record: its before is unknown, and the digest says so.
+ * period, whose digest recorded it (even when it was not among the rows it listed); a layout also tells it the
+ * memories written earlier that it does not hold yet (the first digest after set-up). A text written and rewritten
+ * before any digest ran has no record: its before is unknown, and the digest says so.
  */
 
 /**

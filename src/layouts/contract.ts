@@ -163,8 +163,8 @@ export interface NewRowsOptions {
 
 /**
  * What the digest remembers of memories rewritten in place, by the memory's id in this store. The layout tells it
- * every such memory written in the period (`seen`, all of them, not only the rows shown) and asks what one held
- * before (`before`); it never sees where the record is kept.
+ * every such memory written in the period (`seen`, all of them, not only the rows shown) and every earlier one it
+ * does not hold yet, and asks what one held before (`before`); it never sees where the record is kept.
  */
 export interface MemoryTexts {
   /** The memories' texts as read now, each with the time the store says it was written. */

@@ -122,6 +122,20 @@ describe('working memory: before -> after', () => {
     expect(text).not.toContain('reads poetry');
   });
 
+  it('a working memory written before the first digest and unchanged in its period: its first change after has a known before', async () => {
+    writeWorkingMemory('cleo', '# Cleo\n- lives in Oslo', T0 - 30 * DAY);
+    writeWorkingMemory('dan', '# Dan\n- plays chess', T0 - 10 * DAY);
+    expect(rowsOf((await digestOf(0)).model).total).toBe(0); // nothing written in the period: no row, yet recorded
+    expect(recordCount()).toBe(2);
+    await digestOf(1);
+    expect(recordCount()).toBe(2); // recorded once, not again each day
+    writeWorkingMemory('cleo', '# Cleo\n- lives in Turku', T0 + 2 * DAY + HOUR);
+    const { model, text } = await digestOf(2);
+    expect(rowsOf(model).shown.map((r) => r.id)).toEqual(['cleo']);
+    expect(rowsOf(model).shown[0]!.before).toMatchObject({ kind: 'text', text: '# Cleo\n- lives in Oslo' });
+    expect(text).toContain('       - - lives in Oslo');
+  });
+
   it('a preview reads the record but writes none', async () => {
     writeWorkingMemory('ana', '# Ana\n- drinks: tea', T0 + HOUR);
     await digestOf(0, { recordTexts: false });

@@ -39,15 +39,22 @@ export function mastraNewRows(store: StoreHandle, period: Period, maxRows: numbe
 
 const inPeriod = (at: Instant | null, p: Period): at is Instant => at !== null && at >= p.start && at < p.end;
 
-/** Every working memory written in the period is recorded (not only the rows shown): the next digest's before. */
+/**
+ * Every working memory written in the period is recorded (not only the rows shown): the next digest's before. So is
+ * one written before the period that the record does not hold yet (the first digest after install, or a record
+ * dropped as unseen): its first change after that has a known before.
+ */
 function workingMemoryRows(f: MastraFiles, period: Period, lookTwice: LookTwice, texts?: MemoryTexts): Candidate[] {
-  const written = workingMemories(f.db).filter((m) => inPeriod(m.at, period));
+  const all = workingMemories(f.db);
+  const written = all.filter((m) => inPeriod(m.at, period));
   const rows = written.map((m) => {
     const r = underReview(m);
     const row: FlaggedRow = { id: m.id, subject: r.subject, fact: clip(r.fact, KEEP_CHARS), source: r.source, createdAt: r.confirmed_at, expiresAt: null, reasons: lookTwice(r), before: beforeOf(m, period, texts) };
     return { row, at: m.at! };
   });
-  texts?.seen(written.map((m) => ({ id: m.id, subject: m.resource, text: m.text, writtenAt: m.at! })));
+  const record = (ms: WorkingMemory[]) => texts?.seen(ms.map((m) => ({ id: m.id, subject: m.resource, text: m.text, writtenAt: m.at! })));
+  record(written);
+  if (texts) record(all.filter((m) => m.at !== null && m.at < period.start && texts.before(m.id, m.at + 1)?.writtenAt !== m.at));
   return rows;
 }
 
