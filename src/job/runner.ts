@@ -4,7 +4,7 @@ import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import { systemClock } from '../time/instants.js';
 import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
-import { coerceError, usageError, WardenError } from '../core/errors.js';
+import { coerceError, transientError, usageError, WardenError } from '../core/errors.js';
 import { redactText } from '../text/secrets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
 import type { Progress } from '../progress/progress.js';
@@ -27,6 +27,20 @@ export interface RunOptions {
   fleet?: FleetView;
   /** The CLI's progress reporter on a terminal (JobContext.progress); the worker gives none. */
   progress?: Progress;
+  /**
+   * The scheduled run this is (scheduler and due time, from the worker's job id; src/queue/schedules.ts
+   * scheduledRunOf): run at most once on this host, whatever Redis hands out. Absent for a run started by hand.
+   */
+  scheduledRun?: string;
+}
+
+/** What runJob returns instead of running a scheduled run that this host's state db has finished 'ok'. */
+export interface AlreadyRan {
+  alreadyRan: { runId: number; finishedAt: string; scheduledRun: string };
+}
+
+export function isAlreadyRan(result: unknown): result is AlreadyRan {
+  return typeof result === 'object' && result !== null && 'alreadyRan' in result;
 }
 
 /**
@@ -50,7 +64,11 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
     ...(opts.progress ? { progress: opts.progress } : {}),
   };
-  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store);
+  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
+  if (isAlreadyRan(record)) {
+    ctx.log.info({ scheduledRun: opts.scheduledRun, runId: record.alreadyRan.runId, finishedAt: record.alreadyRan.finishedAt }, 'a scheduled run already done on this host: not run again');
+    return record;
+  }
   try {
     const result = await job.run(parsed, ctx);
     record?.end('ok', result);
@@ -68,11 +86,31 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   }
 }
 
-/** The run's row in the state db's job_runs; src/state/state.ts and its migrations load only for a run that is recorded (`check` records none). */
-async function recordRun(config: Config, name: string, store: string | null) {
-  const { openStateDb, recordRunEnd, recordRunStart } = await import('../state/state.js');
+/**
+ * The run's row in the state db's job_runs; src/state/state.ts and its migrations load only for a run that is
+ * recorded (`check` records none). A scheduled run is claimed (src/state/state.ts claimScheduledRun): one this host
+ * finished 'ok' comes back as such, unrun; one running in another live process fails transiently (retried later,
+ * when it has finished and is found 'ok').
+ */
+async function recordRun(config: Config, name: string, store: string | null, scheduledRun: string | undefined) {
+  const { claimScheduledRun, openStateDb, recordRunEnd, recordRunStart } = await import('../state/state.js');
   const state = openStateDb(expandHome(config.stateDb));
-  const runId = recordRunStart(state, name, store, systemClock());
+  let runId: number;
+  try {
+    if (scheduledRun === undefined) runId = recordRunStart(state, name, store, systemClock());
+    else {
+      const claim = claimScheduledRun(state, name, store, scheduledRun, systemClock());
+      if ('alreadyRan' in claim) {
+        state.close();
+        return { alreadyRan: { ...claim.alreadyRan, scheduledRun } } satisfies AlreadyRan;
+      }
+      if ('inProgress' in claim) throw transientError(`${name}${store ? ` ${store}` : ''}: the same scheduled run (${scheduledRun}) is in progress in process ${claim.inProgress.pid}`);
+      runId = claim.runId;
+    }
+  } catch (err) {
+    state.close();
+    throw err;
+  }
   return {
     end: (outcome: 'ok' | 'failed', detail: unknown) => recordRunEnd(state, runId, systemClock(), outcome, detail),
     close: () => state.close(),

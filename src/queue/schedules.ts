@@ -75,6 +75,25 @@ export function missedRunId(schedulerId: string, millis: number): string {
 }
 
 /**
+ * The scheduled run a job id names, as `<schedulerId>:<millis>`: BullMQ's `repeat:<schedulerId>:<millis>` and the
+ * put-back `missed:<encoded schedulerId>:<millis>` of the same tick are the same run. Null for any other id: a
+ * manual enqueue's id is a counter that starts again if Redis loses its data, so it never names one run.
+ */
+export function scheduledRunOf(jobId: string | undefined): string | null {
+  const m = /^(repeat|missed):(.+):(\d+)$/.exec(jobId ?? '');
+  if (!m) return null;
+  let scheduler = m[2]!;
+  if (m[1] === 'missed') {
+    try {
+      scheduler = decodeURIComponent(scheduler);
+    } catch {
+      return null;
+    }
+  }
+  return `${scheduler}:${m[3]}`;
+}
+
+/**
  * The run a scheduler had due and not yet taken: its record's next millis when that is not after `now` and its job
  * still waits (delayed, waiting, prioritized). Null when nothing is due or the run was already taken.
  */

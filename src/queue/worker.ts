@@ -5,14 +5,14 @@ import type { Config } from '../config/config.js';
 import { expandHome } from '../config/config.js';
 import { coerceError, configError } from '../core/errors.js';
 import type { Logger } from '../log/logger.js';
-import { runJob } from '../job/runner.js';
+import { isAlreadyRan, runJob } from '../job/runner.js';
 import { systemClock, type Clock } from '../time/instants.js';
 import { openStateDb } from '../state/state.js';
 import { WorkerMetrics } from './metrics.js';
 import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
-import { planSchedulers, syncSchedulers, type SyncResult } from './schedules.js';
+import { planSchedulers, scheduledRunOf, syncSchedulers, type SyncResult } from './schedules.js';
 import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
 import { heartbeatTime, isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
@@ -91,8 +91,10 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
       return seen !== undefined && heartbeatTime(seen) !== null ? seen : null;
     };
     const fleet = { host, redis, lastSeen };
+    // A scheduled run (by its id) runs at most once on this host: the state db, not Redis, says whether it did.
+    const scheduledRun = scheduledRunOf(job.id) ?? undefined;
     const run = (lost?: AbortSignal) =>
-      runJob(job.name, job.data, { jobs: opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet });
+      runJob(job.name, job.data, { jobs: opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet, ...(scheduledRun ? { scheduledRun } : {}) });
     try {
       // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
       // (every writer takes withMaintenanceLock around its writes), both held while it writes.
@@ -101,6 +103,8 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
           ? await withStoreLock(redis, storeLockKey(config.redis.prefix, store), { ...config.worker.storeLock, holder: `${job.name}@${holder}`, log: jobLog }, run)
           : await run();
       const seconds = (performance.now() - started) / 1000;
+      // Counted when it ran: the job completes, the metrics and the fleet view stay as they were.
+      if (isAlreadyRan(result)) return result;
       metrics.recordRun(job.name, store, 'ok', seconds, { result });
       await recordSuccess(redis, config.redis.prefix, job.name, store, new Date()).catch(() => {}); // best effort: fleet view only
       jobLog.info({ durationMs: Math.round(seconds * 1000), outcome: 'ok' }, 'job done');

@@ -1,7 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setJournalMode, type Db } from '../store/sqlite.js';
 import { ensurePrivateDir, openPrivateDb } from '../store/private-file.js';
-import { toCanonical, type Instant } from '../time/instants.js';
+import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { assertNoForeignTables, migrateState } from './migrate.js';
 import { redactSecrets, redactText } from '../text/secrets.js';
 
@@ -35,10 +36,65 @@ export interface JobRun {
   outcome: 'running' | 'ok' | 'failed';
   result: string | null;
   error: string | null;
+  /** The scheduled run it was (scheduler and due time), null for a run started by hand. */
+  scheduled_run: string | null;
+  /** The process that ran it (null before version 8). */
+  pid: number | null;
 }
 
 export function recordRunStart(db: Db, job: string, store: string | null, at: Instant): number {
   return Number(db.prepare(`INSERT INTO job_runs (job, store, started_at, outcome) VALUES (?, ?, ?, 'running')`).run(job, store, toCanonical(at)).lastInsertRowid);
+}
+
+/** What claimScheduledRun found: a new 'running' row to fill in, or why the run does not start. */
+export type ScheduledRunClaim =
+  | { runId: number }
+  | { alreadyRan: { runId: number; finishedAt: string } }
+  | { inProgress: { runId: number; pid: number } };
+
+/**
+ * Start a scheduled run on this host, at most once: if the state db already has it finished 'ok', it is not
+ * started again; if it has it 'running' in a process that is still alive, it is not started beside it. A 'running'
+ * row of a dead process (killed before it finished) does not count: that run never finished, so this is not a
+ * second one. The look and the INSERT are one BEGIN IMMEDIATE, so two processes of one host cannot both pass.
+ */
+export function claimScheduledRun(db: Db, job: string, store: string | null, scheduledRun: string, at: Instant, pid = process.pid): ScheduledRunClaim {
+  return db.transaction((): ScheduledRunClaim => {
+    const done = db.prepare(`SELECT id, finished_at FROM job_runs WHERE scheduled_run = ? AND outcome = 'ok' ORDER BY id LIMIT 1`).get(scheduledRun) as { id: number; finished_at: string } | undefined;
+    if (done) return { alreadyRan: { runId: done.id, finishedAt: done.finished_at } };
+    const running = db.prepare(`SELECT id, pid, started_at FROM job_runs WHERE scheduled_run = ? AND outcome = 'running' AND pid IS NOT NULL ORDER BY id`).all(scheduledRun) as { id: number; pid: number; started_at: string }[];
+    const live = running.find((r) => processRunsSince(r.pid, parseInstant(r.started_at)));
+    if (live) return { inProgress: { runId: live.id, pid: live.pid } };
+    const runId = db.prepare(`INSERT INTO job_runs (job, store, started_at, outcome, scheduled_run, pid) VALUES (?, ?, ?, 'running', ?, ?)`).run(job, store, toCanonical(at), scheduledRun, pid).lastInsertRowid;
+    return { runId: Number(runId) };
+  }).immediate();
+}
+
+/**
+ * Whether process `pid` is alive and is the one that started a run at `since`: a process that began well after it
+ * (its start time from /proc, where there is one) got the pid of a dead one reused, and does not count.
+ */
+export function processRunsSince(pid: number, since: Instant | null): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, another user's
+  }
+  const started = processStartedAt(pid);
+  // started_at is whole seconds and the boot time too: two seconds of slack.
+  return started === null || since === null || started <= since + 2000;
+}
+
+/** When a process started, from /proc (Linux: boot time + its start in clock ticks, 100 a second); null elsewhere. */
+function processStartedAt(pid: number): Instant | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]); // field 22; the name may hold spaces
+    const boot = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
+    return Number.isFinite(ticks) && Number.isFinite(boot) ? boot * 1000 + ticks * 10 : null;
+  } catch {
+    return null;
+  }
 }
 
 export function recordRunEnd(db: Db, id: number, at: Instant, outcome: 'ok' | 'failed', detail: unknown): void {

@@ -5,6 +5,7 @@ import eraseReceipts from './004-erase-receipts.js';
 import wardenDeletions from './005-warden-deletions.js';
 import eraseNeedles from './006-erase-needles.js';
 import digestTexts from './007-digest-texts.js';
+import scheduledRuns from './008-scheduled-runs.js';
 
 export interface StateMigration {
   /** What `PRAGMA user_version` says once it is applied: its place in this list, from 1. */
@@ -30,6 +31,7 @@ const FILES: ReadonlyArray<[file: string, sql: string]> = [
   ['005-warden-deletions', wardenDeletions],
   ['006-erase-needles', eraseNeedles],
   ['007-digest-texts', digestTexts],
+  ['008-scheduled-runs', scheduledRuns],
 ];
 
 export const STATE_MIGRATIONS: readonly StateMigration[] = FILES.map(([file, sql], i) => ({ version: i + 1, file, sql }));
