@@ -43,7 +43,7 @@ export interface JobRun {
 }
 
 export function recordRunStart(db: Db, job: string, store: string | null, at: Instant): number {
-  return Number(db.prepare(`INSERT INTO job_runs (job, store, started_at, outcome) VALUES (?, ?, ?, 'running')`).run(job, store, toCanonical(at)).lastInsertRowid);
+  return Number(db.prepare(`INSERT INTO job_runs (job, store, started_at, outcome, pid) VALUES (?, ?, ?, 'running', ?)`).run(job, store, toCanonical(at), process.pid).lastInsertRowid);
 }
 
 /** What claimScheduledRun found: a new 'running' row to fill in, or why the run does not start. */

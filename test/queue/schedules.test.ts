@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { workerSchema } from '../../src/queue/config.js';
 import { createLogger } from '../../src/log/logger.js';
 import { JOBS } from '../../jobs/index.js';
-import { listSchedulers, planSchedulers, syncSchedulers } from '../../src/queue/schedules.js';
+import { listSchedulers, missedRunId, planSchedulers, scheduledRunOf, syncSchedulers } from '../../src/queue/schedules.js';
 import { openHostQueue, openQueue } from '../../src/queue/queues.js';
 import { createRedis } from '../../src/queue/connection.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
@@ -26,6 +26,17 @@ function capture() {
 
 const fakeJob = (name: string, scope?: 'store' | 'global') =>
   defineJob({ name, writes: false, scope, schema: z.object({}).passthrough(), run: async () => ({}) });
+
+describe('scheduledRunOf', () => {
+  it("names BullMQ's id of a tick and the missed-run put-back of the same tick as one run, and nothing else", () => {
+    expect(scheduledRunOf('repeat:prune:agent:1700000000000')).toBe('prune:agent:1700000000000');
+    expect(scheduledRunOf(missedRunId('prune:agent', 1_700_000_000_000))).toBe('prune:agent:1700000000000');
+    expect(scheduledRunOf('repeat:digest:1700000000000')).toBe(scheduledRunOf(missedRunId('digest', 1_700_000_000_000)));
+    expect(scheduledRunOf(missedRunId('prune:a b%', 5))).toBe('prune:a b%:5');
+    // A manual enqueue's id is a counter Redis may start again: never a scheduled run.
+    for (const id of ['1', '42', undefined, 'repeat:prune:agent', 'missed:%E0%A4%A:5', 'other:prune:agent:5']) expect(scheduledRunOf(id)).toBeNull();
+  });
+});
 
 describe('planSchedulers', () => {
   const dir = tempDir('plan');
