@@ -65,14 +65,14 @@ describe('a clone with nothing beside it', () => {
 
   it('the scan finds what a test or CI step reading beside the clone would say', () => {
     const test = join(root, 'test/helpers/openapi.ts');
-    expect(pathsLeavingRoot(test, `readFileSync(new URL('../../../shared/qdrant/openapi.json', import.meta.url))`)).toEqual(['../../../shared/qdrant/openapi.json']);
+    expect(pathsLeavingRoot(test, `readFileSync(new URL('../../../beside/qdrant/openapi.json', import.meta.url))`)).toEqual(['../../../beside/qdrant/openapi.json']);
     expect(pathsLeavingRoot(join(root, '.ci/run'), 'export PATH=/opt/node24/package/bin:$PATH')).toEqual(['/opt/node24/package/bin']);
     expect(pathsLeavingRoot(join(root, 'package.json'), '"bench": "node ../elsewhere/dist/bench/run.js"')).toEqual(['../elsewhere/dist/bench/run.js']);
-    expect(pathsLeavingRoot(join(root, 'bench/run.ts'), `join(import.meta.dirname, '../../..', 'shared')`)).toEqual(['../../..']); // from dist/bench
+    expect(pathsLeavingRoot(join(root, 'bench/run.ts'), `join(import.meta.dirname, '../../..', 'beside')`)).toEqual(['../../..']); // from dist/bench
     expect(pathsLeavingRoot(join(root, 'bench/run.ts'), `join(import.meta.dirname, '../..')`)).toEqual([]);
-    expect(pathsLeavingRoot(join(root, 'scripts/x.ts'), `readFileSync('/work/shared/BRIEF.md')`, '/work/wt/x')).toEqual(['/work/shared/BRIEF.md']);
+    expect(pathsLeavingRoot(join(root, 'scripts/x.ts'), `readFileSync('/work/beside/BRIEF.md')`, '/work/wt/x')).toEqual(['/work/beside/BRIEF.md']);
     expect(pathsLeavingRoot(join(root, 'test/x.test.ts'), `join('${dirname(root)}/other/file')`)).toEqual([`${dirname(root)}/other/file`]);
-    expect(pathsLeavingRoot(join(root, 'test/x.test.ts'), `const ROOT = join(import.meta.dirname, '..');\nreadFileSync(join(ROOT, '../shared/x.json'))`)).toEqual(['../shared/x.json']);
+    expect(pathsLeavingRoot(join(root, 'test/x.test.ts'), `const ROOT = join(import.meta.dirname, '..');\nreadFileSync(join(ROOT, '../beside/x.json'))`)).toEqual(['../beside/x.json']);
     // Inside, in a temporary folder, or data that names no real place: not reported.
     expect(pathsLeavingRoot(join(root, 'test/erase/x.test.ts'), `writeFileSync(join(outside, 'manifest.json'), JSON.stringify({ sqlite: { file: '../../../state.db' } }))`)).toEqual([]);
     expect(pathsLeavingRoot(test, `import { x } from '../../src/config.js'; const db = '/var/lib/agent/memory.db'; join(tmp, '/tmp/x')`)).toEqual([]);
