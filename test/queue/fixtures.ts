@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
+import { createRedis } from '../../src/queue/connection.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -168,22 +170,28 @@ export async function killAll(workers: SpawnedWorker[]): Promise<void> {
 }
 
 /**
- * The real Redis and the worker processes of one describe block: every worker still running is killed and every
- * prefix handed out is deleted after each test. Call inside `describe`.
+ * The real Redis and the worker processes of one describe block: every worker still running is killed, every queue
+ * a test opened is closed and every prefix handed out is deleted after each test. Call inside `describe`.
  */
-export function useWorkerProcesses(): { redis: () => TestRedis; workers: SpawnedWorker[]; prefix(name: string): string } {
+export function useWorkerProcesses(): { redis: () => TestRedis; workers: SpawnedWorker[]; prefix(name: string): string; queue(name: string, prefix: string): Queue } {
   let redis: TestRedis | undefined;
+  let conn: Redis | undefined;
   const workers: SpawnedWorker[] = [];
+  const queues: Queue[] = [];
   const prefixes: string[] = [];
   beforeAll(async () => {
     assertBuilt();
     redis = await startTestRedis();
+    conn = createRedis(redis.url);
+    await conn.connect();
   });
   afterEach(async () => {
     await killAll(workers.splice(0));
+    for (const q of queues.splice(0)) await q.close();
     for (const p of prefixes.splice(0)) await deletePrefix(redis!.client, p);
   });
   afterAll(async () => {
+    await conn?.quit();
     await redis?.stop();
   });
   return {
@@ -193,6 +201,13 @@ export function useWorkerProcesses(): { redis: () => TestRedis; workers: Spawned
       const p = uniquePrefix(name);
       prefixes.push(p);
       return p;
+    },
+    /** A BullMQ queue on the block's own connection, as a test adds jobs to it. */
+    queue(name, prefix) {
+      const q = new Queue(name, { connection: conn!, prefix });
+      q.on('error', () => {});
+      queues.push(q);
+      return q;
     },
   };
 }

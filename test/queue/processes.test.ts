@@ -1,14 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
-import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
 import { jobOptions } from '../../src/queue/options.js';
-import { createRedis } from '../../src/queue/connection.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
-import { deletePrefix, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { assertBuilt, CLI, countRows, killAll, makeStore, spawnWorker, tempDir, until, writeConfig, type SpawnedWorker, type TestConfigInput } from './fixtures.js';
+import { freePort, uniquePrefix } from '../helpers/redis.js';
+import { CLI, countRows, makeStore, spawnWorker, tempDir, until, useWorkerProcesses, writeConfig, type TestConfigInput } from './fixtures.js';
 
 const exec = promisify(execFile);
 
@@ -17,27 +15,7 @@ const exec = promisify(execFile);
  * Slow prunes (one row per batch, a pause between batches) give the tests a job that is reliably mid-run.
  */
 describe('worker processes', () => {
-  let redis: TestRedis;
-  let conn: Redis;
-  const workers: SpawnedWorker[] = [];
-  const queues: Queue[] = [];
-  const prefixes: string[] = [];
-
-  beforeAll(async () => {
-    assertBuilt();
-    redis = await startTestRedis();
-    conn = createRedis(redis.url);
-    await conn.connect();
-  });
-  afterEach(async () => {
-    await killAll(workers.splice(0));
-    for (const q of queues.splice(0)) await q.close();
-    for (const p of prefixes.splice(0)) await deletePrefix(redis.client, p);
-  });
-  afterAll(async () => {
-    await conn.quit();
-    await redis.stop();
-  });
+  const procs = useWorkerProcesses();
 
   // prune sizes its batches itself but never above batchSize nor below 50 rows: 50 rows per batch, a pause after each
   const slow = (pauseMs: number) => ({ batchSize: 50, pauseMs });
@@ -45,19 +23,16 @@ describe('worker processes', () => {
 
   function setup(name: string, rows: { expired?: number; live?: number }, worker: Record<string, unknown> = {}, prune = slow(60)) {
     const dir = tempDir(name);
-    const prefix = uniquePrefix(name);
-    prefixes.push(prefix);
+    const prefix = procs.prefix(name);
     const store = makeStore(join(dir, 'agent.db'), rows);
-    const input: TestConfigInput = { dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker, prune };
+    const input: TestConfigInput = { dir, redisUrl: procs.redis().url, prefix, stores: { agent: store }, worker, prune };
     const file = writeConfig(input);
     const config: Config = loadConfig({ file });
     // the store jobs' queue: the one host's (src/queue/hosts.ts)
-    const queue = new Queue(`${config.worker.queue}.solo`, { connection: conn, prefix });
-    queue.on('error', () => {});
-    queues.push(queue);
+    const queue = procs.queue(`${config.worker.queue}.solo`, prefix);
     const start = (cfg = file) => {
       const w = spawnWorker(cfg);
-      workers.push(w);
+      procs.workers.push(w);
       return w;
     };
     return { dir, store, input, file, config, queue, start, add: (job: string) => queue.add(job, { store: 'agent' }, jobOptions(config)) };

@@ -1,15 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { jobOptions } from '../../src/queue/options.js';
-import { createRedis } from '../../src/queue/connection.js';
 import { storeLockKey } from '../../src/queue/lock.js';
 import { missedRunId } from '../../src/queue/schedules.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
-import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { assertBuilt, countRows, killAll, makeStore, spawnWorker, tempDir, until, writeConfig, type SpawnedWorker, type TestConfigInput } from './fixtures.js';
+import { deletePrefix } from '../helpers/redis.js';
+import { countRows, makeStore, spawnWorker, tempDir, until, useWorkerProcesses, writeConfig, type TestConfigInput } from './fixtures.js';
 
 /**
  * A scheduled run runs at most once on its host, whatever Redis hands out: after a failover the promoted replica
@@ -17,45 +14,22 @@ import { assertBuilt, countRows, killAll, makeStore, spawnWorker, tempDir, until
  * worker while the first still runs it). The host's state db is the record: real worker processes, the real Redis.
  */
 describe('a scheduled run runs once on its host', () => {
-  let redis: TestRedis;
-  let conn: Redis;
-  const workers: SpawnedWorker[] = [];
-  const queues: Queue[] = [];
-  const prefixes: string[] = [];
-
-  beforeAll(async () => {
-    assertBuilt();
-    redis = await startTestRedis();
-    conn = createRedis(redis.url);
-    await conn.connect();
-  });
-  afterEach(async () => {
-    await killAll(workers.splice(0));
-    for (const q of queues.splice(0)) await q.close();
-    for (const p of prefixes.splice(0)) await deletePrefix(redis.client, p);
-  });
-  afterAll(async () => {
-    await conn.quit();
-    await redis.stop();
-  });
+  const procs = useWorkerProcesses();
 
   const quick = { batchSize: 2000, pauseMs: 1 };
   const slow = { batchSize: 50, pauseMs: 100 }; // 50 rows a batch, a pause after each
 
   function setup(name: string, rows: { expired?: number; live?: number }, worker: Record<string, unknown> = {}, prune: Record<string, unknown> = quick) {
     const dir = tempDir(name);
-    const prefix = uniquePrefix(name);
-    prefixes.push(prefix);
+    const prefix = procs.prefix(name);
     const store = makeStore(join(dir, 'agent.db'), rows);
-    const input: TestConfigInput = { dir, redisUrl: redis.url, prefix, stores: { agent: store }, worker, prune };
+    const input: TestConfigInput = { dir, redisUrl: procs.redis().url, prefix, stores: { agent: store }, worker, prune };
     const file = writeConfig(input);
     const config: Config = loadConfig({ file });
-    const queue = new Queue(`${config.worker.queue}.solo`, { connection: conn, prefix });
-    queue.on('error', () => {});
-    queues.push(queue);
+    const queue = procs.queue(`${config.worker.queue}.solo`, prefix);
     const start = (cfg = file) => {
       const w = spawnWorker(cfg);
-      workers.push(w);
+      procs.workers.push(w);
       return w;
     };
     /** The prune's job runs in the host's state db: what memory-warden itself says ran. */
@@ -123,7 +97,7 @@ describe('a scheduled run runs once on its host', () => {
     const b = t.start();
     await b.ready;
     // What a promoted replica that had not yet the job's lock nor the store lock looks like: neither is there.
-    await redis.client.del(`${t.prefix}:${t.queue.name}:${job.id}:lock`, storeLockKey(t.prefix, 'agent'));
+    await procs.redis().client.del(`${t.prefix}:${t.queue.name}:${job.id}:lock`, storeLockKey(t.prefix, 'agent'));
 
     const busy = await b.waitFor('the second to find the run in progress', (l) => l.msg === 'job failed' && l.jobId === job.id, 20_000);
     expect(busy).toMatchObject({ retry: true, kind: 'transient' });
@@ -171,7 +145,7 @@ describe('a scheduled run runs once on its host', () => {
     expect((await first.exited).code).toBe(0);
 
     // Redis loses everything: its job ids count from the start again.
-    await deletePrefix(redis.client, t.prefix);
+    await deletePrefix(procs.redis().client, t.prefix);
     t.addExpired('later');
     const second = t.start();
     await second.ready;
