@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
-import type { RedisOptions } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import { freePort, reachable } from './redis.js';
 
 const started = new Set<ChildProcess>();
@@ -216,5 +216,19 @@ export async function startClusterSet(): Promise<ClusterSet> {
   } catch (err) {
     await stop();
     throw err;
+  }
+}
+
+/** The role a node reports now, from a fresh connection (Sentinel drops every client of a node it reconfigures). */
+export async function roleOf(port: number): Promise<string | null> {
+  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    return String((await c.role())[0]);
+  } catch {
+    return null;
+  } finally {
+    c.disconnect();
   }
 }

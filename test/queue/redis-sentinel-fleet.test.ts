@@ -14,26 +14,12 @@ import Database from 'better-sqlite3';
 import { scheduledRunOf } from '../../src/queue/schedules.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { toCanonical } from '../../src/time/instants.js';
-import { startSentinelSet, type RedisProc, type SentinelSet } from '../helpers/redis-servers.js';
+import { roleOf, startSentinelSet, type RedisProc, type SentinelSet } from '../helpers/redis-servers.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { assertBuilt, CLI, killAll, makeStore, spawnWorker, tempDir, until, type SpawnedWorker } from './fixtures.js';
 
 const HOSTS = ['a', 'b'] as const;
 const exec = promisify(execFile);
-
-/** The role a node reports now, from a fresh connection (Sentinel drops every client of a node it reconfigures). */
-async function roleOf(port: number): Promise<string | null> {
-  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return String((await c.role())[0]);
-  } catch {
-    return null;
-  } finally {
-    c.disconnect();
-  }
-}
 
 /** One command on one node, from a fresh connection; null when the node does not answer. */
 async function onNode<T>(port: number, fn: (c: Redis) => Promise<T>): Promise<T | null> {

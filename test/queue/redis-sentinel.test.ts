@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { connectRedis } from '../../src/queue/connection.js';
 import { redisLedger } from '../../src/digest/ledger.js';
 import { WardenError } from '../../src/core/errors.js';
-import { startSentinelSet, type SentinelSet } from '../helpers/redis-servers.js';
+import { roleOf, startSentinelSet, type SentinelSet } from '../helpers/redis-servers.js';
 import { assertBuilt, killAll, makeStore, spawnWorker, tempDir, until, type SpawnedWorker } from './fixtures.js';
 
 const DAY_MS = 86_400_000;
@@ -23,20 +23,6 @@ async function replicaOnline(client: Redis): Promise<void> {
 async function dayRecord(node: Redis, prefix: string): Promise<Record<string, string> | null> {
   const [, keys] = await node.scan('0', 'MATCH', `${prefix}:digest:*:day:*`, 'COUNT', 1000);
   return keys.length > 0 ? node.hgetall(keys[0]!) : null;
-}
-
-/** The role a node reports now, from a fresh connection: Sentinel drops every client of a node it reconfigures. */
-async function roleOf(port: number): Promise<string | null> {
-  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return String((await c.role())[0]);
-  } catch {
-    return null;
-  } finally {
-    c.disconnect();
-  }
 }
 
 const promoted = (port: number) => until('the replica promoted', async () => (await roleOf(port)) === 'master', 60_000);
