@@ -1,0 +1,84 @@
+import type { EraseSelector } from '../contract.js';
+import { quoteId, type LibDb, type MastraFiles } from './files.js';
+import { hasTable } from './delete.js';
+import { MESSAGES, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
+import { embeddingParams, embeddingWhere, json, selected, type Plan } from './selection.js';
+import { needlesFound } from './scrub.js';
+
+// Erase's read-back of a Mastra store (docs/mastra-layout.md): what of the person the files still hold, byte for
+// byte. The needles are the person's own: the resource id (--user) and the ids given (--ids), the id of every thread,
+// message, resource and observation record erased (a message memory-warden's prune took before included), the subject
+// (--subject), and every text those rows held (messages, titles, working memories, observations, the embeddings'
+// copies). A needle that a row the selector does not take also holds (another user's message saying the same
+// thing, a word in another resource's working memory) is still in the file by right: counted apart as shared.
+
+/** Needles and texts shorter than this are not searched: so few bytes are found anywhere. */
+const MIN_NEEDLE = 3;
+
+export interface ReadBack {
+  /** Needles searched. */
+  needles: number;
+  /** The person's needles still found in a file or its WAL: 0 only when none is. */
+  left: number;
+  /** Needles found only where rows the erase does not take hold them too. */
+  shared: number;
+}
+
+/** The person's ids and texts, deduplicated. */
+export function needlesOf(sel: EraseSelector, p: Plan): string[] {
+  const given = 'user' in sel ? [sel.user] : 'ids' in sel ? sel.ids : [sel.subject];
+  const all = [...given, ...p.resources, ...p.threads, ...p.messages, ...p.observations, ...p.texts];
+  return [...new Set(all)].filter((n) => n.trim().length >= MIN_NEEDLE);
+}
+
+/**
+ * The bytes a needle is found by: as written (UTF-8) and JSON-escaped (message content and embedding metadata are
+ * JSON). A text that was not UTF-8 in the store reads with U+FFFD in place of each bad byte: it is found by its runs
+ * of good bytes.
+ */
+export function formsOf(needle: string): Buffer[] {
+  const runs = needle.includes('\uFFFD') ? needle.split('\uFFFD').filter((r) => r.trim().length >= MIN_NEEDLE) : [needle];
+  return [...new Set(runs.flatMap((r) => [r, JSON.stringify(r).slice(1, -1)]))].map((s) => Buffer.from(s, 'utf8'));
+}
+
+/** Every file read back for the needles; those found are then looked for in the rows the selector does not take. */
+export function readBack(f: MastraFiles, paths: readonly string[], sel: EraseSelector, deletedIds: readonly string[], needles: readonly string[]): ReadBack {
+  const forms = needles.map(formsOf);
+  const found = needlesFound(paths, forms);
+  if (found.size === 0) return { needles: needles.length, left: 0, shared: 0 };
+  // Read again: a row an agent wrote for the person meanwhile is the person's, not another's.
+  const now = selected(f, sel, deletedIds);
+  const pending = new Set(found);
+  for (const { db, table, where, params } of othersRows(f, sel, now)) {
+    if (pending.size === 0) break;
+    const cols = (db.prepare('SELECT name FROM pragma_table_info(?)').all(table) as { name: string }[]).map((c, i) => `CAST(${quoteId(c.name)} AS BLOB) AS c${i}`);
+    if (cols.length === 0) continue;
+    // Read to the end, not left half-way: a statement left open would hold its read snapshot.
+    for (const row of db.prepare(`SELECT ${cols.join(', ')} FROM ${quoteId(table)} WHERE ${where}`).iterate(params) as IterableIterator<Record<string, unknown>>) {
+      if (pending.size === 0) continue;
+      const values = Object.values(row).filter((v): v is Buffer => Buffer.isBuffer(v));
+      for (const i of pending) if (forms[i]!.some((form) => values.some((v) => v.includes(form)))) pending.delete(i);
+    }
+  }
+  return { needles: needles.length, left: pending.size, shared: found.size - pending.size };
+}
+
+interface Rows {
+  db: LibDb;
+  table: string;
+  where: string;
+  params: object;
+}
+
+/** Mastra's memory tables and embeddings, less the rows the selector takes now. */
+function othersRows(f: MastraFiles, sel: EraseSelector, now: Plan): Rows[] {
+  const notIn = (ids: readonly string[]) => ({ where: `id NOT IN (SELECT value FROM json_each(@ids))`, params: { ids: json(ids) } });
+  const tables: Rows[] = [
+    { db: f.db, table: THREADS, ...notIn([...now.threads, ...now.clearThreads]) },
+    { db: f.db, table: MESSAGES, ...notIn(now.messages) },
+    { db: f.db, table: RESOURCES, ...notIn([...now.resources, ...now.clearResources]) },
+  ];
+  if (hasTable(f, OBSERVATIONS)) tables.push({ db: f.db, table: OBSERVATIONS, ...notIn(now.observations) });
+  for (const t of f.vectorTables) tables.push({ db: f.vec, table: t, where: `NOT coalesce(${embeddingWhere(sel)}, 0)`, params: embeddingParams(sel, now) });
+  return tables;
+}
