@@ -60,7 +60,10 @@ class TextSafeStatement {
   private row(r: Row): unknown {
     const at = (i: number) => {
       const t = r[`t${i}`];
-      return t === null || t === undefined ? r[`v${i}`] : decodeText(t as Uint8Array);
+      if (t !== null && t !== undefined) return decodeText(t instanceof ArrayBuffer ? new Uint8Array(t) : (t as Uint8Array));
+      const v = r[`v${i}`];
+      // A blob is a Buffer from get() and an ArrayBuffer from all() and iterate(): a Buffer, whichever read it.
+      return v instanceof ArrayBuffer ? Buffer.from(v) : v;
     };
     if (this.plucked) return at(0);
     const out: Row = {};

@@ -64,7 +64,7 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
 function subjectEmbeddings(f: MastraFiles, sel: EraseSelector): number {
   if (!('subject' in sel)) return 0;
   let n = 0;
-  for (const t of f.vectorTables) n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE json_valid(metadata) AND ${folded('metadata')}`).run({ subject: sel.subject }).changes;
+  for (const t of f.vectorTables) n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE ${folded('metadata')}`).run({ subject: sel.subject }).changes;
   return n;
 }
 

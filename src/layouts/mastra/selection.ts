@@ -1,7 +1,7 @@
 import type { EraseSelector } from '../contract.js';
 import { quoteId, type LibDb, type MastraFiles } from './files.js';
 import { hasTable } from './delete.js';
-import { MESSAGES, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
+import { ifJson, MESSAGES, metaField, metaQuotes, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
 import { messageTexts } from './content.js';
 
 // What an erase of a Mastra store takes (erase.ts deletes it, needles.ts reads the files back for it): the rows a
@@ -48,7 +48,7 @@ export function selected(f: MastraFiles, sel: EraseSelector, deletedIds: readonl
     const s = { subject: sel.subject };
     p.messages = ids(`SELECT id FROM ${MESSAGES} WHERE ${folded('content')}`, s);
     p.clearResources = ids(`SELECT id FROM ${RESOURCES} WHERE ${folded('workingMemory')}`, s);
-    p.clearThreads = ids(`SELECT id FROM ${THREADS} WHERE ${folded('title')} OR (json_valid(metadata, 6) AND ${folded('json(metadata)')})`, s);
+    p.clearThreads = ids(`SELECT id FROM ${THREADS} WHERE ${folded('title')} OR ${folded(ifJson('metadata', 'json(metadata)', '6'))}`, s);
   }
   // What memory-warden's prune already took for this person: any embedding still naming it goes too.
   if ('user' in sel) p.messages.push(...deletedIds.filter((id) => !p.messages.includes(id)));
@@ -63,7 +63,7 @@ function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
   for (const c of col(`SELECT content AS t FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`, json(p.messages))) out.push(...messageTexts(c));
   const threads = json([...p.threads, ...p.clearThreads]);
   out.push(...col(`SELECT title AS t FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(?))`, threads));
-  out.push(...col(`SELECT json_extract(metadata, '$.workingMemory') AS t FROM ${THREADS} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`, threads));
+  out.push(...col(`SELECT ${ifJson('metadata', `json_extract(metadata, '$.workingMemory')`, '6')} AS t FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(?))`, threads));
   out.push(...col(`SELECT workingMemory AS t FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(?))`, json([...p.resources, ...p.clearResources])));
   if (hasTable(f, OBSERVATIONS)) out.push(...col(`SELECT activeObservations AS t FROM ${OBSERVATIONS} WHERE ${observationWhere(sel)}`, observationParams(sel, p)));
   // Embeddings whose message is gone still repeat its text in their metadata (Mastra's own prune leaves them);
@@ -73,7 +73,9 @@ function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
       try {
         const meta = JSON.parse(m) as { content?: unknown; text?: unknown };
         for (const c of [meta.content, meta.text]) if (typeof c === 'string') out.push(c);
-      } catch { /* metadata that is not JSON names no one */ }
+      } catch {
+        out.push(m); // metadata another writer broke: the whole of it is what the byte check looks for
+      }
     }
   }
   return [...new Set(out.filter((t) => t.trim().length >= 3))];
@@ -82,7 +84,8 @@ function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
 export const observationWhere = (sel: EraseSelector) => ('subject' in sel ? folded('activeObservations') : `resourceId IN (SELECT value FROM json_each(@resources)) OR threadId IN (SELECT value FROM json_each(@threads))`);
 export const observationParams = (sel: EraseSelector, p: Plan) => ('subject' in sel ? { subject: sel.subject } : { resources: json('user' in sel ? [sel.user] : p.resources), threads: json(p.threads) });
 export const embeddingWhere = (sel: EraseSelector) => ('subject' in sel
-  ? `json_valid(metadata) AND ${folded('metadata')}`
-  : `json_valid(metadata) AND (json_extract(metadata, '$.resource_id') IN (SELECT value FROM json_each(@resources)) OR json_extract(metadata, '$.thread_id') IN (SELECT value FROM json_each(@threads)) OR json_extract(metadata, '$.message_id') IN (SELECT value FROM json_each(@messages)))`);
+  ? folded('metadata')
+  : `(${metaField('resource_id')} IN (SELECT value FROM json_each(@resources)) OR ${metaField('thread_id')} IN (SELECT value FROM json_each(@threads)) OR ${metaField('message_id')} IN (SELECT value FROM json_each(@messages))
+      OR ${metaQuotes('@resources')} OR ${metaQuotes('@threads')} OR ${metaQuotes('@messages')})`);
 export const embeddingParams = (sel: EraseSelector, p: Plan) => ('subject' in sel ? { subject: sel.subject } : { resources: json('user' in sel ? [sel.user] : []), threads: json(p.threads), messages: json(p.messages) });
 
