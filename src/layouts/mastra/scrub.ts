@@ -221,7 +221,7 @@ export function scrubPages(db: LibDb, path: string): Scrubbed {
     }
     for (let pgno = 1; pgno <= pages; pgno++) if (!role.has(pgno)) unplaced++;
     const check = (db.pragma('quick_check(5)') as Record<string, unknown>[]).map((r) => String(Object.values(r)[0]));
-    if (check.length !== 1 || check[0] !== 'ok') throw storeError(`${path}: quick_check after zeroing unused space: ${check.join('; ').slice(0, 300)}; nothing was changed`);
+    if (check.length !== 1 || check[0] !== 'ok') throw storeError(`${path}: quick_check after zeroing unused space: ${check.join('; ').replace(/\s+/g, ' ').slice(0, 300)}; nothing was changed`);
     return { pages, zeroed, unplaced };
   });
 }
