@@ -119,6 +119,38 @@ describe('erase --user leaves no byte of the person in any page of the file', ()
   });
 });
 
+describe('her embeddings\' vectors', () => {
+  it('no copy is left in the vector index\'s nodes (libsql\'s delete leaves them in the nodes that linked to hers), and the index still answers', () => {
+    const fx = MastraFixture.create(db);
+    for (let i = 0; i < 60; i++) for (const who of ['user-alice', 'user-bob', 'user-carol']) fx.thread(who, `${who} text ${i}`, NOW - DAY + i);
+    // Her vectors made unmistakable: two marker floats first.
+    const hers = fx.db.prepare(`SELECT rowid AS r FROM ${VEC} WHERE json_extract(metadata, '$.resource_id') = 'user-carol' ORDER BY rowid`).all() as { r: number }[];
+    hers.forEach((row, i) => fx.db.prepare(`UPDATE ${VEC} SET embedding = vector32(?) WHERE rowid = ?`).run(JSON.stringify([0.123456789, 0.987654321, ...Array.from({ length: DIM - 2 }, (_, k) => Math.sin(i * 31 + k))]), row.r));
+    fx.db.pragma('wal_checkpoint(TRUNCATE)');
+    fx.close();
+    const marker = Buffer.from(new Float32Array([0.123456789, 0.987654321]).buffer);
+    const copies = () => [db, `${db}-wal`].filter(existsSync).reduce((n, p) => {
+      const b = readFileSync(p);
+      for (let at = b.indexOf(marker); at >= 0; at = b.indexOf(marker, at + 1)) n++;
+      return n;
+    }, 0);
+    expect(copies()).toBeGreaterThan(hers.length);
+    const r = erase(config());
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json().counts).toMatchObject({ embeddings: 60, bytesLeft: 0 });
+    expect(copies()).toBe(0);
+    const left = new Libsql(db);
+    try {
+      expect(left.pragma('integrity_check')).toEqual([expect.objectContaining({ integrity_check: 'ok' })]);
+      expect(left.prepare(`SELECT count(*) AS n FROM libsql_vector_meta_shadow`).get()).toMatchObject({ n: 1 });
+      const near = left.prepare(`SELECT id FROM vector_top_k('${VEC}_vector_idx', vector32(?), 3)`).all(JSON.stringify(Array.from({ length: DIM }, () => 1)));
+      expect(near.length).toBeGreaterThan(0);
+    } finally {
+      left.close();
+    }
+  });
+});
+
 describe('bytesLeft counts the person\'s own ids and texts', () => {
   it('texts other people\'s live rows also hold are shared, not left: 0 on a fresh store, exit 0', () => {
     const fx = MastraFixture.create(db);
@@ -131,8 +163,8 @@ describe('bytesLeft counts the person\'s own ids and texts', () => {
     fx.close();
     const r = erase(config());
     expect(r.code, r.stderr).toBe(0);
-    // hello there, thanks a lot, New Thread: still in alice's and bob's rows, where they belong.
-    expect(r.json().counts).toMatchObject({ threads: 2, bytesLeft: 0, bytesShared: 3 });
+    // hello there, thanks a lot, New Thread, and the two texts' vectors: in alice's and bob's rows, where they belong.
+    expect(r.json().counts).toMatchObject({ threads: 2, bytesLeft: 0, bytesShared: 5 });
     expect(hits(['user-carol', own, 'my locker code is 4417'])).toEqual({});
     expect(hits(['hello there'])['hello there']).toBeGreaterThan(0);
   });

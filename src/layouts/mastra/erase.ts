@@ -1,5 +1,5 @@
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../contract.js';
-import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
+import { immediate, openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
 import { deleteEmbeddings, deleteMessages, deleteThread, hasTable, together } from './delete.js';
 import { OBSERVATIONS, RESOURCES, THREADS } from './names.js';
 import { folded, json, observationParams, observationWhere, plan, type Plan } from './selection.js';
@@ -43,6 +43,8 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
     const rest = together(f, () => deleteEmbeddings(f, 'resource_id', 'user' in sel ? [sel.user] : []) + subjectEmbeddings(f, sel), () => finishRows(f, sel, p));
     done.embeddings += rest.embeddings;
     done.resources += rest.result.resources; done.observations += rest.result.observations; done.workingMemories += rest.result.workingMemories;
+    // libsql's DiskANN delete leaves a copy of the deleted vector in the nodes that still link to it: rebuilt.
+    if (done.embeddings > 0) attempt(`erase: rebuild the vector indexes of ${f.vecPath}`, () => rebuildVectorIndexes(f.vec, f.vectorTables));
     const files: [LibDb, string][] = f.vec === f.db ? [[f.db, f.dbPath]] : [[f.db, f.dbPath], [f.vec, f.vecPath]];
     let pagesZeroed = 0;
     let pagesUnplaced = 0;
@@ -59,6 +61,23 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
   } finally {
     f.close();
   }
+}
+
+/**
+ * Each vector table's libsql_vector_idx index dropped and made again from the rows that are left, in one transaction:
+ * a DiskANN node keeps its neighbours' vectors, and libsql's delete takes the deleted vector out only of the nodes it
+ * links to itself, so the others keep a copy of it in live rows (the index's shadow table). Made again, the index
+ * holds the remaining vectors only; its old pages are freed, and the page scrub zeroes them.
+ */
+function rebuildVectorIndexes(db: LibDb, tables: readonly string[]): void {
+  const indexes = (db.prepare(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN (SELECT value FROM json_each(?)) AND sql LIKE '%libsql_vector_idx%'`).all(JSON.stringify(tables)) as { name: string; sql: string }[]);
+  if (indexes.length === 0) return;
+  immediate(db, () => {
+    for (const ix of indexes) {
+      db.exec(`DROP INDEX ${quoteId(ix.name)}`);
+      db.exec(ix.sql);
+    }
+  });
 }
 
 function subjectEmbeddings(f: MastraFiles, sel: EraseSelector): number {

@@ -8,8 +8,8 @@ import { needlesFound } from './scrub.js';
 // Erase's read-back of a Mastra store (docs/mastra-layout.md): what of the person the files still hold, byte for
 // byte. The needles are the person's own: the resource id (--user) and the ids given (--ids), the id of every thread,
 // message, resource and observation record erased (a message memory-warden's prune took before included), the subject
-// (--subject), and every text those rows held (messages, titles, working memories, observations, the embeddings'
-// copies). A needle that a row the selector does not take also holds (another user's message saying the same
+// (--subject), every text those rows held (messages, titles, working memories, observations, the embeddings'
+// copies), and the vector of each embedding erased. A needle that a row the selector does not take also holds (another user's message saying the same
 // thing, a word in another resource's working memory) is still in the file by right: counted apart as shared.
 
 /** Needles and texts shorter than this are not searched: so few bytes are found anywhere. */
@@ -24,11 +24,15 @@ export interface ReadBack {
   shared: number;
 }
 
-/** The person's ids and texts, deduplicated. */
-export function needlesOf(sel: EraseSelector, p: Plan): string[] {
+/** A needle: an id or text, or the bytes of an embedding's vector. */
+export type Needle = string | Buffer;
+
+/** The person's ids, texts and embedding vectors, deduplicated. */
+export function needlesOf(sel: EraseSelector, p: Plan): Needle[] {
   const given = 'user' in sel ? [sel.user] : 'ids' in sel ? sel.ids : [sel.subject];
   const all = [...given, ...p.resources, ...p.threads, ...p.messages, ...p.observations, ...p.texts];
-  return [...new Set(all)].filter((n) => n.trim().length >= MIN_NEEDLE);
+  const vectors = new Map(p.vectors.map((v) => [v.toString('hex'), v]));
+  return [...[...new Set(all)].filter((n) => n.trim().length >= MIN_NEEDLE), ...vectors.values()];
 }
 
 /**
@@ -36,13 +40,14 @@ export function needlesOf(sel: EraseSelector, p: Plan): string[] {
  * JSON). A text that was not UTF-8 in the store reads with U+FFFD in place of each bad byte: it is found by its runs
  * of good bytes.
  */
-export function formsOf(needle: string): Buffer[] {
+export function formsOf(needle: Needle): Buffer[] {
+  if (Buffer.isBuffer(needle)) return [needle];
   const runs = needle.includes('\uFFFD') ? needle.split('\uFFFD').filter((r) => r.trim().length >= MIN_NEEDLE) : [needle];
   return [...new Set(runs.flatMap((r) => [r, JSON.stringify(r).slice(1, -1)]))].map((s) => Buffer.from(s, 'utf8'));
 }
 
 /** Every file read back for the needles; those found are then looked for in the rows the selector does not take. */
-export function readBack(f: MastraFiles, paths: readonly string[], sel: EraseSelector, deletedIds: readonly string[], needles: readonly string[]): ReadBack {
+export function readBack(f: MastraFiles, paths: readonly string[], sel: EraseSelector, deletedIds: readonly string[], needles: readonly Needle[]): ReadBack {
   const forms = needles.map(formsOf);
   const found = needlesFound(paths, forms);
   if (found.size === 0) return { needles: needles.length, left: 0, shared: 0 };

@@ -17,6 +17,8 @@ export interface Plan {
   /** Observation records that go (their ids are the person's too). */
   observations: string[];
   texts: string[];
+  /** The embeddings' vectors (F32 bytes) of what goes: a DiskANN node can keep a copy of each (erase.ts). */
+  vectors: Buffer[];
 }
 
 export const json = (xs: readonly string[]) => JSON.stringify(xs);
@@ -26,13 +28,14 @@ export const folded = (col: string) => `instr(lower(${col}), lower(@subject)) > 
 export function plan(f: MastraFiles, sel: EraseSelector, deletedIds: readonly string[]): Plan {
   const p = selected(f, sel, deletedIds);
   p.texts = textsOf(f, p, sel);
+  p.vectors = f.vectorTables.flatMap((t) => (f.vec.prepare(`SELECT embedding AS v FROM ${quoteId(t)} WHERE ${embeddingWhere(sel)}`).all(embeddingParams(sel, p)) as { v: unknown }[]).map((r) => r.v).filter((v): v is Buffer => Buffer.isBuffer(v) && v.some((b) => b !== 0)));
   return p;
 }
 
 /** The rows the selector takes, by id: read again after the deletes, it names what an agent wrote meanwhile. */
 export function selected(f: MastraFiles, sel: EraseSelector, deletedIds: readonly string[]): Plan {
   const db = f.db;
-  const p: Plan = { threads: [], messages: [], resources: [], clearResources: [], clearThreads: [], observations: [], texts: [] };
+  const p: Plan = { threads: [], messages: [], resources: [], clearResources: [], clearThreads: [], observations: [], texts: [], vectors: [] };
   const ids = (sql: string, params: unknown) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
   if ('user' in sel) {
     const u = { user: sel.user };
