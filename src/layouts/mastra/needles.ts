@@ -14,6 +14,12 @@ import { needlesFound } from './scrub.js';
 
 /** Needles and texts shorter than this are not searched: so few bytes are found anywhere. */
 const MIN_NEEDLE = 3;
+/**
+ * Shorter than this, a needle's bytes turn up in any file (a resource id `ana` in `banana`, in a column's name): it
+ * is looked for as a whole value instead, in the live rows of every table (the scrub left nothing else), equal to a
+ * column or quoted in one (`"ana"`, as JSON holds it).
+ */
+const RAW_MIN = 8;
 
 export interface ReadBack {
   /** Needles searched. */
@@ -48,13 +54,15 @@ export function formsOf(needle: Needle): Buffer[] {
 
 /** Every file read back for the needles; those found are then looked for in the rows the selector does not take. */
 export function readBack(f: MastraFiles, paths: readonly string[], sel: EraseSelector, deletedIds: readonly string[], needles: readonly Needle[]): ReadBack {
-  const forms = needles.map(formsOf);
+  const short = (n: Needle): n is string => typeof n === 'string' && Buffer.byteLength(n, 'utf8') < RAW_MIN;
+  const forms = needles.map((n) => (short(n) ? [] : formsOf(n)));
   const found = needlesFound(paths, forms);
-  if (found.size === 0) return { needles: needles.length, left: 0, shared: 0 };
   // Read again: a row an agent wrote for the person meanwhile is the person's, not another's.
-  const now = selected(f, sel, deletedIds);
+  const now = found.size > 0 || needles.some(short) ? selected(f, sel, deletedIds) : undefined;
+  const whole = wholeValues(f, sel, now, needles.filter(short));
+  if (found.size === 0) return { needles: needles.length, left: whole.left, shared: whole.shared };
   const pending = new Set(found);
-  for (const { db, table, where, params } of othersRows(f, sel, now)) {
+  for (const { db, table, where, params } of othersRows(f, sel, now!)) {
     if (pending.size === 0) break;
     const cols = (db.prepare('SELECT name FROM pragma_table_info(?)').all(table) as { name: string }[]).map((c, i) => `CAST(${quoteId(c.name)} AS BLOB) AS c${i}`);
     if (cols.length === 0) continue;
@@ -65,7 +73,40 @@ export function readBack(f: MastraFiles, paths: readonly string[], sel: EraseSel
       for (const i of pending) if (forms[i]!.some((form) => values.some((v) => v.includes(form)))) pending.delete(i);
     }
   }
-  return { needles: needles.length, left: pending.size, shared: found.size - pending.size };
+  return { needles: needles.length, left: pending.size + whole.left, shared: found.size - pending.size + whole.shared };
+}
+
+/**
+ * Short needles as whole values: in a row of Mastra's memory tables the selector does not take, another's (shared);
+ * in any other table's row, still the person's (left).
+ */
+function wholeValues(f: MastraFiles, sel: EraseSelector, now: Plan | undefined, needles: readonly string[]): { left: number; shared: number } {
+  if (needles.length === 0 || !now) return { left: 0, shared: 0 };
+  const others = othersRows(f, sel, now);
+  const memory = new Set(others.map((o) => `${o.db === f.db ? 'db' : 'vec'}:${o.table}`));
+  const tables: Rows[] = [];
+  for (const [db, key] of new Set([[f.db, 'db'], [f.vec, 'vec']] as const)) {
+    if (key === 'vec' && f.vec === f.db) continue;
+    for (const { name } of db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'`).all() as { name: string }[]) {
+      if (!memory.has(`${key}:${name}`)) tables.push({ db, table: name, where: '1', params: {} });
+    }
+  }
+  // Another table first: a row there naming the person is the person's, whatever other people's rows say.
+  tables.push(...others);
+  let left = 0;
+  let shared = 0;
+  for (const n of needles) {
+    const where = tables.find(({ db, table, where: w, params }) => {
+      const cols = (db.prepare('SELECT name FROM pragma_table_info(?)').all(table) as { name: string }[]).map((c) => quoteId(c.name));
+      if (cols.length === 0) return false;
+      const holds = cols.map((c) => `(${c} = @needle OR instr(CAST(${c} AS BLOB), CAST(@quoted AS BLOB)) > 0)`).join(' OR ');
+      return db.prepare(`SELECT 1 FROM ${quoteId(table)} WHERE (${w}) AND (${holds}) LIMIT 1`).all({ ...params, needle: n, quoted: JSON.stringify(n) }).length > 0;
+    });
+    if (!where) continue;
+    if (memory.has(`${where.db === f.db ? 'db' : 'vec'}:${where.table}`)) shared++;
+    else left++;
+  }
+  return { left, shared };
 }
 
 interface Rows {
