@@ -123,7 +123,8 @@ describe('her embeddings\' vectors', () => {
   it('no copy is left in the vector index\'s nodes (libsql\'s delete leaves them in the nodes that linked to hers), and the index still answers', () => {
     const fx = MastraFixture.create(db);
     for (let i = 0; i < 60; i++) for (const who of ['user-alice', 'user-bob', 'user-carol']) fx.thread(who, `${who} text ${i}`, NOW - DAY + i);
-    // Her vectors made unmistakable: two marker floats first.
+    // Her vectors made unmistakable: two marker floats first (secure_delete: no stale copy of her rows in the table).
+    fx.db.pragma('secure_delete = ON');
     const hers = fx.db.prepare(`SELECT rowid AS r FROM ${VEC} WHERE json_extract(metadata, '$.resource_id') = 'user-carol' ORDER BY rowid`).all() as { r: number }[];
     hers.forEach((row, i) => fx.db.prepare(`UPDATE ${VEC} SET embedding = vector32(?) WHERE rowid = ?`).run(JSON.stringify([0.123456789, 0.987654321, ...Array.from({ length: DIM - 2 }, (_, k) => Math.sin(i * 31 + k))]), row.r));
     fx.db.pragma('wal_checkpoint(TRUNCATE)');
