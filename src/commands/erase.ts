@@ -25,7 +25,7 @@ function selectorFrom(opts: EraseCliOptions): EraseSelector {
 /** erase (right to erasure) and erase receipts. */
 export function registerEraseCommands(program: Command): void {
   const cmd = addStoreOptions(program.command('erase'))
-    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL), 2 could not run')
+    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL, bytes read back from the store), 2 could not run')
     .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
     .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
     .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
@@ -52,7 +52,7 @@ export function registerEraseCommands(program: Command): void {
         : await (await import('../erase/erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
-      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated);
+      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated || bytesRemain(receipt));
       process.exitCode = remains ? 1 : 0;
     });
 
@@ -73,6 +73,9 @@ export function registerEraseCommands(program: Command): void {
     });
 }
 
+/** A layout that reads its own files back (Mastra) counts what of the person it still found there, or could not scrub. */
+const bytesRemain = (r: EraseReceipt) => (r.counts.bytesLeft ?? 0) > 0 || (r.counts.pagesUnplaced ?? 0) > 0;
+
 function printReceipt(r: EraseReceipt): void {
   const verb = r.dryRun ? 'would erase' : 'erased';
   print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
@@ -80,6 +83,7 @@ function printReceipt(r: EraseReceipt): void {
   print`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`;
   if (!r.dryRun) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;
   if (!r.dryRun && !r.stateWalTruncated) print`  state db WAL truncated NO: the worker held it; run erase again when it is idle`;
+  if (!r.dryRun && bytesRemain(r)) print`  store files NOT clean: ${r.counts.bytesLeft ?? 0} of the person's ids or texts still found in them, ${r.counts.pagesUnplaced ?? 0} page(s) that could not be scrubbed`;
   const state = (dir: string) => (r.snapshots.deleted.includes(dir) ? 'deleted' : r.snapshots.unverified?.includes(dir) ? 'cannot be ruled out, may still contain it' : 'still contains it');
   for (const dir of r.snapshots.found) print`  snapshot ${state(dir)}: ${dir}`;
   if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print`  (--snapshots deletes those folders)`;

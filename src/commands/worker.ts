@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { line, loadForCommand, print, printJson, show } from './common.js';
 import { usageError } from '../core/errors.js';
@@ -26,8 +28,10 @@ export function registerWorkerCommands(program: Command): void {
       const loaded = await loadForCommand(opts, cmd);
       const config = await withHost(loaded.config, opts.host);
       const log = loaded.log;
-      const [{ startWorker }, { JOBS }] = await Promise.all([import('../queue/worker.js'), import('../../jobs/index.js')]);
-      const running = await startWorker({ jobs: JOBS, config, log });
+      const [{ startWorker }, { JOBS }, { SRC_ROOT }] = await Promise.all([import('../queue/worker.js'), import('../../jobs/index.js'), import('../core/places.js')]);
+      // Built, the worker runs a libsql store's jobs in processes of their own (src/queue/isolate.ts).
+      const jobProcess = join(SRC_ROOT, 'commands', 'job-process.js');
+      const running = await startWorker({ jobs: JOBS, config, log, ...(existsSync(jobProcess) ? { jobProcess } : {}) });
       // pm2's wait_ready: the worker counts as started once it is connected and its schedulers are in place.
       process.send?.('ready');
       const stopped = await new Promise<{ drained: boolean }>((resolve) => {

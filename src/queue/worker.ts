@@ -20,6 +20,7 @@ import { VERSION } from '../core/version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
 import type { JobMap, TaskDispatch } from '../job/job.js';
 import { finishInterruptedRestores } from '../snapshot/resume.js';
+import { inOwnProcess, runsApart } from './isolate.js';
 
 export interface StartOptions {
   /** The jobs it takes (jobs/index.ts JOBS, handed down by the CLI), with the task kinds they declare. */
@@ -29,6 +30,11 @@ export interface StartOptions {
   /** The jobs' clock; the wall clock unless a test injects one. */
   now?: Clock;
   metrics?: WorkerMetrics;
+  /**
+   * The script a store job runs in when a native driver reads its store's files (src/queue/isolate.ts): such a job
+   * that the driver aborts ends its own process, not the worker. Unset (a worker started from the sources): in process.
+   */
+  jobProcess?: string;
 }
 
 export interface RunningWorker {
@@ -67,6 +73,7 @@ interface WorkerState {
 function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics, state: WorkerState, dispatch: TaskDispatch, host: string) {
   const { config, log } = opts;
   const holder = `${host}:${process.pid}`;
+  const apart = opts.jobProcess ? inOwnProcess(opts.jobs, opts.jobProcess) : undefined;
   return async (job: Job, _token?: string, bullSignal?: AbortSignal): Promise<unknown> => {
     const def = opts.jobs[job.name];
     const store = typeof (job.data as { store?: unknown } | undefined)?.store === 'string' ? (job.data as { store: string }).store : null;
@@ -94,7 +101,7 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
     // A scheduled run (by its id) runs at most once on this host: the state db, not Redis, says whether it did.
     const scheduledRun = scheduledRunOf(job.id) ?? undefined;
     const run = (lost?: AbortSignal) =>
-      runJob(job.name, job.data, { jobs: opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet, ...(scheduledRun ? { scheduledRun } : {}) });
+      runJob(job.name, job.data, { jobs: apart && runsApart(config, store) ? apart : opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet, ...(scheduledRun ? { scheduledRun } : {}) });
     try {
       // Writers of one store never overlap, across machines: the Redis lock here, the OS lock inside the job
       // (every writer takes withMaintenanceLock around its writes), both held while it writes.

@@ -58,6 +58,26 @@ export class MastraFixture {
     return id;
   }
 
+  /**
+   * An observational-memory record (Mastra's observer's notes) of a thread, or of the resource when `threadId` is
+   * null: the columns the layout reads of `mastra_observational_memory`, the table made on first use.
+   */
+  observation(resource: string, threadId: string | null, text: string, at: number): string {
+    this.db.exec(`CREATE TABLE IF NOT EXISTS mastra_observational_memory ("id" TEXT NOT NULL PRIMARY KEY, "lookupKey" TEXT NOT NULL, "scope" TEXT NOT NULL, "resourceId" TEXT, "threadId" TEXT, "activeObservations" TEXT NOT NULL, "config" TEXT NOT NULL, "createdAt" TEXT NOT NULL, "updatedAt" TEXT NOT NULL)`);
+    const id = randomUUID();
+    const iso = new Date(at).toISOString();
+    this.db.prepare(`INSERT INTO mastra_observational_memory VALUES (?, ?, ?, ?, ?, ?, '{}', ?, ?)`)
+      .run(id, threadId ? `thread:${threadId}` : `resource:${resource}`, threadId ? 'thread' : 'resource', resource, threadId, text, iso, iso);
+    return id;
+  }
+
+  /** The resource's working memory (Mastra's default scope), written or rewritten as its updateWorkingMemory tool does. */
+  resourceMemory(resource: string, text: string, at: number): void {
+    const iso = new Date(at).toISOString();
+    this.db.prepare(`INSERT INTO mastra_resources (id, workingMemory, metadata, createdAt, updatedAt) VALUES (?, ?, '{}', ?, ?)
+      ON CONFLICT (id) DO UPDATE SET workingMemory = excluded.workingMemory, updatedAt = excluded.updatedAt`).run(resource, text, iso, iso);
+  }
+
   /** An agent's write to a thread: Mastra sets the thread's updatedAt with each message it saves. */
   touch(threadId: string, at: number): void {
     this.db.prepare('UPDATE mastra_threads SET updatedAt = ? WHERE id = ?').run(new Date(at).toISOString(), threadId);

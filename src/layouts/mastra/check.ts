@@ -2,7 +2,7 @@ import type { CheckReport, StoreHandle } from '../contract.js';
 import { finding, ID_SAMPLE, isProblem, type Finding } from '../../job/findings.js';
 import { toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
-import { mastraOf, MESSAGES, OBSERVATIONS, THREADS } from './names.js';
+import { ifJson, mastraOf, metaField, MESSAGES, OBSERVATIONS, THREADS } from './names.js';
 import { hasTable } from './delete.js';
 import { doomedBy } from './prune.js';
 import { parses } from './content.js';
@@ -33,10 +33,10 @@ function orphans(f: MastraFiles): Finding[] {
   if (noResource.length > 0) out.push(finding('mastra_thread_without_resource', 'error', `${noResource.length} threads without a resource: no user owns them, erase --user cannot reach them`, noResource));
   const known = f.vec === f.db ? null : new Set(sampled(f.db, `SELECT id FROM ${MESSAGES}`));
   for (const t of f.vectorTables) {
-    const meta = f.vec.prepare(`SELECT vector_id AS id, json_extract(metadata, '$.message_id') AS message FROM ${quoteId(t)} WHERE json_valid(metadata)`).all() as { id: string; message: unknown }[];
+    const meta = f.vec.prepare(`SELECT vector_id AS id, ${metaField('message_id')} AS message FROM ${quoteId(t)} WHERE json_valid(metadata)`).all() as { id: string; message: unknown }[];
     const gone = known
       ? meta.filter((m) => typeof m.message === 'string' && !known.has(m.message)).map((m) => m.id)
-      : sampled(f.db, `SELECT vector_id AS id FROM ${quoteId(t)} WHERE json_valid(metadata) AND json_type(metadata, '$.message_id') = 'text' AND json_extract(metadata, '$.message_id') NOT IN (SELECT id FROM ${MESSAGES})`);
+      : sampled(f.db, `SELECT vector_id AS id FROM ${quoteId(t)} WHERE ${ifJson('metadata', `json_type(metadata, '$.message_id')`)} = 'text' AND ${metaField('message_id')} NOT IN (SELECT id FROM ${MESSAGES})`);
     if (gone.length > 0) out.push(finding('mastra_embedding_without_message', 'error', `${t}: ${gone.length} embeddings whose message is gone, each still holding the message's text and returned by a query of the index (recall itself skips them)`, gone));
   }
   return [...out, ...observationOrphans(f)];
@@ -54,9 +54,9 @@ function observationOrphans(f: MastraFiles): Finding[] {
     if (records.length > 0) out.push(finding('mastra_observation_without_thread', 'error', `${records.length} observation records whose thread is gone: Mastra no longer shows them, they still hold what was observed`, records));
   }
   const threads = new Set(sampled(f.db, `SELECT id FROM ${THREADS}`));
-  const group = `json_valid(metadata) AND json_type(metadata, '$.message_id') IS NULL AND json_type(metadata, '$.thread_id') = 'text'`;
+  const group = `json_valid(metadata) AND ${ifJson('metadata', `json_type(metadata, '$.message_id')`)} IS NULL AND ${ifJson('metadata', `json_type(metadata, '$.thread_id')`)} = 'text'`;
   for (const t of f.vectorTables) {
-    const rows = f.vec.prepare(`SELECT vector_id AS id, json_extract(metadata, '$.thread_id') AS thread FROM ${quoteId(t)} WHERE ${group}`).all() as { id: string; thread: string }[];
+    const rows = f.vec.prepare(`SELECT vector_id AS id, ${metaField('thread_id')} AS thread FROM ${quoteId(t)} WHERE ${group}`).all() as { id: string; thread: string }[];
     const gone = rows.filter((r) => !threads.has(r.thread)).map((r) => r.id);
     if (gone.length > 0) out.push(finding('mastra_embedding_without_thread', 'error', `${t}: ${gone.length} observation embeddings whose thread is gone, each still holding the observed text and returned by Mastra's search`, gone));
   }

@@ -1,5 +1,5 @@
 import { immediate, quoteId, type MastraFiles } from './files.js';
-import { MESSAGES, OBSERVATIONS, THREADS } from './names.js';
+import { MESSAGES, metaField, metaQuotes, OBSERVATIONS, THREADS } from './names.js';
 
 // The deletes prune and erase share, in the order Mastra's own deleteMessages/deleteThread intend and finish:
 // embeddings first, then the rows (docs/mastra-layout.md). With the vectors in the store's file both go in one
@@ -15,13 +15,16 @@ export interface Deleted {
 
 export const noneDeleted = (): Deleted => ({ messages: 0, embeddings: 0, threads: 0, observations: 0 });
 
-/** Embeddings whose metadata names one of `values` under `key` (message_id, thread_id, resource_id). */
+/**
+ * Embeddings whose metadata names one of `values` under `key` (message_id, thread_id, resource_id), or, when another
+ * writer left metadata that is not JSON, quotes one of them.
+ */
 export function deleteEmbeddings(f: MastraFiles, key: 'message_id' | 'thread_id' | 'resource_id', values: readonly string[]): number {
   if (values.length === 0) return 0;
   let n = 0;
   for (const t of f.vectorTables) {
     // Through libsql's driver: the table's libsql_vector_idx index drops each row's node from its shadow table too.
-    n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE json_valid(metadata) AND json_extract(metadata, '$.${key}') IN (SELECT value FROM json_each(?))`).run(JSON.stringify(values)).changes;
+    n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE ${metaField(key)} IN (SELECT value FROM json_each(@values)) OR ${metaQuotes('@values')}`).run({ values: JSON.stringify(values) }).changes;
   }
   return n;
 }

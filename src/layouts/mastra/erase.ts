@@ -1,84 +1,17 @@
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../contract.js';
-import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
+import { immediate, openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
 import { deleteEmbeddings, deleteMessages, deleteThread, hasTable, together } from './delete.js';
-import { MESSAGES, OBSERVATIONS, RESOURCES, THREADS } from './names.js';
-import { messageTexts } from './content.js';
+import { OBSERVATIONS, RESOURCES, THREADS } from './names.js';
+import { folded, json, observationParams, observationWhere, plan, type Plan } from './selection.js';
+import { needlesOf, readBack } from './needles.js';
 import { storeError } from '../../core/errors.js';
-import { rewriteTable, tablesHolding, textsLeft, truncateWal, wipeFreePages } from './scrub.js';
+import { scrubPages, truncateWal } from './scrub.js';
 
 // The Mastra layout's erase (src/erase/erase.ts runs it): a resource's threads, messages, working memory, observations
-// and every embedding, on connections with secure_delete on, then each file's WAL checkpointed and truncated. No
-// VACUUM: libsql's duplicates a row of libsql_vector_meta_shadow (docs/mastra-layout.md); secure_delete already
-// zeroed every freed byte.
-
-interface Plan {
-  threads: string[];
-  messages: string[];
-  resources: string[];
-  /** Rows whose working memory holds the subject (erase --subject): cleared, the row kept. */
-  clearResources: string[];
-  clearThreads: string[];
-  texts: string[];
-}
-
-const json = (xs: readonly string[]) => JSON.stringify(xs);
-const folded = (col: string) => `instr(lower(${col}), lower(@subject)) > 0`;
-
-function plan(f: MastraFiles, sel: EraseSelector, deletedIds: readonly string[]): Plan {
-  const db = f.db;
-  const p: Plan = { threads: [], messages: [], resources: [], clearResources: [], clearThreads: [], texts: [] };
-  const ids = (sql: string, params: unknown) => (db.prepare(sql).all(params) as { id: string }[]).map((r) => String(r.id));
-  if ('user' in sel) {
-    const u = { user: sel.user };
-    p.threads = ids(`SELECT id FROM ${THREADS} WHERE resourceId = @user`, u);
-    p.messages = ids(`SELECT id FROM ${MESSAGES} WHERE resourceId = @user OR thread_id IN (SELECT id FROM ${THREADS} WHERE resourceId = @user)`, u);
-    p.resources = ids(`SELECT id FROM ${RESOURCES} WHERE id = @user`, u);
-  } else if ('ids' in sel) {
-    const all = { ids: json(sel.ids) };
-    p.threads = ids(`SELECT id FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(@ids))`, all);
-    p.messages = ids(`SELECT id FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(@ids)) OR thread_id IN (SELECT value FROM json_each(@ids))`, all);
-    p.resources = ids(`SELECT id FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(@ids))`, all);
-  } else {
-    const s = { subject: sel.subject };
-    p.messages = ids(`SELECT id FROM ${MESSAGES} WHERE ${folded('content')}`, s);
-    p.clearResources = ids(`SELECT id FROM ${RESOURCES} WHERE ${folded('workingMemory')}`, s);
-    p.clearThreads = ids(`SELECT id FROM ${THREADS} WHERE ${folded('title')} OR (json_valid(metadata, 6) AND ${folded('json(metadata)')})`, s);
-  }
-  // What memory-warden's prune already took for this person: any embedding still naming it goes too.
-  if ('user' in sel) p.messages.push(...deletedIds.filter((id) => !p.messages.includes(id)));
-  p.texts = textsOf(f, p, sel);
-  return p;
-}
-
-function textsOf(f: MastraFiles, p: Plan, sel: EraseSelector): string[] {
-  const out: string[] = [];
-  const from = (db: LibDb) => (sql: string, params: unknown) => (db.prepare(sql).all(params) as { t: unknown }[]).map((r) => r.t).filter((t): t is string => typeof t === 'string' && t !== '');
-  const col = from(f.db);
-  for (const c of col(`SELECT content AS t FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`, json(p.messages))) out.push(...messageTexts(c));
-  const threads = json([...p.threads, ...p.clearThreads]);
-  out.push(...col(`SELECT title AS t FROM ${THREADS} WHERE id IN (SELECT value FROM json_each(?))`, threads));
-  out.push(...col(`SELECT json_extract(metadata, '$.workingMemory') AS t FROM ${THREADS} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`, threads));
-  out.push(...col(`SELECT workingMemory AS t FROM ${RESOURCES} WHERE id IN (SELECT value FROM json_each(?))`, json([...p.resources, ...p.clearResources])));
-  if (hasTable(f, OBSERVATIONS)) out.push(...col(`SELECT activeObservations AS t FROM ${OBSERVATIONS} WHERE ${observationWhere(sel)}`, observationParams(sel, p)));
-  // Embeddings whose message is gone still repeat its text in their metadata (Mastra's own prune leaves them);
-  // observation groups' embeddings hold theirs as `text`. They are read where they are: the vector file, if another.
-  for (const t of f.vectorTables) {
-    for (const m of from(f.vec)(`SELECT metadata AS t FROM ${quoteId(t)} WHERE ${embeddingWhere(sel)}`, embeddingParams(sel, p))) {
-      try {
-        const meta = JSON.parse(m) as { content?: unknown; text?: unknown };
-        for (const c of [meta.content, meta.text]) if (typeof c === 'string') out.push(c);
-      } catch { /* metadata that is not JSON names no one */ }
-    }
-  }
-  return [...new Set(out.filter((t) => t.trim().length >= 3))];
-}
-
-const observationWhere = (sel: EraseSelector) => ('subject' in sel ? folded('activeObservations') : `resourceId IN (SELECT value FROM json_each(@resources)) OR threadId IN (SELECT value FROM json_each(@threads))`);
-const observationParams = (sel: EraseSelector, p: Plan) => ('subject' in sel ? { subject: sel.subject } : { resources: json('user' in sel ? [sel.user] : p.resources), threads: json(p.threads) });
-const embeddingWhere = (sel: EraseSelector) => ('subject' in sel
-  ? `json_valid(metadata) AND ${folded('metadata')}`
-  : `json_valid(metadata) AND (json_extract(metadata, '$.resource_id') IN (SELECT value FROM json_each(@resources)) OR json_extract(metadata, '$.thread_id') IN (SELECT value FROM json_each(@threads)) OR json_extract(metadata, '$.message_id') IN (SELECT value FROM json_each(@messages)))`);
-const embeddingParams = (sel: EraseSelector, p: Plan) => ('subject' in sel ? { subject: sel.subject } : { resources: json('user' in sel ? [sel.user] : []), threads: json(p.threads), messages: json(p.messages) });
+// and every embedding, on connections with secure_delete on; then every page of each file has its unused space
+// zeroed (scrub.ts: what Mastra deleted before, without secure_delete, is still there), each WAL is checkpointed and
+// truncated, and the files are read back for the person's ids and texts. No VACUUM: libsql's duplicates a row of
+// libsql_vector_meta_shadow (docs/mastra-layout.md).
 
 /** quick_check of each file through libsql (plain SQLite misreads the vector index); nothing changes on a damaged file. */
 export function assertLibsqlIntact(db: LibDb, path: string): void {
@@ -110,23 +43,47 @@ export async function eraseMastra(store: StoreHandle, sel: EraseSelector, dryRun
     const rest = together(f, () => deleteEmbeddings(f, 'resource_id', 'user' in sel ? [sel.user] : []) + subjectEmbeddings(f, sel), () => finishRows(f, sel, p));
     done.embeddings += rest.embeddings;
     done.resources += rest.result.resources; done.observations += rest.result.observations; done.workingMemories += rest.result.workingMemories;
-    const needles = 'subject' in sel ? [...p.texts, sel.subject] : p.texts;
+    // libsql's DiskANN delete leaves a copy of the deleted vector in the nodes that still link to it: rebuilt.
+    if (done.embeddings > 0) attempt(`erase: rebuild the vector indexes of ${f.vecPath}`, () => rebuildVectorIndexes(f.vec, f.vectorTables));
     const files: [LibDb, string][] = f.vec === f.db ? [[f.db, f.dbPath]] : [[f.db, f.dbPath], [f.vec, f.vecPath]];
-    for (const [db, path] of files) scrubFile(db, path, needles);
+    let pagesZeroed = 0;
+    let pagesUnplaced = 0;
+    for (const [db, path] of files) {
+      const s = attempt(`erase: zero the unused space of ${path}`, () => scrubPages(db, path));
+      pagesZeroed += s.zeroed;
+      pagesUnplaced += s.unplaced;
+    }
     const walTruncated = files.map(([db]) => truncateWal(db)).every(Boolean);
     // Unknown is not "none left": the bytes are read back, and what is still there is counted in the receipt.
-    const bytesLeft = textsLeft(files.map(([, path]) => path), needles);
-    if (bytesLeft > 0) opts.log?.warn({ store: store.name, bytesLeft }, 'erase: erased texts are still in the store files (counted in the receipt as bytesLeft)');
-    return { ids, counts: { ...done, bytesLeft }, texts: p.texts, walTruncated };
+    const { left: bytesLeft, shared: bytesShared, needles } = readBack(f, files.map(([, path]) => path), sel, opts.deletedIds ?? [], needlesOf(sel, p));
+    if (bytesLeft > 0 || pagesUnplaced > 0) opts.log?.warn({ store: store.name, bytesLeft, pagesUnplaced }, 'erase: the person\'s ids or texts are still in the store files, or pages could not be scrubbed (counted in the receipt)');
+    return { ids, counts: { ...done, needles, bytesLeft, bytesShared, pagesZeroed, pagesUnplaced }, texts: p.texts, walTruncated };
   } finally {
     f.close();
   }
 }
 
+/**
+ * Each vector table's libsql_vector_idx index dropped and made again from the rows that are left, in one transaction:
+ * a DiskANN node keeps its neighbours' vectors, and libsql's delete takes the deleted vector out only of the nodes it
+ * links to itself, so the others keep a copy of it in live rows (the index's shadow table). Made again, the index
+ * holds the remaining vectors only; its old pages are freed, and the page scrub zeroes them.
+ */
+function rebuildVectorIndexes(db: LibDb, tables: readonly string[]): void {
+  const indexes = (db.prepare(`SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name IN (SELECT value FROM json_each(?)) AND sql LIKE '%libsql_vector_idx%'`).all(JSON.stringify(tables)) as { name: string; sql: string }[]);
+  if (indexes.length === 0) return;
+  immediate(db, () => {
+    for (const ix of indexes) {
+      db.exec(`DROP INDEX ${quoteId(ix.name)}`);
+      db.exec(ix.sql);
+    }
+  });
+}
+
 function subjectEmbeddings(f: MastraFiles, sel: EraseSelector): number {
   if (!('subject' in sel)) return 0;
   let n = 0;
-  for (const t of f.vectorTables) n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE json_valid(metadata) AND ${folded('metadata')}`).run({ subject: sel.subject }).changes;
+  for (const t of f.vectorTables) n += f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE ${folded('metadata')}`).run({ subject: sel.subject }).changes;
   return n;
 }
 
@@ -141,21 +98,6 @@ function finishRows(f: MastraFiles, sel: EraseSelector, p: Plan) {
   workingMemories += f.db.prepare(`UPDATE ${THREADS} SET title = '', metadata = ${removed} WHERE json_valid(metadata, 6) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads)).changes;
   f.db.prepare(`UPDATE ${THREADS} SET title = '' WHERE NOT coalesce(json_valid(metadata, 6), 0) AND id IN (SELECT value FROM json_each(?))`).run(json(p.clearThreads));
   return { observations: obs, resources, workingMemories };
-}
-
-/**
- * Free pages zeroed; then, if the file still holds a text (cells Mastra's own deletes left in a page's free space),
- * the tables owning those pages rewritten, and the free pages zeroed again. Checkpointed first, so the bytes read
- * are the file's own.
- */
-function scrubFile(db: LibDb, path: string, needles: readonly string[]): void {
-  wipeFreePages(db);
-  truncateWal(db);
-  const holders = tablesHolding(db, path, needles);
-  if (holders !== null && holders.length === 0) return;
-  const mastraTables = new Set((db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table' AND (name LIKE 'mastra\\_%' ESCAPE '\\' OR sql LIKE '%F32_BLOB%')`).all() as { name: string }[]).map((r) => r.name));
-  for (const t of holders ?? [...mastraTables]) if (mastraTables.has(t)) rewriteTable(db, t);
-  wipeFreePages(db);
 }
 
 /** SQLite's own messages name no file: what was being done and the file go in front. */

@@ -1,12 +1,14 @@
-import Libsql from 'libsql';
+import type Libsql from 'libsql';
 import type { StoreHandle } from '../contract.js';
 import { expandHome } from '../../config/read.js';
 import { assertSqliteFile, busyTimeoutMs } from '../../store/sqlite.js';
 import { storeError } from '../../core/errors.js';
+import { openLibsql } from '../../store/libsql.js';
 import { mastraOf } from './names.js';
 
 // The Mastra store's files opened with libsql's own driver: its vector tables carry a libsql_vector_idx index that
-// plain SQLite (better-sqlite3) can neither change nor count (docs/mastra-layout.md, "Why libsql").
+// plain SQLite (better-sqlite3) can neither change nor count (docs/mastra-layout.md, "Why libsql"). Both connections
+// are src/store/libsql.ts's: every text value is read as bytes, so no byte in a store can abort the process.
 
 export type LibDb = InstanceType<typeof Libsql>;
 
@@ -27,7 +29,7 @@ export function openLib(path: string, busyMs: number): LibDb {
   assertSqliteFile(path);
   let db: LibDb;
   try {
-    db = new Libsql(path, { fileMustExist: true } as never);
+    db = openLibsql(path) as unknown as LibDb;
   } catch (err) {
     throw storeError(`open ${path}: ${(err as Error).message}`, err);
   }

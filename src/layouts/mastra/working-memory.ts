@@ -1,5 +1,5 @@
 import type { LibDb } from './files.js';
-import { RESOURCES, THREADS } from './names.js';
+import { ifJson, RESOURCES, THREADS } from './names.js';
 import { parseInstant, toCanonical, type Instant } from '../../time/instants.js';
 
 // Working memory, the Mastra memory a person reviews: one Markdown (or JSON) text per resource (`scope: resource`,
@@ -19,8 +19,9 @@ export interface WorkingMemory {
 }
 
 const RESOURCE_SQL = `SELECT id, id AS resource, workingMemory AS text, updatedAt, createdAt FROM ${RESOURCES} WHERE workingMemory IS NOT NULL AND workingMemory <> ''`;
-const THREAD_SQL = `SELECT id, resourceId AS resource, json_extract(metadata, '$.workingMemory') AS text, updatedAt, createdAt FROM ${THREADS}
-  WHERE metadata IS NOT NULL AND json_valid(metadata, 6) AND json_type(metadata, '$.workingMemory') = 'text' AND json_extract(metadata, '$.workingMemory') <> ''`;
+const WM = ifJson('metadata', `json_extract(metadata, '$.workingMemory')`, '6');
+const THREAD_SQL = `SELECT id, resourceId AS resource, ${WM} AS text, updatedAt, createdAt FROM ${THREADS}
+  WHERE metadata IS NOT NULL AND ${ifJson('metadata', `json_type(metadata, '$.workingMemory')`, '6')} = 'text' AND ${WM} <> ''`;
 
 type Raw = { id: string; resource: string; text: string; updatedAt: string; createdAt: string };
 
