@@ -1,5 +1,5 @@
 import { journalMode, truncateWal, type Db } from '../store/sqlite.js';
-import { coerceError, storeError } from '../core/errors.js';
+import { coerceError, isTransient, storeError } from '../core/errors.js';
 import { STATE_MIGRATIONS, type StateMigration } from './migrations/index.js';
 
 /**
@@ -16,7 +16,7 @@ import { STATE_MIGRATIONS, type StateMigration } from './migrations/index.js';
  */
 export function migrateState(db: Db, path: string, migrations: readonly StateMigration[] = STATE_MIGRATIONS): number {
   const version = migrateSteps(db, path, migrations);
-  compactIfAsked(db);
+  compactIfAsked(db, path);
   return version;
 }
 
@@ -46,17 +46,18 @@ function migrateSteps(db: Db, path: string, migrations: readonly StateMigration[
   }).immediate();
 }
 
-/** The compaction a step asked for (above); left asked for while it cannot be done (another process writes). */
-function compactIfAsked(db: Db): void {
-  const asks = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'state_compaction'`).get() !== undefined
-    && db.prepare(`SELECT 1 FROM state_compaction LIMIT 1`).get() !== undefined;
-  if (!asks) return;
+/** The compaction a step asked for (above); left asked for while another process keeps it from being done. */
+function compactIfAsked(db: Db, path: string): void {
+  const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'state_compaction'`).get() !== undefined;
+  const reasons = table ? (db.prepare(`SELECT reason FROM state_compaction`).pluck().all() as string[]) : [];
+  if (reasons.length === 0) return;
   try {
     db.pragma('secure_delete = ON');
     db.exec('VACUUM');
     if (journalMode(db) === 'wal' && !truncateWal(db)) return;
-  } catch {
-    return; // busy: the next open does it
+  } catch (err) {
+    if (isTransient(err)) return; // another process writes: the next open does it
+    throw coerceError(err, `compact state db ${path} (${reasons.join('; ')})`);
   }
   db.exec('DELETE FROM state_compaction');
 }
