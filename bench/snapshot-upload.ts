@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     const bytes = statSync(file).size;
     const MB = bytes / 1e6;
     console.log(`rows ${ROWS.toLocaleString('en')}, store.db ${MB.toFixed(1)} MB, built and snapshotted in ${((Date.now() - t0) / 1000).toFixed(1)} s; node ${process.version}; load average ${load()}`);
-    const keyHex = eraseKey(config.stateDb).toString('hex');
+    const keyHex = eraseKey(config).toString('hex');
     const recipient = await identityToRecipient(await generateX25519Identity());
     let n = 0;
     const out = () => join(dir, `out-${n++}`);

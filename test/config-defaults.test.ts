@@ -23,6 +23,7 @@ const COMMENTED_ONLY: Record<string, string> = {
 
 /** Options without a default (unset unless given): default.yaml shows each as a commented `# key:`. */
 const UNSET: Record<string, string> = {
+  eraseKeyFile: 'unset: `erase.key` in the state db\'s folder, wherever stateDb is (a fixed default would leave every existing key behind)',
   'review.url': 'the page address is the deployment\'s; without it the digest keeps its shell commands',
   'review.auth.userHeader': 'trusted only when set: no header is believed by default',
   'review.auth.usersFile': 'users mode only',

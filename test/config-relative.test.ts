@@ -26,6 +26,7 @@ const MEM0 = { layout: 'mem0', db: '/abs/h.db' };
 /** Each field that names a file: a config giving it a relative value, and where `config` prints it. */
 const FIELDS: { key: string; config: (rel: string) => Record<string, unknown>; at: (c: any) => unknown }[] = [
   { key: 'stateDb', config: (rel) => ({ stateDb: rel }), at: (c) => c.stateDb },
+  { key: 'eraseKeyFile', config: (rel) => ({ eraseKeyFile: rel }), at: (c) => c.eraseKeyFile },
   { key: 'root', config: (rel) => ({ snapshot: { root: rel } }), at: (c) => c.snapshot.root },
   { key: 'db', config: (rel) => ({ stores: { a: { db: rel } } }), at: (c) => c.stores.a.db },
   { key: 'vectorDb', config: (rel) => ({ stores: { a: { ...MEM0, mem0: { vectorStore: 'sqlite', vectorDb: rel } } } }), at: (c) => c.stores.a.mem0.vectorDb },

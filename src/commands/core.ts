@@ -123,8 +123,10 @@ export function registerCoreCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .action(async (opts: { config?: string }, cmd: Command) => {
       const { config } = await loadForCommand(opts, cmd);
-      const { scrubUrlCredentials } = await import('../log/logger.js');
-      printJson(redactConfig(config, scrubUrlCredentials));
+      const [{ scrubUrlCredentials }, { eraseKeyPath }] = await Promise.all([import('../log/logger.js'), import('../erase/key.js')]);
+      // Where the erase key is, also when the file does not say (beside the state db), right after stateDb.
+      const { stateDb, ...rest } = config;
+      printJson(redactConfig({ stateDb, eraseKeyFile: eraseKeyPath(config, false), ...rest }, scrubUrlCredentials));
     });
 }
 

@@ -58,27 +58,52 @@ export function registerEraseCommands(program: Command): void {
 
   cmd
     .command('receipts')
-    .description('list the stored erase receipts (no content: counts, hashes, times)')
+    .description('list the stored erase receipts (no content: counts, keyed hashes, times); with --user, --subject or --ids, only the receipts of that selector')
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'only this store')
     .option('--json', 'print as JSON')
     .action(async (own: StoreOptions, c: Command) => {
       // Options the parent command also defines are parsed by the parent: read both.
-      const opts: StoreOptions = { ...(c.parent?.opts() as StoreOptions), ...own };
+      const opts: EraseCliOptions = { ...(c.parent?.opts() as EraseCliOptions), ...own };
       const ctx = await loadForCommand(opts, c);
-      const [{ listReceipts }, { expandHome }] = await Promise.all([import('../erase/receipts.js'), import('../config/config.js')]);
-      const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store);
+      const [{ listReceipts }, { expandHome }, { eraseKey }, { selectorMac }] = await Promise.all([
+        import('../erase/receipts.js'), import('../config/config.js'), import('../erase/key.js'), import('../erase/needles.js'),
+      ]);
+      // A selector is found by its keyed digest: only with the erase key, as anyone without it cannot.
+      const asked = opts.user !== undefined || opts.subject !== undefined || opts.ids !== undefined;
+      const digest = asked ? selectorMac(eraseKey(ctx.config), selectorFrom(opts)) : undefined;
+      const rows = listReceipts(expandHome(ctx.config.stateDb), opts.store, digest);
       if (opts.json) return printJson(rows);
-      for (const r of rows) print`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${r.selector_sha256.slice(0, 12)}…: ${r.memories} memory(ies) ${r.counts} places ${r.places}`;
+      for (const r of rows) print`#${r.id} ${r.erased_at} ${r.store} (${r.layout}) by ${r.selector} ${digestShown(r.selector_sha256, 12)}: ${r.memories} memory(ies) ${r.counts} places ${r.places}`;
+    });
+
+  cmd
+    .command('key')
+    .description('where the erase key is and its id (the state db records which key its hashes were made under); --new starts a new key, knowingly')
+    .option('--config <file>', 'config file (YAML)')
+    .option('--new', 'make a new key where none is and record it as the state db\'s: every hash made under the earlier key can no longer be matched')
+    .option('--json', 'print as JSON')
+    .action(async (own: { config?: string; new?: boolean; json?: boolean }, c: Command) => {
+      const opts = { ...(c.parent?.opts() as StoreOptions), ...own };
+      const ctx = await loadForCommand(opts, c);
+      const { eraseKey, eraseKeyId, eraseKeyPath, newEraseKey } = await import('../erase/key.js');
+      const shown = opts.new
+        ? newEraseKey(ctx.config, ctx.now())
+        : { path: eraseKeyPath(ctx.config), keyId: eraseKeyId(eraseKey(ctx.config)), replaced: null };
+      if (opts.json) return printJson(shown);
+      print`erase key ${shown.path} (key id ${shown.keyId}), for state db ${ctx.config.stateDb}: back it up apart from the state db`;
+      if (opts.new) print`  a new key${shown.replaced ? `, in place of key ${shown.replaced}: hashes made under that one (earlier erases, the prune ledger, snapshots' holds) can no longer be matched` : ''}`;
     });
 }
 
 /** A layout that reads its own files back (Mastra) counts what of the person it still found there, or could not scrub. */
 const bytesRemain = (r: EraseReceipt) => (r.counts.bytesLeft ?? 0) > 0 || (r.counts.pagesUnplaced ?? 0) > 0;
+/** The start of a keyed digest, as a person reads it; a receipt from before keyed receipts has none. */
+const digestShown = (digest: string | null, n: number) => (digest === null ? '(unkeyed digest dropped)' : `HMAC ${digest.slice(0, n)}…`);
 
 function printReceipt(r: EraseReceipt): void {
   const verb = r.dryRun ? 'would erase' : 'erased';
-  print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (sha256 ${r.selectorSha256.slice(0, 16)}…) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
+  print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (${digestShown(r.selectorSha256, 16)}) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
   print`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`;
   print`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`;
   if (!r.dryRun) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;

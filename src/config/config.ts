@@ -34,6 +34,8 @@ export const configSchema = z.strictObject({
     .describe('How long a connection waits for the agent\'s write lock before giving up (PRAGMA busy_timeout); a held lock means waiting, not failing.'),
   stateDb: pathField().default('~/.local/state/memory-warden/state.db')
     .describe('memory-warden\'s own records (job runs, digest deliveries, verdicts, receipts); `~` is the home folder.'),
+  eraseKeyFile: pathField().optional()
+    .describe('The erase key (64 hex digits, 0600): every hash kept of an erased person is made under it, and the state db records which key. Unset: `erase.key` in stateDb\'s folder. Keep it, and back it up, apart from the state db: whoever holds both can test the hashes against guesses.'),
   log: z.strictObject({
     level: z.enum(LOG_LEVELS).default('info').describe('Log level (`--log-level` and `LOG_LEVEL` override it).'),
   }).prefault({}),
@@ -143,6 +145,7 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
     );
   }
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);
+  if (typeof out.eraseKeyFile === 'string') out.eraseKeyFile = abs(out.eraseKeyFile);
   if (isPlainObject(out.snapshot)) out.snapshot = { ...out.snapshot, root: abs(out.snapshot.root), targets: resolveTargetPaths(out.snapshot.targets, abs) };
   if (isPlainObject(out.verify)) out.verify = resolveVerifyPaths(out.verify, abs);
   const tls = isPlainObject(out.redis) && isPlainObject(out.redis.tls) ? out.redis.tls : undefined;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { Config } from '../config/config.js';
 import { expandHome } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
@@ -14,7 +14,8 @@ import { snapshotCopies } from './snapshots.js';
 import { remoteSnapshotCopies } from './targets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
 import { compactState, scrubState, type Place } from './state.js';
-import { deletedFor, eraseKey } from './ledger.js';
+import { deletedFor } from './ledger.js';
+import { eraseKey, eraseKeyId } from './key.js';
 import { earlierIdMacs, recordErasedIds, selectorMac } from './needles.js';
 import { leftoverCopies, removeLeftovers } from './leftovers.js';
 import { openStateDb } from '../state/state.js';
@@ -42,13 +43,17 @@ export type { EraseReceipt } from './receipts.js';
 import type { EraseReceipt } from './receipts.js';
 
 const MIN_SUBJECT = 3;
-const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 
-function describeSelector(sel: EraseSelector): { kind: EraseReceipt['selector']; digest: string } {
-  if ('user' in sel) return { kind: 'user', digest: sha256(`user:${sel.user}`) };
-  if ('subject' in sel) return { kind: 'subject', digest: sha256(`subject:${sel.subject}`) };
-  return { kind: 'ids', digest: sha256(`ids:${[...sel.ids].sort().join('\n')}`) };
+/**
+ * The receipt's digests, keyed: the selector's is the one the erase ledger files it under (needles.ts: `--subject`
+ * in any ASCII case, `--ids` in any order), the erased ids' an HMAC of them sorted. An unkeyed hash of an address, a
+ * name or a memory id is found by hashing guesses; these are not, without the erase key.
+ */
+function describeSelector(key: Buffer, sel: EraseSelector): { kind: EraseReceipt['selector']; digest: string } {
+  return { kind: 'user' in sel ? 'user' : 'subject' in sel ? 'subject' : 'ids', digest: selectorMac(key, sel) };
 }
+
+const idsMac = (key: Buffer, ids: readonly string[]) => createHmac('sha256', key).update(`erased ids:${[...ids].sort().join('\n')}`, 'utf8').digest('hex');
 
 export function validateSelector(sel: EraseSelector): void {
   if ('user' in sel && sel.user.trim() === '') throw usageError('erase --user: an empty id would match nothing');
@@ -64,6 +69,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
   // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
   if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
+  // The erase key, checked against the state db: a missing or another key is refused before anything changes.
+  const key = eraseKey(config);
   const store = openStore(config, storeName);
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
@@ -90,7 +97,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
-          const holds = { key: eraseKey(stateDb), store: storeName, ...person };
+          const holds = { key, store: storeName, ...person };
           const local = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now });
           ({ found, deleted, unverified } = local);
           const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now, holding: local.holding });
@@ -99,7 +106,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           unverified.push(...remote.unverified);
           remoteDeleted = remote.deleted.length;
         };
-        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, stateDb, sel, dryRun, opts, worker, copies));
+        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, { stateDb, key }, sel, dryRun, opts, worker, copies));
       } finally {
         await worker?.close();
       }
@@ -110,7 +117,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     store.close();
   }
 
-  const selector = describeSelector(sel);
+  const selector = describeSelector(key, sel);
   const receipt: EraseReceipt = {
     id: null,
     store: storeName,
@@ -120,7 +127,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     erasedAt: toCanonical(opts.now()),
     dryRun,
     memories: erased.ids.length,
-    idsSha256: sha256([...erased.ids].sort().join('\n')),
+    idsSha256: idsMac(key, erased.ids),
+    keyId: eraseKeyId(key),
     counts: erased.counts,
     vacuumed,
     walTruncated,
@@ -150,14 +158,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
  * scrubs the state db and looks for copies (`copies`: leftovers, snapshots, targets), which need only the texts.
  */
 async function eraseStoreAndRecords(
-  store: StoreHandle, stateDb: string, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
+  store: StoreHandle, { stateDb, key }: { stateDb: string; key: Buffer }, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
   copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
 ) {
   const state = openStateDb(stateDb);
   try {
-    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, stateDb, store.name, sel.user) : [] };
+    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, key, store.name, sel.user) : [] };
     // What earlier erases of this person found: searched for again in the snapshots, though the rows are gone.
-    const key = eraseKey(stateDb);
     const selector = selectorMac(key, sel);
     const earlier = earlierIdMacs(state, store.name, selector);
     const earlierIds = { key, macs: new Set(earlier) };

@@ -9,14 +9,20 @@ export interface EraseReceipt {
   store: string;
   layout: StoreConfig['layout'];
   selector: 'user' | 'subject' | 'ids';
-  /** sha256 of `kind:value` (ids sorted, joined by newlines): proves what was asked without keeping it. */
+  /**
+   * HMAC-SHA256 of the selector under the erase key (the erase ledger's `selector_mac`; the key keeps its name from
+   * when it was an unkeyed sha256): with the key, `erase receipts --user ID` finds the receipts of a person; without
+   * it, nothing can be tested against guesses.
+   */
   selectorSha256: string;
   erasedAt: string;
   dryRun: boolean;
   /** Rows (warden) or memories (mem0) erased. */
   memories: number;
-  /** sha256 of the erased memory ids, sorted and joined by newlines. */
+  /** HMAC-SHA256 of the erased memory ids (sorted) under the erase key. */
   idsSha256: string;
+  /** The id of the erase key both were made under (src/erase/key.ts). */
+  keyId: string;
   counts: Record<string, number>;
   vacuumed: boolean;
   /** False when a reader kept the WAL from being truncated: old frames may remain until the next checkpoint. */
@@ -30,17 +36,17 @@ export interface EraseReceipt {
 }
 
 /**
- * Erase receipts in the state db (src/state/migrations/004-erase-receipts.ts): what was erased, how much, when;
- * never the text, the user or the ids.
+ * Erase receipts in the state db (src/state/migrations/004-erase-receipts.ts, keyed since 009): what was erased,
+ * how much, when; never the text, the user or the ids, nor a hash of them anyone without the erase key can test.
  */
 export function recordReceipt(stateDb: string, r: EraseReceipt): number {
   const db = openStateDb(stateDb);
   try {
     return db.transaction(() => {
       const id = Number(
-        db.prepare(`INSERT INTO erase_receipts (store, layout, selector, selector_sha256, erased_at, memories, ids_sha256, counts, vacuumed, wal_truncated, snapshots_found, snapshots_deleted)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-          .run(r.store, r.layout, r.selector, r.selectorSha256, r.erasedAt, r.memories, r.idsSha256, JSON.stringify(r.counts), r.vacuumed ? 1 : 0, r.walTruncated ? 1 : 0, JSON.stringify(r.snapshots.found), JSON.stringify(r.snapshots.deleted))
+        db.prepare(`INSERT INTO erase_receipts (store, layout, selector, selector_sha256, erased_at, memories, ids_sha256, key_id, counts, vacuumed, wal_truncated, snapshots_found, snapshots_deleted)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+          .run(r.store, r.layout, r.selector, r.selectorSha256, r.erasedAt, r.memories, r.idsSha256, r.keyId, JSON.stringify(r.counts), r.vacuumed ? 1 : 0, r.walTruncated ? 1 : 0, JSON.stringify(r.snapshots.found), JSON.stringify(r.snapshots.deleted))
           .lastInsertRowid,
       );
       const place = db.prepare(`INSERT INTO erase_receipt_places (receipt_id, place, count) VALUES (?, ?, ?)`);
@@ -59,10 +65,12 @@ export interface StoredReceipt {
   store: string;
   layout: string;
   selector: string;
-  selector_sha256: string;
+  /** Keyed (see EraseReceipt); null, with ids_sha256 and key_id, on a receipt made before: its unkeyed digests were dropped. */
+  selector_sha256: string | null;
   erased_at: string;
   memories: number;
-  ids_sha256: string;
+  ids_sha256: string | null;
+  key_id: string | null;
   counts: string;
   vacuumed: number;
   wal_truncated: number;
@@ -72,11 +80,14 @@ export interface StoredReceipt {
   places: string;
 }
 
-export function listReceipts(stateDb: string, store?: string): StoredReceipt[] {
+/** The receipts, of one store if given, of one selector if given (its keyed digest, as describeSelector makes it). */
+export function listReceipts(stateDb: string, store?: string, selectorDigest?: string): StoredReceipt[] {
   const db = openStateDb(stateDb);
   try {
     const places = `(SELECT json_group_array(json_object('place', p.place, 'count', p.count)) FROM (SELECT * FROM erase_receipt_places WHERE receipt_id = r.id ORDER BY rowid) p)`;
-    return db.prepare(`SELECT r.*, ${places} AS places FROM erase_receipts r ${store ? 'WHERE r.store = ?' : ''} ORDER BY r.id`).all(...(store ? [store] : [])) as StoredReceipt[];
+    const where = [...(store ? ['r.store = ?'] : []), ...(selectorDigest ? ['r.selector_sha256 = ?'] : [])];
+    const args = [...(store ? [store] : []), ...(selectorDigest ? [selectorDigest] : [])];
+    return db.prepare(`SELECT r.*, ${places} AS places FROM erase_receipts r ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY r.id`).all(...args) as StoredReceipt[];
   } finally {
     db.close();
   }

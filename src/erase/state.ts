@@ -48,6 +48,8 @@ const CONTENT: Record<string, string[]> = {
   warden_deletions: [],
   erase_needles: [], // keyed hashes only
   erased_snapshots: [], // snapshot names and times
+  erase_key: [], // the erase key's id (src/erase/key.ts)
+  state_compaction: [], // why a step asked for the file to be compacted (src/state/migrate.ts)
   digest_texts: ['subject', 'text'], // whole rows go first (below); this catches a quote in another memory's text
 };
 

@@ -53,7 +53,7 @@ async function searchTargets(
 ): Promise<void> {
   const { keyId, targetsFor, withTarget } = await import('../snapshot/targets/replicate.js');
   const stateDb = expandHome(config.stateDb);
-  const key = eraseKey(stateDb);
+  const key = eraseKey(config);
   const want = holdsWanted(key, erased);
   const holding = opts.holding ?? new Map<string, Manifest['files']>();
   if (wantsNothing(want) && holding.size === 0) return;

@@ -1,5 +1,5 @@
-import type { Db } from '../store/sqlite.js';
-import { coerceError, storeError } from '../core/errors.js';
+import { journalMode, truncateWal, type Db } from '../store/sqlite.js';
+import { coerceError, isTransient, storeError } from '../core/errors.js';
 import { STATE_MIGRATIONS, type StateMigration } from './migrations/index.js';
 
 /**
@@ -8,8 +8,19 @@ import { STATE_MIGRATIONS, type StateMigration } from './migrations/index.js';
  * opening a new state db together queue there and the second finds nothing left to do; a kill -9 halfway leaves
  * the old version, migrated whole by the next open. An up-to-date db (every open but the first) takes no lock.
  * `migrations` is there for tests of steps this build does not have yet.
+ *
+ * A step that drops data (unkeyed hashes, 009) runs with secure_delete on, and asks in `state_compaction` for the
+ * file to be compacted: VACUUM, then the WAL truncated, so no page, free page or WAL frame keeps what it dropped.
+ * That is done after the commit, and again by every open until it has been done (a kill -9 in between, or a reader
+ * holding the WAL): only then is the request deleted.
  */
 export function migrateState(db: Db, path: string, migrations: readonly StateMigration[] = STATE_MIGRATIONS): number {
+  const version = migrateSteps(db, path, migrations);
+  compactIfAsked(db, path);
+  return version;
+}
+
+function migrateSteps(db: Db, path: string, migrations: readonly StateMigration[]): number {
   const known = migrations.length;
   const versionNow = () => {
     const version = db.pragma('user_version', { simple: true }) as number;
@@ -19,6 +30,7 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
     return version;
   };
   if (versionNow() === known) return known;
+  db.pragma('secure_delete = ON');
   return db.transaction(() => {
     const version = versionNow();
     for (const step of migrations.slice(version)) {
@@ -32,6 +44,22 @@ export function migrateState(db: Db, path: string, migrations: readonly StateMig
     if (version < known) db.pragma(`user_version = ${known}`);
     return known;
   }).immediate();
+}
+
+/** The compaction a step asked for (above); left asked for while another process keeps it from being done. */
+function compactIfAsked(db: Db, path: string): void {
+  const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'state_compaction'`).get() !== undefined;
+  const reasons = table ? (db.prepare(`SELECT reason FROM state_compaction`).pluck().all() as string[]) : [];
+  if (reasons.length === 0) return;
+  try {
+    db.pragma('secure_delete = ON');
+    db.exec('VACUUM');
+    if (journalMode(db) === 'wal' && !truncateWal(db)) return;
+  } catch (err) {
+    if (isTransient(err)) return; // another process writes: the next open does it
+    throw coerceError(err, `compact state db ${path} (${reasons.join('; ')})`);
+  }
+  db.exec('DELETE FROM state_compaction');
 }
 
 /** The tables and views the state migrations create. */

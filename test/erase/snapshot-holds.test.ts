@@ -59,7 +59,7 @@ const ASKED: { ids: string[]; user?: string }[] = [
 describe('a local snapshot answers as its holds file would', () => {
   it.each(Object.keys(SCHEMAS))('%s: every question, plain and hashed, answered as holdsContain answers it', async (schema) => {
     const dir = snapshotFolder('2026-11-20T020000Z', SCHEMAS[schema]!);
-    const key = eraseKey(join(tmp.dir, 'state.db'));
+    const key = eraseKey({ stateDb: join(tmp.dir, 'state.db') });
     for (const q of ASKED) {
       const wanted = { ids: new Set(q.ids.map((id) => idMac(key, id))), ...(q.user === undefined ? {} : { user: userMac(key, q.user) }) };
       const truth = await holdsContain(holdsStream(join(dir, 'store.db'), key), wanted, 'test');
@@ -72,7 +72,7 @@ describe('a local snapshot answers as its holds file would', () => {
   });
 
   it('judges only snapshots of this store with a manifest; a copy that cannot be read cannot be ruled out', async () => {
-    const key = eraseKey(join(tmp.dir, 'state.db'));
+    const key = eraseKey({ stateDb: join(tmp.dir, 'state.db') });
     const ask = (dir: string) => sqliteHolds(dir, { key, store: 'agent', ids: ['none'], earlier: [idMac(key, 'gone')] }, silentLogger);
     const other = snapshotFolder('2026-11-20T020000Z', SCHEMAS['warden, subject names the user']!, 'other');
     expect(await ask(other)).toBe(null);

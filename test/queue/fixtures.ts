@@ -214,12 +214,19 @@ export function useWorkerProcesses(): { redis: () => TestRedis; workers: Spawned
 
 /** The first key under `prefix` whose value holds `text` (hash, string, list, sorted set, stream), or null. */
 export async function keyHolding(client: Redis, prefix: string, text: string): Promise<string | null> {
+  for (const [k, dump] of await redisDump(client, prefix)) if (dump.includes(text)) return k;
+  return null;
+}
+
+/** Every key under `prefix` with its value as text (hash, string, list, sorted set, stream; a set's members too). */
+export async function redisDump(client: Redis, prefix: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
   for (const k of await client.keys(`${prefix}:*`)) {
     const type = await client.type(k);
-    const dump = type === 'hash' ? JSON.stringify(await client.hgetall(k)) : type === 'string' ? String(await client.get(k))
+    out.set(k, type === 'hash' ? JSON.stringify(await client.hgetall(k)) : type === 'string' ? String(await client.get(k))
       : type === 'list' ? JSON.stringify(await client.lrange(k, 0, -1)) : type === 'zset' ? JSON.stringify(await client.zrange(k, 0, -1))
-      : type === 'stream' ? JSON.stringify(await client.xrange(k, '-', '+')) : '';
-    if (dump.includes(text)) return k;
+      : type === 'set' ? JSON.stringify(await client.smembers(k))
+      : type === 'stream' ? JSON.stringify(await client.xrange(k, '-', '+')) : '');
   }
-  return null;
+  return out;
 }

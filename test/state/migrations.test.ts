@@ -13,14 +13,18 @@ import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { V0_ROWS, V0_TABLES } from './v0-schema.js';
 
-const TABLES = ['digest_deliveries', 'digest_texts', 'drift_verdicts', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'warden_deletions'];
+const TABLES = ['digest_deliveries', 'digest_texts', 'drift_verdicts', 'erase_key', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'state_compaction', 'warden_deletions'];
 /** Tables and indexes the numbered steps after the first five add: never in a state db from before numbering. */
-const LATER = new Set(['erase_needles', 'erased_snapshots', 'digest_texts', 'job_runs_by_scheduled_run']);
+const LATER = new Set(['erase_needles', 'erased_snapshots', 'digest_texts', 'job_runs_by_scheduled_run', 'erase_key', 'state_compaction']);
 /** Columns those steps add to a table of before numbering (ALTER TABLE ADD COLUMN appends them to its SQL). */
-const LATER_COLUMNS: Record<string, string[]> = { job_runs: ['scheduled_run TEXT', 'pid INTEGER'] };
+const LATER_COLUMNS: Record<string, string[]> = { job_runs: ['scheduled_run TEXT', 'pid INTEGER'], erase_receipts: ['selector_sha256 TEXT', 'ids_sha256 TEXT', 'key_id TEXT'] };
+/** Columns a later step dropped from a table of before numbering (009: the unkeyed digests; it adds them back, keyed). */
+const DROPPED_COLUMNS: Record<string, string[]> = { erase_receipts: ['selector_sha256 TEXT NOT NULL', 'ids_sha256 TEXT NOT NULL'] };
 const withoutLaterColumns = (r: { type: string; name: string; sql: string }) =>
   r.type === 'table' && LATER_COLUMNS[r.name] ? { ...r, sql: LATER_COLUMNS[r.name]!.reduce((sql, col) => sql.replace(`, ${col}`, ''), r.sql).replace(/ \)/g, ')') } : r;
-/** A row of before numbering as it reads once upgraded: the later columns null. */
+const withoutDroppedColumns = (r: { type: string; name: string; sql: string }) =>
+  r.type === 'table' && DROPPED_COLUMNS[r.name] ? { ...r, sql: DROPPED_COLUMNS[r.name]!.reduce((sql, col) => sql.replace(` ${col},`, ''), r.sql) } : r;
+/** A row of before numbering as it reads once upgraded: the later columns null (009's unkeyed digests too: dropped). */
 const upgradedRows = (rows: Record<string, unknown[]>) =>
   Object.fromEntries(Object.entries(rows).map(([t, list]) => [t, LATER_COLUMNS[t] ? list.map((row) => ({ ...(row as object), ...Object.fromEntries(LATER_COLUMNS[t]!.map((c) => [c.split(' ')[0], null])) })) : list]));
 
@@ -76,7 +80,7 @@ describe('state db migrations', () => {
     expect(STATE_VERSION).toBe(STATE_MIGRATIONS.length);
     // The same schema the code before numbering made, statement for statement.
     const v0 = v0StateDb(join(tmp.dir, 'v0.db'), Object.keys(V0_TABLES));
-    expect(schemaOf(path).filter((r) => !LATER.has(r.name)).map(withoutLaterColumns)).toEqual(schemaOf(v0));
+    expect(schemaOf(path).filter((r) => !LATER.has(r.name)).map(withoutLaterColumns)).toEqual(schemaOf(v0).map(withoutDroppedColumns));
   });
 
   it('the folder and the list agree: every NNN-*.ts file is listed, in order, numbered from 1 without gaps', () => {

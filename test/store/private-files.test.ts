@@ -264,6 +264,6 @@ describe('own files that are read: at once, whatever is put there', () => {
   it('an erase key that is a FIFO is refused at once', () => {
     const stateDb = join(dir, 'state.db');
     fifoAt(join(dir, 'erase.key'));
-    expect(() => eraseKey(stateDb)).toThrow(/^erase key: cannot read \S+erase\.key \(not a regular file\)$/);
+    expect(() => eraseKey({ stateDb })).toThrow(/^erase key: cannot read \S+erase\.key \(not a regular file\)$/);
   });
 });

@@ -1,11 +1,10 @@
-import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../../config/config.js';
 import type { Logger } from '../../log/logger.js';
 import { coerceError, storeError, transientError, usageError, WardenError } from '../../core/errors.js';
-import { eraseKey } from '../../erase/ledger.js';
+import { eraseKey, eraseKeyId as keyId } from '../../erase/key.js';
 import { erasedSnapshots } from '../../erase/needles.js';
 import { DIR_MODE, FILE_MODE, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { olderFirst, snapshotFolders } from '../folders.js';
@@ -56,8 +55,8 @@ function removeStaleFetches(root: string, dbPath: string, log: Logger, store: st
   }
 }
 
-/** The erase key's id: which key made a snapshot's holds (never the key). */
-export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
+/** The erase key's id: which key made a snapshot's holds (never the key); the id the state db records too. */
+export { keyId };
 
 export function targetsFor(config: Config, store: string, only?: string): TargetConfig[] {
   const all = config.snapshot.targets.filter((t) => !t.stores || t.stores.includes(store));
@@ -156,7 +155,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
     const all = snapshotFolders(config, store).filter((s) => !s.problem);
     for (const s of all.filter((x) => erased.has(x.name))) opts.log.warn({ store, snapshot: s.name }, 'not uploaded: an erase removed this snapshot');
     const local = all.filter((s) => s.manifest!.reason === 'scheduled' && !erased.has(s.name));
-    const key = eraseKey(config.stateDb);
+    const key = eraseKey(config);
     for (const tcfg of targets) {
       try {
         runs.push(await withTarget(tcfg, store, async (target) => {

@@ -6,6 +6,7 @@ import wardenDeletions from './005-warden-deletions.js';
 import eraseNeedles from './006-erase-needles.js';
 import digestTexts from './007-digest-texts.js';
 import scheduledRuns from './008-scheduled-runs.js';
+import keyedEraseRecords from './009-keyed-erase-records.js';
 
 export interface StateMigration {
   /** What `PRAGMA user_version` says once it is applied: its place in this list, from 1. */
@@ -32,6 +33,7 @@ const FILES: ReadonlyArray<[file: string, sql: string]> = [
   ['006-erase-needles', eraseNeedles],
   ['007-digest-texts', digestTexts],
   ['008-scheduled-runs', scheduledRuns],
+  ['009-keyed-erase-records', keyedEraseRecords],
 ];
 
 export const STATE_MIGRATIONS: readonly StateMigration[] = FILES.map(([file, sql], i) => ({ version: i + 1, file, sql }));

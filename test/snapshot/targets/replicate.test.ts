@@ -89,7 +89,7 @@ describe.each([
       }
       // Erase finds it through keyed hashes of ids and users, not through the text.
       const holds = JSON.parse(gunzipSync(await readAll(await t.get(local.name, 'holds.json.gz'))).toString('utf8')) as Holds;
-      const key = eraseKey(config.stateDb);
+      const key = eraseKey(config);
       expect(holds.ids).toContain(idMac(key, 'm_ada'));
       expect(holds.users).toContain(userMac(key, 'ada'));
       expect(JSON.stringify(holds)).not.toContain('m_ada');
@@ -212,11 +212,9 @@ describe('erase over targets (through keyed holds)', () => {
     expect((await look(config, { ids: ['no_such'], user: 'carol' })).found).toEqual([]);
     expect((await look(config, { ids: ['m_ada '], user: 'Ada' })).found).toEqual([]); // exact ids and users only
 
-    const keyFile = join(fx.dir, 'erase.key');
-    const key = readFileSync(keyFile);
-    rmSync(keyFile); // a new installation key: the holds can no longer be read, so the snapshot cannot be ruled out
-    expect(await look(config, { ids: ['no_such'] })).toEqual({ found: [label], deleted: [], unverified: [label] });
-    writeFileSync(keyFile, key, { mode: 0o600 });
+    // Another installation (its own state db and key): the holds can no longer be read, so the snapshot cannot be ruled out.
+    const other = { ...config, stateDb: join(fx.dir, 'other', 'state.db') };
+    expect(await look(other, { ids: ['no_such'] })).toEqual({ found: [label], deleted: [], unverified: [label] });
 
     const gone = { ...tcfg, path: join(fx.dir, 'unmounted') } as TargetConfig;
     expect((await look(withTargets([gone]), { ids: ['m_ada'] })).found).toEqual([expect.stringMatching(/^target:disk \(unreachable: .*not mounted/)]);
