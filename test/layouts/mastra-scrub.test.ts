@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
 import { openLibsql } from '../../src/store/libsql.js';
 import { scrubPages, truncateWal } from '../../src/layouts/mastra/scrub.js';
+import type { LibDb } from '../../src/layouts/mastra/files.js';
 
 /**
  * The page scrub erase runs on a Mastra file (src/layouts/mastra/scrub.ts) zeroes every byte no live row, index entry
@@ -17,10 +18,10 @@ let tmp: ReturnType<typeof tempDir>;
 beforeEach(() => (tmp = tempDir('mw-mastra-scrub-')));
 afterEach(() => tmp.cleanup());
 
-type Conn = ReturnType<typeof openLibsql> & { exec(sql: string): void };
+type Conn = LibDb & ReturnType<typeof openLibsql>;
 
 function churn(file: string, pageSize: number, seed: number): Conn {
-  const db = openLibsql(file, { fileMustExist: false }) as Conn;
+  const db = openLibsql(file, { fileMustExist: false }) as unknown as Conn;
   db.pragma(`page_size = ${pageSize}`);
   db.pragma('journal_mode = WAL');
   db.exec(`CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT, meta BLOB)`);
