@@ -12,6 +12,7 @@
 #   chromium                                  the review page, driven by playwright-core (executablePath /usr/bin/chromium)
 #   prometheus, promtool                      the alert rules, checked, unit-tested and fired (test/ops/)
 #   sqlite3, git, openssl                     baselines, the git verifier, TLS certificates
+#   systemd-analyze, mount                    the systemd unit of docs/worker.md, verified and run in its sandbox (test/ops/)
 #   postgresql                                PostgreSQL on 127.0.0.1:5432 (trust auth)
 #   moto_server                               moto's S3 server, one of the S3 targets the snapshot contract runs
 #                                             against (test/helpers/moto-s3.ts): not in Debian; from PyPI with pip
@@ -45,6 +46,8 @@ need prometheus     prometheus promtool
 need sqlite3        sqlite3
 need git            git
 need openssl        openssl
+need systemd        systemd-analyze
+need mount          mount
 need postgresql     '/usr/lib/postgresql/*/bin/postgres' pg_ctlcluster pg_isready
 need_pip 'moto[server]==5.2.1' moto_server
 # pip itself, from Debian, when something is to come from PyPI

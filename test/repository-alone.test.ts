@@ -18,6 +18,9 @@ const COMPILED = ['scripts', 'bench', 'jobs'];
 const FILES = ['package.json', 'vitest.config.ts', 'tsconfig.json', 'tsconfig.test.json', 'ecosystem.config.cjs', '.dependency-cruiser.cjs', '.npmrc'];
 // Places machines keep things next to a checkout; the folder the root sits in is added below.
 const BESIDE = ['/work', '/opt', '/root', '/mnt', '/media', '/Users'];
+// Named without being read: systemd's ProtectHome= folders, which the sandbox of test/ops/systemd-unit.test.ts
+// mounts over inside a mount namespace of its own.
+const NAMED_NOT_READ: Record<string, string[]> = { 'test/ops/systemd-sandbox.sh': ['/root'] };
 
 const within = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`);
 
@@ -61,7 +64,7 @@ describe('a clone with nothing beside it', () => {
   it('no test, script, benchmark, example, CI step or config names a path outside the repository', () => {
     const files = [...FOLDERS.flatMap((d) => filesUnder(join(root, d))), ...FILES.map((f) => join(root, f)).filter((f) => existsSync(f))];
     expect(files.length).toBeGreaterThan(100); // it really read the tree
-    const leaving = files.flatMap((f) => pathsLeavingRoot(f, readFileSync(f, 'utf8')).map((p) => `${relative(root, f)}: ${p}`));
+    const leaving = files.flatMap((f) => pathsLeavingRoot(f, readFileSync(f, 'utf8')).filter((p) => !NAMED_NOT_READ[relative(root, f)]?.includes(p)).map((p) => `${relative(root, f)}: ${p}`));
     expect(leaving).toEqual([]);
   });
 
