@@ -1,9 +1,14 @@
-// pm2: `npm run build && pm2 start ecosystem.config.cjs` (then `pm2 save` to keep it across reboots).
+// pm2 (not a dependency of memory-warden: install it once, `npm install --global pm2`), from the folder memory-warden
+// is built in: `npm run build && pm2 start ecosystem.config.cjs` (then `pm2 save` to keep it across reboots).
+// The config file: MEMORY_WARDEN_CONFIG in the environment `pm2 start` runs in, else /etc/memory-warden/config.yaml;
+// REDIS_URL, SMTP_PASSWORD, QDRANT_API_KEY and the other secrets come from that environment too, never from here.
 // The worker sends process.send('ready') once Redis is connected, its job schedulers are in place and /metrics
 // listens; pm2 waits for that (wait_ready) before it counts the start as done. On stop or reload pm2 sends SIGINT:
 // the worker takes no new job and lets the running one finish (worker.shutdownTimeoutMs, 300 s by default), so
 // kill_timeout must stay above that, or pm2 SIGKILLs a job mid-run (which is safe, the job runs again on another
 // worker, but wasteful).
+const DEFAULT_CONFIG = '/etc/memory-warden/config.yaml';
+
 module.exports = {
   apps: [
     {
@@ -22,8 +27,7 @@ module.exports = {
       max_memory_restart: '1G',
       env: {
         NODE_ENV: 'production',
-        MEMORY_WARDEN_CONFIG: '/etc/memory-warden/config.yaml',
-        // REDIS_URL, SMTP_PASSWORD, QDRANT_API_KEY: set them in the environment pm2 is started from, not here.
+        MEMORY_WARDEN_CONFIG: process.env.MEMORY_WARDEN_CONFIG || DEFAULT_CONFIG,
       },
     },
   ],

@@ -3,10 +3,10 @@ import module from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// Node 22.1+ keeps V8's code for every module its loader compiles (this one's imports, a plugin, the packages the
-// bundle leaves out) in a cache on disk, so that the next start skips compiling them: in os.tmpdir() unless
-// NODE_COMPILE_CACHE says where, off with NODE_DISABLE_COMPILE_CACHE=1. Node 20 has no such cache (the bundle's own
-// code cache, src/launch.ts, is all it gets). Enabled before the imports below, which it then covers.
+// Node 22.1+ keeps V8's code for every module its loader compiles (the bundle's chunks, this file's imports, a plugin,
+// the packages the bundle leaves out) in a cache on disk, so that the next start skips compiling them: in os.tmpdir()
+// unless NODE_COMPILE_CACHE says where, off with NODE_DISABLE_COMPILE_CACHE=1. Node 20 has no such cache and compiles
+// everything at every start. Enabled before the imports below, which it then covers.
 (module as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 // The AWS SDK prints a multi-line notice on every start under a Node it will stop supporting (Node 20); which Node
 // lines memory-warden supports is its own statement (package.json engines, the README), not a dependency's.

@@ -1,5 +1,5 @@
 import { readRegularFile } from '../core/read-file.js';
-import { randomBytes, scryptSync, timingSafeEqual, createHash } from 'node:crypto';
+import { randomBytes, scrypt, scryptSync, timingSafeEqual, createHash, type ScryptOptions } from 'node:crypto';
 import { configError } from '../core/errors.js';
 import type { ReviewWebConfig } from './config.js';
 import type { Account } from './sign-in-limits.js';
@@ -11,10 +11,17 @@ import type { Account } from './sign-in-limits.js';
  */
 export type Authenticator =
   | { mode: 'proxy'; userHeader?: string }
-  | { mode: 'password' | 'users'; check(user: string, password: string): string | null; account(user: string): Account };
+  | { mode: 'password' | 'users'; check(user: string, password: string): Promise<string | null>; account(user: string): Account };
 
 const SCRYPT = { N: 16384, r: 8, p: 1 } as const;
 const KEY_LEN = 32;
+
+/**
+ * scrypt on libuv's thread pool: a sign-in (tens of milliseconds of hashing, on purpose) never holds the review
+ * server's one thread, so every other request is answered meanwhile.
+ */
+const scryptOffThread = (password: string, salt: Buffer, options: ScryptOptions) =>
+  new Promise<Buffer>((resolve, reject) => scrypt(password, salt, KEY_LEN, options, (err, key) => (err ? reject(err) : resolve(key))));
 /** The shortest password a person may set: the shared one, and what `--hash-password` takes. */
 export const MIN_PASSWORD_CHARS = 8;
 
@@ -84,7 +91,7 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
     // A shared password says nothing of who decided: the name typed beside it is recorded, marked as such.
     return {
       mode: 'password',
-      check: (user, password) => (same(digest(password), want) ? `${user.trim() || 'someone'} (shared password)` : null),
+      check: async (user, password) => (same(digest(password), want) ? `${user.trim() || 'someone'} (shared password)` : null),
       // Every name tries the one shared password: one account, whatever is typed.
       account: () => ({ name: '(shared password)', known: false }),
     };
@@ -95,9 +102,9 @@ export function makeAuthenticator(auth: ReviewWebConfig['auth'], env: NodeJS.Pro
   const decoy = { salt: randomBytes(16), hash: randomBytes(KEY_LEN) };
   return {
     mode: 'users',
-    check: (user, password) => {
+    check: async (user, password) => {
       const u = users.get(user) ?? decoy;
-      const ok = same(scryptSync(password, u.salt, KEY_LEN, SCRYPT), u.hash);
+      const ok = same(await scryptOffThread(password, u.salt, SCRYPT), u.hash);
       return ok && users.has(user) ? user : null;
     },
     account: (user) => ({ name: user, known: users.has(user) }),

@@ -104,13 +104,17 @@ function linkRoutes(app: Hono, site: ReviewSite): void {
     }
     const user = (form.user ?? '').slice(0, 64);
     const client = site.client(c);
-    if (site.failures.blocked(client, user, site.now())) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in from here is paused for a few minutes after many wrong passwords. Nothing changed.');
-    const who = auth.check(user, form.password ?? '');
+    const tried = site.now();
+    if (site.failures.blocked(client, user, tried)) return site.message(c, 429, 'Too many failed sign-ins', 'Sign-in from here is paused for a few minutes after many wrong passwords. Nothing changed.');
+    // Counted as failed while the password is checked (off the server's thread: other requests go on), so that
+    // tries sent all at once meet the brake as tries one after another do; a right password takes it back.
+    site.failures.fail(client, user, tried);
+    const who = await auth.check(user, form.password ?? '');
     if (who === null) {
-      site.failures.fail(client, user, site.now());
       log.warn({ store: claims.store, client }, 'review page: failed sign-in');
       return c.html(loginPage(site.base, claims.store, token, site.loginToken(c), auth.mode, true), 401);
     }
+    site.failures.forgive(client, user, tried);
     site.startSession(c, claims, who);
     log.info({ store: claims.store, user: who }, 'review page: signed in');
     return c.redirect(`${site.storeUrl(claims.store)}${claims.item === '*' ? '' : `#${itemAnchor(claims.item)}`}`, 303);

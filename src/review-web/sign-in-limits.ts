@@ -34,14 +34,28 @@ export class SignInLimits {
   }
 
   fail(client: string, user: string, at: number): void {
-    const account = this.accountOf(user);
-    const keys = [nameKey(client, account.name), addressKey(client), ...(account.known ? [userKey(account.name)] : [])];
-    for (const key of keys) {
+    for (const key of this.keysOf(client, user)) {
       const times = this.failures.get(key) ?? [];
       this.failures.delete(key); // re-inserted last: the map's order is the order of last failure
       this.failures.set(key, [...times.filter((t) => at - t < SignInLimits.WINDOW_MS), at]);
     }
     while (this.failures.size > SignInLimits.MAX_KEYS) this.failures.delete(this.failures.keys().next().value!);
+  }
+
+  /** Takes back the failure `fail` counted at `at` for a try that turned out right. */
+  forgive(client: string, user: string, at: number): void {
+    for (const key of this.keysOf(client, user)) {
+      const times = this.failures.get(key);
+      const i = times?.lastIndexOf(at) ?? -1;
+      if (i >= 0) times!.splice(i, 1);
+      if (times?.length === 0) this.failures.delete(key);
+    }
+  }
+
+  /** The counts a try of `user` from `client` adds to. */
+  private keysOf(client: string, user: string): string[] {
+    const account = this.accountOf(user);
+    return [nameKey(client, account.name), addressKey(client), ...(account.known ? [userKey(account.name)] : [])];
   }
 
   private count(key: string, at: number): number {

@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { configError } from '../core/errors.js';
 import { isDefinedVerifier, verifierProblem } from './define.js';
+import { resolvePackageForPlugins } from './plugin-resolve.js';
 import type { Verifier } from './types.js';
 
 export interface LoadedPlugin {
@@ -13,9 +14,12 @@ export interface LoadedPlugin {
 /**
  * Import each plugin module listed in `verify.plugins` (absolute after config loading; relative ones against
  * `cwd`). Its default export must come from `defineVerifier`. Anything wrong is one config error naming the file.
+ * A plugin may live anywhere the process can read: its `import ... from 'memory-warden'` is this package
+ * (plugin-resolve.ts), the other packages it imports are found from its own folder.
  */
 export async function loadPlugins(files: readonly string[], cwd = process.cwd()): Promise<LoadedPlugin[]> {
   const out: LoadedPlugin[] = [];
+  if (files.length > 0) resolvePackageForPlugins();
   for (const given of files) {
     const file = isAbsolute(given) ? given : resolve(cwd, given);
     if (!existsSync(file)) throw configError(`verify plugin ${file}: no such file`);

@@ -1,5 +1,5 @@
 /**
- * moto 5.2.1's S3 server (`moto_server`, installed on this machine kind) on a loopback port with one bucket: an S3
+ * moto 5.2.1's S3 server (`moto_server`, brought by scripts/test-services.sh) on a loopback port with one bucket: an S3
  * written elsewhere, close to AWS (checksums kept, uploads listed and aborted; a multipart sha256 without `-N`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { Queue } from 'bullmq';
 import { createRedis } from '../../src/queue/connection.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../../src/config/config.js';
@@ -161,6 +161,21 @@ export function spawnWorker(configPath: string, args: string[] = ['worker'], env
         return lines.find(pred);
       }, timeoutMs),
   };
+}
+
+/**
+ * Stops a worker process with SIGSTOP and returns once it is stopped: it lives and holds what it held (its run, its
+ * locks) for as long as the test says, whatever either side's speed; SIGCONT resumes it. Controls a race a test
+ * means to show one side of, instead of waiting for that side to win.
+ */
+export async function stopProcess(w: SpawnedWorker): Promise<void> {
+  w.proc.kill('SIGSTOP');
+  // /proc/PID/stat: "pid (comm) state …"; the name may hold parentheses, the state follows the last one.
+  const stateOf = () => {
+    const stat = readFileSync(`/proc/${w.proc.pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  };
+  await until('the worker to stop', () => stateOf() === 'T');
 }
 
 /** SIGKILL whatever is still running (after a failed test), so no worker outlives its test file. */

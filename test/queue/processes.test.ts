@@ -6,7 +6,7 @@ import type { Queue } from 'bullmq';
 import { jobOptions } from '../../src/queue/options.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { freePort, uniquePrefix } from '../helpers/redis.js';
-import { CLI, countRows, makeStore, spawnWorker, tempDir, until, useWorkerProcesses, writeConfig, type TestConfigInput } from './fixtures.js';
+import { CLI, countRows, makeStore, spawnWorker, stopProcess, tempDir, until, useWorkerProcesses, writeConfig, type TestConfigInput } from './fixtures.js';
 
 const exec = promisify(execFile);
 
@@ -107,10 +107,16 @@ describe('worker processes', () => {
     const first = await t.add('prune');
     const acquired = await until('a writer to take the store lock', () => [...a.lines, ...b.lines].find((l) => l.msg === 'store lock acquired' && l.jobId === first.id));
     const [holder, other] = acquired.pid === a.proc.pid ? [a, b] : [b, a];
-    // the holder runs one job at a time (concurrency 1): the other process takes the second writer
+    // The holder, stopped, keeps the store lock and its one job slot (concurrency 1) until the other process has
+    // taken the second writer and found the store busy, however long that takes here.
+    await stopProcess(holder);
     const second = await t.add('prune');
-    await other.waitFor('the second writer to find the store busy', (l) => l.msg === 'store lock busy; waiting' && l.jobId === second.id);
-    expect(countRows(t.store, 'expires_at IS NOT NULL')).toBeGreaterThan(0); // the first is still mid-prune
+    try {
+      await other.waitFor('the second writer to find the store busy', (l) => l.msg === 'store lock busy; waiting' && l.jobId === second.id);
+      expect(countRows(t.store, 'expires_at IS NOT NULL')).toBeGreaterThan(0); // the first is still mid-prune
+    } finally {
+      holder.proc.kill('SIGCONT');
+    }
     await until('both writers to finish', async () => (await state(t.queue, first.id!)) === 'completed' && (await state(t.queue, second.id!)) === 'completed');
     const released = holder.lines.find((l) => l.msg === 'store lock released' && l.jobId === first.id)!;
     const secondAcquired = other.lines.find((l) => l.msg === 'store lock acquired' && l.jobId === second.id)!;

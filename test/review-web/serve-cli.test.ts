@@ -32,13 +32,13 @@ describe('memory-warden serve', { timeout: 90_000 }, () => {
     expect(noUsers.stderr).toMatch(/review\.auth\.usersFile .*users: cannot read \(ENOENT\)/);
   });
 
-  it('--hash-password writes a users-file line the sign-in accepts; --link a link for the store', () => {
+  it('--hash-password writes a users-file line the sign-in accepts; --link a link for the store', async () => {
     const r = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input: 'a long password\n', encoding: 'utf8' });
     expect(r.status).toBe(0);
     writeFileSync(join(dir, 'users'), r.stdout);
     const auth = makeAuthenticator({ mode: 'users', usersFile: join(dir, 'users'), passwordEnv: 'X' });
-    expect(auth.mode !== 'proxy' && auth.check('bob', 'a long password')).toBe('bob');
-    expect(auth.mode !== 'proxy' && auth.check('bob', 'a long passwor')).toBe(null);
+    expect(auth.mode !== 'proxy' && await auth.check('bob', 'a long password')).toBe('bob');
+    expect(auth.mode !== 'proxy' && await auth.check('bob', 'a long passwor')).toBe(null);
     const link = cli(['serve', '--config', config, '--link', 'agent', '--now', '2026-11-29T06:00:00Z'], { MEMORY_WARDEN_REVIEW_KEY: KEY });
     expect(link.code).toBe(0);
     const t = new URL(link.stdout.trim()).searchParams.get('t')!;

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'node:http';
-import { writeFileSync } from 'node:fs';
+import { constants, closeSync, openSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { hashPasswordLine } from '../../src/review-web/auth.js';
 import { clientKey, SignInLimits } from '../../src/review-web/sign-in-limits.js';
@@ -133,6 +135,67 @@ describe('sign-in limits', { timeout: 60_000 }, () => {
     site = await startSite({ rows: [] });
     await fail(site, PER_NAME, '127.0.0.10', () => 'alice', {});
     for (let i = 0; i < 3; i++) expect(await login(site, '127.0.0.10', 'alice', PASSWORD, { 'X-Forwarded-For': `198.51.100.${i}`, 'X-Real-IP': `198.51.100.${i}` })).toBe(429);
+  });
+
+  /**
+   * Every thread of libuv's pool held until `release()`: each opens a FIFO for reading, which waits for a writer.
+   * Work queued behind them (an async scrypt) waits too, for as long as the test says, whatever the machine's speed.
+   */
+  async function holdThreadPool(dir: string): Promise<() => Promise<void>> {
+    const threads = Number(process.env.UV_THREADPOOL_SIZE) || 4;
+    const fifos = Array.from({ length: threads }, (_, i) => join(dir, `hold-${i}`));
+    for (const f of fifos) expect(spawnSync('mkfifo', [f]).status).toBe(0);
+    const held = fifos.map((f) => open(f, 'r'));
+    return async () => {
+      for (const f of fifos) {
+        // A writer that does not wait: the reader is there (its open runs on a pool thread), or it is tried again.
+        for (;;) {
+          try {
+            closeSync(openSync(f, constants.O_WRONLY | constants.O_NONBLOCK));
+            break;
+          } catch (err) {
+            if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw err;
+            await new Promise((r) => setImmediate(r));
+          }
+        }
+      }
+      for (const h of held) await (await h).close();
+    };
+  }
+
+  it('a sign-in being checked holds up no other request: the page answers while the password hash waits', async () => {
+    const usersFile = join(process.env.TMPDIR ?? '/tmp', `mw-limits-slow-${process.pid}-${Date.now()}`);
+    writeFileSync(usersFile, `${hashPasswordLine('frank', 'frank-secret-1')}\n`);
+    site = await startSite({ rows: [], review: { auth: { mode: 'users', usersFile } } });
+    const t = linkToken('agent', NOW);
+    const opened = await send(site, '127.0.0.2', `/open?t=${t}`, {});
+    const csrf = /name="csrf" value="([^"]*)"/.exec(opened.text)?.[1] ?? '';
+    const body = new URLSearchParams({ t, csrf, user: 'frank', password: 'frank-secret-1' }).toString();
+    const release = await holdThreadPool(site.dir);
+    let signedIn: number | undefined;
+    const signIn = send(site, '127.0.0.2', '/login', { 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(body)), cookie: opened.cookie! }, body)
+      .then((r) => (signedIn = r.status));
+    try {
+      // Another person's request, sent after the sign-in: answered while the sign-in still waits for its hash.
+      expect((await send(site, '127.0.0.3', `/open?t=${t}`, {})).status).toBe(200);
+      expect((await send(site, '127.0.0.3', '/', {})).status).toBe(404);
+      expect(signedIn).toBeUndefined();
+    } finally {
+      await release();
+    }
+    expect(await signIn).toBe(303);
+  });
+
+  it('tries sent all at once, each hashed off the server\'s thread, meet the brake as tries one after another do', async () => {
+    const usersFile = join(process.env.TMPDIR ?? '/tmp', `mw-limits-burst-${process.pid}-${Date.now()}`);
+    writeFileSync(usersFile, `${hashPasswordLine('frank', 'frank-secret-1')}\n`);
+    site = await startSite({ rows: [], review: { auth: { mode: 'users', usersFile } } });
+    const statuses = await Promise.all(Array.from({ length: PER_NAME + 5 }, (_, i) => login(site, '127.0.0.4', 'frank', `guess ${i}`)));
+    expect(statuses.filter((s) => s === 401)).toHaveLength(PER_NAME);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(5);
+    expect(await login(site, '127.0.0.4', 'frank', 'frank-secret-1')).toBe(429);
+    // From elsewhere the right password signs in, and each right one is taken back from the counts at once.
+    for (let i = 0; i < PER_NAME + 1; i++) expect(await login(site, '127.0.0.5', 'frank', 'frank-secret-1')).toBe(303);
   });
 });
 

@@ -37,7 +37,7 @@ function configFor(review: string): string {
 const users = (file: string) => makeAuthenticator({ mode: 'users', usersFile: file, passwordEnv: 'X' });
 
 describe('users file: only lines --hash-password could have written', () => {
-  it('a hash of any other length is refused, naming the file and line, whatever the password', () => {
+  it('a hash of any other length is refused, naming the file and line, whatever the password', async () => {
     for (let len = 0; len <= 90; len++) {
       if (len === hash.length) continue;
       const h = (hash + 'A'.repeat(90)).slice(0, len);
@@ -45,7 +45,7 @@ describe('users file: only lines --hash-password could have written', () => {
       expect(() => users(file), `hash of ${len} characters`).toThrow(new RegExp(`^review\\.auth\\.usersFile ${file}:3: expected name:scrypt:SALT:HASH`));
     }
     const ok = users(usersFile(`alice:scrypt:${salt}:${hash}\n`));
-    expect(ok.mode !== 'proxy' && ok.check('alice', 'a long password')).toBe('alice');
+    expect(ok.mode !== 'proxy' && await ok.check('alice', 'a long password')).toBe('alice');
   });
 
   it('a salt of any other length, bad base64url, stray bits, extra or missing fields, a name twice: refused', () => {
@@ -76,12 +76,12 @@ describe('users file: only lines --hash-password could have written', () => {
     expect(() => users(twice)).toThrow(`review.auth.usersFile ${twice}:2: user bob is named twice`);
   });
 
-  it('CRLF line ends, blank lines, comments and indentation are read as the same lines', () => {
+  it('CRLF line ends, blank lines, comments and indentation are read as the same lines', async () => {
     const file = usersFile(`# reviewers\r\n\r\n  ${good}\r\n${hashPasswordLine('carol', 'another long one')}\r\n`);
     const auth = users(file);
-    expect(auth.mode !== 'proxy' && auth.check('bob', 'a long password')).toBe('bob');
-    expect(auth.mode !== 'proxy' && auth.check('carol', 'another long one')).toBe('carol');
-    expect(auth.mode !== 'proxy' && auth.check('bob', 'another long one')).toBe(null);
+    expect(auth.mode !== 'proxy' && await auth.check('bob', 'a long password')).toBe('bob');
+    expect(auth.mode !== 'proxy' && await auth.check('carol', 'another long one')).toBe('carol');
+    expect(auth.mode !== 'proxy' && await auth.check('bob', 'another long one')).toBe(null);
   });
 });
 
@@ -121,7 +121,7 @@ describe('serve refuses credentials that were not really set', { timeout: 90_000
     expect(() => makeAuthenticator({ mode: 'password', passwordEnv: 'P' }, { P: '1234567' })).toThrow(/shorter than 8/);
   });
 
-  it('--hash-password takes 8 characters and more, and what it writes is read back', () => {
+  it('--hash-password takes 8 characters and more, and what it writes is read back', async () => {
     for (const input of ['1234567\n', `${' '.repeat(10)}\n`, '\n', '']) {
       const short = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input, encoding: 'utf8' });
       expect(short.status, JSON.stringify(input)).toBe(2);
@@ -130,6 +130,6 @@ describe('serve refuses credentials that were not really set', { timeout: 90_000
     const ok = spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input: '12345678\r\n', encoding: 'utf8' });
     expect(ok.status).toBe(0);
     const auth = users(usersFile(ok.stdout));
-    expect(auth.mode !== 'proxy' && auth.check('bob', '12345678')).toBe('bob');
+    expect(auth.mode !== 'proxy' && await auth.check('bob', '12345678')).toBe('bob');
   });
 });
