@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { chunked } from '../digest.js';
 import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
@@ -5,8 +6,7 @@ import { download } from './bounded.js';
 import { uploadJournalFor, type UploadEntry } from './journal.js';
 import { s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
-import { abortUpload, putMultipart, putSingle, putSpooled, stalePools, type Uploader } from './upload.js';
-import { rmSync } from 'node:fs';
+import { abortUpload, putMultipart, putSingle, putSpooled, staleSpools, type Uploader } from './upload.js';
 
 /**
  * S3 and S3-compatible storage. Each object goes up with Content-MD5 and, where the storage takes it, its sha256 as
@@ -96,7 +96,7 @@ export class S3Target implements SnapshotTarget {
   async cleanPartial(): Promise<string[]> {
     const removed: string[] = [];
     for (const entry of this.uploader.journal.pending()) removed.push(...(await this.abortJournaled(entry)));
-    for (const spool of stalePools(this.uploader.spoolDir)) {
+    for (const spool of staleSpools(this.uploader.spoolDir)) {
       rmSync(spool, { force: true });
       removed.push(`${this.name}: spool file ${spool}`);
     }
@@ -106,7 +106,7 @@ export class S3Target implements SnapshotTarget {
   async leftovers(): Promise<string[]> {
     return [
       ...this.uploader.journal.pending().map((e) => `${this.name}:${e.key.slice(this.base.length)} (multipart upload${e.uploadId ? ` ${e.uploadId}` : ''}, journal ${e.file})`),
-      ...stalePools(this.uploader.spoolDir).map((f) => `${this.name}: spool file ${f}`),
+      ...staleSpools(this.uploader.spoolDir).map((f) => `${this.name}: spool file ${f}`),
     ];
   }
 

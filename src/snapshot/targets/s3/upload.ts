@@ -157,7 +157,7 @@ const SPOOL = 'spool-';
  * Spool files of uploads that are no longer running (named `spool-<pid>-<random>`, unlinked as soon as they are
  * opened: one is left only by a process killed in between, or one that could not unlink it).
  */
-export function stalePools(spoolDir: string): string[] {
+export function staleSpools(spoolDir: string): string[] {
   let names: string[];
   try {
     names = readdirSync(spoolDir);
