@@ -58,11 +58,16 @@ export function registerSnapshotCommands(program: Command): void {
       if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
       if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
       const fetched = opts.target ? await (await import('./targets-remote.js')).fetchForRestore(ctx, opts.target, dir) : undefined;
+      let cleanedUp: string | undefined;
       const result = host
         ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
         : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress })
-          .finally(() => fetched?.cleanup());
-      if (fetched) result.from = fetched.from;
+          .finally(() => (cleanedUp = fetched?.cleanup()));
+      if (fetched) {
+        result.from = fetched.from;
+        result.steps.unshift(fetched.step);
+        if (cleanedUp) result.steps.push(cleanedUp);
+      }
       if (opts.json) return printJson(result);
       print`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`;
       for (const s of result.steps) print`  ${s}`;

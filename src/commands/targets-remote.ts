@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { print, printJson, type CommandContext } from './common.js';
 import { usageError } from '../core/errors.js';
 import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
-import { FETCH_PREFIX, fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
+import { fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
+import { fetchFolder } from '../snapshot/copies.js';
 import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
 import { readJournal } from '../snapshot/journal.js';
 import { lastPushed } from '../snapshot/targets/pushed.js';
@@ -42,11 +41,12 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
 
 /**
  * Download a remote snapshot (`latest` = the newest, refused when older than the newest this machine pushed there)
- * into a `.fetch-` folder under the store's snapshot folder: verified, decrypted, then handed to the ordinary
- * restore. `cleanup` removes it after the restore; one a killed run left is removed by the next upload run
- * (replicate.ts), unless a pending restore journal still names it.
+ * into a `.fetch-` folder under the store's snapshot folder (copies.ts: `fetch`): verified, decrypted (a plaintext
+ * copy: `step` says where it is), then handed to the ordinary restore. `cleanup` removes it after the restore and
+ * says so; one a killed run left is removed by the next erase or upload run, unless a pending restore journal still
+ * names it.
  */
-export async function fetchForRestore(ctx: CommandContext, targetName: string, name: string): Promise<{ dir: string; from: string; cleanup(): void }> {
+export async function fetchForRestore(ctx: CommandContext, targetName: string, name: string): Promise<{ dir: string; from: string; step: string; cleanup(): string }> {
   const [tcfg] = targetsFor(ctx.config, ctx.storeName, targetName);
   const root = storeSnapshotDir(ctx.config, ctx.storeName);
   ensurePrivateDir(root);
@@ -60,18 +60,24 @@ export async function fetchForRestore(ctx: CommandContext, targetName: string, n
       if (pushed !== null && pick < pushed) {
         throw usageError(`restore latest: the newest snapshot of ${ctx.storeName} on target ${targetName} is ${pick}, older than ${pushed}, which this machine pushed there: newer ones were deleted (by hand, by erase --snapshots, or by whoever can write the target) or are withheld; restore ${pick} by name to go back that far`);
       }
-      const dir = join(root, `${FETCH_PREFIX}${pick}-${process.pid}-${randomBytes(4).toString('hex')}`);
+      const dir = fetchFolder(root, pick);
+      ctx.log.info({ store: ctx.storeName, target: targetName, snapshot: pick, dir }, 'downloading a remote snapshot into a private folder (a plaintext copy until the restore ends)');
       try {
         await fetchSnapshot(t, tcfg!, pick, dir);
       } catch (err) {
         rmSync(dir, { recursive: true, force: true });
         throw err;
       }
-      ctx.log.info({ store: ctx.storeName, target: targetName, snapshot: pick }, 'remote snapshot downloaded and verified');
+      ctx.log.info({ store: ctx.storeName, target: targetName, snapshot: pick, dir }, 'remote snapshot downloaded and verified');
       // Kept while a restore journal still names it: a killed restore resumes from it (or rolls back without it).
       const db = ctx.config.stores[ctx.storeName]!.db;
-      const cleanup = () => (readJournal(db)?.from === dir ? undefined : rmSync(dir, { recursive: true, force: true }));
-      return { dir, from: `${targetName}:${pick}`, cleanup };
+      const cleanup = () => {
+        if (readJournal(db)?.from === dir) return `kept the download ${dir}: the interrupted restore resumes from it (erase removes it once the restore is finished)`;
+        rmSync(dir, { recursive: true, force: true });
+        return `removed the download ${dir}`;
+      };
+      const step = `downloaded ${targetName}:${pick} into ${dir} and verified it${tcfg!.encrypt ? ', decrypted: a plaintext copy while it exists' : ''}`;
+      return { dir, from: `${targetName}:${pick}`, step, cleanup };
     }, ctx.log);
   } finally {
     lock.release();

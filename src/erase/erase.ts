@@ -1,7 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { Config } from '../config/config.js';
 import { expandHome } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
 import { silentLogger } from '../log/logger.js';
 import type { Db } from '../store/sqlite.js';
 import { openStore } from '../layouts/open.js';
@@ -17,9 +16,8 @@ import { compactState, scrubState, type Place } from './state.js';
 import { deletedFor } from './ledger.js';
 import { eraseKey, eraseKeyId } from './key.js';
 import { earlierIdMacs, recordErasedIds, selectorMac } from './needles.js';
-import { leftoverCopies, removeLeftovers } from './leftovers.js';
+import { eraseLeftovers, type Leftovers } from './leftovers.js';
 import { openStateDb } from '../state/state.js';
-import { storeSnapshotDir } from '../snapshot/layout.js';
 import { usageError } from '../core/errors.js';
 import { layoutOf } from '../layouts/registry.js';
 import { toCanonical } from '../time/instants.js';
@@ -34,7 +32,7 @@ export { payloadStrings } from '../layouts/erase-sweep.js';
  * cascade, points in every collection, mem0's history text and kept conversation — on a connection with
  * secure_delete on, then VACUUM and a WAL checkpoint(TRUNCATE), so the text is in no page, free page or WAL frame
  * of the file. memory-warden's own copies go too: its records in the state db (erase-state.ts, then the same
- * VACUUM and checkpoint there) and the staged copies its killed jobs left (erase-leftovers.ts). A receipt says
+ * VACUUM and checkpoint there) and every copy its killed jobs left (leftovers.ts, src/snapshot/copies.ts). A receipt says
  * what was erased and where, never what it said. Snapshots still hold the data: erase lists the snapshot folders
  * that contain it and, when asked, deletes them.
  */
@@ -78,12 +76,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let found: string[] = [];
   let deleted: string[] = [];
   let unverified: string[] = [];
-  const snapshotRoot = storeSnapshotDir(config, storeName);
   const stateDb = expandHome(config.stateDb);
   const subject = 'subject' in sel ? sel.subject : undefined;
   let statePlaces: Place[] = [];
-  let fileCounts = { staged: 0, partials: 0 };
+  let fileCounts: Leftovers['counts'] = { staging: 0, partial: 0, retired: 0, fetch: 0 };
+  let localDeleted = 0;
   let remoteDeleted = 0;
+  let remoteCleaned = 0;
   let stateWalTruncated = !dryRun;
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
@@ -92,19 +91,25 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
       const worker = dryRun ? undefined : layoutOf(store).scrubsOwnFiles ? idleWorker() : startStoreWorker(store.path, busyTimeoutMs(store.db));
       try {
         const copies = async (texts: string[], ids: string[], earlier: string[]) => {
-          fileCounts = await eraseLeftovers(store, snapshotRoot, texts, subject, dryRun, log);
+          // Copies killed runs left (snapshot/copies.ts): removed whoever is erased, listed first.
+          const left = await eraseLeftovers(config, storeName, { remove: !dryRun, log, q: collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors }) });
+          fileCounts = left.counts;
           // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
           // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
           const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
           const holds = { key, store: storeName, ...person };
-          const local = await snapshotCopies(config, storeName, texts, subject, { remove, locked: !dryRun, log, holds, stateDb, now: opts.now });
-          ({ found, deleted, unverified } = local);
-          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, log, now: opts.now, holding: local.holding });
+          const local = await snapshotCopies(config, storeName, texts, subject, { remove, log, holds, stateDb, now: opts.now });
+          found = [...left.found, ...local.found];
+          deleted = [...left.deleted, ...local.deleted];
+          unverified = [...left.unverified, ...local.unverified];
+          localDeleted = local.deleted.length;
+          const remote = await remoteSnapshotCopies(config, storeName, person, { remove, cleanup: !dryRun, log, now: opts.now, holding: local.holding });
           found.push(...remote.found);
           deleted.push(...remote.deleted);
           unverified.push(...remote.unverified);
-          remoteDeleted = remote.deleted.length;
+          remoteCleaned = remote.cleaned.length;
+          remoteDeleted = remote.deleted.length - remoteCleaned;
         };
         ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, { stateDb, key }, sel, dryRun, opts, worker, copies));
       } finally {
@@ -136,10 +141,12 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     places: [
       ...Object.entries(erased.counts).map(([k, count]) => ({ place: `store:${k}`, count })),
       ...statePlaces,
-      { place: 'files:restore staging copies', count: fileCounts.staged },
-      { place: 'files:snapshot partial folders', count: fileCounts.partials },
-      { place: 'files:snapshot folders', count: deleted.length - remoteDeleted },
+      { place: 'files:restore staging copies', count: fileCounts.staging },
+      { place: 'files:snapshot partial folders', count: fileCounts.partial + fileCounts.retired },
+      { place: 'files:restore download folders', count: fileCounts.fetch },
+      { place: 'files:snapshot folders', count: localDeleted },
       { place: 'targets:remote snapshots', count: remoteDeleted },
+      { place: 'targets:leftovers of interrupted runs', count: remoteCleaned },
     ],
     stateWalTruncated,
   };
@@ -222,14 +229,6 @@ function stateTarget(store: string, e: Erased, sel: EraseSelector, earlier: { ke
   const subject = 'subject' in sel ? sel.subject : undefined;
   const user = 'user' in sel ? sel.user : undefined;
   return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, user, earlier };
-}
-
-/** Staged copies killed jobs left (erase-leftovers.ts): counted, and removed unless a dry run. */
-async function eraseLeftovers(store: StoreHandle, snapshotRoot: string, texts: string[], subject: string | undefined, dryRun: boolean, log: Logger) {
-  const left = await leftoverCopies(store.path, snapshotRoot, texts, subject);
-  const q = collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors });
-  if (!dryRun) await removeLeftovers(left, snapshotRoot, q, log);
-  return { staged: left.staged.length, partials: left.partials.length };
 }
 
 function mergePlaces(a: Place[], b: Place[]): Place[] {

@@ -1,66 +1,56 @@
-import { lstatSync, readdirSync, rmSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
-import { fileHolds } from './snapshots.js';
-import { PARTIAL_PREFIX, lockSnapshots, removePartials } from '../snapshot/layout.js';
-import type { CollectionSnapshots } from '../vectors/contract.js';
+import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
+import type { CollectionSnapshots } from '../vectors/contract.js';
+import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
+import { localLeftovers, removeLocalCopy, removePartials, type LocalCopy } from '../snapshot/copies.js';
 
 /**
- * Copies of the store that memory-warden's own jobs leave when they are killed: a restore's staged copy beside the
- * store (`.<file>.restore-<pid>`, with its -wal/-journal) and a snapshot's `.partial-…` folder. Erase runs under
- * the maintenance lock that restore and snapshot hold, so any it finds is a leftover, never work in progress;
- * those holding an erased text are removed. Symlinks are not followed.
+ * Copies of the store that memory-warden's own runs leave when they are killed, on this machine (the registry's
+ * local `leftover` kinds, src/snapshot/copies.ts): a restore's staging copies beside every store file, and the
+ * partial, retired and download (`.fetch-`, decrypted) folders under the store's snapshot folder. Every erase finds
+ * them, whoever it erases (a leftover is worth nothing, so erase does not try to rule out what one holds), lists each
+ * (`snapshots.found`), and unless a dry run removes it: erase holds the store's maintenance lock, which restore and
+ * snapshot hold too, and takes the snapshot lock for the snapshot folder's (a download in progress holds it). A
+ * download folder still in use (its restore runs, or an interrupted restore resumes from it) is listed, cannot be
+ * ruled out, and is left: erase exits 1 until it is gone. Links are not followed.
  */
 export interface Leftovers {
-  staged: string[];
-  partials: string[];
+  found: string[];
+  deleted: string[];
+  unverified: string[];
+  /** Removed (a dry run: that would be removed), by kind. */
+  counts: Record<LocalCopy['kind'], number>;
 }
 
-export async function leftoverCopies(storePath: string, snapshotRoot: string, texts: string[], subject?: string): Promise<Leftovers> {
-  const prefix = `.${basename(storePath)}.restore-`;
-  const staged: string[] = [];
-  for (const name of list(dirname(storePath)).filter((n) => n.startsWith(prefix))) {
-    const p = join(dirname(storePath), name);
-    if (lstatSync(p).isFile() && (await fileHolds(p, texts, subject))) staged.push(p);
+export async function eraseLeftovers(config: Config, store: string, opts: { remove: boolean; log: Logger; q: CollectionSnapshots | undefined }): Promise<Leftovers> {
+  const counts: Leftovers['counts'] = { staging: 0, partial: 0, retired: 0, fetch: 0 };
+  let copies = localLeftovers(config, store);
+  const out: Leftovers = { found: [], deleted: [], unverified: [], counts };
+  const judge = (c: LocalCopy) => {
+    out.found.push(c.path);
+    if (!opts.remove && !c.inUse) counts[c.kind]++;
+    if (!c.inUse) return;
+    out.unverified.push(c.path);
+    opts.log.warn({ store, copy: c.path, why: c.inUse }, 'a copy of the store is in use: not removed now; erase again once its restore has ended');
+  };
+  if (!opts.remove || copies.length === 0) {
+    copies.forEach(judge);
+    return out;
   }
-  const partials: string[] = [];
-  for (const name of list(snapshotRoot).filter((n) => n.startsWith(PARTIAL_PREFIX))) {
-    const dir = join(snapshotRoot, name);
-    if (!lstatSync(dir).isDirectory()) continue;
-    for (const f of filesUnder(dir)) {
-      if (await fileHolds(f, texts, subject)) {
-        partials.push(dir);
-        break;
-      }
+  const root = storeSnapshotDir(config, store);
+  const lock = copies.some((c) => c.kind !== 'staging') ? lockSnapshots(root, 'erase') : undefined;
+  try {
+    if (lock) copies = localLeftovers(config, store); // as they are now that no download can be under way
+    copies.forEach(judge);
+    const removable = copies.filter((c) => !c.inUse);
+    if (removable.some((c) => c.kind === 'partial' || c.kind === 'retired')) await removePartials(root, opts.q, opts.log);
+    for (const c of removable) {
+      removeLocalCopy(c);
+      counts[c.kind]++;
+      out.deleted.push(c.path);
     }
-  }
-  return { staged, partials };
-}
-
-/** Staged copies go; partial folders go as the next snapshot would remove them, server-side snapshots included. */
-export async function removeLeftovers(l: Leftovers, snapshotRoot: string, q: CollectionSnapshots | undefined, log: Logger): Promise<void> {
-  for (const p of l.staged) rmSync(p, { force: true });
-  if (l.partials.length === 0) return;
-  const lock = lockSnapshots(snapshotRoot, 'erase');
-  try {
-    await removePartials(snapshotRoot, q, log);
   } finally {
-    lock.release();
+    lock?.release();
   }
-}
-
-function list(dir: string): string[] {
-  try {
-    return readdirSync(dir).sort();
-  } catch {
-    return [];
-  }
-}
-
-function* filesUnder(dir: string): Generator<string> {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) yield* filesUnder(p);
-    else if (e.isFile()) yield p;
-  }
+  return out;
 }

@@ -1,5 +1,5 @@
 import { createReadStream, lstatSync, readdirSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
@@ -7,7 +7,6 @@ import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import { proveSnapshot, snapshotFolders } from '../snapshot/folders.js';
 import { retire } from '../snapshot/retention.js';
 import { deleteServerSnapshot, serverSnapshots } from '../snapshot/server-snapshots.js';
-import { journalPath } from '../snapshot/journal.js';
 import { bytesFinder } from '../text/needles.js';
 import { recordErasedSnapshots } from './needles.js';
 import { sqliteHolds, type HoldsSearch } from './snapshot-holds.js';
@@ -29,23 +28,24 @@ export interface SnapshotCopies {
 /**
  * Every copy of the store that may still hold erased text: snapshot folders that contain it (searched), and every
  * server-side Qdrant snapshot of the store's collections (taken before the erase, they hold its points; they cannot
- * be searched without downloading them). `remove` deletes them all. Staging copies left by killed restores are
- * full copies of the store: they are deleted whenever the caller holds the store's maintenance lock (`locked`).
+ * be searched without downloading them). `remove` deletes them all. Copies killed runs left are leftovers.ts's.
  */
 export async function snapshotCopies(
   config: Config, storeName: string, texts: string[], subject: string | undefined,
-  opts: { remove: boolean; locked: boolean; log: Logger; holds?: HoldsSearch; stateDb?: string; now?: () => number },
+  opts: { remove: boolean; log: Logger; holds?: HoldsSearch; stateDb?: string; now?: () => number },
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
   const root = storeSnapshotDir(config, storeName);
-  // The restore and snapshot code loads (with its encryption) only when there is something of theirs to handle.
-  if (opts.locked && restoreLeftoversMayExist(storeConfig.db)) {
-    const stale = (await import('../snapshot/resume.js')).removeStaleStaging(storeConfig.db);
-    if (stale.length > 0) opts.log.warn({ store: storeName, removed: stale }, 'removed staging copies left by interrupted restores');
-  }
   const unverified: string[] = [];
-  const folders = snapshotFolders(config, storeName).map((f) => f.dir);
-  const found = await snapshotsContaining(folders, texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
+  const listed = snapshotFolders(config, storeName);
+  const found = await snapshotsContaining(listed.map((f) => f.dir), texts, subject, opts.holds && { search: opts.holds, log: opts.log, unverified });
+  // A folder named like a snapshot that memory-warden cannot prove it made (copies.ts: unproven-folder) is not asked
+  // by the ids and user its holds would name: what it holds cannot be ruled out while it holds any file.
+  for (const f of listed.filter((x) => x.problem && !found.includes(x.dir) && holdsAFile(x.dir))) {
+    found.push(f.dir);
+    unverified.push(f.dir);
+    opts.log.warn({ store: storeName, dir: f.dir, problem: f.problem }, 'a folder named like a snapshot is not one memory-warden can prove it made: what it holds cannot be ruled out; a person decides about it');
+  }
   const deleted: string[] = [];
   const q = collectionSnapshotsFor(storeConfig);
   // Server-side snapshots cannot be searched: listed whenever there is something erased to hold, now or earlier.
@@ -85,16 +85,6 @@ export async function snapshotCopies(
     lock.release();
   }
   return { found, deleted, unverified, holding };
-}
-
-/** A restore's staging copy (`.<file>.restore-…`) or cut-short journal write beside the store: a cheap first look. */
-function restoreLeftoversMayExist(dbPath: string): boolean {
-  const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
-  try {
-    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(`.${basename(dbPath)}.`) || n.startsWith(journalTmp));
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -201,3 +191,8 @@ async function fileContains(file: string, { exact, folded, overlap }: Search): P
   return false;
 }
 
+/** A real folder (not a link) with at least one regular file somewhere in it. */
+function holdsAFile(dir: string): boolean {
+  if (!lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) return false;
+  return !filesUnder(dir).next().done;
+}

@@ -9,6 +9,7 @@ import { hashing } from '../snapshot/targets/digest.js';
 import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import type { withTarget } from '../snapshot/targets/replicate.js';
 import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
+import { UnverifiedSnapshotError } from '../snapshot/targets/types.js';
 import type { Manifest } from '../snapshot/manifest.js';
 
 /**
@@ -20,66 +21,125 @@ import type { Manifest } from '../snapshot/manifest.js';
  * with another erase key, or cannot be read, or do not match the digest its manifest recorded for them (a replaced
  * holds file says nothing), or a target that cannot be reached, is reported as found (it cannot be ruled out): the
  * receipt lists it (and among `unverified`) and erase exits 1 until it is dealt with. With `remove`, found snapshots
- * are recorded as erased (replicate never uploads them again), then deleted (manifest first).
+ * are recorded as erased (replicate never uploads them again), then deleted (manifest first, claim last) when
+ * memory-warden can prove it made them; one it cannot prove (a manifest that does not verify) is left for a person.
  *
- * Labels: `target:<name>/<snapshot>`; an unreachable target is `target:<name> (unreachable: …)`.
+ * Whoever is erased, everything else under the store's prefix is listed too (snapshot/copies.ts): folders without a
+ * manifest (an upload or a delete that was killed: removed with `cleanup` when their claim.json proves them
+ * memory-warden's, else left for a person), and what killed puts left (temp files, unfinished multipart uploads this
+ * machine journaled, spool files: removed with `cleanup`, as the next push would). `cleaned` lists what cleanup removed.
+ *
+ * Labels: `target:<name>/<snapshot>`; a storage leftover `target:<name>:<where>`; an unreachable target
+ * `target:<name> (unreachable: …)`.
  */
 export async function remoteSnapshotCopies(
   config: Config, store: string, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] },
-  opts: { remove: boolean; log: Logger; now?: () => number; holding?: ReadonlyMap<string, Manifest['files']> },
-): Promise<{ found: string[]; deleted: string[]; unverified: string[] }> {
-  const found: string[] = [];
-  const deleted: string[] = [];
-  const unverified: string[] = [];
+  opts: { remove: boolean; cleanup?: boolean; log: Logger; now?: () => number; holding?: ReadonlyMap<string, Manifest['files']> },
+): Promise<RemoteCopies> {
+  const out: RemoteCopies = { found: [], deleted: [], unverified: [], cleaned: [] };
   // The targets' code (with its encryption) loads only when targets are configured.
-  if (config.snapshot.targets.length === 0) return { found, deleted, unverified };
+  if (config.snapshot.targets.length === 0) return out;
   const { targetsFor } = await import('../snapshot/targets/replicate.js');
-  const targets = targetsFor(config, store);
-  const nothingErased = erased.ids.length === 0 && erased.user === undefined && (erased.earlier ?? []).length === 0 && (opts.holding?.size ?? 0) === 0;
-  if (targets.length === 0 || nothingErased) return { found, deleted, unverified };
-  // Uploads stay out meanwhile, so no snapshot becomes complete on a target behind the search.
-  const lock = opts.remove ? lockSnapshots(storeSnapshotDir(config, store), 'erase') : undefined;
+  if (targetsFor(config, store).length === 0) return out;
+  // Uploads stay out meanwhile, so no snapshot becomes complete (nor an upload leaves something) behind the search.
+  const lock = opts.remove || opts.cleanup ? lockSnapshots(storeSnapshotDir(config, store), 'erase') : undefined;
   try {
-    await searchTargets(config, store, erased, opts, { found, deleted, unverified });
+    await searchTargets(config, store, erased, opts, out);
   } finally {
     lock?.release();
   }
-  return { found, deleted, unverified };
+  return out;
+}
+
+export interface RemoteCopies {
+  found: string[];
+  deleted: string[];
+  unverified: string[];
+  /** Of `deleted`, the leftovers of killed runs (not snapshots). */
+  cleaned: string[];
 }
 
 async function searchTargets(
-  config: Config, store: string, erased: Parameters<typeof remoteSnapshotCopies>[2], opts: Parameters<typeof remoteSnapshotCopies>[3],
-  { found, deleted, unverified }: { found: string[]; deleted: string[]; unverified: string[] },
+  config: Config, store: string, erased: Parameters<typeof remoteSnapshotCopies>[2], opts: Parameters<typeof remoteSnapshotCopies>[3], out: RemoteCopies,
 ): Promise<void> {
   const { keyId, targetsFor, withTarget } = await import('../snapshot/targets/replicate.js');
   const stateDb = expandHome(config.stateDb);
   const key = eraseKey(config);
   const want = holdsWanted(key, erased);
   const holding = opts.holding ?? new Map<string, Manifest['files']>();
-  if (wantsNothing(want) && holding.size === 0) return;
+  const searched = !(wantsNothing(want) && holding.size === 0);
   for (const tcfg of targetsFor(config, store)) {
     try {
       await withTarget(tcfg, store, async (t) => {
-        for (const name of await t.list()) {
+        const complete = await t.list();
+        for (const name of searched ? complete : []) {
           const why = await holdsMatch(t, name, keyId(key), want, holding.get(name));
           if (!why) continue;
           const label = `target:${tcfg.name}/${name}`;
-          found.push(label);
-          if (why !== 'holds') unverified.push(label);
+          out.found.push(label);
+          if (why !== 'holds') out.unverified.push(label);
           if (why !== 'holds') opts.log.warn({ store, target: tcfg.name, snapshot: name, why }, 'cannot rule out that a remote snapshot holds the erased data');
           if (opts.remove) {
             recordErasedSnapshots(stateDb, store, [name], opts.now?.() ?? Date.now());
-            await t.delete(name);
-            deleted.push(label);
+            if (await deleteProven(t, name, label, opts.log, out)) out.deleted.push(label);
           }
         }
+        await leftoversOf(t, new Set(complete), opts, out);
       });
     } catch (err) {
       const e = coerceError(err);
       opts.log.error({ store, target: tcfg.name, err: e.message }, 'erase could not look into a snapshot target');
       const label = `target:${tcfg.name} (unreachable: ${e.message.slice(0, 200)})`;
-      found.push(label);
-      unverified.push(label);
+      out.found.push(label);
+      out.unverified.push(label);
+    }
+  }
+}
+
+/** Delete a folder memory-warden can prove it made; one it cannot is left (found, cannot be ruled out) and said so. */
+async function deleteProven(t: Target, name: string, label: string, log: Logger, out: RemoteCopies): Promise<boolean> {
+  try {
+    await t.delete(name);
+    return true;
+  } catch (err) {
+    if (!(err instanceof UnverifiedSnapshotError)) throw err;
+    if (!out.unverified.includes(label)) out.unverified.push(label);
+    log.warn({ target: t.name, snapshot: name, why: err.message }, 'a remote folder that may hold the erased data is not proven memory-warden\'s: not deleted; a person decides');
+    return false;
+  }
+}
+
+/**
+ * What killed runs left on a target, whoever is erased (snapshot/copies.ts): folders without a manifest, and what the
+ * storage itself left. A leftover cannot be ruled out without reading it: each is found, and with `cleanup` removed
+ * when memory-warden can prove it made it.
+ */
+async function leftoversOf(t: Target, complete: ReadonlySet<string>, opts: Parameters<typeof remoteSnapshotCopies>[3], out: RemoteCopies): Promise<void> {
+  // What the storage left first (a temp file can be all a folder holds), then the folders without a manifest.
+  const left = await t.leftovers();
+  out.found.push(...left.map((l) => `target:${l}`));
+  if (opts.cleanup && left.length > 0) {
+    await t.storage.cleanPartial();
+    const still = new Set(await t.leftovers());
+    for (const l of left) {
+      if (still.has(l)) out.unverified.push(`target:${l}`);
+      else {
+        out.deleted.push(`target:${l}`);
+        out.cleaned.push(`target:${l}`);
+      }
+    }
+  }
+  for (const name of (await t.names()).filter((n) => !complete.has(n))) {
+    const label = `target:${t.name}/${name}`;
+    out.found.push(label);
+    const why = await t.unproven(name);
+    if (why) {
+      out.unverified.push(label);
+      opts.log.warn({ target: t.name, snapshot: name, why }, 'a folder without a manifest under the store\'s prefix on a target is not proven memory-warden\'s: not removed; a person decides');
+    } else if (opts.cleanup) {
+      await t.delete(name);
+      out.deleted.push(label);
+      out.cleaned.push(label);
     }
   }
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Config } from '../config/config.js';
@@ -14,10 +13,8 @@ import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { layoutFor } from '../layouts/registry.js';
 import { copySqlite } from './sqlite-copy.js';
 import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
-import {
-  DIR_MODE, PARTIAL_PREFIX, ensurePrivateDir, fsyncPath, lockSnapshots, removePartials, sha256File,
-  storeSnapshotDir, writePrivateFile,
-} from './layout.js';
+import { DIR_MODE, ensurePrivateDir, fsyncPath, lockSnapshots, sha256File, storeSnapshotDir, writePrivateFile } from './layout.js';
+import { partialFolder, removePartials } from './copies.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
@@ -95,7 +92,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     const name = toFolderStamp(startedAt) + (reason === 'pre-restore' ? '-pre-restore' : '');
     const final = join(root, name);
     if (existsSync(final)) throw usageError(`snapshot ${final} already exists; one snapshot per store and second`);
-    const tmp = join(root, `${PARTIAL_PREFIX}${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const tmp = partialFolder(root, name);
     mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
     makeDirPrivate(tmp);
     try {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, fsyncSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { storeError } from '../core/errors.js';
@@ -9,12 +9,11 @@ import { expandHome } from '../config/read.js';
 import { acquireMaintenanceLock, type MaintenanceLock } from '../store/lock.js';
 import { ensurePrivateDir } from '../store/private-file.js';
 import { MANIFEST } from './manifest.js';
-import type { CollectionSnapshots } from '../vectors/contract.js';
-import type { Logger } from '../log/logger.js';
 
 /**
  * Where snapshots live: `<root>/<store>/<2026-11-29T060000Z>/`, one folder per snapshot, built as
- * `.partial-…` beside it and renamed into place only once complete. Folders and files are the owner's only.
+ * `.partial-…` beside it and renamed into place only once complete (every kind of copy, and its name: copies.ts).
+ * Folders and files are the owner's only.
  */
 export const SNAPSHOT_NAME = /^\d{4}-\d{2}-\d{2}T\d{6}Z(-pre-restore)?$/;
 export const PARTIAL_PREFIX = '.partial-';
@@ -73,34 +72,6 @@ export function fsyncPath(path: string): void {
 export function writePrivateFile(path: string, text: string): void {
   writeFileSync(path, text, { mode: FILE_MODE, flag: 'wx' });
   fsyncPath(path);
-}
-
-/**
- * Leftovers of runs that died mid-way (kill -9, power loss), removed with the server-side Qdrant snapshots they
- * had noted as not yet deleted. Only called while holding the snapshot lock.
- */
-export async function removePartials(dir: string, q: CollectionSnapshots | undefined, log: Logger): Promise<string[]> {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  // Only real folders: a link named like one is not ours, and its target's notes are not read.
-  const partial = names.filter((n) => n.startsWith(PARTIAL_PREFIX) && lstatSync(join(dir, n)).isDirectory());
-  for (const n of partial) {
-    const folder = join(dir, n);
-    for (const f of readdirSync(folder).filter((x) => x.startsWith(PENDING_PREFIX))) {
-      try {
-        const { collection, snapshot } = JSON.parse(readFileSync(join(folder, f), 'utf8')) as { collection: string; snapshot: string };
-        if (q) await q.deleteSnapshot(collection, snapshot);
-      } catch (err) {
-        log.warn({ folder, file: f, err: (err as Error).message }, 'could not delete a server-side snapshot left by an interrupted run');
-      }
-    }
-    rmSync(folder, { recursive: true, force: true });
-  }
-  return partial;
 }
 
 export { MANIFEST };

@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { layoutFor } from '../layouts/registry.js';
-import { basename, dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
@@ -107,7 +107,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
         // mem0's SQLite vector files first, then the collections and the history (applySnapshot): a failure in
         // between leaves history as it was.
         for (const { part, dest } of vectorFiles) {
-          const stagedVectors = join(dirname(dest), `.${basename(dest)}.restore-${process.pid}`);
+          const stagedVectors = stagingPath(dest);
           stageSqlite(join(from, part.file), stagedVectors, { ...manifest, sqlite: part }, config.busyTimeoutMs, fileOwner(dest), opts.log, layoutFor(storeConfig).sqliteEngine);
           replaceStoreFile(stagedVectors, dest, config.busyTimeoutMs);
           result.steps.push(`replaced ${dest}`);

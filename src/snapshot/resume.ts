@@ -14,7 +14,8 @@ import type { Manifest, QdrantPart } from './manifest.js';
 import { snapshotCollections } from './create.js';
 import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
-import { destinations, replaceStoreFile, STAGING, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+import { destinations, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+import { localLeftovers, removeLocalCopy } from './copies.js';
 
 interface ApplyOptions {
   now: Clock;
@@ -24,34 +25,31 @@ interface ApplyOptions {
 }
 
 /**
- * Leftovers of restores and snapshots killed earlier: staging copies of the store (every one is stale while we hold
- * the maintenance lock, which every restore holds) and server-side snapshots. Only called under the lock.
+ * Leftovers of restores and snapshots killed earlier: staging copies beside every store file (every one is stale while
+ * we hold the maintenance lock, which every restore holds), journal writes cut short, and server-side snapshots.
+ * Only called under the lock.
  */
 export async function clearLeftovers(config: Config, storeName: string, log: Logger, steps: string[]): Promise<void> {
   const storeConfig = config.stores[storeName]!;
-  const stale = removeStaleStaging(storeConfig.db);
-  if (stale.length > 0) steps.push(`removed ${stale.length} staging cop${stale.length === 1 ? 'y' : 'ies'} left by interrupted restores: ${stale.join(', ')}`);
+  const stale = localLeftovers(config, storeName, ['staging']);
+  for (const c of stale) removeLocalCopy(c);
+  removeJournalTmp(storeConfig.db);
+  if (stale.length > 0) steps.push(`removed ${stale.length} staging cop${stale.length === 1 ? 'y' : 'ies'} left by interrupted restores: ${stale.map((c) => c.path).join(', ')}`);
   const q = collectionSnapshotsFor(storeConfig);
   const removed = await removeServerLeftovers(storeSnapshotDir(config, storeName), q, snapshotCollections(storeConfig), log);
   if (removed.length > 0) steps.push(`deleted ${removed.length} server-side snapshot(s) left by earlier runs`);
 }
 
-/**
- * Staging copies (`.<store file>.restore-<pid>`) beside the store, and journal writes cut short. Call only under the
- * store's maintenance lock.
- */
-export function removeStaleStaging(dbPath: string): string[] {
+/** Journal writes cut short (`<db>.warden-restore.json.tmp-<pid>`): no store data. Call only under the store's maintenance lock. */
+function removeJournalTmp(dbPath: string): void {
   const journalTmp = `${basename(journalPath(dbPath))}.tmp-`;
   let names: string[];
   try {
     names = readdirSync(dirname(dbPath));
   } catch {
-    return [];
+    return;
   }
-  const paths = names.filter((n) => n.startsWith(STAGING(dbPath))).map((n) => join(dirname(dbPath), n));
-  for (const p of paths) rmSync(p, { force: true });
   for (const n of names.filter((x) => x.startsWith(journalTmp))) rmSync(join(dirname(dbPath), n), { force: true });
-  return paths;
 }
 
 /** A snapshot folder verified, and checked to be this store's as the config has it (it may have changed since). */
@@ -61,14 +59,9 @@ async function verifiedFor(config: Config, storeName: string, dir: string): Prom
   return manifest;
 }
 
-/** Is anything left by a killed restore beside the store (a journal, a staging copy)? */
-function restoreLeftovers(dbPath: string): boolean {
-  if (readJournal(dbPath)) return true;
-  try {
-    return readdirSync(dirname(dbPath)).some((n) => n.startsWith(STAGING(dbPath)));
-  } catch {
-    return false;
-  }
+/** Is anything left by a killed restore (a journal, a staging copy beside a store file)? */
+function restoreLeftovers(config: Config, storeName: string): boolean {
+  return readJournal(config.stores[storeName]!.db) !== null || localLeftovers(config, storeName, ['staging']).length > 0;
 }
 
 /** Recover one collection by upload, the upload noted until it is deleted from the server again. */
@@ -210,7 +203,7 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
  */
 export async function finishPendingRestore(config: Config, storeName: string, opts: ApplyOptions & { force?: boolean }): Promise<string[] | null> {
   const db = config.stores[storeName]!.db;
-  if (!restoreLeftovers(db)) return null;
+  if (!restoreLeftovers(config, storeName)) return null;
   const users = readJournal(db) ? storeUsers(db) : [];
   if (users.length > 0 && !opts.force) throw usageError(`finish the interrupted restore of store "${storeName}": ${db} is in use (${users.join(', ')}): stop the agent first`);
   return withMaintenanceLock(db, 'restore', async () => {

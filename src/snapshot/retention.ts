@@ -6,7 +6,8 @@ import { renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
-import { fsyncPath, PARTIAL_PREFIX, storeSnapshotDir } from './layout.js';
+import { fsyncPath, storeSnapshotDir } from './layout.js';
+import { retiredFolder } from './copies.js';
 import { proveSnapshot, snapshotFolders } from './folders.js';
 
 /** The sequence number of the store's next snapshot: above every manifest of this store there, verified or not. */
@@ -37,12 +38,12 @@ export async function applyRetention(config: Config, store: string, keep: number
 }
 
 /**
- * Delete a snapshot folder in two steps: renamed (atomically) to a `.partial-` name, which no reader takes for a
- * snapshot and the next snapshot run removes (removePartials), then removed. Killed between or during, what is
- * left is a leftover, never a snapshot with some of its files.
+ * Delete a snapshot folder in two steps: renamed (atomically) to its retired name (copies.ts), which no reader takes
+ * for a snapshot and the next snapshot run (or erase) removes (removePartials), then removed. Killed between or
+ * during, what is left is a leftover, never a snapshot with some of its files.
  */
 export function retire(root: string, name: string): void {
-  const gone = join(root, `${PARTIAL_PREFIX}${name}-retired`);
+  const gone = retiredFolder(root, name);
   rmSync(gone, { recursive: true, force: true }); // a retirement killed earlier, of a folder of the same name
   renameSync(join(root, name), gone);
   fsyncPath(root);

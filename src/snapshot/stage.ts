@@ -1,5 +1,5 @@
 import { closeSync, constants, copyFileSync, existsSync, fchmodSync, fchownSync, fstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import type { Progress } from '../progress/progress.js';
 import { storeError, usageError } from '../core/errors.js';
@@ -22,12 +22,8 @@ import type { RestoreJournal } from './journal.js';
 
 export type FileOwner = NonNullable<RestoreJournal['file']>;
 
-export const STAGING = (dbPath: string) => `.${basename(dbPath)}.restore-`;
-
-/** Where this process stages the snapshot's SQLite copy: beside the store, so the swap is a rename. */
-export function stagingPath(dbPath: string): string {
-  return join(dirname(dbPath), `${STAGING(dbPath)}${process.pid}`);
-}
+/** Staging copies beside a store file: a kind of copy of the registry (copies.ts), named there. */
+export { stagingPrefix as STAGING, stagingPath } from './copies.js';
 
 /** The store file's mode and owner, given back to the file that replaces it (null: there is no store file). */
 export function fileOwner(dbPath: string): FileOwner | null {

@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { createReadStream, createWriteStream, mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../../config/config.js';
@@ -9,7 +9,7 @@ import { erasedSnapshots } from '../../erase/needles.js';
 import { DIR_MODE, FILE_MODE, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { olderFirst, snapshotFolders } from '../folders.js';
 import { readManifest } from '../manifest.js';
-import { readJournal } from '../journal.js';
+import { localLeftovers, removeLocalCopy } from '../copies.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
 import { atMost, digestOf, hashing } from './digest.js';
@@ -37,21 +37,15 @@ export interface TargetRun {
   cleaned: string[];
 }
 
-/** Folders `restore --target` downloads into, beside the store's snapshots (commands/targets.ts). */
-export const FETCH_PREFIX = '.fetch-';
-
-/** Download folders a killed restore left, unless a pending restore journal still names one (it resumes from it). */
-function removeStaleFetches(root: string, dbPath: string, log: Logger, store: string): void {
-  let names: string[];
-  try {
-    names = readdirSync(root).filter((n) => n.startsWith(FETCH_PREFIX));
-  } catch {
-    return;
-  }
-  const pending = readJournal(dbPath)?.from;
-  for (const n of names.filter((x) => join(root, x) !== pending)) {
-    rmSync(join(root, n), { recursive: true, force: true });
-    log.warn({ store, folder: n }, 'removed a download folder an interrupted restore --target left');
+/**
+ * Download folders killed restores left (copies.ts: `fetch`), plaintext copies of a snapshot: removed, unless a
+ * pending restore resumes from one or its restore still runs.
+ */
+function removeStaleFetches(config: Config, store: string, log: Logger): void {
+  for (const c of localLeftovers(config, store, ['fetch'])) {
+    if (c.inUse) continue;
+    removeLocalCopy(c);
+    log.warn({ store, folder: c.path }, 'removed a download folder an interrupted restore --target left');
   }
 }
 
@@ -88,6 +82,7 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
   const recipients = tcfg.encrypt?.recipients;
   const objects: Record<string, RemoteObject> = {};
   try {
+    await target.claim(name, opts.signal); // first: whatever a kill leaves of this upload is proven memory-warden's
     for (const [rel, want] of Object.entries(manifest.files)) {
       const plain = hashing(createReadStream(join(dir, rel)));
       const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
@@ -149,7 +144,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
   const runs: TargetRun[] = [];
   const failures: WardenError[] = [];
   try {
-    removeStaleFetches(root, config.stores[store]!.db, opts.log, store);
+    removeStaleFetches(config, store, opts.log);
     // A snapshot an erase removed is never uploaded again, whatever brought its folder back (src/erase/needles.ts).
     const erased = erasedSnapshots(expandHome(config.stateDb), store);
     const all = snapshotFolders(config, store).filter((s) => !s.problem);

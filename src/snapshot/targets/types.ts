@@ -6,8 +6,9 @@ import { usageError, WardenError } from '../../core/errors.js';
  * Features call this; implementations (one folder each: local/, s3/, sftp/) never import features.
  *
  * Layout on every target: `<base>/<store>/<snapshot name>/<key>`, where key is a file of the snapshot folder
- * (`store.db`, `qdrant/0-memories.snapshot`, …) and `manifest.json` is written last. A snapshot whose manifest is
- * absent is not a snapshot: `list` does not show it and `cleanPartial` removes it.
+ * (`store.db`, `qdrant/0-memories.snapshot`, …). `claim.json` is written first and deleted last: what proves that
+ * memory-warden made a folder while it has no manifest (an upload or a delete cut short). `manifest.json` is written
+ * last and deleted first: a snapshot whose manifest is absent is not a snapshot, and `list` does not show it.
  */
 
 /** What a stored object holds: its size and the sha256 of its bytes (hex). */
@@ -17,6 +18,8 @@ export interface ObjectDigest {
 }
 
 export const MANIFEST_KEY = 'manifest.json';
+/** Written first by an upload, deleted last by a delete: memory-warden's claim on the folder (claim.ts). */
+export const CLAIM_KEY = 'claim.json';
 /** A manifest larger than this is not one of ours: it is read no further. */
 export const MANIFEST_MAX_BYTES = 16 * 1024 * 1024;
 
@@ -34,6 +37,11 @@ export interface SnapshotTarget {
   put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ObjectDigest>;
   /** Complete snapshots (manifest present), oldest first by name. */
   list(): Promise<string[]>;
+  /**
+   * Every snapshot name under which the target holds anything (an object, a temp file), complete or not, sorted:
+   * what erase and the cleanup of killed runs look at. A link named like a snapshot folder is not one.
+   */
+  names(): Promise<string[]>;
   /** The keys one snapshot holds (manifest included if present). */
   keys(snapshot: string): Promise<string[]>;
   /**
@@ -43,14 +51,21 @@ export interface SnapshotTarget {
    * `maxBytes` arrived: the caller passes the size its record gives the object, so nothing larger is ever written.
    */
   get(snapshot: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<AsyncIterable<Uint8Array>>;
-  /** Delete a snapshot: its manifest first (so it stops looking complete), then the rest. */
+  /**
+   * Delete a snapshot: its manifest first (so it stops looking complete), then every other object (temp files too),
+   * `claim.json` last (so a delete cut short keeps what proves the folder memory-warden's). The caller has proven it
+   * memory-warden's (checked.ts).
+   */
   delete(snapshot: string): Promise<void>;
   /**
-   * Remove what interrupted uploads left behind: objects of snapshots without a manifest, unfinished multipart
-   * uploads, temp files. Returns a description of each thing removed. Only run while no upload to this store is
-   * under way (the caller holds the store's snapshot lock).
+   * Remove what interrupted puts left behind that is no object of a snapshot: temp files, unfinished multipart
+   * uploads this machine started, spool files. Returns a description of each thing removed, or said not removable.
+   * Snapshots without a manifest are the caller's to judge (checked.ts removes those proven memory-warden's through
+   * `delete`). Only run while no upload to this store is under way (the caller holds the store's snapshot lock).
    */
   cleanPartial(): Promise<string[]>;
+  /** What `cleanPartial` would remove now, described as it describes it, without removing anything. */
+  leftovers(): Promise<string[]>;
   close(): Promise<void>;
 }
 

@@ -193,10 +193,11 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
     const run = start(['run', 'snapshot', '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], env);
     let exited = false;
     void run.done.then(() => (exited = true));
-    // Killed the moment a temp file shows on the server (sshd is on this machine: its folder is readable here).
+    // Killed the moment the store file's temp file shows on the server (sshd is on this machine: its folder is
+    // readable here); claim.json, written first, is there already.
     let seen: string | undefined;
     while (!seen && !exited) {
-      seen = existsSync(remote) ? readdirSync(remote).find((n) => n.startsWith('.tmp-')) : undefined;
+      seen = existsSync(remote) ? readdirSync(remote).find((n) => n.startsWith('.tmp-') && n.endsWith('-store.db')) : undefined;
       if (!seen) await new Promise((r) => setTimeout(r, 2));
     }
     run.child.kill('SIGKILL');
@@ -207,7 +208,7 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
 
     const pushed = await cli(['snapshots', 'push', '--config', config, '--store', 'agent', '--json'], env);
     expect(pushed.code, pushed.stderr).toBe(0);
-    expect(pushed.json().targets[0]).toMatchObject({ cleaned: ['box:2026-11-29T020000Z/'], uploaded: ['2026-11-29T020000Z'] });
+    expect(pushed.json().targets[0]).toMatchObject({ cleaned: [`box:2026-11-29T020000Z/${seen}`, 'box:2026-11-29T020000Z/'], uploaded: ['2026-11-29T020000Z'] });
     expect(readdirSync(remote).filter((n) => n.startsWith('.tmp-'))).toEqual([]);
     expect((await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'box', '--json'], env)).json().snapshots)
       .toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
@@ -279,9 +280,10 @@ describe('kill -9 during an upload', { timeout: 120_000 }, () => {
     const pushed = await cli(['snapshots', 'push', '--config', config, '--store', 'agent', '--json'], stateEnv);
     expect(pushed.code, pushed.stderr).toBe(0);
     const [r] = pushed.json().targets;
-    expect(r.cleaned).toContainEqual(expect.stringMatching(/^off:2026-11-29T020000Z\/store\.db \(multipart upload \w+ not removed: the storage does not abort multipart uploads; its parts may stay stored\)$/));
+    expect(r.cleaned).toContainEqual(expect.stringMatching(/^off:2026-11-29T020000Z\/store\.db \(multipart upload \w+ not removed: the storage does not abort multipart uploads; its parts may stay stored; journal \S+ kept: delete it once they are gone\)$/));
     expect(r.uploaded).toEqual(['2026-11-29T020000Z']);
-    expect(readdirSync((target as { uploadJournalDir: string }).uploadJournalDir)).toEqual([]);
+    // Its parts stay on the storage: the entry stays, and erase cannot rule the upload out until a person deletes it.
+    expect(readdirSync((target as { uploadJournalDir: string }).uploadJournalDir)).toHaveLength(1);
     const verified = await cli(['snapshots', 'verify', '--config', config, '--store', 'agent', '--target', 'off', '--json'], stateEnv);
     expect(verified.json().snapshots).toEqual([expect.objectContaining({ name: '2026-11-29T020000Z', verified: 'ok' })]);
   });

@@ -90,17 +90,28 @@ describe.each(PLACES)('snapshot target contract: %s', (_label, start) => {
     expect((await t.keys(SNAP)).filter((k) => k === 'store.db' || k === 'manifest.json')).toEqual([]);
   });
 
-  it('cleanPartial removes snapshots without a manifest and keeps complete ones whole', async () => {
+  it('names every snapshot holding anything, complete or not; cleanPartial leaves objects of snapshots alone', async () => {
     const t = await fresh();
     await t.put(SNAP, 'store.db', bytes(Buffer.from('kept')));
     await t.put(SNAP, 'manifest.json', bytes(Buffer.from('{}')));
     await t.put(SNAP2, 'store.db', bytes(Buffer.from('orphan')));
-    const removed = await t.cleanPartial();
-    expect(removed.some((r) => r.includes(SNAP2))).toBe(true);
-    expect(removed.some((r) => r.includes(SNAP))).toBe(false);
-    expect(await t.keys(SNAP2)).toEqual([]);
-    expect(await t.keys(SNAP)).toEqual(['manifest.json', 'store.db']);
+    expect(await t.list()).toEqual([SNAP]);
+    expect(await t.names()).toEqual([SNAP, SNAP2]);
+    // A folder without a manifest is the feature's to judge (it removes only what its claim proves ours: checked.ts).
+    expect(await t.leftovers()).toEqual([]);
     expect(await t.cleanPartial()).toEqual([]);
+    expect(await t.keys(SNAP2)).toEqual(['store.db']);
+    expect(await t.keys(SNAP)).toEqual(['manifest.json', 'store.db']);
+  });
+
+  it('a delete removes every object, claim and temp files included, and the name with them', async () => {
+    const t = await fresh();
+    for (const k of ['claim.json', 'store.db', 'qdrant/0-m.snapshot', 'holds.json.gz', 'manifest.json']) await t.put(SNAP, k, bytes(Buffer.from(k)));
+    expect(await t.names()).toEqual([SNAP]);
+    await t.delete(SNAP);
+    expect(await t.names()).toEqual([]);
+    expect(await t.keys(SNAP)).toEqual([]);
+    // Which order (manifest first, claim last) a kill at each step shows: test/erase/killed-copies.test.ts.
   });
 
   it('refuses names that would leave the snapshot', async () => {

@@ -145,7 +145,7 @@ describe('snapshots off the machine: storage faults (loopback S3)', () => {
     expect(objectsOf(tcfg, local.name)).toEqual([]);
     await withTarget(tcfg, 'agent', async (t) => expect(await t.list()).toEqual([]));
     expect((await replicate(config))[0]!.uploaded).toEqual([local.name]);
-    expect(objectsOf(tcfg, local.name).length).toBe(4); // store.db, one collection, holds, manifest
+    expect(objectsOf(tcfg, local.name).length).toBe(5); // claim, store.db, one collection, holds, manifest
   });
 
   it('storage that reports another checksum for a file: not counted, next run retries', async () => {
@@ -214,12 +214,12 @@ describe('erase over targets (through keyed holds)', () => {
 
     // Another installation (its own state db and key): the holds can no longer be read, so the snapshot cannot be ruled out.
     const other = { ...config, stateDb: join(fx.dir, 'other', 'state.db') };
-    expect(await look(other, { ids: ['no_such'] })).toEqual({ found: [label], deleted: [], unverified: [label] });
+    expect(await look(other, { ids: ['no_such'] })).toEqual({ found: [label], deleted: [], unverified: [label], cleaned: [] });
 
     const gone = { ...tcfg, path: join(fx.dir, 'unmounted') } as TargetConfig;
     expect((await look(withTargets([gone]), { ids: ['m_ada'] })).found).toEqual([expect.stringMatching(/^target:disk \(unreachable: .*not mounted/)]);
 
-    expect(await look(config, { ids: ['m_ada'] }, true)).toEqual({ found: [label], deleted: [label], unverified: [] });
+    expect(await look(config, { ids: ['m_ada'] }, true)).toEqual({ found: [label], deleted: [label], unverified: [], cleaned: [] });
     await withTarget(tcfg, 'agent', async (t) => expect(await t.list()).toEqual([]));
   });
 });

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
 import { atMost, digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { LocalTargetConfig } from './schema.js';
 
 /** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
@@ -84,33 +84,45 @@ export class LocalTarget implements SnapshotTarget {
     return atMost(createReadStream(path, { fd, start: 0, end: maxBytes }), maxBytes, `target ${this.name}: ${path}`);
   }
 
+  async names(): Promise<string[]> {
+    return this.folders().filter((n) => (readdirSync(join(this.root, n), { recursive: true }) as string[]).some((rel) => statSync(join(this.root, n, rel)).isFile()));
+  }
+
   async delete(snapshot: string): Promise<void> {
     checkNames(this.name, snapshot);
     const dir = join(this.root, snapshot);
     // A link put where a snapshot folder would be leads to something memory-warden did not write: never followed.
     if (lstatSync(dir, { throwIfNoEntry: false })?.isSymbolicLink()) throw new UnverifiedSnapshotError(`target ${this.name}: ${dir} is a link, not a snapshot folder the target wrote; not deleted`);
+    if (!existsSync(dir)) return;
+    // The manifest first, the claim last: every step of the way, what is left is proven memory-warden's.
     rmSync(join(dir, MANIFEST_KEY), { force: true });
-    if (existsSync(dir)) fsyncPath(dir);
-    rmSync(dir, { recursive: true, force: true });
+    fsyncPath(dir);
+    for (const e of readdirSync(dir).filter((n) => n !== MANIFEST_KEY && n !== CLAIM_KEY).sort()) rmSync(join(dir, e), { recursive: true, force: true });
+    fsyncPath(dir);
+    rmSync(join(dir, CLAIM_KEY), { force: true });
+    rmdirSync(dir);
+    fsyncPath(this.root);
   }
 
   async cleanPartial(): Promise<string[]> {
-    const removed: string[] = [];
+    const removed = this.temps();
+    for (const t of removed) rmSync(join(this.root, t), { force: true });
+    return removed.map((t) => `${this.name}:${t}`);
+  }
+
+  async leftovers(): Promise<string[]> {
+    return this.temps().map((t) => `${this.name}:${t}`);
+  }
+
+  /** Temp files a killed put left, as `<snapshot>/<path>`. */
+  private temps(): string[] {
+    const out: string[] = [];
     for (const n of this.folders()) {
-      const dir = join(this.root, n);
-      if (!existsSync(join(dir, MANIFEST_KEY))) {
-        rmSync(dir, { recursive: true, force: true });
-        removed.push(`${this.name}:${n}/`);
-        continue;
-      }
-      for (const rel of readdirSync(dir, { recursive: true }) as string[]) {
-        if (rel.split('/').pop()!.startsWith(TMP)) {
-          rmSync(join(dir, rel), { force: true });
-          removed.push(`${this.name}:${n}/${rel}`);
-        }
+      for (const rel of readdirSync(join(this.root, n), { recursive: true }) as string[]) {
+        if (rel.split('/').pop()!.startsWith(TMP)) out.push(`${n}/${rel}`);
       }
     }
-    return removed;
+    return out;
   }
 
   async close(): Promise<void> {}

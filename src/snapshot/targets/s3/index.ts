@@ -1,11 +1,12 @@
+import { rmSync } from 'node:fs';
 import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { chunked } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import { download } from './bounded.js';
 import { uploadJournalFor, type UploadEntry } from './journal.js';
 import { s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
-import { abortUpload, putMultipart, putSingle, putSpooled, type Uploader } from './upload.js';
+import { abortUpload, putMultipart, putSingle, putSpooled, staleSpools, type Uploader } from './upload.js';
 
 /**
  * S3 and S3-compatible storage. Each object goes up with Content-MD5 and, where the storage takes it, its sha256 as
@@ -70,10 +71,15 @@ export class S3Target implements SnapshotTarget {
     return download(this.uploader, `${this.base}${snapshot}/${key}`, maxBytes, signal);
   }
 
+  async names(): Promise<string[]> {
+    return [...new Set((await this.allKeys(this.base)).map((k) => k.split('/')[0]!))].filter((n) => TARGET_SNAPSHOT_NAME.test(n)).sort();
+  }
+
   async delete(snapshot: string): Promise<void> {
     checkNames(this.name, snapshot);
     const keys = await this.keys(snapshot);
-    const ordered = [...keys.filter((k) => k === MANIFEST_KEY), ...keys.filter((k) => k !== MANIFEST_KEY)];
+    // The manifest first, the claim last: every step of the way, what is left is proven memory-warden's.
+    const ordered = [...keys.filter((k) => k === MANIFEST_KEY), ...keys.filter((k) => k !== MANIFEST_KEY && k !== CLAIM_KEY), ...keys.filter((k) => k === CLAIM_KEY)];
     for (const k of ordered) {
       const Key = `${this.base}${snapshot}/${k}`;
       await this.send('delete', Key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key })));
@@ -82,27 +88,26 @@ export class S3Target implements SnapshotTarget {
 
   /**
    * Aborts, by id, the multipart uploads this machine's journal holds for this place (those it started and did not
-   * finish), then removes snapshots without a manifest. Uploads it did not start are left alone. What it cannot
-   * remove (the storage cannot abort, or cannot list an upload whose id was never received) is said so, in the list.
+   * finish), and removes spool files killed uploads left. Uploads it did not start are left alone. What it cannot
+   * remove (the storage cannot abort, or cannot list an upload whose id was never received) is said so, in the list,
+   * and its journal entry is kept: the upload may hold a store's data, and erase keeps finding it until a person
+   * deletes the entry.
    */
   async cleanPartial(): Promise<string[]> {
     const removed: string[] = [];
     for (const entry of this.uploader.journal.pending()) removed.push(...(await this.abortJournaled(entry)));
-    const complete = new Set(await this.list());
-    const bySnapshot = new Map<string, string[]>();
-    for (const k of await this.allKeys(this.base)) {
-      const snap = k.split('/')[0]!;
-      if (!TARGET_SNAPSHOT_NAME.test(snap) || complete.has(snap)) continue;
-      bySnapshot.set(snap, [...(bySnapshot.get(snap) ?? []), k]);
-    }
-    for (const [snap, keys] of bySnapshot) {
-      for (const k of keys) {
-        const Key = `${this.base}${k}`;
-        await this.send('delete', Key, () => this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key })));
-      }
-      removed.push(`${this.name}:${snap}/`);
+    for (const spool of staleSpools(this.uploader.spoolDir)) {
+      rmSync(spool, { force: true });
+      removed.push(`${this.name}: spool file ${spool}`);
     }
     return removed;
+  }
+
+  async leftovers(): Promise<string[]> {
+    return [
+      ...this.uploader.journal.pending().map((e) => `${this.name}:${e.key.slice(this.base.length)} (multipart upload${e.uploadId ? ` ${e.uploadId}` : ''}, journal ${e.file})`),
+      ...staleSpools(this.uploader.spoolDir).map((f) => `${this.name}: spool file ${f}`),
+    ];
   }
 
   async close(): Promise<void> {
@@ -125,17 +130,18 @@ export class S3Target implements SnapshotTarget {
   private async abortJournaled(entry: UploadEntry): Promise<string[]> {
     const rel = `${this.name}:${entry.key.slice(this.base.length)}`;
     const ids = entry.uploadId !== undefined ? [entry.uploadId] : await this.uploadsOf(entry.key);
-    if (ids === 'unknown') {
-      this.uploader.journal.end(entry);
-      return [`${rel} (multipart upload: unknown whether one was started; the storage does not list multipart uploads)`];
-    }
+    if (ids === 'unknown') return [`${rel} (multipart upload: unknown whether one was started; the storage does not list multipart uploads; journal ${entry.file} kept: delete it once you know none is left)`];
     const out: string[] = [];
+    let left = false;
     for (const UploadId of ids) {
       const abort = await abortUpload(this.uploader, entry.key, UploadId);
       if (abort === 'aborted') out.push(`${rel} (multipart upload)`);
-      if (abort === 'unsupported') out.push(`${rel} (multipart upload ${UploadId} not removed: the storage does not abort multipart uploads; its parts may stay stored)`);
+      if (abort === 'unsupported') {
+        left = true;
+        out.push(`${rel} (multipart upload ${UploadId} not removed: the storage does not abort multipart uploads; its parts may stay stored; journal ${entry.file} kept: delete it once they are gone)`);
+      }
     }
-    this.uploader.journal.end(entry);
+    if (!left) this.uploader.journal.end(entry);
     return out;
   }
 

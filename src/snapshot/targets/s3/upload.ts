@@ -3,7 +3,7 @@
  * storage has no multipart uploads; each with Content-MD5 and, where taken, `x-amz-checksum-sha256`.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { open, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -11,6 +11,7 @@ import {
   type CompletedPart,
 } from '@aws-sdk/client-s3';
 import { transientError } from '../../../core/errors.js';
+import { running } from '../../../core/pid.js';
 import { DIR_MODE, FILE_MODE } from '../../layout.js';
 import type { ObjectDigest } from '../types.js';
 import { confirmUpload, type Sent } from './confirm.js';
@@ -150,13 +151,29 @@ async function sendParts(u: Uploader, Key: string, UploadId: string, checksums: 
   return { sent, reported: out.ChecksumSHA256 };
 }
 
+const SPOOL = 'spool-';
+
+/**
+ * Spool files of uploads that are no longer running (named `spool-<pid>-<random>`, unlinked as soon as they are
+ * opened: one is left only by a process killed in between, or one that could not unlink it).
+ */
+export function staleSpools(spoolDir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(spoolDir);
+  } catch {
+    return [];
+  }
+  return names.filter((n) => n.startsWith(SPOOL) && !running(Number(/^spool-(\d+)-/.exec(n)?.[1]))).map((n) => join(spoolDir, n));
+}
+
 /**
  * The fallback where the storage has no multipart uploads: the object is spooled to a file unlinked as soon as it
- * is opened (a kill leaves nothing behind), then sent as one PUT of known length.
+ * is opened (a kill leaves nothing behind but an empty file), then sent as one PUT of known length.
  */
 export async function putSpooled(u: Uploader, Key: string, head: Buffer[], rest: AsyncIterator<Buffer>, signal?: AbortSignal): Promise<ObjectDigest> {
   mkdirSync(u.spoolDir, { recursive: true, mode: DIR_MODE });
-  const path = join(u.spoolDir, `spool-${randomBytes(12).toString('hex')}`);
+  const path = join(u.spoolDir, `${SPOOL}${process.pid}-${randomBytes(12).toString('hex')}`);
   const file = await open(path, 'wx+', FILE_MODE);
   try {
     await unlink(path);

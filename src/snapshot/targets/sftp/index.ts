@@ -4,7 +4,7 @@ import SftpClient from 'ssh2-sftp-client';
 import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { ownerOnlyText } from '../auth.js';
 import { atMost, digestOf, hashing } from '../digest.js';
-import { MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import { CHUNK, DEPTH, closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
 import type { SftpTargetConfig } from './schema.js';
 
@@ -90,33 +90,43 @@ export class SftpTarget implements SnapshotTarget {
     return atMost(readRemote(this.raw, path, maxBytes + 1), maxBytes, `target ${this.name}: ${path}`);
   }
 
+  async names(): Promise<string[]> {
+    const out: string[] = [];
+    for (const n of await this.folders()) if ((await this.op('list', `${this.root}/${n}`, () => this.walk(`${this.root}/${n}`, ''))).length > 0) out.push(n);
+    return out;
+  }
+
   async delete(snapshot: string): Promise<void> {
     checkNames(this.name, snapshot);
     const dir = `${this.root}/${snapshot}`;
     await this.op('delete', dir, async () => {
+      if (!(await this.sftp.exists(dir))) return;
+      // The manifest first, the claim last: every step of the way, what is left is proven memory-warden's.
       await this.sftp.delete(`${dir}/${MANIFEST_KEY}`, true);
-      if (await this.sftp.exists(dir)) await this.sftp.rmdir(dir, true);
+      for (const rel of (await this.walk(dir, '')).filter((k) => k !== MANIFEST_KEY && k !== CLAIM_KEY).sort()) await this.sftp.delete(`${dir}/${rel}`, true);
+      await this.sftp.delete(`${dir}/${CLAIM_KEY}`, true);
+      await this.sftp.rmdir(dir, true);
     });
   }
 
   async cleanPartial(): Promise<string[]> {
-    const removed: string[] = [];
+    const removed = await this.temps();
+    for (const t of removed) await this.op('clean', `${this.root}/${t}`, () => this.sftp.delete(`${this.root}/${t}`, true));
+    return removed.map((t) => `${this.name}:${t}`);
+  }
+
+  async leftovers(): Promise<string[]> {
+    return (await this.temps()).map((t) => `${this.name}:${t}`);
+  }
+
+  /** Temp files a killed put left, as `<snapshot>/<path>`. */
+  private async temps(): Promise<string[]> {
+    const out: string[] = [];
     for (const n of await this.folders()) {
       const dir = `${this.root}/${n}`;
-      await this.op('clean', dir, async () => {
-        if (!(await this.sftp.exists(`${dir}/${MANIFEST_KEY}`))) {
-          await this.sftp.rmdir(dir, true);
-          removed.push(`${this.name}:${n}/`);
-          return;
-        }
-        for (const rel of await this.walk(dir, '')) {
-          if (!rel.split('/').pop()!.startsWith(TMP)) continue;
-          await this.sftp.delete(`${dir}/${rel}`, true);
-          removed.push(`${this.name}:${n}/${rel}`);
-        }
-      });
+      for (const rel of await this.op('list', dir, () => this.walk(dir, ''))) if (rel.split('/').pop()!.startsWith(TMP)) out.push(`${n}/${rel}`);
     }
-    return removed;
+    return out;
   }
 
   async close(): Promise<void> {

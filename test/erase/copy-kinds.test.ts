@@ -1,0 +1,264 @@
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import YAML from 'yaml';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../src/config/config.js';
+import { validateConfig } from '../../src/config/config.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { COPY_KINDS, copyKind, localLeftovers, type CopyKindName, type EraseTreatment } from '../../src/snapshot/copies.js';
+import { takeSnapshot } from '../../src/snapshot/create.js';
+import { noteServerSnapshot } from '../../src/snapshot/server-snapshots.js';
+import { replicateStore } from '../../src/snapshot/targets/replicate.js';
+import { uploadJournalFor } from '../../src/snapshot/targets/s3/journal.js';
+import type { S3TargetConfig } from '../../src/snapshot/targets/s3/schema.js';
+import { collectionSnapshotsFor } from '../../src/vectors/registry.js';
+import { cliAsync } from '../helpers/cli.js';
+import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
+import type { Row } from '../helpers/store.js';
+import { localPlace, s3Place, type TargetPlace } from '../snapshot/targets/fixtures.js';
+
+/**
+ * The conformance suite over the kinds of copy memory-warden can leave (src/snapshot/copies.ts): for every kind, that
+ * copy is made holding Carol's memory, and erase must find it (the dry run lists it), then deal with it as the
+ * registry says: a leftover is gone after any erase; a snapshot stays (exit 1) until `--snapshots`; a copy
+ * memory-warden cannot prove it made stays, found, exit 1, whatever is asked. A kind added to the registry without a
+ * maker here does not compile; one erase does not find fails here.
+ */
+const T0 = Date.parse('2026-11-29T02:00:00Z');
+const CAROL = 'Carol Whitfield keeps the vault code 4471 in her left shoe';
+const ROWS: Row[] = [{ id: 'm_carol', subject: 'carol', fact: CAROL }, ...Array.from({ length: 3 }, (_, i) => ({ id: `m_bob${i}`, subject: 'bob', fact: `Bob fact ${i}` }))];
+const log = silentLogger;
+
+let disk: TargetPlace;
+let bucket: TargetPlace;
+let fx: QdrantFixture | undefined;
+beforeAll(async () => {
+  disk = await localPlace();
+  bucket = await s3Place();
+}, 60_000);
+afterAll(async () => {
+  await disk.stop();
+  await bucket.stop();
+});
+afterEach(async () => {
+  await fx?.close();
+  fx = undefined;
+});
+
+interface World {
+  fx: QdrantFixture;
+  config: Config;
+  file: string;
+  /** `<snapshot.root>/agent` */
+  root: string;
+  disk: { name: string; path: string };
+  s3: S3TargetConfig;
+}
+
+async function world(): Promise<World> {
+  const f = (fx = await qdrantFixture(ROWS));
+  await f.seedPoints(ROWS);
+  const local = { ...disk.config(), name: 'disk' } as { name: string; path: string };
+  const s3 = { ...bucket.config(), name: 'bucket' } as S3TargetConfig;
+  const raw = f.raw({ snapshot: { targets: [local, s3] } });
+  const file = join(f.dir, 'warden.yaml');
+  // Credentials as a user writes them: from the environment.
+  const asWritten = f.raw({ snapshot: { targets: [local, { ...s3, accessKeyId: '${MW_TEST_KEY}', secretAccessKey: '${MW_TEST_SECRET}' }] } });
+  writeFileSync(file, YAML.stringify(asWritten));
+  return { fx: f, config: validateConfig(raw), file, root: join(f.dir, 'backups', 'agent'), disk: local, s3 };
+}
+
+/** A pid no process has now: a run that was killed. */
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', '0']).pid!;
+}
+
+/** What a maker made: the kinds of copy that now exist (the one under test first), the label erase must list, and whether the copy is still there. */
+interface Made {
+  kinds: CopyKindName[];
+  label: RegExp;
+  present(): boolean | Promise<boolean>;
+}
+
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const exact = (s: string) => new RegExp(`^${esc(s)}$`);
+
+/** A folder holding a copy of the store file (Carol's row in it). */
+function storeCopyIn(dir: string, w: World, name = 'store.db'): string {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  copyFileSync(w.fx.dbPath, join(dir, name));
+  return dir;
+}
+
+/** A snapshot pushed to the local target, its local folder removed: the target holds the only copy. */
+async function pushed(w: World): Promise<{ name: string; dir: string }> {
+  const s = await takeSnapshot(w.config, 'agent', { now: () => T0, log });
+  await replicateStore(w.config, 'agent', { log, now: () => T0, only: 'disk' });
+  rmSync(s.dir, { recursive: true });
+  return { name: s.name, dir: join(w.disk.path, 'agent', s.name) };
+}
+
+const MAKERS: { [K in CopyKindName]: (w: World) => Promise<Made> } = {
+  snapshot: async (w) => {
+    const s = await takeSnapshot(w.config, 'agent', { now: () => T0, log });
+    return { kinds: ['snapshot'], label: exact(s.dir), present: () => existsSync(s.dir) };
+  },
+  undo: async (w) => {
+    const s = await takeSnapshot(w.config, 'agent', { now: () => T0, log, reason: 'pre-restore' });
+    return { kinds: ['undo'], label: exact(s.dir), present: () => existsSync(s.dir) };
+  },
+  'unproven-folder': async (w) => {
+    const dir = storeCopyIn(join(w.root, '2026-11-01T000000Z'), w); // half deleted: its manifest gone
+    return { kinds: ['unproven-folder'], label: exact(dir), present: () => existsSync(join(dir, 'store.db')) };
+  },
+  partial: async (w) => {
+    const dir = storeCopyIn(join(w.root, `.partial-2026-11-29T020000Z-${deadPid()}-0badc0de`), w);
+    return { kinds: ['partial'], label: exact(dir), present: () => existsSync(dir) };
+  },
+  retired: async (w) => {
+    const dir = storeCopyIn(join(w.root, '.partial-2026-11-28T020000Z-retired'), w);
+    return { kinds: ['retired'], label: exact(dir), present: () => existsSync(dir) };
+  },
+  fetch: async (w) => {
+    const dir = storeCopyIn(join(w.root, `.fetch-2026-11-28T020000Z-${deadPid()}-0badc0de`), w); // killed after the download
+    return { kinds: ['fetch'], label: exact(dir), present: () => existsSync(dir) };
+  },
+  staging: async (w) => {
+    const path = join(dirname(w.fx.dbPath), `.memory.db.restore-${deadPid()}`);
+    copyFileSync(w.fx.dbPath, path);
+    return { kinds: ['staging'], label: exact(path), present: () => existsSync(path) };
+  },
+  spool: async (w) => {
+    mkdirSync(w.s3.uploadJournalDir, { recursive: true });
+    const path = join(w.s3.uploadJournalDir, `spool-${deadPid()}-0123456789abcdef01234567`);
+    writeFileSync(path, CAROL); // an upload killed before it could unlink its spool file
+    return { kinds: ['spool'], label: new RegExp(`^target:bucket: spool file ${esc(path)}$`), present: () => existsSync(path) };
+  },
+  'multipart-upload': async (w) => {
+    const journal = uploadJournalFor(w.s3, 'agent');
+    const key = `${w.s3.prefix}agent/2026-11-29T020000Z/store.db`;
+    const id = `upload-${deadPid()}`;
+    journal.started(journal.begin(key), id);
+    bucket.s3!.uploads.set(id, { key, parts: new Map([[1, { body: Buffer.from(CAROL), etag: '"x"' }]]) });
+    return { kinds: ['multipart-upload'], label: /^target:bucket:2026-11-29T020000Z\/store\.db \(multipart upload /, present: () => bucket.s3!.uploads.has(id) };
+  },
+  'target-snapshot': async (w) => {
+    const s = await pushed(w);
+    return { kinds: ['target-snapshot'], label: exact(`target:disk/${s.name}`), present: () => existsSync(s.dir) };
+  },
+  'target-unfinished': async (w) => {
+    const s = await pushed(w);
+    rmSync(join(s.dir, 'manifest.json')); // a delete killed after its first step (or an upload before its last)
+    return { kinds: ['target-unfinished'], label: exact(`target:disk/${s.name}`), present: () => existsSync(s.dir) };
+  },
+  'target-unproven': async (w) => {
+    const dir = storeCopyIn(join(w.disk.path, 'agent', '2026-11-01T000000Z'), w); // an older version's killed upload: no claim
+    return { kinds: ['target-unproven'], label: exact('target:disk/2026-11-01T000000Z'), present: () => existsSync(dir) };
+  },
+  'target-temp': async (w) => {
+    const s = await pushed(w);
+    const tmp = join(s.dir, '.tmp-0badc0de-store.db'); // a put killed before its rename
+    copyFileSync(w.fx.dbPath, tmp);
+    return { kinds: ['target-temp', 'target-snapshot'], label: exact(`target:disk:${s.name}/.tmp-0badc0de-store.db`), present: () => existsSync(tmp) };
+  },
+  'qdrant-server': async (w) => {
+    const collection = w.fx.collections[0]!;
+    const snap = await collectionSnapshotsFor(w.config.stores.agent!)!.createSnapshot(collection);
+    noteServerSnapshot(w.root, { collection, snapshot: snap.name, kind: 'created' }); // a snapshot run killed before deleting it
+    return { kinds: ['qdrant-server'], label: exact(`qdrant:${collection}/${snap.name}`), present: async () => (await w.fx.q.snapshotNames(collection)).includes(snap.name) };
+  },
+};
+
+const ORDER: EraseTreatment[] = ['leftover', 'snapshot', 'person'];
+const strongest = (kinds: CopyKindName[]) => kinds.map((k) => copyKind(k).erase).reduce((a, b) => (ORDER.indexOf(a) > ORDER.indexOf(b) ? a : b));
+
+async function erase(w: World, ...flags: string[]) {
+  const r = await cliAsync(['erase', '--config', w.file, '--store', 'agent', '--user', 'carol', '--json', ...flags], { MW_TEST_KEY: w.s3.accessKeyId!, MW_TEST_SECRET: w.s3.secretAccessKey! });
+  let receipt: { snapshots: { found: string[]; deleted: string[]; unverified: string[] } };
+  try {
+    receipt = r.json();
+  } catch {
+    throw new Error(`erase ${flags.join(' ')}: exit ${r.code}: ${r.stderr}`);
+  }
+  return { code: r.code, ...receipt.snapshots };
+}
+
+describe('every kind of copy memory-warden can leave is found by erase, and dealt with as its kind says', { timeout: 120_000 }, () => {
+  it('the suite covers the registry: one maker per kind, each kind made somewhere in src', () => {
+    expect(Object.keys(MAKERS).sort()).toEqual(COPY_KINDS.map((k) => k.name).sort());
+    for (const k of COPY_KINDS) for (const f of k.madeIn) expect(existsSync(f), `${k.name}: ${f}`).toBe(true);
+    // docs/erase.md lists every kind with what erase does with it.
+    const doc = readFileSync('docs/erase.md', 'utf8');
+    for (const k of COPY_KINDS) expect(doc, k.name).toMatch(new RegExp(`^\\| \`${esc(k.name)}\` \\|.*\\| ${k.erase} \\|$`, 'm'));
+  });
+
+  it.each(COPY_KINDS.map((k) => [k.name, k.erase] as const))('%s (%s)', async (kind) => {
+    const w = await world();
+    const made = await MAKERS[kind](w);
+    const treatment = copyKind(kind).erase; // what happens to this copy
+    const exit = strongest(made.kinds); // what erase's exit code says of all the maker made
+    expect(await made.present(), 'the maker made it').toBe(true);
+
+    const dry = await erase(w, '--dry-run');
+    expect(dry.code).toBe(0);
+    expect(dry.found, 'the dry run lists it').toContainEqual(expect.stringMatching(made.label));
+    expect(await made.present(), 'a dry run changes nothing').toBe(true);
+
+    const plain = await erase(w);
+    if (treatment === 'leftover') {
+      expect(await made.present(), 'a leftover goes with any erase').toBe(false);
+      expect(plain.deleted).toContainEqual(expect.stringMatching(made.label));
+    } else {
+      expect(await made.present(), 'a backup stays without --snapshots').toBe(true);
+      expect(plain.found).toContainEqual(expect.stringMatching(made.label));
+    }
+    expect(plain.code, `exit 1 while a copy remains: ${JSON.stringify(plain)}`).toBe(exit === 'leftover' ? 0 : 1);
+    // The next run knows her only by the keyed hashes the first kept: it still finds what remains.
+    const snaps = await erase(w, '--snapshots');
+    expect(await made.present()).toBe(treatment === 'person');
+    expect(snaps.code, JSON.stringify(snaps)).toBe(exit === 'person' ? 1 : 0);
+    if (treatment === 'person') expect(snaps.found).toContainEqual(expect.stringMatching(made.label));
+    const again = await erase(w);
+    expect(again.code).toBe(exit === 'person' ? 1 : 0);
+  });
+});
+
+describe('a copy still in use is listed and left', { timeout: 120_000 }, () => {
+  it('a download folder whose restore still runs (its pid is alive): found, cannot be ruled out, not removed, exit 1; gone once it ends', async () => {
+    const w = await world();
+    const dir = storeCopyIn(join(w.root, `.fetch-2026-11-28T020000Z-${process.pid}-0badc0de`), w); // this process: alive
+    const r = await erase(w, '--snapshots');
+    expect(r.code).toBe(1);
+    expect(r.found).toContain(dir);
+    expect(r.unverified).toContain(dir);
+    expect(r.deleted).not.toContain(dir);
+    expect(existsSync(join(dir, 'store.db'))).toBe(true);
+    const ended = dir.replace(`-${process.pid}-`, `-${deadPid()}-`);
+    renameSync(dir, ended);
+    const again = await erase(w, '--snapshots');
+    expect(again.deleted).toContain(ended);
+    expect(again.code).toBe(0);
+    expect(existsSync(ended)).toBe(false);
+  });
+});
+
+describe('staging copies are looked for beside every file a restore stages', () => {
+  it('mem0\'s SQLite vector files and Mastra\'s vector file, not only the store\'s db', () => {
+    const dir = join((disk.config() as { path: string }).path, 'stores');
+    mkdirSync(dir, { recursive: true });
+    const config = validateConfig({
+      stateDb: join(dir, 'state.db'),
+      snapshot: { root: join(dir, 'backups') },
+      stores: {
+        m: { layout: 'mem0', db: join(dir, 'history.db'), mem0: { vectorStore: 'sqlite', vectorDb: join(dir, 'vector_store.db') } },
+        a: { layout: 'mastra', db: join(dir, 'mastra.db'), mastra: { vectorDb: join(dir, 'vectors.db') } },
+      },
+    });
+    for (const f of ['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal', '.mastra.db.restore-3', '.vectors.db.restore-4']) writeFileSync(join(dir, f), CAROL);
+    const found = (store: string) => localLeftovers(config, store, ['staging']).map((c) => c.path.slice(dir.length + 1)).sort();
+    expect(found('m')).toEqual(expect.arrayContaining(['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal']));
+    expect(found('a')).toEqual(['.mastra.db.restore-3', '.vectors.db.restore-4']);
+    expect(readdirSync(dir)).toContain('.vectors.db.restore-4');
+  });
+});
