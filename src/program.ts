@@ -13,6 +13,7 @@ import { registerTargetCommands } from './commands/targets.js';
 import { registerReviewCommands } from './commands/review.js';
 import { registerServeCommands } from './commands/serve.js';
 import { endProgress } from './commands/common.js';
+import { quietOnClosedPipe } from './core/closed-pipe.js';
 
 
 export function buildProgram(): Command {
@@ -141,6 +142,8 @@ function errorLine(message: string): string {
 
 /** The command line's whole run: src/cli.ts calls it, from the build's bundle or from these modules. */
 export function run(argv: string[]): void {
+  quietOnClosedPipe(process.stdout);
+  quietOnClosedPipe(process.stderr);
   void main(argv).then((code) => {
     process.exitCode = code;
   });
