@@ -14,6 +14,7 @@ import { registerReviewCommands } from './commands/review.js';
 import { registerServeCommands } from './commands/serve.js';
 import { endProgress } from './commands/common.js';
 import { quietOnClosedPipe } from './core/closed-pipe.js';
+import { addCommandDetails } from './commands/details.js';
 
 
 export function buildProgram(): Command {
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
   registerTargetCommands(program);
   registerReviewCommands(program);
   registerServeCommands(program);
+  addCommandDetails(program);
   return program;
 }
 

@@ -10,7 +10,7 @@ export function registerSnapshotCommands(program: Command): void {
   addStoreOptions(snapshots.command('list'))
     .description('list the snapshot folders of a store, oldest first (exit 1 if --verify finds a bad one)')
     .option('--verify', 'check every file against the sha256 in its manifest')
-    .option('--target <name>', 'list the snapshots on this configured target instead (README: Snapshots off the machine)')
+    .option('--target <name>', 'list the snapshots on this configured target instead (docs/snapshots.md#snapshots-off-the-machine)')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
