@@ -3,7 +3,7 @@ import { expandHome } from '../config/read.js';
 import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import { systemClock } from '../time/instants.js';
-import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
+import { isDryRun, parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, transientError, usageError, WardenError } from '../core/errors.js';
 import { redactText } from '../text/secrets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
@@ -64,7 +64,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
     ...(opts.progress ? { progress: opts.progress } : {}),
   };
-  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
+  const record = opts.record === false || isDryRun(parsed) ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
   if (isAlreadyRan(record)) {
     ctx.log.info({ scheduledRun: opts.scheduledRun, runId: record.alreadyRan.runId, finishedAt: record.alreadyRan.finishedAt }, 'a scheduled run already done on this host: not run again');
     return record;
