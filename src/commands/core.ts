@@ -3,8 +3,7 @@ import { addStoreOptions, loadForCommand, print, printJson, storeContext, type S
 import { JOB_SCOPES } from './job-names.js';
 import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
-import type { PruneResult } from '../layouts/warden/prune.js';
-import type { Finding } from '../job/findings.js';
+import { printCheck, printJobResult } from './run-output.js';
 import { interruptSignal } from './waiting.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
@@ -72,12 +71,9 @@ export function registerCoreCommands(program: Command): void {
       const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       // Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it).
       const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
+      if (name === 'integrity') process.exitCode = (result as CheckReport).ok ? 0 : 1;
       if (opts.json) return printJson(result);
-      if (name === 'prune') printPrune(result as PruneResult);
-      else if (name === 'integrity') {
-        printCheck(result as CheckReport);
-        process.exitCode = (result as CheckReport).ok ? 0 : 1;
-      } else printJson(result);
+      await printJobResult(name, result);
     });
   }
 
@@ -135,21 +131,3 @@ function redactConfig(config: unknown, scrubUrlCredentials: <T>(value: T) => T):
   return scrubUrlCredentials(blanked);
 }
 
-export function printFindings(findings: Finding[], indent = '  '): void {
-  for (const f of findings) {
-    print`${indent}[${f.severity}] ${f.code}: ${f.message}`;
-    if (f.ids && f.ids.length > 0) print`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`;
-  }
-}
-
-function printCheck(r: CheckReport): void {
-  print`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`;
-  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
-  printFindings(r.problems);
-  printFindings(r.notes);
-}
-
-function printPrune(r: PruneResult): void {
-  const verb = r.dryRun ? 'would delete' : 'deleted';
-  print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
-}

@@ -69,9 +69,7 @@ export function registerSnapshotCommands(program: Command): void {
         if (cleanedUp) result.steps.push(cleanedUp);
       }
       if (opts.json) return printJson(result);
-      print`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`;
-      for (const s of result.steps) print`  ${s}`;
-      if (result.undo) print`  to undo: memory-warden restore ${result.undo} --store ${result.store}`;
+      (await import('./run-output.js')).printRestore(result);
     });
 
   const repair = program.commands.find((c) => c.name() === 'repair');

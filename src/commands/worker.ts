@@ -100,8 +100,11 @@ export function registerWorkerCommands(program: Command): void {
       const { runOnHost } = await import('../queue/remote.js');
       // Ctrl-C: a job no worker has taken yet is withdrawn; one already running finishes there, and it says so.
       const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec, signal: interruptSignal() });
-      if (!opts.json) print`${what}: done`;
-      printJson(result);
+      if (opts.json) printJson(result);
+      else {
+        print`${what}: done`;
+        await (await import('./run-output.js')).printJobResult(name, result);
+      }
       // A check that ran and found problems is exit 1, as for `memory-warden check`.
       if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
     });
