@@ -137,14 +137,28 @@ function parsed(read: () => unknown): unknown {
 
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
   const base = await loadForCommand(opts, cmd);
+  let ctx: CommandContext;
   if (base.dbStore === undefined) {
     const { selectStore } = await import('../config/read.js');
-    return { ...base, storeName: selectStore(base.config, opts.store).name };
+    ctx = { ...base, storeName: selectStore(base.config, opts.store).name };
+  } else {
+    if (opts.store !== undefined && opts.store !== base.dbStore) {
+      throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${base.dbStore}); give one of them`);
+    }
+    ctx = { ...base, storeName: base.dbStore };
   }
-  if (opts.store !== undefined && opts.store !== base.dbStore) {
-    throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${base.dbStore}); give one of them`);
+  // A folder (or a device …) as the store's file: named where it was given, before anything opens it. A store on
+  // another host is not looked for here: its file is there, not at this path.
+  const db = ctx.config.stores[ctx.storeName]?.db;
+  if (db !== undefined && !(await storeHostElsewhere(ctx))) {
+    const { assertStorePath } = await import('../store/store-path.js');
+    if (opts.db !== undefined) assertStorePath(opts.db, '--db', 'option');
+    else {
+      const file = opts.config ?? process.env.MEMORY_WARDEN_CONFIG;
+      assertStorePath(db, `${file ? `config ${file}: ` : ''}stores.${ctx.storeName}.db`);
+    }
   }
-  return { ...base, storeName: base.dbStore };
+  return ctx;
 }
 
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */

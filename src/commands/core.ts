@@ -15,6 +15,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--create', 'make a new store file if none exists')
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
+      (await import('../store/store-path.js')).assertStorePath(opts.db, '--db', 'option');
       const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }, { isStateDb }] = await Promise.all([
         import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'), import('../state/migrate.js'),
       ]);

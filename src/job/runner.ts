@@ -53,6 +53,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
+  if (storeDb) (await import('../store/store-path.js')).assertStorePath(storeDb, `stores.${store}.db`);
   if (job.writes && storeDb) assertNoPendingRestore(storeDb);
   const now = opts.now ?? systemClock;
   const ctx: JobContext = {
