@@ -112,7 +112,10 @@ export function registerWorkerCommands(program: Command): void {
 
 function formatScheduler(r: SchedulerListing): string {
   const when = r.every !== null ? `every ${r.every} ms` : `${r.pattern} (${r.tz ?? 'UTC'})`;
-  const status = r.inConfig && r.inRedis ? `next ${r.next ?? '?'}` : r.inConfig ? 'not in Redis yet: starts with the next worker' : 'not in config: removed at the next worker start';
+  const status =
+    r.inConfig && r.inRedis ? `next ${r.next ?? '?'}`
+    : r.inConfig ? `next ${r.next ?? '(its first worker starts it)'} (from the config: no worker has put it in Redis yet)`
+    : 'not in config: removed at the next worker start';
   return `${show(r.id).padEnd(28)} ${show(r.host ?? '(any host)').padEnd(16)} ${show(when).padEnd(28)} ${show(status)}`;
 }
 
