@@ -1,9 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { CLI } from '../helpers/cli.js';
+import { cliAsync } from '../helpers/cli.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 
@@ -31,16 +30,7 @@ afterEach(async () => {
   tmp.cleanup();
 });
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args, '--config', config], { env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
+const run = (args: string[]) => cliAsync([...args, '--config', config], { MEMORY_WARDEN_CONFIG: '' });
 
 describe('the digest after a prune', () => {
   it('reports the prune that ran a moment before it, and the next digest does not report it again', async () => {
