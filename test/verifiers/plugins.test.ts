@@ -78,9 +78,9 @@ describe('verifier plugins', () => {
     fileRoots: [./repos]
   rules:
     - name: package manager
-      match: { source: "^repo:(?<dir>[a-z]+)$", subject: "^package manager$" }
+      match: { source: "^repo:(?<dir>[a-z]+)$", subject: "^package manager$", fact: "^prefers (?<pm>[a-z]+)$" }
       use: lockfile
-      with: { dir: "\${dir}", expect: pnpm }
+      with: { dir: "\${dir}", expect: "^\${pm}$" }
       replacement: "prefers \${value}"
       autoSupersede: true
     - match: { source: "^flaky:" }
@@ -98,7 +98,7 @@ describe('verifier plugins', () => {
     ]);
     const config = loadConfig({ file: configFile, env: {} });
     expect(config.verify.plugins[0]).toBe(join(box.dir, 'plugins/lockfile.mjs'));
-    expect(config.verify.rules[0]!.with).toEqual({ dir: '${dir}', expect: 'pnpm' });
+    expect(config.verify.rules[0]!.with).toEqual({ dir: '${dir}', expect: '^${pm}$' });
     const r = await drift({ store: 'agent' }, jobContext(config));
     const byId = Object.fromEntries(r.verdicts.map((v) => [v.id, v]));
     expect(byId.m_web).toMatchObject({ verdict: 'confirmed', verifier: 'lockfile' });
