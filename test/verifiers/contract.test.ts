@@ -112,6 +112,14 @@ describe('the verifier contract', () => {
     expect(Object.keys(cases).sort()).toEqual([...Object.keys(BUILTIN_VERIFIERS), 'package-manager'].sort());
   });
 
+  it('a rule without expect: the first reading confirms only a memory that says what the rule\'s replacement says for it', async () => {
+    const c = cases.file!();
+    const rule = { ...c.rule, match: { source: '^file:(?<path>.+)$' }, with: { path: '${path}', select: '$.database.version' }, replacement: 'the database is Postgres ${value}' };
+    const got = await verdicts({ ...c, rule }, [{ subject: 'db', fact: 'the database is Postgres 15.4' }, { subject: 'db', fact: 'the database is Postgres 14' }]);
+    expect(got[0]).toMatchObject({ verdict: 'confirmed' });
+    expect(got[1]).toMatchObject({ verdict: 'contradicted', evidence: { replacement: { fact: 'the database is Postgres 15.4' } } });
+  });
+
   describe.each(['file', 'git', 'http', 'package-manager'])('%s', (name) => {
     it('a memory contradicted by its evidence is never confirmed; one the evidence agrees with is', async () => {
       const c = cases[name]!();
