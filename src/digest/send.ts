@@ -99,7 +99,8 @@ export function classifySmtpError(err: unknown, cfg: SendConfig): WardenError {
   const e = err as { code?: string; command?: string; responseCode?: number; permanent?: boolean; message?: string };
   const what = `send digest via ${cfg.smtp.host}:${cfg.smtp.port}`;
   const detail = headerText(e.message ?? String(err), 300);
-  if (e.code === 'ETLS' && e.command === 'STARTTLS' && /^Error upgrading connection/.test(e.message ?? '')) {
+  const requiredTls = !!cfg.smtp.user && !cfg.smtp.secure && !cfg.smtp.allowPlaintextAuth;
+  if (requiredTls && e.code === 'ETLS' && e.command === 'STARTTLS' && /^Error upgrading connection/.test(e.message ?? '')) {
     return configError(`smtp.allowPlaintextAuth: ${what}: the server offers no STARTTLS, and smtp.user and smtp.password are not sent in clear text; use TLS (secure: true on port 465, or a server that offers STARTTLS), or set smtp.allowPlaintextAuth: true for a server on a network you trust: ${detail}`);
   }
   // 500/502: AUTH unknown to the server; 503/504: not offered in this session, or no mechanism it implements.
