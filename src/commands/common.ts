@@ -64,6 +64,10 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
     }
     config = quick ?? (await import('../config/config.js')).loadConfig(load);
   }
+  const g = globalOptions(cmd);
+  const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
+  const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
+  const now = clockFrom(opts.now);
   // The store the command works on, when it works on one: --db's, else --store, else the config's only store.
   let storeName: string | undefined;
   if (use.oneStore) {
@@ -73,11 +77,8 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
     } else storeName = dbStore;
   }
   const storeHost = await storesHere(config, cmd, [...new Set([...storesNamed(cmd), ...(dbStore !== undefined ? [dbStore] : []), ...(storeName !== undefined ? [storeName] : [])])]);
-  const g = globalOptions(cmd);
-  const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
-  const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
   return {
-    config, log, now: clockFrom(opts.now), progress: progressFor(opts, level), storeHost,
+    config, log, now, progress: progressFor(opts, level), storeHost,
     ...(dbStore !== undefined ? { dbStore } : {}), ...(storeName !== undefined ? { storeName } : {}),
   };
 }
