@@ -39,6 +39,11 @@ export function digestGroups(config: Config, chosen?: string[]): DigestGroup[] {
   return [{ scope: everything ? ALL_STORES : [...names].sort().join(','), stores: everything ? all : names }];
 }
 
+/** What the scheduled digest's emails are labelled by (one covering every store, or one per store); none without stores. */
+export function digestScopes(config: Config): string[] {
+  return Object.keys(config.stores).length === 0 ? [] : digestGroups(config).map((g) => g.scope);
+}
+
 /** The end of a period: now − settle, on a whole second (periods are stored as canonical text). */
 export function periodEnd(config: Config, now: Instant): Instant {
   return Math.floor((now - config.digest.settleSeconds * 1000) / 1000) * 1000;
