@@ -188,8 +188,17 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
     expect(folder()).toEqual(before);
   });
 
+  it('a refused job says how to run it there from here', async () => {
+    const prune = await cliAsync(['run', 'prune', '--config', file, '--store', 'sales-bot'], env);
+    expect(prune.stderr).toContain('(from here: memory-warden enqueue prune --store sales-bot)');
+    const check = await cliAsync(['check', '--config', file, '--store', 'sales-bot'], env);
+    expect(check.stderr).toContain('(from here: memory-warden enqueue integrity --store sales-bot)');
+    const digest = await cliAsync(['run', 'digest', '--config', file, '--store', 'sales-bot'], env);
+    expect(digest.stderr).toContain('(from here: memory-warden enqueue digest)');
+  });
+
   it('run digest of a fleet config with no smtp section: the fleet refusal, not the mail settings', async () => {
-    for (const argv of [['run', 'digest'], ['digest', '--send']]) {
+    for (const argv of [['run', 'digest'], ['digest', '--send'], ['run', 'digest', '--store', 'support-bot']]) {
       const { r } = await watched([...argv, '--config', file]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/digest: the stores live on several hosts \(box-a, box-b\).*memory-warden enqueue digest/);

@@ -7,6 +7,7 @@ import { LOG_LEVELS } from '../log/levels.js';
 import { escapedLine, jsonText, terminalText } from '../text/untrusted.js';
 import { noProgress, type Progress } from '../progress/progress.js';
 import { terminalProgress } from '../progress/terminal.js';
+import { JOB_SCOPES } from './job-names.js';
 
 /** Options every store command accepts. */
 export interface StoreOptions {
@@ -156,10 +157,11 @@ function commandPath(cmd: Command): string {
   return names.join(' ');
 }
 
-/** For a job's command, the command that runs that job on the store's host from here. */
+/** For a job's command, the command that runs that job on the store's host from here (the digest: on every host). */
 function enqueueHint(cmd: Command, store: string): string {
   const job = cmd.parent?.name() === 'run' ? cmd.name() : cmd.name() === 'check' ? 'integrity' : null;
-  return job ? ` (from here: memory-warden enqueue ${job} --store ${store})` : '';
+  if (job === null) return '';
+  return JOB_SCOPES[job] === 'global' ? ` (from here: memory-warden enqueue ${job})` : ` (from here: memory-warden enqueue ${job} --store ${store})`;
 }
 
 /**
