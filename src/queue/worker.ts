@@ -6,14 +6,15 @@ import { expandHome } from '../config/config.js';
 import { coerceError, configError } from '../core/errors.js';
 import type { Logger } from '../log/logger.js';
 import { isAlreadyRan, runJob } from '../job/runner.js';
-import { systemClock, type Clock } from '../time/instants.js';
+import { parseInstant, systemClock, type Clock } from '../time/instants.js';
 import { openStateDb } from '../state/state.js';
 import { WorkerMetrics } from './metrics.js';
 import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, scheduledRunOf, syncSchedulers, type SyncResult } from './schedules.js';
-import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { globalHost, hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { digestScopes } from '../digest/digest.js';
 import { heartbeatTime, isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../core/version.js';
@@ -128,6 +129,19 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
   };
 }
 
+/**
+ * The series a worker of `host` will use: each job for each store of this host, and the jobs for every store at once
+ * when this host may run them (the one host of every store, or any worker of a fleet, from the shared queue).
+ */
+function seriesOf(config: Config, jobs: JobMap, host: string): Parameters<WorkerMetrics['zeroSeries']>[0] {
+  const stores = storesOn(config, host);
+  const everyStore = globalHost(config);
+  const global = everyStore === null || everyStore === host;
+  const runs = Object.entries(jobs).flatMap(([job, def]): { job: string; store: string | null }[] =>
+    (def.scope ?? 'store') === 'global' ? (global ? [{ job, store: null }] : []) : stores.map((store) => ({ job, store })));
+  return { runs, stores, digestScopes: global && 'digest' in jobs ? digestScopes(config) : [] };
+}
+
 /** Last successful run per store and job, from the state db (survives restarts, unlike the metrics). */
 function lastSuccesses(config: Config): Record<string, Record<string, string>> {
   const db = openStateDb(expandHome(config.stateDb));
@@ -141,6 +155,15 @@ function lastSuccesses(config: Config): Record<string, Record<string, string>> {
   } finally {
     db.close();
   }
+}
+
+/** The times /healthz shows, as ISO-8601 UTC with its Z, the form `fleet --json` and every heartbeat use. */
+function isoTimes(byStore: Record<string, Record<string, string>>): Record<string, Record<string, string>> {
+  const iso = (text: string) => {
+    const t = parseInstant(text);
+    return t === null ? text : new Date(t).toISOString();
+  };
+  return Object.fromEntries(Object.entries(byStore).map(([store, jobs]) => [store, Object.fromEntries(Object.entries(jobs).map(([job, at]) => [job, iso(at)]))]));
 }
 
 async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> {
@@ -169,6 +192,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const host = thisHost(config);
   metrics.registry.setDefaultLabels({ host });
+  metrics.zeroSeries(seriesOf(config, opts.jobs, host));
   try {
     metrics.seedLastSuccess(lastSuccesses(config));
   } catch (err) {
@@ -232,7 +256,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
       const workerState = state.shuttingDown ? 'stopping' : running.isRunning() && runningHost.isRunning() ? 'running' : 'stopped';
       let stores: Record<string, Record<string, string>> | string;
       try {
-        stores = lastSuccesses(config);
+        stores = isoTimes(lastSuccesses(config));
       } catch (err) {
         stores = `state db unreadable: ${(err as Error).message}`;
       }
