@@ -25,12 +25,13 @@ describe('what run prints', () => {
     ['integrity', /^agent \(.*agent\.db\): healthy$/m, { ok: true }],
     ['prune', /^agent: deleted 1 row\(s\)/m, { deleted: 0 }],
   ])('run %s: a person\'s lines without --json, one JSON object with it', (job, human, json) => {
-    const text = cli(['run', job, '--config', config, '--store', 'agent'], { MEMORY_WARDEN_CONFIG: '' });
+    // Two runs, an hour apart (one snapshot per store and second).
+    const text = cli(['run', job, '--config', config, '--store', 'agent', '--now', '2026-11-29T02:00:00Z'], { MEMORY_WARDEN_CONFIG: '' });
     expect(text.code, text.stderr).toBe(0);
     notJson(text.stdout);
     expect(text.stdout).toMatch(human);
     expect(text.stdout).not.toMatch(/^\s*[{}]/m);
-    const j = cli(['run', job, '--config', config, '--store', 'agent', '--json'], { MEMORY_WARDEN_CONFIG: '' });
+    const j = cli(['run', job, '--config', config, '--store', 'agent', '--now', '2026-11-29T03:00:00Z', '--json'], { MEMORY_WARDEN_CONFIG: '' });
     expect(j.code, j.stderr).toBe(0);
     expect(j.json()).toMatchObject(json);
   });

@@ -7,6 +7,7 @@ import { LOG_LEVELS } from '../log/levels.js';
 import { escapedLine, jsonText, terminalText } from '../text/untrusted.js';
 import { noProgress, type Progress } from '../progress/progress.js';
 import { terminalProgress } from '../progress/terminal.js';
+import { JOB_SCOPES } from './job-names.js';
 
 /** Options every store command accepts. */
 export interface StoreOptions {
@@ -31,6 +32,8 @@ export interface CommandContext {
   log: Logger;
   now: Clock;
   progress: Progress;
+  /** The store's host when it is another machine (a command routed there, see routedToStoreHost), else null. */
+  storeHost: string | null;
 }
 
 /** The global options live on the root program; read them from any subcommand. */
@@ -45,7 +48,7 @@ export function globalOptions(cmd: Command): { pretty?: boolean; logLevel?: stri
  * (see dbStoreIn). Config, logger and store code are imported here, when a command runs, not when `--help` lists
  * the commands.
  */
-export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<{ config: Config; log: Logger; now: Clock; progress: Progress; dbStore?: string }> {
+export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { oneStore?: boolean } = {}): Promise<Loaded> {
   const [{ quickConfig }, { createLogger }] = await Promise.all([import('../config/read.js'), import('../log/logger.js')]);
   const file = opts.config ?? process.env.MEMORY_WARDEN_CONFIG;
   let config: Config;
@@ -65,7 +68,100 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command): Promise<
   const g = globalOptions(cmd);
   const level = logLevel(g.logLevel, process.env.LOG_LEVEL, config.log.level);
   const log = createLogger({ level, ...(g.pretty ? { pretty: true } : {}) });
-  return { config, log, now: clockFrom(opts.now), progress: progressFor(opts, level), ...(dbStore !== undefined ? { dbStore } : {}) };
+  const now = clockFrom(opts.now);
+  // The store the command works on, when it works on one: --db's, else --store, else the config's only store.
+  let storeName: string | undefined;
+  if (use.oneStore) {
+    if (dbStore === undefined) storeName = (await import('../config/read.js')).selectStore(config, opts.store).name;
+    else if (opts.store !== undefined && opts.store !== dbStore) {
+      throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${dbStore}); give one of them`);
+    } else storeName = dbStore;
+  }
+  const storeHost = await storesHere(config, cmd, [...new Set([...storesNamed(cmd), ...(dbStore !== undefined ? [dbStore] : []), ...(storeName !== undefined ? [storeName] : [])])]);
+  return {
+    config, log, now, progress: progressFor(opts, level), storeHost,
+    ...(dbStore !== undefined ? { dbStore } : {}), ...(storeName !== undefined ? { storeName } : {}),
+  };
+}
+
+/** What loadForCommand gives a command. */
+export interface Loaded {
+  config: Config;
+  log: Logger;
+  now: Clock;
+  progress: Progress;
+  /** With --db PATH, the name that file's store has in the config (see dbStoreIn). */
+  dbStore?: string;
+  /** The one store a single-store command works on (loadForCommand with oneStore). */
+  storeName?: string;
+  /**
+   * The host that holds the command's store when that is another machine (only a command that runs there, through
+   * its host's queue, gets this far: see routedToStoreHost), else null.
+   */
+  storeHost: string | null;
+}
+
+/**
+ * The commands that take a store on another host to that host, through its queue (src/queue/remote.ts): erase,
+ * restore and enqueue. Every other command is refused a store on another host (storesHere).
+ */
+const ROUTED = new WeakSet<Command>();
+
+/** Mark a command as one that runs on the store's host itself when that is another machine (it reads `storeHost`). */
+export function routedToStoreHost<C extends Command>(cmd: C): C {
+  ROUTED.add(cmd);
+  return cmd;
+}
+
+/**
+ * The options that name a store: `--store` (one, or repeated) and `--link` (serve's), on the command or a command
+ * above it (a subcommand's option its parent also defines is parsed by the parent). `--db` names the store the
+ * config has for that file (dbStoreIn).
+ */
+export const STORE_NAMING_OPTIONS = ['store', 'link'] as const;
+
+function storesNamed(cmd: Command): string[] {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) {
+    const opts = c.opts<Record<string, unknown>>();
+    for (const key of STORE_NAMING_OPTIONS) {
+      const v = opts[key];
+      for (const name of Array.isArray(v) ? v : [v]) if (typeof name === 'string') names.push(name);
+    }
+  }
+  return names;
+}
+
+/**
+ * Where the config says a store lives decides where a command on it runs. Every command comes through here, with
+ * the stores it names (and a single-store command with the one it works on), before any store file is opened: a
+ * store whose `host:` is another machine is refused, exit 2, naming that host, because the file at its path here
+ * is not that store (another machine's store of the same path, or nothing); a command that runs on the store's
+ * host through its queue (routedToStoreHost) gets that host instead. Returns the host of a store elsewhere, or null.
+ */
+async function storesHere(config: Config, cmd: Command, stores: string[]): Promise<string | null> {
+  if (!stores.some((s) => config.stores[s]?.host !== undefined)) return null; // no host named: all here, nothing to load
+  const { storeElsewhere, thisHost } = await import('../queue/hosts.js');
+  const away = stores.map((store) => ({ store, host: storeElsewhere(config, store) })).filter((s): s is { store: string; host: string } => s.host !== null);
+  if (away.length === 0) return null;
+  const here = thisHost(config);
+  if (ROUTED.has(cmd)) return away[0]!.host;
+  const what = away.map((s) => `store ${s.store} lives on host ${s.host}`).join(', ');
+  throw usageError(`${commandPath(cmd)}: ${what}, and this machine is ${here}; the file at its path here is not that store: run it on ${[...new Set(away.map((s) => s.host))].join(', ')}${enqueueHint(cmd, away[0]!.store)}`);
+}
+
+/** `run prune`: the words that name a command, below the program's own name. */
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/** For a job's command, the command that runs that job on the store's host from here (the digest: on every host). */
+function enqueueHint(cmd: Command, store: string): string {
+  const job = cmd.parent?.name() === 'run' ? cmd.name() : cmd.name() === 'check' ? 'integrity' : null;
+  if (job === null) return '';
+  return JOB_SCOPES[job] === 'global' ? ` (from here: memory-warden enqueue ${job})` : ` (from here: memory-warden enqueue ${job} --store ${store})`;
 }
 
 /**
@@ -86,7 +182,7 @@ async function dbStoreIn(file: string, db: string): Promise<{ config: Config; db
     return { config: loadConfig({ file, overrides: { stores: { [name]: { db } } } }), dbStore: name };
   }
   const config = loadConfig({ file });
-  const held = Object.keys(config.stores).filter((name) => sameFile(db, expandHome(config.stores[name]!.db)));
+  const held = await thisHostsFirst(config, Object.keys(config.stores).filter((name) => sameFile(db, expandHome(config.stores[name]!.db))), db);
   if (held.length > 1) throw usageError(`--db ${db}: config ${file} holds this file as several stores (${held.join(', ')}); give --store NAME instead`);
   if (held.length === 1) return { config, dbStore: held[0]! };
   const other = config.stores[name];
@@ -126,6 +222,20 @@ export function endProgress(): void {
   shownProgress?.done();
 }
 
+/**
+ * In a fleet, one path can be a store on each machine (`/srv/agent/memory.db` on box-a and on box-b): the file at
+ * that path here is the store of this machine. Stores of other machines alone are refused, naming their hosts.
+ */
+async function thisHostsFirst(config: Config, held: string[], db: string): Promise<string[]> {
+  if (held.length < 2 || held.every((s) => config.stores[s]!.host === undefined)) return held;
+  const { hostOfStore, thisHost } = await import('../queue/hosts.js');
+  const here = thisHost(config);
+  const mine = held.filter((s) => hostOfStore(config, s) === here);
+  if (mine.length > 0) return mine;
+  const where = held.map((s) => `${s} on host ${hostOfStore(config, s)}`).join(', ');
+  throw usageError(`--db ${db}: the config holds this path as stores of other machines (${where}), and this machine is ${here}; the file here is none of them: run the command on that host`);
+}
+
 /** What `read` returns, or undefined when it throws (loadConfig then says why, naming the file). */
 function parsed(read: () => unknown): unknown {
   try {
@@ -135,22 +245,14 @@ function parsed(read: () => unknown): unknown {
   }
 }
 
+/** loadForCommand for a command that works on one store: that store's name with the rest. */
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
-  const base = await loadForCommand(opts, cmd);
-  let ctx: CommandContext;
-  if (base.dbStore === undefined) {
-    const { selectStore } = await import('../config/read.js');
-    ctx = { ...base, storeName: selectStore(base.config, opts.store).name };
-  } else {
-    if (opts.store !== undefined && opts.store !== base.dbStore) {
-      throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${base.dbStore}); give one of them`);
-    }
-    ctx = { ...base, storeName: base.dbStore };
-  }
+  const { storeName, ...base } = await loadForCommand(opts, cmd, { oneStore: true });
+  const ctx = { ...base, storeName: storeName! };
   // A folder (or a device …) as the store's file: named where it was given, before anything opens it. A store on
   // another host is not looked for here: its file is there, not at this path.
   const db = ctx.config.stores[ctx.storeName]?.db;
-  if (db !== undefined && !(await storeHostElsewhere(ctx))) {
+  if (db !== undefined && ctx.storeHost === null) {
     const { assertStorePath } = await import('../store/store-path.js');
     if (opts.db !== undefined) assertStorePath(opts.db, '--db', 'option');
     else {
@@ -201,14 +303,3 @@ export function line(words: TemplateStringsArray, ...values: unknown[]): string 
 
 /** Untrusted text for one line: every hidden character, newlines included, named as `\uXXXX` (../untrusted.ts). */
 export const show = (text: unknown): string => escapedLine(text);
-
-/**
- * The host that holds the command's store when it is not this machine (src/queue/hosts.ts), else null: erase and
- * restore then run there, through that host's queue (src/queue/remote.ts). Loaded only for a store with a host.
- */
-export async function storeHostElsewhere(ctx: CommandContext): Promise<string | null> {
-  if (ctx.config.stores[ctx.storeName]?.host === undefined) return null;
-  const { hostOfStore, thisHost } = await import('../queue/hosts.js');
-  const host = hostOfStore(ctx.config, ctx.storeName);
-  return host === thisHost(ctx.config) ? null : host;
-}

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
-import { JOB_SCOPES } from './job-names.js';
+import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
 import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import { printCheck, printJobResult } from './run-output.js';
@@ -57,6 +57,8 @@ export function registerCoreCommands(program: Command): void {
 
   const run = program.command('run').description('run one job now, inline, without a queue');
   for (const [name, scope] of Object.entries(JOB_SCOPES)) {
+    // `run erase` and `run restore` are the erase and restore commands, with what they take (a person, a folder).
+    if (OWN_COMMAND_JOBS.has(name)) continue;
     const global = scope === 'global';
     const cmd = addStoreOptions(run.command(name).description(`run the ${name} job${global ? ' (all stores, or --store NAME)' : ''}`))
       .option('--now <time>', 'run as if it were this ISO-8601 time')

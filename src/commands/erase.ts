@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
 import type { EraseReceipt, EraseSelector } from '../erase/erase.js';
 import { usageError } from '../core/errors.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
@@ -22,39 +22,12 @@ function selectorFrom(opts: EraseCliOptions): EraseSelector {
   return { ids: opts.ids! };
 }
 
-/** erase (right to erasure) and erase receipts. */
+/** erase (right to erasure), erase receipts and erase key; `run erase` is erase itself. */
 export function registerEraseCommands(program: Command): void {
-  const cmd = addStoreOptions(program.command('erase'))
-    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL, bytes read back from the store), 2 could not run')
-    .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
-    .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
-    .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
-    .option('--dry-run', 'say what would be erased; change nothing')
-    .option('--snapshots', 'also delete the snapshot folders that still contain the erased text')
-    .option('--vectors-lost', 'mem0: the vector collection is known to be lost (tmpfs reboot): erase from history anyway')
-    .option('--now <time>', 'the receipt time (ISO-8601)')
-    .option('--timeout <seconds>', "a store on another host: how long to wait for that host's worker; then, as on Ctrl-C, a request it has not taken is withdrawn", '3600')
-    .option('--json', 'print the receipt as JSON')
-    .action(async (opts: EraseCliOptions, c: Command) => {
-      const sel = selectorFrom(opts);
-      const waitSeconds = timeoutSeconds(opts.timeout);
-      const ctx = await storeContext(opts, c);
-      const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
-      // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
-      const host = await storeHostElsewhere(ctx);
-      const receipt = host
-        ? ((await (await import('../queue/remote.js')).runOnHost({
-            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: waitSeconds, sensitive: true,
-            // Ctrl-C or the timeout withdraws a request no worker has taken (the person's id leaves Redis); one
-            // already running finishes there and keeps its receipt on that host.
-            signal: interruptSignal(), outcomeKeptAt: `memory-warden erase receipts --store ${ctx.storeName}, on host ${host}`,
-          })) as EraseReceipt)
-        : await (await import('../erase/erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
-      if (opts.json) printJson(receipt);
-      else printReceipt(receipt);
-      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated || bytesRemain(receipt));
-      process.exitCode = remains ? 1 : 0;
-    });
+  const cmd = eraseCommand(program.command('erase'));
+  const run = program.commands.find((c) => c.name() === 'run');
+  if (!run) throw new Error('registerEraseCommands: register the core commands first (no "run" command)');
+  eraseCommand(run.command('erase'));
 
   cmd
     .command('receipts')
@@ -93,6 +66,41 @@ export function registerEraseCommands(program: Command): void {
       if (opts.json) return printJson(shown);
       print`erase key ${shown.path} (key id ${shown.keyId}), for state db ${ctx.config.stateDb}: back it up apart from the state db`;
       if (opts.new) print`  a new key${shown.replaced ? `, in place of key ${shown.replaced}: hashes made under that one (earlier erases, the prune ledger, snapshots' holds) can no longer be matched` : ''}`;
+    });
+}
+
+/** The erase command, as `erase` and as `run erase`: a store on another host is erased there (routedToStoreHost). */
+function eraseCommand(cmd: Command): Command {
+  return routedToStoreHost(addStoreOptions(cmd))
+    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL, bytes read back from the store), 2 could not run')
+    .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
+    .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
+    .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
+    .option('--dry-run', 'say what would be erased; change nothing')
+    .option('--snapshots', 'also delete the snapshot folders that still contain the erased text')
+    .option('--vectors-lost', 'mem0: the vector collection is known to be lost (tmpfs reboot): erase from history anyway')
+    .option('--now <time>', 'the receipt time (ISO-8601)')
+    .option('--timeout <seconds>', "a store on another host: how long to wait for that host's worker; then, as on Ctrl-C, a request it has not taken is withdrawn", '3600')
+    .option('--json', 'print the receipt as JSON')
+    .action(async (opts: EraseCliOptions, c: Command) => {
+      const sel = selectorFrom(opts);
+      const waitSeconds = timeoutSeconds(opts.timeout);
+      const ctx = await storeContext(opts, c);
+      const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
+      // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).
+      const host = ctx.storeHost;
+      const receipt = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({
+            config: ctx.config, log: ctx.log, job: 'erase', data: { store: ctx.storeName, ...sel, ...flags }, timeoutSeconds: waitSeconds, sensitive: true,
+            // Ctrl-C or the timeout withdraws a request no worker has taken (the person's id leaves Redis); one
+            // already running finishes there and keeps its receipt on that host.
+            signal: interruptSignal(), outcomeKeptAt: `memory-warden erase receipts --store ${ctx.storeName}, on host ${host}`,
+          })) as EraseReceipt)
+        : await (await import('../erase/erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
+      if (opts.json) printJson(receipt);
+      else printReceipt(receipt);
+      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated || bytesRemain(receipt));
+      process.exitCode = remains ? 1 : 0;
     });
 }
 

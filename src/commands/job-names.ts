@@ -11,3 +11,9 @@ export const JOB_SCOPES: Record<string, 'store' | 'global'> = {
   restore: 'store',
   snapshot: 'store',
 };
+
+/**
+ * Jobs whose payload a command of their own builds (erase: a person or ids; restore: a snapshot folder): `run erase`
+ * and `run restore` are those commands (src/commands/erase.ts, snapshot.ts), not the plain `run NAME` of the others.
+ */
+export const OWN_COMMAND_JOBS: ReadonlySet<string> = new Set(['erase', 'restore']);

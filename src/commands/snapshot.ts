@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, print, printJson, storeContext, storeHostElsewhere, type StoreOptions } from './common.js';
+import { addStoreOptions, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
+import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
 
@@ -43,34 +44,10 @@ export function registerSnapshotCommands(program: Command): void {
       }
     });
 
-  addStoreOptions(program.command('restore').argument('<dir>', 'the snapshot folder; with --target, the snapshot name on that target (or "latest")'))
-    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
-    .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
-    .option('--dry-run', 'verify and say what would be done; change nothing')
-    .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
-    .option('--target <name>', 'download the snapshot from this configured target, verify and decrypt it, then restore it')
-    .option('--json', 'print one JSON object')
-    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string }, cmd: Command) => {
-      const ctx = await storeContext(opts, cmd);
-      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
-      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
-      const host = await storeHostElsewhere(ctx);
-      if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
-      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
-      const fetched = opts.target ? await (await import('./targets-remote.js')).fetchForRestore(ctx, opts.target, dir) : undefined;
-      let cleanedUp: string | undefined;
-      const result = host
-        ? ((await (await import('../queue/remote.js')).runOnHost({ config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: 3600 })) as RestoreResult)
-        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress })
-          .finally(() => (cleanedUp = fetched?.cleanup()));
-      if (fetched) {
-        result.from = fetched.from;
-        result.steps.unshift(fetched.step);
-        if (cleanedUp) result.steps.push(cleanedUp);
-      }
-      if (opts.json) return printJson(result);
-      (await import('./run-output.js')).printRestore(result);
-    });
+  restoreCommand(program.command('restore'));
+  const run = program.commands.find((c) => c.name() === 'run');
+  if (!run) throw new Error('registerSnapshotCommands: register the core commands first (no "run" command)');
+  restoreCommand(run.command('restore'));
 
   const repair = program.commands.find((c) => c.name() === 'repair');
   if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
@@ -100,5 +77,47 @@ export function registerSnapshotCommands(program: Command): void {
       } finally {
         store.close();
       }
+    });
+}
+
+/**
+ * The restore command, as `restore` and as `run restore`: a store on another host is restored there, by its
+ * host's worker (routedToStoreHost).
+ */
+function restoreCommand(cmd: Command): Command {
+  return routedToStoreHost(addStoreOptions(cmd.argument('<dir>', 'the snapshot folder; with --target, the snapshot name on that target (or "latest")')))
+    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
+    .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
+    .option('--dry-run', 'verify and say what would be done; change nothing')
+    .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
+    .option('--target <name>', 'download the snapshot from this configured target, verify and decrypt it, then restore it')
+    .option('--timeout <seconds>', "a store on another host: how long to wait for that host's worker; then, as on Ctrl-C, a request it has not taken is withdrawn", '3600')
+    .option('--json', 'print one JSON object')
+    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string; timeout: string }, cmd: Command) => {
+      const waitSeconds = timeoutSeconds(opts.timeout);
+      const ctx = await storeContext(opts, cmd);
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      // A store on another machine is restored there, by its host's worker, from a folder on that machine.
+      const host = ctx.storeHost;
+      if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
+      if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
+      const fetched = opts.target ? await (await import('./targets-remote.js')).fetchForRestore(ctx, opts.target, dir) : undefined;
+      let cleanedUp: string | undefined;
+      const result = host
+        ? ((await (await import('../queue/remote.js')).runOnHost({
+            config: ctx.config, log: ctx.log, job: 'restore', data: { store: ctx.storeName, dir, ...flags }, timeoutSeconds: waitSeconds,
+            // Nobody waits any more (Ctrl-C, the timeout): a request no worker has taken is withdrawn, so the host
+            // does not restore a store the person gave up on; one already running finishes there.
+            withdrawUnwaited: true, signal: interruptSignal(),
+          })) as RestoreResult)
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress })
+          .finally(() => (cleanedUp = fetched?.cleanup()));
+      if (fetched) {
+        result.from = fetched.from;
+        result.steps.unshift(fetched.step);
+        if (cleanedUp) result.steps.push(cleanedUp);
+      }
+      if (opts.json) return printJson(result);
+      (await import('./run-output.js')).printRestore(result);
     });
 }

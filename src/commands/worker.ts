@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { line, loadForCommand, print, printJson, show } from './common.js';
+import { line, loadForCommand, print, printJson, routedToStoreHost, show } from './common.js';
 import { usageError } from '../core/errors.js';
-import { JOB_SCOPES } from './job-names.js';
+import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import type { SchedulerListing } from '../queue/schedules.js';
 import type { FleetJob, FleetStatus } from '../queue/fleet-status.js';
@@ -77,8 +77,7 @@ export function registerWorkerCommands(program: Command): void {
       }
     });
 
-  program
-    .command('enqueue <job>')
+  routedToStoreHost(program.command('enqueue <job>'))
     .description("run one job now through the queue (on the store's host: a worker must be running there) and wait for its result")
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'which configured store (store jobs)')
@@ -87,6 +86,8 @@ export function registerWorkerCommands(program: Command): void {
     .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
       const scope = JOB_SCOPES[name];
       if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
+      // Their commands build what they take (a person, a folder) and run them on the store's host the same way.
+      if (OWN_COMMAND_JOBS.has(name)) throw usageError(`enqueue ${name}: use memory-warden ${name} --store NAME …, which takes what it needs and runs it on the store's host`);
       const timeoutSec = timeoutSeconds(opts.timeout);
       const { config, log } = await loadForCommand({ config: opts.config }, cmd);
       const global = scope === 'global';

@@ -39,6 +39,11 @@ export function digestGroups(config: Config, chosen?: string[]): DigestGroup[] {
   return [{ scope: everything ? ALL_STORES : [...names].sort().join(','), stores: everything ? all : names }];
 }
 
+/** What the scheduled digest's emails are labelled by (one covering every store, or one per store); none without stores. */
+export function digestScopes(config: Config): string[] {
+  return Object.keys(config.stores).length === 0 ? [] : digestGroups(config).map((g) => g.scope);
+}
+
 /** The end of a period: now − settle, on a whole second (periods are stored as canonical text). */
 export function periodEnd(config: Config, now: Instant): Instant {
   return Math.floor((now - config.digest.settleSeconds * 1000) / 1000) * 1000;
@@ -68,13 +73,20 @@ export interface DigestResult {
  */
 export async function runDigest(payload: { stores?: string[] }, ctx: JobContext): Promise<DigestResult> {
   const { config, log } = ctx;
-  const { checkSendConfig, createTransport, sendDigestMail } = await import('./send.js'); // the mailer: sending only
-  const cfg = checkSendConfig(config);
   const groups = digestGroups(config, payload.stores);
   const fleet = spansHosts(config);
+  // Where the stores live decides before anything else (the mail settings among it): without the worker's task
+  // queues (the CLI) only this machine's stores can be read.
   if (fleet && !ctx.dispatch) {
     throw usageError(`digest: the stores live on several hosts (${fleet.join(', ')}); each host's sections are read there by the worker: memory-warden enqueue digest`);
   }
+  if (!ctx.dispatch) {
+    const here = thisHost(config);
+    const away = [...new Set(groups.flatMap((g) => g.stores).map((s) => hostOfStore(config, s)))].filter((h) => h !== here);
+    if (away.length > 0) throw usageError(`digest: the stores live on host ${away.join(', ')}, and this machine is ${here}; the digest is read there by its worker: memory-warden enqueue digest`);
+  }
+  const { checkSendConfig, createTransport, sendDigestMail } = await import('./send.js'); // the mailer: sending only
+  const cfg = checkSendConfig(config);
   // Only the stores on this host can be opened here; the others' hosts read theirs (src/digest/fleet.ts).
   const here = ctx.fleet?.host ?? thisHost(config);
   assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));

@@ -22,6 +22,16 @@ export function hostOfStore(config: Config, store: string, env: NodeJS.ProcessEn
   return config.stores[store]?.host ?? thisHost(config, env);
 }
 
+/**
+ * The host that holds `store` when that is not this machine, else null: the file at the store's path here is then
+ * not that store. What every command (src/commands/common.ts) and the review page decide a store by.
+ */
+export function storeElsewhere(config: Config, store: string, env: NodeJS.ProcessEnv = process.env): string | null {
+  if (config.stores[store]?.host === undefined) return null;
+  const host = hostOfStore(config, store, env);
+  return host === thisHost(config, env) ? null : host;
+}
+
 /** Every host the config names, this one included, sorted. */
 export function configuredHosts(config: Config, env: NodeJS.ProcessEnv = process.env): string[] {
   return [...new Set([thisHost(config, env), ...Object.keys(config.stores).map((s) => hostOfStore(config, s, env))])].sort();

@@ -44,6 +44,27 @@ export class WorkerMetrics {
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'memory_warden_' });
   }
 
+  /**
+   * Every per-job series this worker will use, at zero from its start (the Prometheus convention): a series that
+   * first appears with its first run's value already in it is a step rate() and increase() never see, so a
+   * dashboard read NaN for the job's duration and 0 rows pruned after a prune that deleted rows. `runs`: the jobs
+   * it may run and their stores (null: a job for every store at once); `stores`: the stores it prunes; `digestScopes`:
+   * what the digests it may send are labelled by.
+   */
+  zeroSeries(plan: { runs: { job: string; store: string | null }[]; stores: string[]; digestScopes: string[] }): void {
+    for (const { job, store } of plan.runs) {
+      const s = store ?? ALL_STORES;
+      for (const outcome of ['ok', 'failed'] satisfies RunOutcome[]) this.runs.inc({ job, store: s, outcome }, 0);
+      for (const retry of ['yes', 'no']) this.failures.inc({ job, store: s, retry }, 0);
+      this.duration.zero({ job, store: s });
+    }
+    for (const store of plan.stores) this.deleted.inc({ store }, 0);
+    for (const scope of plan.digestScopes) {
+      this.digestNew.inc({ scope }, 0);
+      this.digestFlagged.inc({ scope }, 0);
+    }
+  }
+
   recordRun(job: string, store: string | null, outcome: RunOutcome, seconds: number, detail: { result?: unknown; retried?: boolean; at?: number } = {}): void {
     const s = store ?? ALL_STORES;
     this.runs.inc({ job, store: s, outcome });

@@ -19,6 +19,12 @@ export interface RemoteRun {
    * failed one at once; it is never retried by BullMQ (the command says what happened and the person reruns it).
    */
   sensitive?: boolean;
+  /**
+   * At the timeout too, as on Ctrl-C, a job no worker has taken is withdrawn (restore: the host must not restore a
+   * store later, for nobody, after the person gave up). Without it (enqueue) it stays queued at the timeout.
+   * A sensitive job is always withdrawn.
+   */
+  withdrawUnwaited?: boolean;
   /** Ctrl-C: stop waiting; the job is withdrawn if no worker has taken it yet. */
   signal?: AbortSignal;
   /** Where its outcome can be read later, when it runs without anyone waiting (erase: the host's receipts). */
@@ -79,7 +85,7 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
     const host = queue.name.slice(config.worker.queue.length + 1) || '(any)';
     const why = outcome === 'interrupted' ? 'interrupted' : `no result within ${run.timeoutSeconds} s (is a worker running on host ${host}? memory-warden worker)`;
     // A request nobody waits for any more is withdrawn while no worker has it: it would run with nobody to read it.
-    const left = run.sensitive || outcome === 'interrupted' ? await withdraw(redis, queue, job) : 'queued';
+    const left = run.sensitive || run.withdrawUnwaited || outcome === 'interrupted' ? await withdraw(redis, queue, job) : 'queued';
     const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
     const status =
       left === 'withdrawn' ? `the request was withdrawn from ${queue.name} before any worker took it: nothing was done` :

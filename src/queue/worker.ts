@@ -13,7 +13,8 @@ import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, scheduledRunOf, syncSchedulers, type SyncResult } from './schedules.js';
-import { hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { globalHost, hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { digestScopes } from '../digest/digest.js';
 import { heartbeatTime, isSilent, publishSuccesses, readHeartbeats, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../core/version.js';
@@ -133,6 +134,19 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
 }
 
 /**
+ * The series a worker of `host` will use: each job for each store of this host, and the jobs for every store at once
+ * when this host may run them (the one host of every store, or any worker of a fleet, from the shared queue).
+ */
+function seriesOf(config: Config, jobs: JobMap, host: string): Parameters<WorkerMetrics['zeroSeries']>[0] {
+  const stores = storesOn(config, host);
+  const everyStore = globalHost(config);
+  const global = everyStore === null || everyStore === host;
+  const runs = Object.entries(jobs).flatMap(([job, def]): { job: string; store: string | null }[] =>
+    (def.scope ?? 'store') === 'global' ? (global ? [{ job, store: null }] : []) : stores.map((store) => ({ job, store })));
+  return { runs, stores, digestScopes: global && 'digest' in jobs ? digestScopes(config) : [] };
+}
+
+/**
  * Last successful run per store and job, from the state db (survives restarts, unlike the metrics): what /healthz
  * says, what the metric is set from, and what `fleet` reads (publishHostSuccesses). A run of `memory-warden run`
  * on this host counts as much as the worker's own; a dry run is none.
@@ -164,6 +178,15 @@ async function publishHostSuccesses(redis: Redis, config: Config, host: string):
   await publishSuccesses(redis, config.redis.prefix, out);
 }
 
+/** The times /healthz shows, as ISO-8601 UTC with its Z, the form `fleet --json` and every heartbeat use. */
+function isoTimes(byStore: Record<string, Record<string, string>>): Record<string, Record<string, string>> {
+  const iso = (text: string) => {
+    const t = parseInstant(text);
+    return t === null ? text : new Date(t).toISOString();
+  };
+  return Object.fromEntries(Object.entries(byStore).map(([store, jobs]) => [store, Object.fromEntries(Object.entries(jobs).map(([job, at]) => [job, iso(at)]))]));
+}
+
 async function redisReachable(redis: Redis, timeoutMs = 1000): Promise<boolean> {
   if (redis.status !== 'ready') return false;
   let timer: NodeJS.Timeout | undefined;
@@ -190,6 +213,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const host = thisHost(config);
   metrics.registry.setDefaultLabels({ host });
+  metrics.zeroSeries(seriesOf(config, opts.jobs, host));
   try {
     metrics.seedLastSuccess(lastSuccesses(config));
   } catch (err) {
@@ -254,7 +278,7 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
       const workerState = state.shuttingDown ? 'stopping' : running.isRunning() && runningHost.isRunning() ? 'running' : 'stopped';
       let stores: Record<string, Record<string, string>> | string;
       try {
-        stores = lastSuccesses(config);
+        stores = isoTimes(lastSuccesses(config));
       } catch (err) {
         stores = `state db unreadable: ${(err as Error).message}`;
       }

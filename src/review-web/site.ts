@@ -13,6 +13,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { readQueue } from './decide.js';
 import { trustedPeers } from './proxies.js';
 import { foreignOrigin } from './same-origin.js';
+import { storeElsewhere, thisHost } from '../queue/hosts.js';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 429 | 500 | 503;
@@ -133,6 +134,9 @@ export class ReviewSite {
     const r = verifyLink(this.key, token, this.now());
     if (r.ok) {
       if (!this.config.stores[r.claims.store]) return this.message(c, 404, 'No such store', 'This link names a store that is not in the configuration any more.');
+      // Every session starts here: a store another machine holds is never opened at its path on this one.
+      const host = storeElsewhere(this.config, r.claims.store);
+      if (host !== null) return this.message(c, 409, 'This store lives on another machine', `Store ${r.claims.store} lives on host ${host}: its review page is the one served there, not this one (host ${thisHost(this.config)}). Nothing was opened or changed.`);
       return r.claims;
     }
     if (r.reason === 'expired') {
