@@ -73,6 +73,18 @@ describe('holds.json.gz', () => {
     expect(open()).toBe(0);
   });
 
+  it('ids of any shape hash as idMac does: long, non-ASCII, empty, numbers', async () => {
+    const file = join(dir, 'shapes.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE memory (id, subject TEXT)`);
+    const odd = ['', 'é', 'Zoë 🐝', 'x'.repeat(1000), `${'ü'.repeat(300)}-end`, 'id:nested', 42, 3.5];
+    const ins = db.prepare(`INSERT INTO memory VALUES (?, 's')`);
+    for (const v of odd) ins.run(v);
+    db.close();
+    const { json } = await holdsOf(file);
+    expect((JSON.parse(json) as Holds).ids).toEqual(sorted(odd.map((v) => idMac(key, String(v)))));
+  });
+
   it('more ids than one sorted run holds: runs spilled and merged give the same file, repeats across runs dropped, no temp file left', async () => {
     const file = join(dir, 'spill.db');
     const db = new Database(file);
