@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import { readSnapshotCopy } from '../read-copy.js';
+import type Database from 'better-sqlite3';
 import { storeError } from '../../core/errors.js';
 import { UnverifiedSnapshotError } from './types.js';
 
