@@ -5,7 +5,7 @@
  * `/usr/bin/time -v` for its peak RSS. Prints, per operation, each side's median time and peak RSS, and the
  * median and min–max of the paired ratios A/B.
  *
- *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-cold,erase,agent,start,start-check,start-check-config --split-agent]
+ *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-cold,erase,agent,start,start-check,start-check-config --split-agent --out DIR]
  *
  * `--split-agent`: the agent plays SQLite's busy handler itself (bench/agent-writer.ts) and the agent row also shows
  * its own commits apart from its waits for the lock: p99 and max of the try that got in, and how many took over 5 ms.
@@ -18,7 +18,7 @@ import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);
 if (args.includes('--help') || args.includes('-h')) {
-  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,check,digest,digest-cold,erase,start,start-check,start-check-config --split-agent --keep]');
+  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,check,digest,digest-cold,erase,start,start-check,start-check-config --split-agent --keep --out DIR]');
   process.exit(0);
 }
 const arg = (name: string): string | undefined => {
@@ -30,7 +30,8 @@ const RUNS = Number(arg('runs') ?? 3);
 const ONLY = arg('only')?.split(',');
 const SPLIT_AGENT = args.includes('--split-agent');
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-const dir = join(root, 'bench-out');
+/** Where the generated stores and copies go (`--out DIR`; bench-out/ in the checkout by default): emptied first. */
+const dir = resolve(arg('out') ?? join(root, 'bench-out'));
 const CLI = join(root, 'dist/src/cli.js');
 const WRITER = join(root, 'dist/bench/agent-writer.js');
 /** The fixed instant both sides run at: the store is generated around it. */

@@ -228,7 +228,7 @@ async function eraseStoreAndRecords(
 function stateTarget(store: string, e: Erased, sel: EraseSelector, earlier: { key: Buffer; macs: ReadonlySet<string> }) {
   const subject = 'subject' in sel ? sel.subject : undefined;
   const user = 'user' in sel ? sel.user : undefined;
-  return { store, ids: e.ids, texts: [...e.texts, ...(e.fields ?? [])], subject, user, earlier };
+  return { store, ids: e.ids, texts: e.texts, fields: e.fields, subject, user, earlier };
 }
 
 function mergePlaces(a: Place[], b: Place[]): Place[] {

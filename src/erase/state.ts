@@ -1,6 +1,7 @@
 import { truncateWal, type Db } from '../store/sqlite.js';
 import { textFinder } from '../text/needles.js';
 import { idMac } from '../snapshot/targets/holds.js';
+import type { ErasedFields } from '../layouts/contract.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
@@ -23,6 +24,8 @@ export interface StateTarget {
   store: string;
   ids: readonly string[];
   texts: readonly string[];
+  /** The erased rows' other fields: a record quoting one that names only them is scrubbed as for a text. */
+  fields?: ErasedFields | undefined;
   subject?: string;
   /** erase --user: the person, whose records name them as a memory's subject (the digest's texts). */
   user?: string;
@@ -106,27 +109,44 @@ function windows(t: string): string[] {
   return out;
 }
 
+/** One pass over a folded value (and its words) for every window of every text (src/text/needles.ts). */
+function finderOf(texts: Iterable<string>): (v: string) => boolean {
+  const needles = new Set<string>();
+  for (const t of texts) for (const form of [folded(t), spaced(folded(t))]) for (const w of windows(form)) needles.add(w);
+  return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
+}
+
 /**
  * Whether a string holds an erased text: whole or quoted in part (any WINDOW characters of it), as written, JSON-
- * escaped, percent-encoded or in another case; or (for --subject) the subject.
+ * escaped, percent-encoded or in another case; or a field of the erased rows that names only them (`fields`); or
+ * (for --subject) the subject.
+ *
+ * The fields are found as the texts are, in two steps: any of them first; only when one is there, which of them name
+ * only the erased rows, asked of the store once (ErasedFields.onlyTheirs), and those looked for again.
  */
-export function textMatcher(texts: readonly string[], subject?: string): (v: string) => boolean {
-  // Every text at once in one pass over the value (src/text/needles.ts). Indexed at the first value to test, so a state
-  // db without content pays nothing for it, however many texts.
+export function textMatcher(texts: readonly string[], subject?: string, fields?: ErasedFields): (v: string) => boolean {
+  // Every text at once in one pass over the value. Indexed at the first value to test, so a state db without
+  // content pays nothing for it, however many texts.
   let holdsText: ((v: string) => boolean) | undefined;
-  const index = () => {
-    const needles = new Set<string>();
-    for (const t of texts) for (const form of [folded(t), spaced(folded(t))]) for (const w of windows(form)) needles.add(w);
-    return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
-  };
+  let holdsField: ((v: string) => boolean) | undefined;
+  let holdsTheirs: ((v: string) => boolean) | undefined;
   const subjectForm = subject === undefined ? '' : folded(subject);
   const subjectWords = spaced(subjectForm);
-  if (!texts.some((t) => folded(t).length >= MIN_TEXT) && subjectForm === '') return () => false;
+  const some = (ts: readonly string[]) => ts.some((t) => folded(t).length >= MIN_TEXT);
+  const anyField = fields !== undefined && some(fields.values);
+  if (!some(texts) && !anyField && subjectForm === '') return () => false;
   return (v) => {
     const f = folded(v);
     const words = spaced(f);
-    holdsText ??= index();
+    holdsText ??= finderOf(texts);
     if (holdsText(f) || holdsText(words)) return true;
+    if (anyField) {
+      holdsField ??= finderOf(fields.values);
+      if (holdsField(f) || holdsField(words)) {
+        holdsTheirs ??= finderOf(fields.onlyTheirs());
+        if (holdsTheirs(f) || holdsTheirs(words)) return true;
+      }
+    }
     if (subjectForm === '') return false;
     return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
@@ -205,7 +225,7 @@ const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
  * names its store (drift verdicts, the ledger, job runs' results): an id alone means nothing in another store.
  */
 export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
-  const holds = textMatcher(t.texts, t.subject);
+  const holds = textMatcher(t.texts, t.subject, t.fields);
   const ids = new Set([...t.ids, ...t.ids.map(folded)]);
   const idList = JSON.stringify([...ids]);
   const places: Place[] = [];

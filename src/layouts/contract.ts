@@ -414,16 +414,28 @@ export interface LayoutEraseOptions extends EraseOptions {
   afterCommit?: () => void;
 }
 
+/**
+ * The other fields of erased memories. Which of them no other row has is asked only once a record of memory-warden's
+ * is found to quote one of them (most erases find none): answering reads the store, a scan of it without an index.
+ */
+export interface ErasedFields {
+  /** Every distinct subject and source of the erased rows (empty ones left out). */
+  values: readonly string[];
+  /** Those of `values` that no row left in the store has (computed once, on the first call). */
+  onlyTheirs(): ReadonlySet<string>;
+}
+
 /** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */
 export interface Erased {
   ids: string[];
   counts: Record<string, number>;
   texts: string[];
   /**
-   * The erased memories' other fields that name only them (a subject or source no remaining row has): memory-warden's
-   * records quoting them are scrubbed as the texts are. Never used to find rows, points or snapshots.
+   * The erased memories' other fields (subject, source) and which of them name only them (no remaining row has
+   * it): memory-warden's records quoting one of those are scrubbed as the texts are. Never used to find rows, points
+   * or snapshots.
    */
-  fields?: string[];
+  fields?: ErasedFields;
   /** Layouts that scrub their own files (`scrubsOwnFiles`): whether every WAL was emptied and truncated. */
   walTruncated?: boolean;
 }

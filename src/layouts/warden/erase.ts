@@ -4,7 +4,7 @@ import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import type { Mem0Point, PointStore } from '../../vectors/contract.js';
 import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
-import type { EraseOptions, EraseSelector, Erased, LayoutEraseOptions, StoreHandle } from '../contract.js';
+import type { EraseOptions, EraseSelector, Erased, ErasedFields, LayoutEraseOptions, StoreHandle } from '../contract.js';
 
 /** The warden layout's erase (src/erase/erase.ts runs it): rows with their cascade, then points still holding the text. */
 
@@ -30,6 +30,8 @@ interface Plan {
   selector: string;
   roots: string[];
   version: string;
+  /** What the plan found to name only the erased rows, if a record made it look (those records are scrubbed already). */
+  onlyTheirs: () => ReadonlySet<string> | undefined;
 }
 const plans = new WeakMap<Db, Plan>();
 const versionOf = (db: Db) => `${String(db.pragma('data_version', { simple: true }))}/${String(db.prepare('SELECT total_changes()').pluck().get())}`;
@@ -57,8 +59,8 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const closure = cascadeClosure(db, roots);
     const rowids = JSON.stringify(closure.map((r) => r.rowid));
     const rows = closure.length === 0 ? [] : (db.prepare(`SELECT fact, subject, source FROM memory WHERE rowid IN (SELECT value FROM json_each(?))`).all(rowids) as FieldsOf[]);
-    plans.set(db, { selector: key, roots, version: versionOf(db) });
-    const fields = onlyTheirs(db, rows, rowids);
+    const { fields, found } = fieldsOf(db, rows, rowids);
+    plans.set(db, { selector: key, roots, version: versionOf(db), onlyTheirs: found });
     return { ids: closure.map((r) => r.id), counts: { rows: closure.length, cascaded: closure.length - roots.length, strayPoints: 0 }, texts: rows.map((r) => r.fact), fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
@@ -91,7 +93,7 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     db.exec(TEXT_CAPTURE_DROP);
   }
   const texts = rows.map((r) => r.fact);
-  const fields = onlyTheirs(db, rows, '[]');
+  const { fields } = fieldsOf(db, rows, '[]', plan && plan.selector === key ? plan.onlyTheirs() : undefined);
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
@@ -111,20 +113,59 @@ interface FieldsOf {
   source: string;
 }
 
+const FIELD_COLUMNS = ['subject', 'source'] as const;
+
 /**
- * The subjects and sources of these rows that no other row of the store has (`others` excludes rowids, for a
- * plan): they name only the erased memories, so a record quoting one (a drift result naming a source's path) is
- * theirs. One that other rows share ("user message") names nobody in particular and stays.
+ * The subjects and sources of these rows, and which of them no other row of the store has (`excluded` leaves rowids
+ * out, for a plan: rows still there that the erase takes): they name only the erased memories, so a record quoting
+ * one (a drift result naming a source's path) is theirs. One that other rows share ("user message") names nobody in
+ * particular and stays.
+ *
+ * Without an index on subject or source, which the store need not have and erase does not add, telling them apart
+ * is a scan of the table. It is made only when a record quotes one of the values (src/erase/state.ts asks), once for
+ * both columns, and stops as soon as every value has been seen on another row. The real erase keeps what its plan
+ * found to name only those rows (the records quoting them are scrubbed already) and asks about the others alone.
  */
-function onlyTheirs(db: Db, rows: readonly FieldsOf[], excluded: string): string[] {
-  const out: string[] = [];
-  for (const col of ['subject', 'source'] as const) {
-    const values = [...new Set(rows.map((r) => r[col]).filter((v): v is string => typeof v === 'string' && v !== ''))];
-    if (values.length === 0) continue;
-    const shared = new Set(db.prepare(`SELECT DISTINCT ${col} FROM memory WHERE ${col} IN (SELECT value FROM json_each(?)) AND rowid NOT IN (SELECT value FROM json_each(?))`).pluck().all(JSON.stringify(values), excluded) as string[]);
-    for (const v of values) if (!shared.has(v)) out.push(v);
+function fieldsOf(db: Db, rows: readonly FieldsOf[], excluded: string, planned?: ReadonlySet<string>): { fields: ErasedFields; found: () => ReadonlySet<string> | undefined } {
+  const byColumn = FIELD_COLUMNS.map((col) => new Set(rows.map((r) => r[col]).filter((v): v is string => typeof v === 'string' && v !== '')));
+  const values = [...new Set(byColumn.flatMap((vs) => [...vs]))];
+  let answer: ReadonlySet<string> | undefined;
+  const fields: ErasedFields = {
+    values,
+    onlyTheirs() {
+      if (answer) return answer;
+      const kept = planned ?? new Set<string>();
+      const ask = byColumn.map((vs) => new Set([...vs].filter((v) => !kept.has(v))));
+      const shared = sharedValues(db, ask, excluded);
+      answer = new Set(values.filter((v) => kept.has(v) || ask.some((vs, i) => vs.has(v) && !shared[i]!.has(v))));
+      return answer;
+    },
+  };
+  return { fields, found: () => answer };
+}
+
+/**
+ * Of each column's values, those some row not in `excluded` has: one pass over the table for both columns, each
+ * pair of values reported once (DISTINCT) as it is first met, ended as soon as every value has been met.
+ */
+function sharedValues(db: Db, ask: readonly ReadonlySet<string>[], excluded: string): Set<string>[] {
+  const shared = ask.map(() => new Set<string>());
+  let left = ask.reduce((n, vs) => n + vs.size, 0);
+  if (left === 0) return shared;
+  const inList = (i: number) => `${FIELD_COLUMNS[i]} IN (SELECT value FROM json_each(@v${i}))`;
+  const sql = `SELECT DISTINCT ${FIELD_COLUMNS.map((c, i) => `iif(${inList(i)}, ${c}, NULL)`).join(', ')} FROM memory
+    WHERE (${FIELD_COLUMNS.map((_, i) => inList(i)).join(' OR ')}) AND rowid NOT IN (SELECT value FROM json_each(@excluded))`;
+  const params = { excluded, ...Object.fromEntries(ask.map((vs, i) => [`v${i}`, JSON.stringify([...vs])])) };
+  for (const row of db.prepare(sql).raw().iterate(params) as Iterable<unknown[]>) {
+    row.forEach((v, i) => {
+      if (typeof v === 'string' && ask[i]!.has(v) && !shared[i]!.has(v)) {
+        shared[i]!.add(v);
+        left -= 1;
+      }
+    });
+    if (left === 0) break; // the statement is reset: the rest of the table is not read
   }
-  return out;
+  return shared;
 }
 
 function pointsOf(store: StoreHandle, opts: EraseOptions): PointStore | undefined {

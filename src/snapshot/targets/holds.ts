@@ -1,7 +1,11 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, hash } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import { readSnapshotCopy } from '../read-copy.js';
+import type Database from 'better-sqlite3';
 import { storeError } from '../../core/errors.js';
 import { UnverifiedSnapshotError } from './types.js';
 
@@ -24,20 +28,133 @@ const mac = (key: Buffer, kind: 'id' | 'user', v: string) => createHmac('sha256'
 export const idMac = (key: Buffer, id: string) => mac(key, 'id', id);
 export const userMac = (key: Buffer, user: string) => mac(key, 'user', user);
 
+/** A keyed hash as holds.ts writes it (16 hex digits) from its 64 bits. */
+const hex64 = (v: bigint) => v.toString(16).padStart(16, '0');
+
+/**
+ * idMac's 64 bits, for sorting as numbers: the same HMAC-SHA256 (RFC 2104) written out with its two padded keys
+ * made once, so that each id costs two one-shot hashes rather than a new HMAC object (a million ids a snapshot).
+ */
+function idMacBits(key: Buffer): (id: string) => bigint {
+  const k = key.length > 64 ? hash('sha256', key, 'buffer') : key;
+  let inner = Buffer.alloc(64 + 3 + 256);
+  const outer = Buffer.alloc(64 + 32);
+  for (let i = 0; i < 64; i++) {
+    inner[i] = (k[i] ?? 0) ^ 0x36;
+    outer[i] = (k[i] ?? 0) ^ 0x5c;
+  }
+  inner.write('id:', 64, 'latin1');
+  return (id) => {
+    if (67 + Buffer.byteLength(id, 'utf8') > inner.length) {
+      const longer = Buffer.alloc(67 + Buffer.byteLength(id, 'utf8'));
+      inner.copy(longer, 0, 0, 67);
+      inner = longer;
+    }
+    const n = inner.write(id, 67, 'utf8');
+    hash('sha256', inner.subarray(0, 67 + n), 'buffer').copy(outer, 64);
+    return hash('sha256', outer, 'buffer').readBigUInt64BE(0);
+  };
+}
+
+/**
+ * Hashes are sorted in memory in runs of this many (8 bytes each: 16 MB); a copy holding more ids spills each
+ * sorted run to a temp file and merges them, so memory stays flat whatever the store's size.
+ */
+const RUN = 1 << 21;
+
+/**
+ * The sorted, deduplicated 64-bit hashes of every value these queries give (null left out), streamed. Up to RUN
+ * of them never leave memory; beyond, sorted runs go to a temp file that is unlinked as soon as it is opened (the
+ * kernel frees it however the process ends: nothing is left behind for a later run to clean).
+ */
+function* sortedMacs(db: Database.Database, sqls: readonly string[], key: Buffer, runSize: number): Generator<bigint> {
+  let run = new BigUint64Array(runSize);
+  let n = 0;
+  const macOf = idMacBits(key);
+  let spill: { fd: number; runs: number[] } | undefined;
+  const flush = () => {
+    const sorted = run.subarray(0, n).sort();
+    if (!spill) {
+      const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
+      const path = join(dir, 'runs');
+      const fd = openSync(path, 'wx+', 0o600);
+      rmSync(dir, { recursive: true, force: true });
+      spill = { fd, runs: [] };
+    }
+    const bytes = new Uint8Array(sorted.buffer, sorted.byteOffset, sorted.byteLength);
+    for (let off = 0; off < bytes.length; ) off += writeSync(spill.fd, bytes, off);
+    spill.runs.push(n);
+    n = 0;
+  };
+  try {
+    for (const sql of sqls) {
+      for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) {
+        if (v === null || v === undefined) continue;
+        run[n++] = macOf(String(v));
+        if (n === runSize) flush();
+      }
+    }
+    if (!spill) {
+      const sorted = run.subarray(0, n).sort();
+      for (let i = 0; i < n; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) yield sorted[i]!;
+      return;
+    }
+    if (n > 0) flush();
+    run = new BigUint64Array(0);
+    yield* mergeRuns(spill.fd, spill.runs);
+  } finally {
+    if (spill) closeSync(spill.fd);
+  }
+}
+
+/** The sorted runs of a spill file merged, duplicates dropped; each run read a block at a time. */
+function* mergeRuns(fd: number, lengths: readonly number[]): Generator<bigint> {
+  const BLOCK = 8192;
+  const heads = lengths.map((len, i) => {
+    const start = lengths.slice(0, i).reduce((a, b) => a + b, 0);
+    return { pos: start, end: start + len, buf: new BigUint64Array(BLOCK), at: 0, have: 0 };
+  });
+  type Head = (typeof heads)[number];
+  const fill = (h: Head): boolean => {
+    if (h.at < h.have) return true;
+    const count = Math.min(BLOCK, h.end - h.pos);
+    if (count <= 0) return false;
+    const bytes = new Uint8Array(h.buf.buffer, 0, count * 8);
+    for (let off = 0; off < bytes.length; ) {
+      const got = readSync(fd, bytes, off, bytes.length - off, (h.pos * 8) + off);
+      if (got === 0) throw new Error('holds: a sorted run ended early');
+      off += got;
+    }
+    h.pos += count;
+    h.at = 0;
+    h.have = count;
+    return true;
+  };
+  const live = heads.filter(fill);
+  let last: bigint | undefined;
+  while (live.length > 0) {
+    let min = 0;
+    for (let i = 1; i < live.length; i++) if (live[i]!.buf[live[i]!.at]! < live[min]!.buf[live[min]!.at]!) min = i;
+    const h = live[min]!;
+    const v = h.buf[h.at++]!;
+    if (v !== last) yield v;
+    last = v;
+    if (!fill(h)) live.splice(min, 1);
+  }
+}
+
 /**
  * `holds.json.gz` of a snapshot's SQLite copy, streamed: `{"ids":[…],"users":[…]}`, the hashes of the ids in the
  * warden memory table and mem0's history, and of the users (memory table, mem0's messages), each list deduplicated
- * and sorted. Memory stays flat whatever the store's size: the ids' hashes are deduplicated and sorted by SQLite
- * (its sorter spills to temp files) and streamed into gzip; only the users (one per person, far fewer) are held.
- * The snapshot file is opened read-only and never written.
+ * and sorted. The ids are read once, each hashed as it is read, and the hashes sorted as 64-bit numbers (sortedMacs:
+ * memory flat whatever the store's size); only the users (one per person, far fewer) are held as text. The
+ * snapshot file is opened read-only and never written. `runSize`: how many hashes are sorted in memory (tests).
  */
-export async function* holdsStream(dbFile: string, key: Buffer): AsyncIterable<Buffer> {
+export async function* holdsStream(dbFile: string, key: Buffer, runSize = RUN): AsyncIterable<Buffer> {
   async function* json(): AsyncIterable<string> {
     const copy = readSnapshotCopy(dbFile);
     const db = copy.db;
     try {
-      db.pragma('temp_store = FILE');
-      db.function('mw_id_mac', { deterministic: true }, (v: unknown) => idMac(key, String(v)));
       const tables = new Set((db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));
       const cols = (t: string) => new Set((db.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as { name: string }[]).map((r) => r.name));
       const users = new Set<string>();
@@ -46,32 +163,29 @@ export async function* holdsStream(dbFile: string, key: Buffer): AsyncIterable<B
       };
       const idSources: string[] = [];
       if (tables.has('memory')) {
-        idSources.push(`SELECT id AS v FROM memory`);
+        idSources.push(`SELECT id FROM memory`);
         const c = cols('memory');
         if (c.has('user_id')) each(`SELECT DISTINCT user_id FROM memory`, (v) => users.add(userMac(key, v)));
         else if (c.has('subject')) each(`SELECT DISTINCT subject FROM memory`, (v) => users.add(userMac(key, v)));
       }
-      if (tables.has('history') && cols('history').has('memory_id')) idSources.push(`SELECT memory_id AS v FROM history`);
+      if (tables.has('history') && cols('history').has('memory_id')) idSources.push(`SELECT memory_id FROM history`);
       if (tables.has('messages') && cols('messages').has('session_scope')) {
         each(`SELECT DISTINCT session_scope FROM messages`, (scope) => {
           for (const part of scope.split('&')) if (part.startsWith('user_id=')) users.add(userMac(key, part.slice(8)));
         });
       }
       yield '{"ids":[';
-      if (idSources.length > 0) {
-        const sql = `SELECT DISTINCT mw_id_mac(v) AS h FROM (${idSources.join(' UNION ALL ')}) WHERE v IS NOT NULL ORDER BY h`;
-        let batch: string[] = [];
-        let first = true;
-        for (const h of db.prepare(sql).pluck().iterate() as Iterable<string>) {
-          batch.push(JSON.stringify(h));
-          if (batch.length === 4096) {
-            yield (first ? '' : ',') + batch.join(',');
-            first = false;
-            batch = [];
-          }
+      let batch: string[] = [];
+      let first = true;
+      for (const h of sortedMacs(db, idSources, key, runSize)) {
+        batch.push(`"${hex64(h)}"`);
+        if (batch.length === 4096) {
+          yield (first ? '' : ',') + batch.join(',');
+          first = false;
+          batch = [];
         }
-        if (batch.length > 0) yield (first ? '' : ',') + batch.join(',');
       }
+      if (batch.length > 0) yield (first ? '' : ',') + batch.join(',');
       yield `],"users":${JSON.stringify([...users].sort())}}`;
     } finally {
       copy.close();

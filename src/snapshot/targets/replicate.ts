@@ -75,6 +75,9 @@ export async function withTarget<T>(tcfg: TargetConfig, store: string, f: (t: Ch
   }
 }
 
+/** Reads of a snapshot's files for an upload: a few large chunks rather than many small ones. */
+const READ_CHUNK = 1024 * 1024;
+
 /** Upload one local snapshot folder; on failure nothing of it is left looking complete, and what was sent is removed. */
 export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, dir: string, key: Buffer, opts: { now: () => number; signal?: AbortSignal }): Promise<void> {
   const manifest = readManifest(dir);
@@ -84,10 +87,13 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
   try {
     await target.claim(name, opts.signal); // first: whatever a kill leaves of this upload is proven memory-warden's
     for (const [rel, want] of Object.entries(manifest.files)) {
-      const plain = hashing(createReadStream(join(dir, rel)));
+      const read = createReadStream(join(dir, rel), { highWaterMark: READ_CHUNK });
+      // Plain, the target's digest of what it stored is that of the file's bytes: each byte is hashed once on the
+      // way (and once more where the target reads its copy back). Encrypted, the plaintext has a hash of its own.
+      const plain = recipients ? hashing(read) : undefined;
       const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
-      const stored = await target.put(name, objectKey, recipients ? encrypting(plain.stream, recipients) : plain.stream, opts.signal);
-      const sent = plain.digest();
+      const stored = await target.put(name, objectKey, plain && recipients ? encrypting(plain.stream, recipients) : read, opts.signal);
+      const sent = plain ? plain.digest() : stored;
       if (sent.sha256 !== want.sha256 || sent.bytes !== want.bytes) throw storeError(`${dir}: ${rel} no longer matches its manifest (sha256 ${sent.sha256}); not uploaded`);
       objects[rel] = { key: objectKey, ...stored, ...(recipients ? { encrypted: { recipients: [...recipients] } } : {}) };
     }

@@ -72,6 +72,41 @@ describe('holds.json.gz', () => {
     await it.return!();
     expect(open()).toBe(0);
   });
+
+  it('ids of any shape hash as idMac does: long, non-ASCII, empty, numbers', async () => {
+    const file = join(dir, 'shapes.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE memory (id, subject TEXT)`);
+    const odd = ['', 'é', 'Zoë 🐝', 'x'.repeat(1000), `${'ü'.repeat(300)}-end`, 'id:nested', 42, 3.5];
+    const ins = db.prepare(`INSERT INTO memory VALUES (?, 's')`);
+    for (const v of odd) ins.run(v);
+    db.close();
+    const { json } = await holdsOf(file);
+    expect((JSON.parse(json) as Holds).ids).toEqual(sorted(odd.map((v) => idMac(key, String(v)))));
+  });
+
+  it('more ids than one sorted run holds: runs spilled and merged give the same file, repeats across runs dropped, no temp file left', async () => {
+    const file = join(dir, 'spill.db');
+    const db = new Database(file);
+    db.exec(`CREATE TABLE memory (id TEXT PRIMARY KEY, user_id TEXT); CREATE TABLE history (memory_id TEXT)`);
+    const mem = db.prepare(`INSERT INTO memory VALUES (?, ?)`);
+    const hist = db.prepare(`INSERT INTO history VALUES (?)`);
+    db.transaction(() => {
+      for (let i = 0; i < 5_000; i++) mem.run(`m${i}`, `u${i % 3}`);
+      for (let i = 0; i < 5_000; i += 2) hist.run(`m${(i * 7) % 5_000}`); // every one also in memory, in another run
+      for (let i = 0; i < 300; i++) hist.run(`gone${i % 100}`);
+    })();
+    db.close();
+    const temps = () => readdirSync(tmpdir()).filter((n) => n.startsWith('mw-holds-')).length;
+    const before = temps();
+    const whole = (await holdsOf(file)).json;
+    const chunks: Buffer[] = [];
+    for await (const c of holdsStream(file, key, 777)) chunks.push(c);
+    expect(gunzipSync(Buffer.concat(chunks)).toString('utf8')).toBe(whole);
+    const want = sorted([...Array.from({ length: 5_000 }, (_, i) => `m${i}`), ...Array.from({ length: 100 }, (_, i) => `gone${i}`)].map((v) => idMac(key, v)));
+    expect((JSON.parse(whole) as Holds).ids).toEqual(want);
+    expect(temps()).toBe(before);
+  });
 });
 
 describe('holdsContain: erase asks a holds file, streamed, whether it names an erased id or user', () => {

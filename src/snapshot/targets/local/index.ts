@@ -34,7 +34,7 @@ export class LocalTarget implements SnapshotTarget {
       await pipeline(h.stream, createWriteStream(tmp, { mode: FILE_MODE, flags: 'wx' }));
       fsyncPath(tmp);
       const sent = h.digest();
-      const stored = await digestOf(createReadStream(tmp));
+      const stored = await digestOf(createReadStream(tmp, { highWaterMark: 1024 * 1024 }));
       if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
         throw storeError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) written`);
       }
