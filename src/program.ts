@@ -13,6 +13,8 @@ import { registerTargetCommands } from './commands/targets.js';
 import { registerReviewCommands } from './commands/review.js';
 import { registerServeCommands } from './commands/serve.js';
 import { endProgress } from './commands/common.js';
+import { quietOnClosedPipe } from './core/closed-pipe.js';
+import { addCommandDetails } from './commands/details.js';
 
 
 export function buildProgram(): Command {
@@ -32,6 +34,7 @@ export function buildProgram(): Command {
   registerTargetCommands(program);
   registerReviewCommands(program);
   registerServeCommands(program);
+  addCommandDetails(program);
   return program;
 }
 
@@ -141,6 +144,8 @@ function errorLine(message: string): string {
 
 /** The command line's whole run: src/cli.ts calls it, from the build's bundle or from these modules. */
 export function run(argv: string[]): void {
+  quietOnClosedPipe(process.stdout);
+  quietOnClosedPipe(process.stderr);
   void main(argv).then((code) => {
     process.exitCode = code;
   });

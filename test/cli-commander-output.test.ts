@@ -104,9 +104,9 @@ describe('every command writes through the sanitiser', () => {
   });
 
   it('help is unchanged for ordinary text', async () => {
-    const r = await runMain(['review', '--help']);
+    const r = await runMain(['repair', '--help']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toBe(buildProgram().commands.find((c) => c.name() === 'review')!.helpInformation());
+    expect(r.stdout).toBe(buildProgram().commands.find((c) => c.name() === 'repair')!.helpInformation());
   });
 });
 

@@ -248,7 +248,19 @@ function parsed(read: () => unknown): unknown {
 /** loadForCommand for a command that works on one store: that store's name with the rest. */
 export async function storeContext(opts: StoreOptions, cmd: Command): Promise<CommandContext> {
   const { storeName, ...base } = await loadForCommand(opts, cmd, { oneStore: true });
-  return { ...base, storeName: storeName! };
+  const ctx = { ...base, storeName: storeName! };
+  // A folder (or a device …) as the store's file: named where it was given, before anything opens it. A store on
+  // another host is not looked for here: its file is there, not at this path.
+  const db = ctx.config.stores[ctx.storeName]?.db;
+  if (db !== undefined && ctx.storeHost === null) {
+    const { assertStorePath } = await import('../store/store-path.js');
+    if (opts.db !== undefined) assertStorePath(opts.db, '--db', 'option');
+    else {
+      const file = opts.config ?? process.env.MEMORY_WARDEN_CONFIG;
+      assertStorePath(db, `${file ? `config ${file}: ` : ''}stores.${ctx.storeName}.db`);
+    }
+  }
+  return ctx;
 }
 
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */

@@ -3,8 +3,7 @@ import { addStoreOptions, loadForCommand, print, printJson, storeContext, type S
 import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
 import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
-import type { PruneResult } from '../layouts/warden/prune.js';
-import type { Finding } from '../job/findings.js';
+import { printCheck, printJobResult } from './run-output.js';
 import { interruptSignal } from './waiting.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
@@ -16,6 +15,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--create', 'make a new store file if none exists')
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
+      (await import('../store/store-path.js')).assertStorePath(opts.db, '--db', 'option');
       const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }, { isStateDb }] = await Promise.all([
         import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'), import('../state/migrate.js'),
       ]);
@@ -74,12 +74,9 @@ export function registerCoreCommands(program: Command): void {
       const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       // Ctrl-C or SIGTERM stops a job between batches (it is idempotent: the next run finishes it).
       const result = await runJob(name, payload, { ...ctx, jobs: loadJob, signal: interruptSignal() });
+      if (name === 'integrity') process.exitCode = (result as CheckReport).ok ? 0 : 1;
       if (opts.json) return printJson(result);
-      if (name === 'prune') printPrune(result as PruneResult);
-      else if (name === 'integrity') {
-        printCheck(result as CheckReport);
-        process.exitCode = (result as CheckReport).ok ? 0 : 1;
-      } else printJson(result);
+      await printJobResult(name, result);
     });
   }
 
@@ -132,21 +129,3 @@ export function registerCoreCommands(program: Command): void {
     });
 }
 
-export function printFindings(findings: Finding[], indent = '  '): void {
-  for (const f of findings) {
-    print`${indent}[${f.severity}] ${f.code}: ${f.message}`;
-    if (f.ids && f.ids.length > 0) print`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`;
-  }
-}
-
-function printCheck(r: CheckReport): void {
-  print`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`;
-  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
-  printFindings(r.problems);
-  printFindings(r.notes);
-}
-
-function printPrune(r: PruneResult): void {
-  const verb = r.dryRun ? 'would delete' : 'deleted';
-  print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
-}

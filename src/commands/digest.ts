@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { loadForCommand, print, printJson, type StoreOptions } from './common.js';
+import { loadForCommand, printJson, type StoreOptions } from './common.js';
 import type { DigestResult } from '../digest/digest.js';
 import { usageError } from '../core/errors.js';
 import { unwritableFile } from '../core/read-file.js';
@@ -50,8 +50,6 @@ export function registerDigestCommands(program: Command): void {
       const [{ runJob }, { loadJob }] = await Promise.all([import('../job/runner.js'), import('./job-loaders.js')]);
       const result = (await runJob('digest', chosen ? { stores: chosen } : {}, { jobs: loadJob, config, log, now })) as DigestResult;
       if (opts.json) return printJson(result);
-      for (const d of result.deliveries) {
-        print`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`;
-      }
+      (await import('./run-output.js')).printDigest(result);
     });
 }

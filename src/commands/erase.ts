@@ -109,7 +109,7 @@ const bytesRemain = (r: EraseReceipt) => (r.counts.bytesLeft ?? 0) > 0 || (r.cou
 /** The start of a keyed digest, as a person reads it; a receipt from before keyed receipts has none. */
 const digestShown = (digest: string | null, n: number) => (digest === null ? '(unkeyed digest dropped)' : `HMAC ${digest.slice(0, n)}…`);
 
-function printReceipt(r: EraseReceipt): void {
+export function printReceipt(r: EraseReceipt): void {
   const verb = r.dryRun ? 'would erase' : 'erased';
   print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (${digestShown(r.selectorSha256, 16)}) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
   print`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`;

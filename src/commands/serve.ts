@@ -6,7 +6,7 @@ import { loadForCommand, print, type StoreOptions } from './common.js';
 export function registerServeCommands(program: Command): void {
   program
     .command('serve')
-    .description('serve the review page (loopback by default; README "Reviewing")')
+    .description('serve the review page (loopback by default; docs/digest-and-review.md#the-review-page)')
     .option('--config <file>', 'config file (YAML)')
     .option('--link <store>', 'print a signed link that opens this store\'s review page, and exit')
     .option('--hash-password <name>', 'read a password from standard input and print a users-file line for it, and exit')

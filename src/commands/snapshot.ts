@@ -11,7 +11,7 @@ export function registerSnapshotCommands(program: Command): void {
   addStoreOptions(snapshots.command('list'))
     .description('list the snapshot folders of a store, oldest first (exit 1 if --verify finds a bad one)')
     .option('--verify', 'check every file against the sha256 in its manifest')
-    .option('--target <name>', 'list the snapshots on this configured target instead (README: Snapshots off the machine)')
+    .option('--target <name>', 'list the snapshots on this configured target instead (docs/snapshots.md#snapshots-off-the-machine)')
     .option('--json', 'print one JSON object')
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
@@ -118,8 +118,6 @@ function restoreCommand(cmd: Command): Command {
         if (cleanedUp) result.steps.push(cleanedUp);
       }
       if (opts.json) return printJson(result);
-      print`${result.store}: ${result.dryRun ? 'dry run of restore' : 'restored'} from ${result.from}`;
-      for (const s of result.steps) print`  ${s}`;
-      if (result.undo) print`  to undo: memory-warden restore ${result.undo} --store ${result.store}`;
+      (await import('./run-output.js')).printRestore(result);
     });
 }

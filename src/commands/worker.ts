@@ -101,8 +101,11 @@ export function registerWorkerCommands(program: Command): void {
       const { runOnHost } = await import('../queue/remote.js');
       // Ctrl-C: a job no worker has taken yet is withdrawn; one already running finishes there, and it says so.
       const result = await runOnHost({ config, log, job: name, data, timeoutSeconds: timeoutSec, signal: interruptSignal() });
-      if (!opts.json) print`${what}: done`;
-      printJson(result);
+      if (opts.json) printJson(result);
+      else {
+        print`${what}: done`;
+        await (await import('./run-output.js')).printJobResult(name, result);
+      }
       // A check that ran and found problems is exit 1, as for `memory-warden check`.
       if ((result as { ok?: unknown } | null)?.ok === false) process.exitCode = 1;
     });
@@ -110,7 +113,10 @@ export function registerWorkerCommands(program: Command): void {
 
 function formatScheduler(r: SchedulerListing): string {
   const when = r.every !== null ? `every ${r.every} ms` : `${r.pattern} (${r.tz ?? 'UTC'})`;
-  const status = r.inConfig && r.inRedis ? `next ${r.next ?? '?'}` : r.inConfig ? 'not in Redis yet: starts with the next worker' : 'not in config: removed at the next worker start';
+  const status =
+    r.inConfig && r.inRedis ? `next ${r.next ?? '?'}`
+    : r.inConfig ? `next ${r.next ?? '(its first worker starts it)'} (from the config: no worker has put it in Redis yet)`
+    : 'not in config: removed at the next worker start';
   return `${show(r.id).padEnd(28)} ${show(r.host ?? '(any host)').padEnd(16)} ${show(when).padEnd(28)} ${show(status)}`;
 }
 

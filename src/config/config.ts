@@ -17,6 +17,7 @@ import { resolveTargetPaths, targetsSchema } from '../snapshot/targets/config.js
 import { checkSecrets } from './secret-fields.js';
 import { reviewWebShape } from '../review-web/config.js';
 import { resolveMem0Paths } from '../layouts/mem0/config.js';
+import { unknownKeysHint } from './suggest.js';
 import {
   DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, QUICK_LEAVES, STORE_NAME, STORE_NAME_RULE, expandEnv, isPathText, isPlainObject, merge, parseYaml,
   readDefaults, readYaml, sha256, type LoadOptions, type QuickCache,
@@ -100,14 +101,15 @@ function namesApartInAnyCase(stores: Record<string, unknown>, ctx: z.RefinementC
 export function validateConfig(raw: unknown, source = 'config'): Config {
   const result = configSchema.safeParse(raw);
   if (!result.success) {
-    const issue = result.error.issues[0]!;
+    // A key the schema does not know first: a misspelled `db` is why `db` is missing, and the one thing to fix.
+    const issue = result.error.issues.find((i) => i.code === 'unrecognized_keys') ?? result.error.issues[0]!;
     if (issue.code === 'invalid_key') {
       // A key refused (a store's name): quoted, as it may hold anything, and the rule it broke, not zod's words.
       const key = JSON.stringify(String(issue.path.at(-1)));
       throw configError(`${source}: ${issue.path.slice(0, -1).map(String).join('.')}: ${key}: ${issue.issues[0]?.message ?? issue.message}`);
     }
     const where = issue.path.map(String).join('.') || '(root)';
-    const extra = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    const extra = issue.code === 'unrecognized_keys' ? unknownKeysHint(configSchema, issue.path, issue.keys) : '';
     throw configError(`${source}: ${where}: ${issue.message}${extra}`);
   }
   return result.data;

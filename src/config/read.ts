@@ -89,6 +89,31 @@ export function isPathField(path: string[]): boolean {
 }
 
 /**
+ * A whole URL from the environment in a field named `url` (`redis.url: ${REDIS_URL}`, a store's `qdrant.url`):
+ * where a service is, whose only secret is the password in it. Those (as written and decoded) are the secrets, so
+ * that a log or an error can say where it connected (`redis://:***@10.0.0.5:6379`), not `${REDIS_URL}`. A URL with
+ * a query or a fragment (a token can sit there), or one that does not parse, stays a secret as a whole: undefined.
+ */
+export function urlCredentials(path: string[], value: string): string[] | undefined {
+  if (path[path.length - 1] !== 'url' || !/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return undefined;
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (u.search !== '' || u.hash !== '' || value.includes('?') || value.includes('#')) return undefined;
+  if (u.password === '') return [];
+  let decoded = u.password;
+  try {
+    decoded = decodeURIComponent(u.password);
+  } catch {
+    // kept as written
+  }
+  return [...new Set([u.password, decoded])];
+}
+
+/**
  * Replace `${VAR}` and `${VAR:-default}` in every string (src/config/env-template.ts: a default may hold another
  * placeholder, `$${` is a literal `${`, any other `${` is an error naming its field, as is an unset variable without
  * default). Every value taken from the environment is remembered as a secret (src/text/secrets.ts): it never reaches a
@@ -100,7 +125,11 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[]
     const fail = (problem: string): never => {
       throw configError(`config ${path.join('.') || '(root)'}: ${problem}`);
     };
-    return expandTemplate(value, env, fail, (name, v) => rememberSecret(name, v, isPathField(path)));
+    return expandTemplate(value, env, fail, (name, v) => {
+      const credentials = urlCredentials(path, v);
+      if (credentials) for (const c of credentials) rememberSecret(name, c);
+      else rememberSecret(name, v, isPathField(path));
+    });
   }
   if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
   if (value && typeof value === 'object') {

@@ -38,13 +38,38 @@ export function coerceError(err: unknown, doing?: string): WardenError {
     return doing ? new WardenError(err.kind, `${doing}: ${err.message}`, { cause: err.cause ?? err }) : err;
   }
   const e = err as { code?: string; message?: string; cause?: { code?: string } } | undefined;
-  const message = e?.message ?? String(err);
+  const said = e?.message ?? String(err);
+  const why = said === 'fetch failed' ? networkCause(err) : undefined;
+  const message = why ? `${said} (${why})` : said;
   const code = e?.code ?? e?.cause?.code;
   const kind: ErrorKind =
     (code && (TRANSIENT_SQLITE.has(code) || TRANSIENT_NET.has(code))) || /database is locked|fetch failed/i.test(message)
       ? 'transient'
       : 'internal';
   return new WardenError(kind, doing ? `${doing}: ${message}` : message, { cause: err });
+}
+
+/**
+ * Why a request got no answer, from what fetch (undici) throws: its `TypeError: fetch failed` keeps the reason in
+ * `cause` (`connect ECONNREFUSED 127.0.0.1:6333`, `getaddrinfo ENOTFOUND qdrant`, a certificate error), at times an
+ * AggregateError with one per address tried. Undefined when there is none to tell.
+ */
+export function networkCause(err: unknown): string | undefined {
+  const said: string[] = [];
+  const visit = (e: unknown, depth: number) => {
+    if (!e || typeof e !== 'object' || depth > 5) return;
+    const x = e as { message?: unknown; code?: unknown; cause?: unknown; errors?: unknown };
+    if (Array.isArray(x.errors) && x.errors.length > 0) {
+      for (const inner of x.errors) visit(inner, depth + 1);
+      return;
+    }
+    if (x.cause) return visit(x.cause, depth + 1);
+    const message = typeof x.message === 'string' && x.message !== '' ? x.message : typeof x.code === 'string' ? x.code : '';
+    const code = typeof x.code === 'string' && !message.includes(x.code) ? `${x.code}: ` : '';
+    if (message && !said.includes(`${code}${message}`)) said.push(`${code}${message}`);
+  };
+  visit((err as { cause?: unknown } | undefined)?.cause, 0);
+  return said.length > 0 ? said.join('; ').split('\n')[0] : undefined;
 }
 
 export function isTransient(err: unknown): boolean {

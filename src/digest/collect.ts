@@ -54,7 +54,7 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
   const byName = new Map((await collectSections({ ...opts, stores: opts.stores.filter((s) => !remote.includes(s)) }, masked)).map((s) => [s.name, s]));
   if (remote.length > 0) for (const s of await opts.fleet!.sections(remote)) if (remote.includes(s.name)) byName.set(s.name, s);
   const sections = opts.stores.map((name) => byName.get(name) ?? { ...emptySection(name, opts.config.review.afterDays), error: 'no report' });
-  const failedGlobalJobs = failedJobs(opts.state, opts.period, null);
+  const failedGlobalJobs = failedJobs(opts.state, runsPeriod(opts.config, opts.period), null);
   const quiet =
     failedGlobalJobs.length === 0 &&
     sections.every((s) => !s.error && s.newRows.total === 0 && s.maintenance.failedJobs.length === 0 && s.maintenance.problems.length === 0);
@@ -103,10 +103,11 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   const section = emptySection(name, config.review.afterDays);
   if (period !== opts.period) section.since = toCanonical(period.start);
   // What the state db knows never depends on the store being readable.
-  section.maintenance.pruned = pruneSummary(state, name, period);
+  const runs = runsPeriod(config, period);
+  section.maintenance.pruned = pruneSummary(state, name, runs);
   section.maintenance.lastSnapshot = lastSnapshot(state, name, now);
   section.maintenance.awaitingPerson = awaitingPerson(state, name);
-  section.maintenance.failedJobs = failedJobs(state, period, name);
+  section.maintenance.failedJobs = failedJobs(state, runs, name);
 
   const storeConfig = config.stores[name];
   if (!storeConfig) {
@@ -168,6 +169,18 @@ export function recentCheck(state: Db, store: string, path: string, now: Instant
   const at = parseInstant(r.checkedAt);
   if (at === null || at > now || now - at > REUSE_CHECK_MS) return null;
   return r as unknown as CheckReport;
+}
+
+/**
+ * The window of memory-warden's own job runs a digest reports: its period moved on by digest.settleSeconds. A period
+ * ends that margin before the digest is made, so that a row an agent is still writing goes in the next one; a job
+ * run is recorded whole when it ends, and needs none. Moved on, the window ends when the digest is made (a prune a
+ * moment before is in it, not "no prune ran") and starts when the last one was made: consecutive digests' windows
+ * meet, and no run is told twice or never.
+ */
+export function runsPeriod(config: Config, period: Period): Period {
+  const settle = config.digest.settleSeconds * 1000;
+  return { start: period.start + settle, end: period.end + settle };
 }
 
 /** job_runs times are written canonical by the runner, so text comparison is exact here. */

@@ -116,6 +116,15 @@ export function defineJob<S extends PayloadSchema, R>(job: JobDefinition<S, R>):
   return job;
 }
 
+/**
+ * A payload that asks for a dry run (`dryRun: true`: prune, erase, restore): it changes nothing, so it is no run of
+ * the job. It is not recorded in the state db, nor counted, nor published as the job's last success: a what-if
+ * prune must not hide an overdue one (/healthz, the metrics, `fleet`, the digest's "prune ran").
+ */
+export function isDryRun(payload: unknown): boolean {
+  return typeof payload === 'object' && payload !== null && (payload as { dryRun?: unknown }).dryRun === true;
+}
+
 /** Validate a payload; a wrong one is a permanent (usage) error naming the field. */
 export function parsePayload<S extends PayloadSchema>(job: JobDefinition<S, unknown>, payload: unknown): PayloadOf<S> {
   const r = job.schema.safeParse(payload) as ReturnType<PayloadSchema<PayloadOf<S>>['safeParse']>;

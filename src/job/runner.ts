@@ -3,7 +3,7 @@ import { expandHome } from '../config/read.js';
 import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import { systemClock } from '../time/instants.js';
-import { parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
+import { isDryRun, parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, transientError, usageError, WardenError } from '../core/errors.js';
 import { redactText } from '../text/secrets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
@@ -53,6 +53,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
+  if (storeDb) (await import('../store/store-path.js')).assertStorePath(storeDb, `stores.${store}.db`);
   if (job.writes && storeDb) assertNoPendingRestore(storeDb);
   const now = opts.now ?? systemClock;
   const ctx: JobContext = {
@@ -64,7 +65,7 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
     ...(opts.progress ? { progress: opts.progress } : {}),
   };
-  const record = opts.record === false ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
+  const record = opts.record === false || isDryRun(parsed) ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
   if (isAlreadyRan(record)) {
     ctx.log.info({ scheduledRun: opts.scheduledRun, runId: record.alreadyRan.runId, finishedAt: record.alreadyRan.finishedAt }, 'a scheduled run already done on this host: not run again');
     return record;

@@ -25,7 +25,8 @@ const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)([^\s:@/?#]*):([^\s/?#]+)@/gi
  * `${NAME}` (src/text/secrets.ts).
  */
 export function scrubUrlCredentials<T>(value: T, depth = 0, seen = new WeakSet<object>()): T {
-  if (typeof value === 'string') return redactText(value.replace(URL_CREDENTIALS, '$1$2:[redacted]@')) as T;
+  // Values from the environment first: a password that holds `@` is whole there, and cut in two by the pattern.
+  if (typeof value === 'string') return redactText(value).replace(URL_CREDENTIALS, '$1$2:[redacted]@') as T;
   if (!value || typeof value !== 'object' || depth > 5 || seen.has(value)) return value;
   seen.add(value);
   if (Array.isArray(value)) return value.map((v) => scrubUrlCredentials(v, depth + 1, seen)) as T;

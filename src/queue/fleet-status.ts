@@ -55,7 +55,7 @@ export async function fleetStatus(config: Config, redis: Redis, jobs: Record<str
   const queues = [null, ...hosts].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
   let listing: SchedulerListing[];
   try {
-    listing = await listSchedulers(queues, planSchedulers(config, jobs));
+    listing = await listSchedulers(queues, planSchedulers(config, jobs), now);
   } finally {
     await Promise.all(queues.map((q) => q.queue.close().catch(() => {})));
   }

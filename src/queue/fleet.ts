@@ -60,10 +60,22 @@ function parseHeartbeat(raw: string): Heartbeat | null {
   };
 }
 
-/** `<job>:<store>` (or `<job>` for a global job) → when it last succeeded, ISO-8601 UTC. */
-export async function recordSuccess(redis: Redis, prefix: string, job: string, store: string | null, at: Date): Promise<void> {
-  await redis.hset(successKey(prefix), store === null ? job : `${job}:${store}`, at.toISOString());
+/**
+ * Sets each `<job>:<store>` (or `<job>` for a job of every store) → ISO-8601 UTC time to the later of the time given
+ * and the one already there, in one step: two workers publishing the digest's last success never put back an older
+ * one. Workers publish what their state db says (src/state/state.ts lastSuccesses), the one record of it.
+ */
+export async function publishSuccesses(redis: Redis, prefix: string, successes: Record<string, string>): Promise<void> {
+  const args = Object.entries(successes).flat();
+  if (args.length === 0) return;
+  await redis.eval(LATER_OF, 1, successKey(prefix), ...args);
 }
+
+const LATER_OF = `for i = 1, #ARGV, 2 do
+  local now = redis.call('HGET', KEYS[1], ARGV[i])
+  if (not now) or now < ARGV[i + 1] then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+return 1`;
 
 export async function readSuccesses(redis: Redis, prefix: string): Promise<Record<string, string>> {
   return redis.hgetall(successKey(prefix));

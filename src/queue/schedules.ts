@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import type { Queue } from 'bullmq';
 import type { Config } from '../config/config.js';
 import type { JobDefinition } from '../job/job.js';
@@ -6,6 +7,8 @@ import { configError } from '../core/errors.js';
 import { jobOptions } from './options.js';
 import { globalHost, hostOfStore } from './hosts.js';
 import { systemClock, type Clock } from '../time/instants.js';
+
+const require = createRequire(import.meta.url);
 
 /** One scheduler the config asks for: a job, for one store (or for all, a global job), on a cron pattern. */
 export interface PlannedScheduler {
@@ -166,8 +169,12 @@ export interface SchedulerListing {
   pattern: string | null;
   every: number | null;
   tz: string | null;
-  /** Next run, ISO-8601 UTC; null when Redis does not hold this scheduler (no worker has started with it yet). */
+  /**
+   * Next run, ISO-8601 UTC: as Redis holds it, or, for a scheduler of the config no worker has put there yet,
+   * computed from the config as BullMQ will (nextFrom says which); null for an `every` scheduler not in Redis.
+   */
   next: string | null;
+  nextFrom: 'redis' | 'config' | null;
   inConfig: boolean;
   inRedis: boolean;
 }
@@ -176,10 +183,11 @@ export interface SchedulerListing {
  * Every scheduler the config plans or Redis holds, with its next run. Reads only. `queues`: the shared queue
  * (host null) and each host's.
  */
-export async function listSchedulers(queues: { host: string | null; queue: Queue }[], planned: PlannedScheduler[]): Promise<SchedulerListing[]> {
+export async function listSchedulers(queues: { host: string | null; queue: Queue }[], planned: PlannedScheduler[], now = Date.now()): Promise<SchedulerListing[]> {
   const rows = new Map<string, SchedulerListing>();
   for (const p of planned) {
-    rows.set(p.id, { id: p.id, job: p.job, store: p.store, host: p.host, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next: null, inConfig: true, inRedis: false });
+    const next = p.pattern !== undefined ? nextOfPattern(p.pattern, p.tz ?? 'UTC', now) : null;
+    rows.set(p.id, { id: p.id, job: p.job, store: p.store, host: p.host, pattern: p.pattern ?? null, every: p.every ?? null, tz: p.tz ?? null, next, nextFrom: next === null ? null : 'config', inConfig: true, inRedis: false });
   }
   const held = await Promise.all(queues.map(async ({ host, queue }) => ({ host, schedulers: await queue.getJobSchedulers(0, -1, true) })));
   for (const { host, schedulers } of held) for (const s of schedulers) {
@@ -187,15 +195,29 @@ export async function listSchedulers(queues: { host: string | null; queue: Queue
     const want = rows.get(owner.id);
     // The same id on a queue it does not belong to (a store that moved host): its own row, not in config.
     const key = want && want.host !== host ? `${owner.id}@${host ?? '*'}` : owner.id;
-    const row = (want && want.host === host ? want : undefined) ?? { ...owner, host, pattern: null, every: null, tz: null, next: null, inConfig: false, inRedis: true };
+    const row = (want && want.host === host ? want : undefined) ?? { ...owner, host, pattern: null, every: null, tz: null, next: null, nextFrom: null, inConfig: false, inRedis: true };
     rows.set(key, {
       ...row,
       pattern: s.pattern ?? row.pattern,
       every: s.every !== undefined && s.every !== null ? Number(s.every) : row.every,
       tz: s.tz ?? row.tz,
       next: s.next ? new Date(Number(s.next)).toISOString() : null,
+      nextFrom: s.next ? 'redis' : null,
       inRedis: true,
     });
   }
   return [...rows.values()].sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/**
+ * The first time after `now` a cron pattern fires in zone `tz`, as BullMQ computes a scheduler's next run (the same
+ * cron-parser, from the same pattern and zone); null if it never does.
+ */
+export function nextOfPattern(pattern: string, tz: string, now: number): string | null {
+  try {
+    const { CronExpressionParser } = require('cron-parser') as typeof import('cron-parser');
+    return CronExpressionParser.parse(pattern, { tz, currentDate: new Date(now) }).next().toISOString();
+  } catch {
+    return null; // validated with the config: a pattern that stops firing (a date in the past) has no next run
+  }
 }

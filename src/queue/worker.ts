@@ -7,7 +7,7 @@ import { coerceError, configError } from '../core/errors.js';
 import type { Logger } from '../log/logger.js';
 import { isAlreadyRan, runJob } from '../job/runner.js';
 import { parseInstant, systemClock, type Clock } from '../time/instants.js';
-import { openStateDb } from '../state/state.js';
+import { lastSuccesses as lastSuccessesIn, openStateDb } from '../state/state.js';
 import { WorkerMetrics } from './metrics.js';
 import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
@@ -15,11 +15,11 @@ import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, scheduledRunOf, syncSchedulers, type SyncResult } from './schedules.js';
 import { globalHost, hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
 import { digestScopes } from '../digest/digest.js';
-import { heartbeatTime, isSilent, readHeartbeats, recordSuccess, writeHeartbeat, type Heartbeat } from './fleet.js';
+import { heartbeatTime, isSilent, publishSuccesses, readHeartbeats, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../core/version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
-import type { JobMap, TaskDispatch } from '../job/job.js';
+import { isDryRun, type JobMap, type TaskDispatch } from '../job/job.js';
 import { finishInterruptedRestores } from '../snapshot/resume.js';
 import { inOwnProcess, runsApart } from './isolate.js';
 
@@ -113,8 +113,12 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
       const seconds = (performance.now() - started) / 1000;
       // Counted when it ran: the job completes, the metrics and the fleet view stay as they were.
       if (isAlreadyRan(result)) return result;
+      if (isDryRun(job.data)) {
+        jobLog.info({ durationMs: Math.round(seconds * 1000), outcome: 'ok', dryRun: true }, 'job done (a dry run: not a run of the job)');
+        return result;
+      }
       metrics.recordRun(job.name, store, 'ok', seconds, { result });
-      await recordSuccess(redis, config.redis.prefix, job.name, store, new Date()).catch(() => {}); // best effort: fleet view only
+      await publishHostSuccesses(redis, config, host).catch(() => {}); // best effort: fleet view only
       jobLog.info({ durationMs: Math.round(seconds * 1000), outcome: 'ok' }, 'job done');
       return result;
     } catch (err) {
@@ -142,19 +146,36 @@ function seriesOf(config: Config, jobs: JobMap, host: string): Parameters<Worker
   return { runs, stores, digestScopes: global && 'digest' in jobs ? digestScopes(config) : [] };
 }
 
-/** Last successful run per store and job, from the state db (survives restarts, unlike the metrics). */
+/**
+ * Last successful run per store and job, from the state db (survives restarts, unlike the metrics): what /healthz
+ * says, what the metric is set from, and what `fleet` reads (publishHostSuccesses). A run of `memory-warden run`
+ * on this host counts as much as the worker's own; a dry run is none.
+ */
 function lastSuccesses(config: Config): Record<string, Record<string, string>> {
   const db = openStateDb(expandHome(config.stateDb));
   try {
-    const rows = db
-      .prepare(`SELECT job, coalesce(store, '*') AS store, max(finished_at) AS at FROM job_runs WHERE outcome = 'ok' GROUP BY job, store`)
-      .all() as { job: string; store: string; at: string }[];
-    const out: Record<string, Record<string, string>> = {};
-    for (const r of rows) (out[r.store] ??= {})[r.job] = r.at;
-    return out;
+    return lastSuccessesIn(db);
   } finally {
     db.close();
   }
+}
+
+/**
+ * This host's part of the state db's last successes (its stores' jobs, and the jobs of every store), into Redis for
+ * `fleet` on any machine: after each run, and with each heartbeat (which brings in the runs `memory-warden run`
+ * made here).
+ */
+async function publishHostSuccesses(redis: Redis, config: Config, host: string): Promise<void> {
+  const mine = new Set(storesOn(config, host));
+  const out: Record<string, string> = {};
+  for (const [store, jobs] of Object.entries(lastSuccesses(config))) {
+    if (store !== '*' && !mine.has(store)) continue;
+    for (const [job, at] of Object.entries(jobs)) {
+      const t = parseInstant(at);
+      if (t !== null) out[store === '*' ? job : `${job}:${store}`] = new Date(t).toISOString();
+    }
+  }
+  await publishSuccesses(redis, config.redis.prefix, out);
 }
 
 /** The times /healthz shows, as ISO-8601 UTC with its Z, the form `fleet --json` and every heartbeat use. */
@@ -244,7 +265,8 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
     const startedAt = new Date().toISOString();
     const beat = (stopped?: boolean) => {
       const b: Heartbeat = { host, version: VERSION, pid: process.pid, startedAt, lastSeen: new Date().toISOString(), stores: storesOn(config, host), ...(stopped ? { stopped } : {}) };
-      return writeHeartbeat(redis, config.redis.prefix, b).catch((err: Error) => log.debug({ err: err.message }, 'heartbeat not written'));
+      const published = publishHostSuccesses(redis, config, host).catch((err: Error) => log.debug({ err: err.message }, 'last successes not published'));
+      return Promise.all([writeHeartbeat(redis, config.redis.prefix, b).catch((err: Error) => log.debug({ err: err.message }, 'heartbeat not written')), published]);
     };
     await beat();
     heartbeat = setInterval(() => void beat(), w.heartbeatMs);
@@ -273,6 +295,11 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
           metrics: async () => {
             const up = await redisReachable(redis);
             metrics.redisUp.set(up ? 1 : 0);
+            try {
+              metrics.seedLastSuccess(lastSuccesses(config)); // as /healthz says: a `memory-warden run` here counts too
+            } catch {
+              // the state db unreadable: the gauge keeps what it had; /healthz says why
+            }
             if (up) {
               const now = Date.now();
               const beats = await readHeartbeats(redis, config.redis.prefix).catch(() => []);

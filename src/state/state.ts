@@ -110,6 +110,20 @@ export function runsSince(db: Db, since: string, outcome?: 'ok' | 'failed'): Job
   return db.prepare(sql).all(...(outcome ? [since, outcome] : [since])) as JobRun[];
 }
 
+/**
+ * When each job last succeeded, by store (`*` for a job of every store, the digest), as job_runs says: canonical UTC.
+ * The one record of it: /healthz and the worker's metric read it here, and each worker publishes its host's part
+ * to Redis for `fleet` (src/queue/fleet.ts publishSuccesses). A dry run is never in job_runs (src/job/runner.ts).
+ */
+export function lastSuccesses(db: Db): Record<string, Record<string, string>> {
+  const rows = db
+    .prepare(`SELECT job, coalesce(store, '*') AS store, max(finished_at) AS at FROM job_runs WHERE outcome = 'ok' GROUP BY job, store`)
+    .all() as { job: string; store: string; at: string }[];
+  const out: Record<string, Record<string, string>> = {};
+  for (const r of rows) (out[r.store] ??= {})[r.job] = r.at;
+  return out;
+}
+
 export function lastRun(db: Db, job: string, store: string, outcome: 'ok' | 'failed' = 'ok'): JobRun | undefined {
   return db.prepare(`SELECT * FROM job_runs WHERE job = ? AND store = ? AND outcome = ? ORDER BY finished_at DESC, id DESC LIMIT 1`).get(job, store, outcome) as JobRun | undefined;
 }

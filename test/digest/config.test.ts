@@ -63,7 +63,7 @@ describe('bad SMTP config: one clear error at start, naming the field', () => {
   it.each([
     ['a port that is not a number', { smtp: { host: 'h', port: 'abc' } }, /^config: smtp\.port: /],
     ['a missing host', { smtp: { port: 25 } }, /^config: smtp\.host: /],
-    ['an unknown smtp field', { smtp: { host: 'h', pasword: 'x' } }, /^config: smtp: .*\(pasword\)/],
+    ['an unknown smtp field', { smtp: { host: 'h', pasword: 'x' } }, /^config: smtp: .*"pasword" \(did you mean "password"\?\)/],
     ['a recipient that is not an address', { digest: { to: ['owner@example.org', 'not an address'] } }, /^config: digest\.to\.1: an email address/],
     ['a look-twice pattern that is not a regex', { digest: { lookTwice: { sources: [{ pattern: '(unclosed', label: 'x' }] } } }, /^config: digest\.lookTwice\.sources\.0\.pattern: not a valid regular expression/],
   ])('%s is refused when the config is loaded', (_, raw, message) => {

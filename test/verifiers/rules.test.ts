@@ -10,7 +10,7 @@ const compile = (raw: object, env: NodeJS.ProcessEnv = {}): CompiledRule => comp
 
 describe('rule schema (config verify.rules)', () => {
   const bad: [object, RegExp][] = [
-    [{ match: { source: '^x' }, use: 'file', wth: {} }, /verify\.rules\.0: .*Unrecognized key.*\(wth\)/],
+    [{ match: { source: '^x' }, use: 'file', wth: {} }, /verify\.rules\.0: .*Unrecognized key: "wth" \(did you mean "with"\?\)/],
     [{ match: { source: '^x', body: 'y' }, use: 'file' }, /verify\.rules\.0\.match: .*\(body\)/],
     [{ match: { source: '([' }, use: 'file' }, /verify\.rules\.0\.match\.source: not a valid regular expression/],
     [{ match: { source: '^x' }, use: 'File!' }, /verify\.rules\.0\.use: a verifier name/],

@@ -9,7 +9,7 @@ import type { VectorSink } from '../sink.js';
 import type { CollectionSnapshot, CollectionSnapshots, PointId, PointRecord, RowVectors } from '../contract.js';
 
 export type { PointId, PointRecord } from '../contract.js';
-import { storeError, transientError, WardenError } from '../../core/errors.js';
+import { networkCause, storeError, transientError, WardenError } from '../../core/errors.js';
 
 
 const require = createRequire(import.meta.url);
@@ -36,14 +36,27 @@ export function uuid5(name: string, namespace: string): string {
  * Qdrant failures in the project's terms: no answer, a timeout, 429 or 5xx are transient (the job is retried);
  * any other answer (404 no such collection, 400 bad request) is permanent, and retrying will not help.
  */
-export function qdrantError(doing: string, err: unknown): WardenError {
+export function qdrantError(doing: string, err: unknown, url?: string): WardenError {
   if (err instanceof WardenError) return err;
   const e = err as { status?: number; message?: string; name?: string; data?: { status?: { error?: string } } };
+  // No answer at all (`fetch failed`): where it asked, and why (ECONNREFUSED, ENOTFOUND, a certificate, …).
+  const why = e.message === 'fetch failed' ? networkCause(err) : undefined;
+  if (e.message === 'fetch failed') return transientError(`qdrant ${doing}: no answer from ${url ? shownUrl(url) : 'Qdrant'}${why ? ` (${why})` : ''}`, err);
   const detail = e.data?.status?.error ?? e.message ?? String(err);
   const status = typeof e.status === 'number' ? e.status : Number(/Unexpected Response: (\d{3})/.exec(e.message ?? '')?.[1] ?? NaN);
   const line = `${doing}: ${String(detail).split('\n')[0]}`;
   if (Number.isNaN(status) || status === 429 || status >= 500) return transientError(`qdrant ${line}`, err);
   return storeError(`qdrant ${line} (HTTP ${status})`, err);
+}
+
+/** A service's URL as errors name it: scheme, host, port and path; never a user, password or query. */
+function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
+  } catch {
+    return 'Qdrant (its url does not parse)';
+  }
 }
 
 /**
@@ -53,7 +66,7 @@ export function qdrantError(doing: string, err: unknown): WardenError {
 export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots {
   private qdrantClient: QdrantClient | undefined;
   readonly collections: readonly string[];
-  private readonly baseUrl: string;
+  readonly baseUrl: string;
   private readonly headers: Record<string, string>;
 
   constructor(readonly config: QdrantConfig) {
@@ -105,7 +118,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
     try {
       return await fn();
     } catch (err) {
-      throw qdrantError(doing, err);
+      throw qdrantError(doing, err, this.baseUrl);
     }
   }
 
@@ -209,7 +222,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
       if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status} ${body?.status?.error ?? ''}`.trim()), { status: res.status });
       return body?.result as T;
     } catch (err) {
-      throw qdrantError(doing, err);
+      throw qdrantError(doing, err, this.baseUrl);
     }
   }
 
@@ -272,7 +285,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
       });
       await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), tap, createWriteStream(dest, { flags: 'wx', mode: 0o600 }));
     } catch (err) {
-      throw qdrantError(doing, idle.signal.aborted ? idle.signal.reason : err);
+      throw qdrantError(doing, idle.signal.aborted ? idle.signal.reason : err, this.baseUrl);
     } finally {
       clearTimeout(timer);
     }
@@ -298,7 +311,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
       if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status} ${body?.status?.error ?? ''}`.trim()), { status: res.status });
       if (body?.result !== true) throw new Error(`unexpected answer ${JSON.stringify(body).slice(0, 200)}`);
     } catch (err) {
-      throw qdrantError(doing, err);
+      throw qdrantError(doing, err, this.baseUrl);
     }
   }
 }

@@ -1,0 +1,89 @@
+import type { CheckReport } from '../layouts/contract.js';
+import type { PruneResult } from '../layouts/warden/prune.js';
+import type { Finding } from '../job/findings.js';
+import type { SnapshotResult } from '../snapshot/create.js';
+import type { TargetRun } from '../snapshot/targets/replicate.js';
+import type { RestoreResult } from '../snapshot/restore.js';
+import type { DigestResult } from '../digest/digest.js';
+import type { DriftResult } from '../../jobs/drift.js';
+import type { EraseReceipt } from '../erase/erase.js';
+import { print } from './common.js';
+
+/**
+ * What a job's result says, for a person: `run <job>` and `enqueue <job>` print this without `--json`, with it the
+ * result as JSON, as every command does. Every value goes through print (src/commands/common.ts).
+ */
+export async function printJobResult(job: string, result: unknown): Promise<void> {
+  switch (job) {
+    case 'prune':
+      return printPrune(result as PruneResult);
+    case 'integrity':
+      return printCheck(result as CheckReport);
+    case 'snapshot':
+      return printSnapshot(result as SnapshotResult & { targets?: TargetRun[] });
+    case 'drift':
+      return printDrift(result as DriftResult);
+    case 'digest':
+      return printDigest(result as DigestResult);
+    case 'restore':
+      return printRestore(result as RestoreResult);
+    case 'erase':
+      return (await import('./erase.js')).printReceipt(result as EraseReceipt);
+    default:
+      return printFields(job, result);
+  }
+}
+
+export function printPrune(r: PruneResult): void {
+  const verb = r.dryRun ? 'would delete' : 'deleted';
+  print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
+}
+
+export function printCheck(r: CheckReport): void {
+  print`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`;
+  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
+  printFindings(r.problems);
+  printFindings(r.notes);
+}
+
+export function printFindings(findings: Finding[], indent = '  '): void {
+  for (const f of findings) {
+    print`${indent}[${f.severity}] ${f.code}: ${f.message}`;
+    if (f.ids && f.ids.length > 0) print`${indent}    ids: ${f.ids.join(', ')}${f.count && f.count > f.ids.length ? ` … (+${f.count - f.ids.length})` : ''}`;
+  }
+}
+
+function printSnapshot(r: SnapshotResult & { targets?: TargetRun[] }): void {
+  const points = Object.entries(r.points).map(([c, n]) => `${c} ${n}`).join(', ');
+  print`${r.store}: snapshot ${r.name} in ${r.dir}: rows ${r.rows ?? '?'}${points ? `, points ${points}` : ''}, ${r.bytes} bytes, skew ${r.skewMs} ms`;
+  if (r.pruned.length > 0) print`  retention deleted: ${r.pruned.join(', ')}`;
+  if (r.removedPartials.length > 0) print`  leftovers of interrupted runs removed: ${r.removedPartials.join(', ')}`;
+  for (const t of r.targets ?? []) print`  target ${t.target} (${t.where}): uploaded ${t.uploaded.length}, retention deleted ${t.pruned.length}`;
+}
+
+function printDrift(r: DriftResult): void {
+  print`${r.store}: drift as of ${r.now}: ${r.due} due, ${r.confirmed} confirmed, ${r.contradicted} contradicted, ${r.superseded} superseded, ${r.changed} changed, ${r.unverifiable} unverifiable, ${r.refused} refused; ${r.toPerson} to a person (${r.reads} source read(s), ${r.sharedReads} shared)`;
+  for (const v of r.verdicts) {
+    const by = v.verifier === null ? '' : ` by ${v.verifier}`;
+    print`  ${v.id}: ${v.verdict}${by}${v.needsPerson ? ', to a person' : ''}${v.supersededBy ? `, superseded by ${v.supersededBy}` : ''}${v.skipped ? `, skipped: ${v.skipped}` : ''}${v.reason ? ` (${v.reason})` : ''}`;
+  }
+}
+
+export function printDigest(r: DigestResult): void {
+  for (const d of r.deliveries) {
+    print`${d.scope}: ${d.status} (${d.day}, period ${d.periodStart} to ${d.periodEnd} UTC${d.newRows !== undefined ? `, ${d.newRows} new, ${d.flagged} to look twice` : ''})`;
+  }
+}
+
+export function printRestore(r: RestoreResult): void {
+  print`${r.store}: ${r.dryRun ? 'dry run of restore' : 'restored'} from ${r.from}`;
+  for (const s of r.steps) print`  ${s}`;
+  if (r.undo) print`  to undo: memory-warden restore ${r.undo} --store ${r.store}`;
+}
+
+/** A job this file does not know: its name and each plain value of its result, one a line. */
+function printFields(job: string, result: unknown): void {
+  print`${job}: done`;
+  if (!result || typeof result !== 'object') return;
+  for (const [k, v] of Object.entries(result)) if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) print`  ${k} ${String(v)}`;
+}
