@@ -4,14 +4,17 @@ import { mem0Handle, userIdOf } from './memories.js';
 
 /**
  * The mem0 layout's part of every restore (src/layouts/contract.ts, `erasedIn`): the memory ids the erase ledger
- * names, in the history and among the memory collection's points, and the people it names: the user of each point
+ * names, in the history (rows that still hold text) and among the memory collection's points, and the people it names: the user of each point
  * (memory and entity collections) and each `user_id=` of the kept conversation's session scopes.
  */
 export async function mem0ErasedIn(store: StoreHandle, ledger: ErasedLedger): Promise<EraseSelector[]> {
   const h = mem0Handle(store);
   const ids = new Set<string>();
   const users = new Set<string>();
-  for (const id of h.store.db.prepare(`SELECT DISTINCT memory_id FROM ${h.dialect.table} WHERE memory_id IS NOT NULL`).pluck().iterate() as Iterable<unknown>) {
+  // History rows an erase scrubbed keep their ids and no text: only those that still hold text are the memory's.
+  const d = h.dialect;
+  const holding = `SELECT DISTINCT memory_id FROM ${d.table} WHERE memory_id IS NOT NULL AND (${d.oldText} IS NOT NULL OR ${d.newText} IS NOT NULL)`;
+  for (const id of h.store.db.prepare(holding).pluck().iterate() as Iterable<unknown>) {
     if (ledger.id(String(id))) ids.add(String(id));
   }
   if (h.dialect.hasMessages) {
