@@ -18,7 +18,7 @@ import type { CheckedTarget } from '../snapshot/targets/checked.js';
 
 /**
  * `snapshots list --target NAME [--verify]`: the target's complete snapshots, oldest first by their manifests'
- * sequence numbers (as retention orders them); one an erase removed (erased_snapshots) that is there again is marked
+ * sequence numbers (as retention orders them), those that cannot be read or verified after; one an erase removed (erased_snapshots) that is there again is marked
  * `erased`.
  */
 export async function listRemote(ctx: CommandContext, targetName: string, verify: boolean, json: boolean): Promise<void> {
@@ -31,7 +31,9 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
       const got = await (verify ? verifyRemote(t, name) : readRemoteManifest(t, name)).then((m) => ({ m, problem: null }), (e: Error) => ({ m: null, problem: e.message }));
       read.push({ name, ...got, ...(got.m ? { manifest: got.m } : {}) });
     }
-    for (const { name, m, problem } of read.sort(olderFirst)) {
+    // Usable ones oldest first by sequence number; then the rest, by name.
+    const ordered = [...read.filter((r) => r.m).sort(olderFirst), ...read.filter((r) => !r.m)];
+    for (const { name, m, problem } of ordered) {
       out.push({
         name, problem, verified: verify ? (problem ? problem : 'ok') : null,
         reason: m?.reason ?? null, seq: m?.seq ?? null, startedAt: m?.startedAt ?? null, rows: m?.sqlite.rows ?? null,
@@ -61,10 +63,13 @@ export const erasedNote = (at: string) => `ERASED (an erase removed it ${at}; ne
  */
 async function latestOn(t: CheckedTarget, erased: ReadonlyMap<string, string>): Promise<{ name: string; manifest: RemoteManifest } | undefined> {
   const usable = [];
+  let refused: unknown;
   for (const name of (await t.list()).filter((n) => !n.endsWith('-pre-restore') && !erased.has(n))) {
-    const manifest = await readRemoteManifest(t, name).catch(() => undefined);
+    const manifest = await readRemoteManifest(t, name).catch((err: unknown) => void (refused = err));
     if (manifest) usable.push({ name, manifest });
   }
+  // None usable: why the last one was refused (a missing MAC, a forgery) says more than "none".
+  if (usable.length === 0 && refused !== undefined) throw refused;
   return usable.sort(olderFirst).at(-1);
 }
 
