@@ -25,7 +25,7 @@ const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
 /** What a command's start-up must not pay for: queue, vectors, mail, web, secret scanning, pretty logs, metrics. */
 const HEAVY = [
   'bullmq', 'ioredis', '@qdrant/js-client-rest', 'undici', 'nodemailer', 'hono', '@hono/node-server',
-  '@secretlint/core', '@secretlint/secretlint-rule-preset-recommend', 'pino-pretty', 'prom-client', 'yaml',
+  'smol-toml', 'dotenv', 'pino-pretty', 'prom-client', 'yaml',
   'cron-parser', 'luxon',
 ];
 

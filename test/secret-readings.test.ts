@@ -1,6 +1,6 @@
 /** Masking over the readings of a text: every planted form masked, tail included; ordinary facts unchanged. */
 import { describe, expect, it } from 'vitest';
-import { maskSecrets, maskSecretsSync } from '../src/text/credentials.js';
+import { maskSecretsSync } from '../src/text/credentials.js';
 import { plain } from '../src/digest/untrusted.js';
 import { readings } from '../src/text/secret-readings.js';
 import { asRead, fakeSecrets, secretCore } from './helpers/hostile.js';
@@ -32,13 +32,6 @@ describe('credentials in every form', () => {
   it('the digest and page text (plain) shows none of them', () => {
     expect(leaks(plain)).toEqual([]);
   });
-
-  it('both layers (catalogue and generic rules) mask every form', async () => {
-    const planted = plantedSecrets();
-    const shown = new Map<string, string>();
-    for (const p of planted) shown.set(p.text, await maskSecrets(p.text));
-    expect(leaks((t) => shown.get(t)!, planted)).toEqual([]);
-  }, 120_000);
 
   it('the class around them: every credential form of the hostile corpus in every encoding, start and tail', () => {
     const out: string[] = [];
@@ -90,11 +83,8 @@ describe('credentials in every form', () => {
 });
 
 describe('ordinary text', () => {
-  it('facts with dates, ids, versions, URLs without credentials and encodings of non-secrets come out unchanged', async () => {
-    for (const text of BENIGN) {
-      expect(maskSecretsSync(text), text).toBe(text);
-      expect(await maskSecrets(text), text).toBe(text);
-    }
+  it('facts with dates, ids, versions, URLs without credentials and encodings of non-secrets come out unchanged', () => {
+    for (const text of BENIGN) expect(maskSecretsSync(text), text).toBe(text);
   });
 
   it('each benign fact, encoded the ways a secret is: still unchanged', () => {

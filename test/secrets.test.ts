@@ -53,7 +53,7 @@ describe('secrets from the environment', () => {
     compileRules({ rules: [{ match: { source: '^x$' }, use: 'http', with: { url: 'http://h/?k=${RULE_KEY}&p=${SHORT}' }, autoSupersede: false }] }, { RULE_KEY: 'ruleKeySecret-77', SHORT: '80' });
     expect(redactText('a cfgDirSecret-99 b ruleKeySecret-77 c 80')).toBe('a ${CFG_DB_DIR} b ${RULE_KEY} c 80');
     // expect and replacement are the text of a fact, not credentials: written to the store as they are
-    compileRules({ rules: [{ match: { source: '^x$' }, use: 'file', with: { path: 'p', expect: '${WANT_BRANCH}' }, replacement: 'deploys via ${NEW_BRANCH}', autoSupersede: true }] }, { WANT_BRANCH: 'wantBranch-1', NEW_BRANCH: 'newBranch-2' });
+    compileRules({ rules: [{ match: { source: '^x$', fact: 'wantBranch' }, use: 'file', with: { path: 'p', expect: '${WANT_BRANCH}' }, replacement: 'deploys via ${NEW_BRANCH}', autoSupersede: true }] }, { WANT_BRANCH: 'wantBranch-1', NEW_BRANCH: 'newBranch-2' });
     expect(redactText('wantBranch-1 newBranch-2')).toBe('wantBranch-1 newBranch-2');
     const lines: string[] = [];
     const destination = new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) });

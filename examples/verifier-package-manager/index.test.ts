@@ -27,11 +27,26 @@ describe('example plugin: package-manager', () => {
   });
   afterEach(() => rmSync(join(root, '..'), { recursive: true, force: true }));
 
-  const run = (dir: string) => runVerifier(packageManager, { dir }, { allow: { fileRoots: [root] } });
+  const run = (dir: string, fact = 'prefers pnpm') => runVerifier(packageManager, { dir }, { allow: { fileRoots: [root] }, memory: { fact } });
 
-  it('reads packageManager first, then the lockfile', async () => {
-    expect(await run('web')).toMatchObject({ value: 'pnpm' });
-    expect(await run('api')).toMatchObject({ value: 'yarn', evidence: { from: 'package.json packageManager' } });
+  it('confirms a memory its evidence agrees with', async () => {
+    expect(await run('web', 'prefers pnpm')).toMatchObject({ verdict: 'confirmed', value: 'pnpm', evidence: { from: 'pnpm-lock.yaml', claimed: 'pnpm' } });
+    expect(await run('api', 'the team uses Yarn 4')).toMatchObject({ verdict: 'confirmed', value: 'yarn', evidence: { from: 'package.json packageManager' } });
+  });
+
+  it('contradicts a memory its evidence contradicts, whatever it found', async () => {
+    // the case: "prefers yarn" in a project with pnpm-lock.yaml
+    expect(await run('web', 'prefers yarn')).toMatchObject({ verdict: 'contradicted', value: 'pnpm', evidence: { claimed: 'yarn' } });
+    expect(await run('web', 'prefers npm')).toMatchObject({ verdict: 'contradicted', value: 'pnpm' });
+    // packageManager wins over the lockfile beside it: package-lock.json does not make "npm" true
+    expect(await run('api', 'uses npm')).toMatchObject({ verdict: 'contradicted', value: 'yarn' });
+    expect(await run('api', 'prefers pnpm')).toMatchObject({ verdict: 'contradicted', value: 'yarn' });
+  });
+
+  it('does not judge a memory that names no package manager, or several', async () => {
+    for (const fact of ['likes tabs', 'prefers yarn over npm', 'pnpmfoo is used', '@pnpm/core is a dependency', '']) {
+      expect(await run('web', fact), fact).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/names no one package manager/) });
+    }
   });
 
   it('says when it cannot tell', async () => {
@@ -49,6 +64,6 @@ describe('example plugin: package-manager', () => {
   });
 
   it('rejects a rule with the wrong parameters', async () => {
-    expect(await runVerifier(packageManager, { folder: 'web' }, { allow: { fileRoots: [root] } })).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/with\.dir/) });
+    expect(await runVerifier(packageManager, { folder: 'web' }, { allow: { fileRoots: [root] }, memory: { fact: 'prefers pnpm' } })).toMatchObject({ verdict: 'unverifiable', reason: expect.stringMatching(/with\.dir/) });
   });
 });

@@ -123,16 +123,11 @@ export function registerCoreCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .action(async (opts: { config?: string }, cmd: Command) => {
       const { config } = await loadForCommand(opts, cmd);
-      const [{ scrubUrlCredentials }, { eraseKeyPath }] = await Promise.all([import('../log/logger.js'), import('../erase/key.js')]);
+      const [{ printableConfig }, { eraseKeyPath }] = await Promise.all([import('../config/secret-fields.js'), import('../erase/key.js')]);
       // Where the erase key is, also when the file does not say (beside the state db), right after stateDb.
       const { stateDb, ...rest } = config;
-      printJson(redactConfig({ stateDb, eraseKeyFile: eraseKeyPath(config, false), ...rest }, scrubUrlCredentials));
+      printJson(printableConfig({ stateDb, eraseKeyFile: eraseKeyPath(config, false), ...rest }));
     });
-}
-
-function redactConfig(config: unknown, scrubUrlCredentials: <T>(value: T) => T): unknown {
-  const blanked = JSON.parse(JSON.stringify(config, (k, v) => (/password|apiKey|token/i.test(k) && v ? '[redacted]' : v)));
-  return scrubUrlCredentials(blanked);
 }
 
 export function printFindings(findings: Finding[], indent = '  '): void {

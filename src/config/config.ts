@@ -13,7 +13,8 @@ import { assertSnapshotRootApart } from '../snapshot/root.js';
 import { digestSchema, smtpSchema } from '../digest/config.js';
 import { verifySchema, resolveVerifyPaths } from '../verifiers/config.js';
 import { workerSchema, redisSchema } from '../queue/config.js';
-import { checkTargetSecrets, resolveTargetPaths, targetsSchema } from '../snapshot/targets/config.js';
+import { resolveTargetPaths, targetsSchema } from '../snapshot/targets/config.js';
+import { checkSecrets } from './secret-fields.js';
 import { reviewWebShape } from '../review-web/config.js';
 import { resolveMem0Paths } from '../layouts/mem0/config.js';
 import {
@@ -125,7 +126,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   // `./backups`) gave it: never the folder the command was run from. `--db` (overrides) is the command line's.
   const configured = opts.file ? resolveRelativePaths(merge(defaults, user) as Record<string, unknown>, dirname(resolve(opts.file))) : merge(defaults, user);
   const merged = merge(configured, opts.overrides);
-  checkTargetSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
+  checkSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
   const expanded = expandEnv(merged, env);
   const config = validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
   assertStateApart(config);

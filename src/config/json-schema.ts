@@ -1,6 +1,5 @@
 import { z } from '../vendor/zod.js';
 import { configSchema } from './config.js';
-import { SECRET_FIELDS, WHOLE_ENV_REF } from '../snapshot/targets/config.js';
 
 /**
  * The JSON Schema of a config file, generated from the very zod schema that validates it (never written by hand):
@@ -10,7 +9,6 @@ import { SECRET_FIELDS, WHOLE_ENV_REF } from '../snapshot/targets/config.js';
  */
 export function configJsonSchema(): Record<string, unknown> {
   const schema = z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
-  credentialsAsReferences(schema);
   return {
     $schema: schema.$schema,
     title: 'memory-warden config',
@@ -20,20 +18,3 @@ export function configJsonSchema(): Record<string, unknown> {
 }
 
 export const configJsonSchemaText = (): string => JSON.stringify(configJsonSchema(), null, 2) + '\n';
-
-/**
- * A target's credentials are `${VAR}` references in the file (checkTargetSecrets refuses a literal one before
- * anything is expanded); the zod schema validates the expanded value, so the file's rule is added here.
- */
-function credentialsAsReferences(schema: Record<string, unknown>): void {
-  type Node = { properties?: Record<string, Record<string, unknown>>; items?: { oneOf?: Node[] } };
-  const snapshot = (schema as Node).properties?.snapshot as Node | undefined;
-  const kinds = (snapshot?.properties?.targets as Node | undefined)?.items?.oneOf;
-  if (!kinds) throw new Error('config JSON Schema: snapshot.targets is not where credentialsAsReferences looks');
-  for (const kind of kinds) {
-    for (const field of SECRET_FIELDS) {
-      const property = kind.properties?.[field];
-      if (property) Object.assign(property, { pattern: WHOLE_ENV_REF.source, description: 'a ${VAR} reference: the credential itself goes in the environment' });
-    }
-  }
-}

@@ -8,7 +8,7 @@ import { lastRun } from '../state/state.js';
 import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { layoutOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
-import { maskDeep, preloadCatalogue } from '../text/credentials.js';
+import { maskDeep } from '../text/credentials.js';
 import { attachReviewLinks } from './review-links.js';
 import { fileIdentity } from '../store/file-identity.js';
 import { memoryTexts } from './texts.js';
@@ -63,7 +63,7 @@ export async function collectDigest(opts: CollectOptions): Promise<DigestModel> 
     generatedAt: toCanonical(opts.now),
     scope: opts.scope,
     // Credentials never reach a rendered digest: every text field is masked here, before render clips it,
-    // with the secretlint catalogue and the generic rules. Ids stay exact: the review commands need them.
+    // with the one catalogue of credentials (src/text/credentials.ts). Ids stay exact: the review commands need them.
     stores: await maskDeep(sections, SHOWN_EXACT, masked),
     failedGlobalJobs: await maskDeep(failedGlobalJobs, SHOWN_EXACT, masked),
     quiet,
@@ -127,7 +127,6 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       // Asked first: a layout may scan for the review queue elsewhere (warden: the store thread) while new rows are read.
       const reviewing = layout.reviewDue(store, { now, afterDays: config.review.afterDays, limit: config.review.batch });
       reviewing.catch(() => {}); // awaited below; new rows failing first must not leave it unhandled
-      preloadCatalogue(); // masking's catalogue loads in what would be the wait for that scan
       const texts = memoryTexts(state, name, now, opts.recordTexts !== false, (msg) => opts.ctx.log.warn({ store: name }, msg));
       section.newRows = await layout.newRows(store, { period, maxRows: config.digest.maxRows, lookTwice: (row) => lookTwiceReasons(row, rules), texts });
       // ...and the new rows are masked in it: collectDigest's masking of the whole model then finds them done.

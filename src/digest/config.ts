@@ -1,14 +1,17 @@
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../time/timer-duration.js';
+import { secretField } from '../config/secret-fields.js';
 
 export const smtpSchema = z.strictObject({
   host: z.string().min(1).describe('SMTP server; needed only to send the digest (`digest --preview` needs none).'),
   port: z.number().int().min(1).max(65535).default(587)
     .describe('SMTP port: 587 (STARTTLS) or 465 (with `secure: true`).'),
   secure: z.boolean().default(false)
-    .describe('true: TLS from the start (port 465); false: STARTTLS when the server offers it.'),
+    .describe('true: TLS from the start (port 465); false: STARTTLS, which the server must offer when user and password are set (see allowPlaintextAuth).'),
   user: z.string().optional().describe('SMTP user; user and password go together.'),
-  password: z.string().optional().describe('From the environment only: `password: ${SMTP_PASSWORD}`.'),
+  password: secretField().optional().describe('From the environment only: `password: ${SMTP_PASSWORD}`.'),
+  allowPlaintextAuth: z.boolean().default(false)
+    .describe('true: send user and password to a server that offers no STARTTLS, in clear text (a relay on the same machine). Without it such a send fails, naming this setting.'),
   timeoutMs: timerDuration('ms').int().positive().default(30_000)
     .describe('Connect, greeting and socket timeouts; past them the send fails transiently (retried).'),
 });

@@ -32,12 +32,18 @@ export function checkSendConfig(config: Config): SendConfig {
 
 export type Transport = ReturnType<typeof createTransport>;
 
+/**
+ * Credentials travel encrypted or not at all: with `secure: false` and a user set, the server must offer STARTTLS
+ * (requireTLS) unless `smtp.allowPlaintextAuth` says otherwise; and configured credentials are always used
+ * (forceAuth), so a server that offers no login is an error naming them, not a send without them.
+ */
 export function createTransport(smtp: SmtpConfig) {
   return nodemailer.createTransport({
     host: smtp.host,
     port: smtp.port,
     secure: smtp.secure,
-    ...(smtp.user ? { auth: { user: smtp.user, pass: smtp.password ?? '' } } : {}),
+    ...(smtp.user ? { auth: { user: smtp.user, pass: smtp.password ?? '' }, forceAuth: true } : {}),
+    ...(smtp.user && !smtp.secure && !smtp.allowPlaintextAuth ? { requireTLS: true } : {}),
     connectionTimeout: smtp.timeoutMs,
     greetingTimeout: smtp.timeoutMs,
     socketTimeout: smtp.timeoutMs,
@@ -90,9 +96,17 @@ export async function sendDigestMail(transport: Transport, cfg: SendConfig, msg:
 
 export function classifySmtpError(err: unknown, cfg: SendConfig): WardenError {
   if (err instanceof WardenError) return err;
-  const e = err as { code?: string; responseCode?: number; permanent?: boolean; message?: string };
+  const e = err as { code?: string; command?: string; responseCode?: number; permanent?: boolean; message?: string };
   const what = `send digest via ${cfg.smtp.host}:${cfg.smtp.port}`;
   const detail = headerText(e.message ?? String(err), 300);
+  const requiredTls = !!cfg.smtp.user && !cfg.smtp.secure && !cfg.smtp.allowPlaintextAuth;
+  if (requiredTls && e.code === 'ETLS' && e.command === 'STARTTLS' && /^Error upgrading connection/.test(e.message ?? '')) {
+    return configError(`smtp.allowPlaintextAuth: ${what}: the server offers no STARTTLS, and smtp.user and smtp.password are not sent in clear text; use TLS (secure: true on port 465, or a server that offers STARTTLS), or set smtp.allowPlaintextAuth: true for a server on a network you trust: ${detail}`);
+  }
+  // 500/502: AUTH unknown to the server; 503/504: not offered in this session, or no mechanism it implements.
+  if (e.code === 'EAUTH' && e.responseCode !== undefined && [500, 502, 503, 504].includes(e.responseCode)) {
+    return configError(`smtp.user/smtp.password: ${what}: the server offers no login (AUTH), so the configured credentials cannot be used; remove smtp.user and smtp.password for a server that takes mail without one: ${detail}`);
+  }
   if (e.code === 'EAUTH') return configError(`smtp.user/smtp.password: ${what}: the server refused the login: ${detail}`);
   if (e.code === 'ENOAUTH') return configError(`smtp.user: ${what}: the server requires a login: ${detail}`);
   if (e.code === 'EENVELOPE' && e.permanent === true) return configError(`digest.to: ${what}: the server refused the recipients: ${detail}`);

@@ -9,7 +9,7 @@ import { clip, headerText, oneLine, terminalText } from '../text/untrusted.js';
 import { maskSecretsSync } from '../text/credentials.js';
 
 export { clip, headerText, oneLine };
-/** The synchronous generic rules; the digest model also goes through the secretlint catalogue when collected. */
+/** The one masking of credentials (src/text/credentials.ts), as the digest and the review page apply it. */
 export const maskSecrets = maskSecretsSync;
 
 const SCHEME = /\b(https?|ftps?|sftp|file|mailto|javascript|data|vbscript|tel|sms|ssh|git|wss?|news|irc|xmpp|callto|skype)(:)(\/\/)?/gi;

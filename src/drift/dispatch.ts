@@ -156,8 +156,19 @@ export function decide(memory: MemoryUnderReview, rule: CompiledRule, vars: Reco
   const fingerprint = result.fingerprint ?? fingerprintOf(result.value);
   const reading = { value: result.value, fingerprint, ...result.evidence };
   const confirmed = (extra: Record<string, unknown> = {}): Decision => ({ ...base, verdict: 'confirmed', evidence: { current: reading, ...extra }, fingerprint, needsPerson: false });
-  if (!result.verdict && !rule.expect) return byFingerprint(base, reading, accepted(memory.id, rule.use));
   const replacement = replacementFor(rule, vars, result.value);
+  if (!result.verdict && !rule.expect) {
+    const before = accepted(memory.id, rule.use);
+    // No expect and no reading yet: the first one would become the baseline. Where the rule says what a memory
+    // agreeing with a reading reads like (a replacement with ${value}), one that does not read like it is not
+    // confirmed because something was read: a person decides, shown what the rule would write.
+    const tracksValue = rule.replacement?.fact.some((p) => typeof p !== 'string' && p.v === 'value') ?? false;
+    if (!before && replacement && tracksValue && replacement.fact !== memory.fact && !isReplacementRow(rule, vars, memory, history)) {
+      const note = 'first reading, and the memory does not say what the rule\'s replacement says for it: a person decides';
+      return { ...base, verdict: 'contradicted', evidence: { current: reading, replacement, note }, fingerprint, needsPerson: true };
+    }
+    return byFingerprint(base, reading, before);
+  }
   let judged = result.verdict ?? ((expectHeld ?? judge(rule.expect!, result.value, vars)) ? 'confirmed' : 'contradicted');
   if (!result.verdict && replacement && isReplacementRow(rule, vars, memory, history)) {
     // The rule's own answer is judged by what the replacement says now, not by `expect` (that is the old fact's).

@@ -2,7 +2,7 @@
  * Owns one question of erase's snapshot search: does a local snapshot's SQLite copy hold an erased id or user, as
  * the holds its upload carries would say (src/snapshot/targets/holds.ts)? Local and remote copies answer alike.
  */
-import Database from 'better-sqlite3';
+import { readSnapshotCopy } from '../snapshot/read-copy.js';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
@@ -60,7 +60,8 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
  * `user_id=` part of mem0's messages' session_scope. Keep in step with holdsStream.
  */
 function plainHolds(file: string, ids: readonly string[], user: string | undefined): boolean {
-  const db = new Database(file, { readonly: true, fileMustExist: true });
+  const copy = readSnapshotCopy(file);
+  const db = copy.db;
   try {
     const tables = new Set(db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[]);
     const cols = (t: string) => new Set(db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(t) as string[]);
@@ -80,6 +81,6 @@ function plainHolds(file: string, ids: readonly string[], user: string | undefin
     return !user.includes('&') && tables.has('messages') && cols('messages').has('session_scope')
       && any(`SELECT 1 FROM messages WHERE instr('&' || session_scope || '&', ?) > 0 LIMIT 1`, `&user_id=${user}&`);
   } finally {
-    db.close();
+    copy.close();
   }
 }

@@ -16,7 +16,8 @@ export const REDACT_PATHS = [
   'cookie', '*.headers.cookie', '*.*.headers.cookie',
 ];
 
-const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)([^\s:@/]*):([^\s@/]+)@/gi;
+// The password runs to the last `@` of the authority, as URL parsers (and so ioredis) read it: `redis://:Pw@Zq7@host`.
+const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)([^\s:@/?#]*):([^\s/?#]+)@/gi;
 
 /**
  * Passwords inside URLs (`redis://:secret@host`) are not at a fixed path, so every string logged (message, fields,

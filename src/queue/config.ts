@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../time/timer-duration.js';
 import { pathField } from '../config/path-field.js';
+import { secretField } from '../config/secret-fields.js';
 
 const require = createRequire(import.meta.url);
 
@@ -43,12 +44,12 @@ const redisNode = z.strictObject({
 
 export const redisSchema = z
   .strictObject({
-    url: z.string().default('redis://127.0.0.1:6379')
-      .describe('Redis URL (`redis://`, or `rediss://` for TLS); a password goes in the URL (`redis://:PASS@host:6379`) and is never logged.'),
+    url: secretField('url').default('redis://127.0.0.1:6379')
+      .describe('Redis URL (`redis://`, or `rediss://` for TLS): `${REDIS_URL}`, or with its password from the environment (`redis://:${REDIS_PASSWORD}@host:6379`); never logged or printed.'),
     prefix: z.string().min(1).default('memory-warden')
       .describe('Key prefix of every queue; wrap in {braces} for Redis Cluster hash tags.'),
     username: z.string().min(1).optional().describe('An ACL user (Redis 6+); the URL\'s user when absent.'),
-    password: z.string().min(1).optional()
+    password: secretField().min(1).optional()
       .describe('Write it as `${REDIS_PASSWORD}`: a value from the environment is a secret, kept out of logs and output.'),
     tls: z.strictObject({ caFile: pathField().optional().describe('PEM file of the CA that signed the server\'s certificate.') }).optional()
       .describe('For `rediss://` URLs: the CA that signed the server\'s certificate (else the system\'s CAs).'),

@@ -1,6 +1,7 @@
 import { z } from '../vendor/zod.js';
 import { timerDuration } from '../time/timer-duration.js';
 import { pathField } from '../config/path-field.js';
+import { secretField } from '../config/secret-fields.js';
 import { mem0CollectionConflict, mem0Schema } from '../layouts/mem0/config.js';
 import { mastraSchema } from '../layouts/mastra/config.js';
 
@@ -9,7 +10,7 @@ export const pointIdModes = ['id', 'payload', 'uuid5'] as const;
 
 export const qdrantSchema = z.strictObject({
   url: z.string().url().describe('Qdrant\'s URL.'),
-  apiKey: z.string().optional().describe('From the environment only: `apiKey: ${QDRANT_API_KEY}`.'),
+  apiKey: secretField().optional().describe('From the environment only: `apiKey: ${QDRANT_API_KEY}`.'),
   collections: z.array(z.string().min(1)).min(1)
     .describe('Every collection holding this store\'s vectors: snapshotted, swept on erase, checked for consistency.'),
   pointId: z.enum(pointIdModes).default('payload')

@@ -1,18 +1,17 @@
 /**
- * Credentials do not belong in a memory store, and never in an email or a terminal scrollback. Two layers find
- * them: secretlint's recommended preset (@secretlint/secretlint-rule-preset-recommend, the catalogue maintained
- * for secret scanning; 11.x, the last line for Node 20: AWS, GCP, GitHub, Slack, npm, OpenAI, Anthropic, SendGrid,
- * private keys, basic-auth URLs, database connection strings, …), asynchronous, and the generic forms below that a
- * scanner of files leaves out or only reports in context (passwords in URLs, `?token=` parameters, `password=`
- * and `Authorization:` lines, JWTs, PEM/PGP blocks, GitLab/Stripe/Google and other bare token formats),
- * synchronous so every render can apply them.
+ * Credentials do not belong in a memory store, and never in an email or a terminal scrollback. This file is the one
+ * catalogue of what a credential looks like, owned here and tested against one sample of each kind
+ * (test/credentials.test.ts): every kind secretlint's recommended preset finds (AWS, GCP, GitHub, Slack, npm, OpenAI,
+ * Anthropic, Linear, SendGrid, Shopify, 1Password, private keys, basic-auth URLs, database connection strings) and
+ * the generic forms a file scanner leaves out or only reports in context (passwords in URLs, `?token=` parameters,
+ * `password=` and `Authorization:` lines, JWTs, PEM/PGP blocks, GitLab/Stripe/Google and other bare token formats).
+ * Synchronous, so every render can apply it.
  * A masked value keeps at most its public prefix (`ghp_`, `AKIA`, `xoxb-`): never a character of the secret.
  */
-import type { SecretLintCoreConfig } from '@secretlint/types';
 import { readings, type Reading } from './secret-readings.js';
 
 // Prefixes that say what kind of token it was and are the same in every token of that kind.
-const PUBLIC_PREFIX = /^(?:github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ|shp(?:at|ss|ca|pa)_|lin_api_|pypi-|hv[sbr]\.|do[por]_v1_|GOCSPX-|AGE-SECRET-KEY-|gsk_|xai-|tskey-|PMAK-|sntry[su]_|glsa_|dapi|figd_|sbp_)/;
+const PUBLIC_PREFIX = /^(?:ops_|github_pat_|gh[pousr]_|glpat-|gl[a-z]{2,6}-|xox[a-z]-|xapp-|AKIA|ASIA|AIza|ya29\.|sk-ant-|sk-proj-|sk-|[sr]k_(?:live|test)_|npm_|hf_|SG\.|eyJ|shp(?:at|ss|ca|pa)_|lin_api_|pypi-|hv[sbr]\.|do[por]_v1_|GOCSPX-|AGE-SECRET-KEY-|gsk_|xai-|tskey-|PMAK-|sntry[su]_|glsa_|dapi|figd_|sbp_)/;
 
 /** The mask of one secret value. */
 export function maskValue(value: string): string {
@@ -58,6 +57,8 @@ const GENERIC: RegExp[] = [
   /(?:GOCSPX-[A-Za-z0-9_-]{20,}|AGE-SECRET-KEY-1[0-9A-Z]{40,}|gsk_[A-Za-z0-9]{32,}|xai-[A-Za-z0-9]{32,}|tskey-[a-z]+-[A-Za-z0-9-]{16,})/g,
   /(?:PMAK-[a-f0-9]{24}-[a-f0-9]{34}|sntry[su]_[A-Za-z0-9+/=_-]{32,}|dapi[a-f0-9]{32}|figd_[A-Za-z0-9_-]{32,}|sbp_[a-f0-9]{40})/g,
   /\d{8,10}:AA[A-Za-z0-9_-]{32,}/g,
+  // 1Password service account tokens (`ops_` and base64 JSON); npm's `_authToken=` lines are assignments above.
+  /ops_eyJ[A-Za-z0-9+/=_-]{40,}/g,
   // A password without a scheme's `//`: `admin:Hunter2@db.internal:5432`, `curl -u admin:Hunter2`.
   /(?<![\w.+-])(?!(?:mailto|sips?|xmpp|tel|im|pres):)[\w.+-]+:([^\s:/?#@"'<>]{6,})@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::\d+)?/gi,
   /(?:^|\s)(?:-u|--user)\s+[^\s:]+:(\S{4,})/g,
@@ -96,13 +97,6 @@ function genericSpans(text: string): Span[] {
   return spans;
 }
 
-/** Every place the secret values occur in the text. */
-function spansOfValues(text: string, values: string[]): Span[] {
-  const spans: Span[] = [];
-  for (const v of values) for (let i = text.indexOf(v); i >= 0; i = text.indexOf(v, i + v.length)) spans.push([i, i + v.length]);
-  return spans;
-}
-
 /** Spans found in a reading, as ranges of the text it reads (a decoded secret covers all it was decoded from). */
 const inText = (r: Reading, spans: Span[]): Span[] => spans.map(([a, b]) => [r.start[a]!, r.end[b - 1]!] as const);
 
@@ -126,89 +120,17 @@ function applySpans(text: string, spans: Span[]): string {
  * masked where it is written (a secret spelled in fullwidth, split by an invisible character or a line break,
  * percent-, entity-, JSON-, base64- or hex-encoded is shown as what it is, masked, its tail with it).
  */
-function maskReadings(raw: string, form: string, views: Reading[], extra: Span[] = []): string {
-  const spans = [...extra, ...genericSpans(form)];
+function maskReadings(raw: string, form: string, views: Reading[]): string {
+  const spans = genericSpans(form);
   for (const r of views) spans.push(...inText(r, genericSpans(r.text)));
   return spans.length === 0 ? raw : applySpans(form, spans);
 }
 
-/** The generic rules only: synchronous, for every string a render shows. */
+/** Every secret in the text masked, found in the text as a person reads it and in every reading of it. */
 export function maskSecretsSync(text: unknown): string {
   const raw = String(text ?? '');
   const form = maskingForm(raw);
   return maskReadings(raw, form, readings(form));
-}
-
-// Loaded on first use: most commands never show store text, and need not pay for the catalogue at start.
-let catalogue: Promise<{ lintSource: typeof import('@secretlint/core').lintSource; config: SecretLintCoreConfig }> | undefined;
-
-/**
- * Starts loading the catalogue now, for a caller that knows it will mask and has a wait to fill first (the digest,
- * while the store thread reads the review queue). Its failure is the first maskSecrets' to report.
- */
-export function preloadCatalogue(): void {
-  loadCatalogue().catch(() => {});
-}
-
-function loadCatalogue() {
-  catalogue ??= Promise.all([
-    import('@secretlint/core'),
-    import('@secretlint/secretlint-rule-preset-recommend'),
-    import('@secretlint/profiler'),
-  ]).then(([core, preset, profiler]) => {
-    // secretlint's core always profiles: every run leaves performance marks in the process-wide timeline and in
-    // its profiler, never dropped, and measuring looks marks up by name. In a worker masking thousands of strings
-    // a day that is memory without end, and a digest of 250 rows blocked the event loop for seconds. Nothing here
-    // reads the profile; core only ever calls `mark`, so it marks nothing.
-    profiler.secretLintProfiler.mark = () => {};
-    return {
-      lintSource: core.lintSource,
-      config: {
-        rules: [
-          {
-            id: '@secretlint/secretlint-rule-preset-recommend',
-            rule: preset.creator,
-            // Bare AWS access key ids too, not only `aws_secret_access_key = …` lines.
-            rules: [{ id: '@secretlint/secretlint-rule-aws', options: { enableIDScanRule: true } }],
-          },
-        ],
-      },
-    };
-  });
-  return catalogue;
-}
-
-/**
- * The secret values the catalogue finds in the text. A rule's report carries the value in its `data` (a rule's
- * `range` is not always the value's own: the AWS rule's starts at the key name), else the range is the value.
- */
-async function catalogueFinds(text: string): Promise<string[]> {
-  const { lintSource, config } = await loadCatalogue();
-  const result = await lintSource({
-    source: { content: text, filePath: 'memory.txt', contentType: 'text' },
-    options: { config, noPhysicFilePath: true },
-  });
-  const found = new Set<string>();
-  for (const m of result.messages) {
-    const values = Object.values(m.data ?? {}).filter((v): v is string => typeof v === 'string' && v.length >= 6 && text.includes(v));
-    if (values.length > 0) values.forEach((v) => found.add(v));
-    else found.add(text.slice(m.range[0], m.range[1]));
-  }
-  // Longest first, so a value that contains another is masked whole.
-  return [...found].filter((v) => v.trim() !== '').sort((x, y) => y.length - x.length);
-}
-
-/** Both layers: every occurrence of what the catalogue finds, in the text and in each reading of it, and the generic rules. */
-export async function maskSecrets(text: unknown): Promise<string> {
-  const raw = String(text ?? '');
-  const form = maskingForm(raw);
-  // No token of the catalogue is this short (verdicts, counts), and every one of its patterns has a letter in it
-  // (a prefix, a scheme, a key name): text without one (times, numbers) needs the generic rules only.
-  if (form.trim().length < 12 || !/[A-Za-z]/.test(form)) return maskSecretsSync(raw);
-  const views = readings(form);
-  const found = spansOfValues(form, await catalogueFinds(form));
-  for (const r of views) found.push(...inText(r, spansOfValues(r.text, await catalogueFinds(r.text))));
-  return maskReadings(raw, form, views, found);
 }
 
 /**
@@ -218,9 +140,9 @@ export async function maskSecrets(text: unknown): Promise<string> {
  */
 export async function maskDeep<T>(value: T, keep: ReadonlySet<string> = new Set(), memo?: Map<string, Promise<string>>): Promise<T> {
   if (typeof value === 'string') {
-    if (!memo) return (await maskSecrets(value)) as T;
+    if (!memo) return maskSecretsSync(value) as T;
     let masked = memo.get(value);
-    if (!masked) memo.set(value, (masked = maskSecrets(value)));
+    if (!masked) memo.set(value, (masked = Promise.resolve(maskSecretsSync(value))));
     return (await masked) as T;
   }
   if (Array.isArray(value)) return (await Promise.all(value.map((v) => maskDeep(v, keep, memo)))) as T;

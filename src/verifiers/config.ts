@@ -13,7 +13,7 @@ const regex = z.string().min(1).superRefine((text, ctx) => {
 });
 
 /**
- * One rule: which memories (by source, optionally subject) a verifier checks, and how. `${name}` in `with` and
+ * One rule: which memories (by source, optionally subject and fact) a verifier checks, and how. `${name}` in `with` and
  * `replacement` is a named group of `match`, `${value}` (replacement only) what the verifier read, and any other
  * `${NAME}` an environment variable — expanded when the rules are compiled (src/verifiers/rules.ts), never from
  * memory text.
@@ -25,6 +25,8 @@ export const ruleSchema = z
       source: regex
         .describe('A regular expression the memory\'s source must match; its named groups fill `${name}` in `with` and `replacement`.'),
       subject: regex.optional().describe('A regular expression the memory\'s subject must also match (optional).'),
+      fact: regex.optional()
+        .describe('A regular expression the memory\'s fact must also match: what the memory claims. Its named groups fill `${name}` like the others (`expect: "^${version}"`). A rule whose `expect` takes nothing from the memory needs it.'),
     }),
     use: z.string().regex(VERIFIER_NAME, 'a verifier name (lower case letters, digits, -)')
       .describe('The verifier: file, git, http or a plugin\'s name.'),

@@ -1,4 +1,5 @@
 import { basename, extname } from 'node:path';
+import dotenv from 'dotenv';
 import YAML from 'yaml';
 import { parseToml } from './toml.js';
 
@@ -32,25 +33,10 @@ export function parseContent(text: string, format: Format): unknown {
   }
 }
 
-/** `KEY=value` lines: `export` allowed, `#` comments, single quotes literal, double quotes with \n escapes. */
+/**
+ * A .env file as dotenv reads it (dotenv's own parser): `export` allowed, `#` comments, single quotes literal, double
+ * quotes with `\n` escapes, quoted values over several lines.
+ */
 export function parseDotenv(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const raw of text.split(/\r?\n/)) {
-    const line = raw.trim();
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$/.exec(line);
-    if (!m) continue;
-    let value = m[2]!;
-    if (value.startsWith("'")) {
-      const end = value.indexOf("'", 1);
-      value = end > 0 ? value.slice(1, end) : value.slice(1);
-    } else if (value.startsWith('"')) {
-      const end = value.search(/(?<!\\)"/u) === 0 ? value.slice(1).search(/(?<!\\)"/) + 1 : -1;
-      value = (end > 0 ? value.slice(1, end) : value.slice(1)).replace(/\\n/g, '\n').replace(/\\(["\\])/g, '$1');
-    } else {
-      value = value.replace(/\s+#.*$/, '').trim();
-    }
-    out[m[1]!] = value;
-  }
-  return out;
+  return dotenv.parse(text);
 }

@@ -26,6 +26,7 @@ export interface CompiledRule {
   use: string;
   source: RegExp;
   subject?: RegExp;
+  fact?: RegExp;
   params: TemplateTree;
   expect?: Expectation;
   autoSupersede: boolean;
@@ -35,7 +36,7 @@ export interface CompiledRule {
 
 const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 /** Variables every rule has besides its named groups. */
-const MEMORY_VARS = ['id', 'subject', 'source'];
+const MEMORY_VARS = ['id', 'subject', 'source', 'fact'];
 /** What a replacement may use besides those: the value read and the verifier's name. */
 const REPLACEMENT_VARS = ['value', 'verifier'];
 /** The prefix a replacement's default source carries; stripped before rules match, so the new row is re-checked. */
@@ -123,7 +124,8 @@ export function compileRule(rule: RuleConfig, index: number, env: NodeJS.Process
   const where = `verify.rules.${index}`;
   const source = new RegExp(rule.match.source);
   const subject = rule.match.subject !== undefined ? new RegExp(rule.match.subject) : undefined;
-  const groups = [...groupNames(source), ...(subject ? groupNames(subject) : [])];
+  const fact = rule.match.fact !== undefined ? new RegExp(rule.match.fact) : undefined;
+  const groups = [...groupNames(source), ...(subject ? groupNames(subject) : []), ...(fact ? groupNames(fact) : [])];
   const clash = groups.find((g) => MEMORY_VARS.includes(g) || REPLACEMENT_VARS.includes(g));
   if (clash) throw configError(`config ${where}.match: group name "${clash}" is reserved (${[...MEMORY_VARS, ...REPLACEMENT_VARS].join(', ')})`);
   const vars = new Set([...groups, ...MEMORY_VARS]);
@@ -137,7 +139,17 @@ export function compileRule(rule: RuleConfig, index: number, env: NodeJS.Process
     autoSupersede: rule.autoSupersede,
   };
   if (subject) compiled.subject = subject;
-  if (expect !== undefined) compiled.expect = compileExpect(expect, vars, env, `${where}.with.expect`);
+  if (fact) compiled.fact = fact;
+  if (expect !== undefined) {
+    compiled.expect = compileExpect(expect, vars, env, `${where}.with.expect`);
+    // `expect` judges the memory's claim, so it must know it: taken from the memory (a group of match, ${fact}, …),
+    // or the rule judges only memories whose fact says it (match.fact). A constant for every memory of a source
+    // would confirm "prefers yarn" because the folder holds pnpm's lockfile, which the rule expected.
+    const fromMemory = compiled.expect.kind === 'matches' && compiled.expect.pattern.some((p) => typeof p !== 'string');
+    if (!fromMemory && !fact) {
+      throw configError(`config ${where}.with.expect: compares what is read with a constant, whatever the memory says; add match.fact (the memories that claim it) or take expect from the memory ("\${group}" of match, "\${fact}")`);
+    }
+  }
   if (rule.timeoutMs !== undefined) compiled.timeoutMs = rule.timeoutMs;
   if (rule.replacement !== undefined) {
     const r = typeof rule.replacement === 'string' ? { fact: rule.replacement } : rule.replacement;
@@ -173,13 +185,17 @@ export function matchRule(rules: readonly CompiledRule[], memory: MemoryUnderRev
     if (!s) continue;
     const t = rule.subject ? rule.subject.exec(memory.subject) : null;
     if (rule.subject && !t) continue;
-    const vars: Record<string, string> = { id: memory.id, subject: memory.subject, source: origin };
-    for (const [k, v] of Object.entries({ ...s.groups, ...t?.groups })) vars[k] = v ?? '';
+    const f = rule.fact ? rule.fact.exec(memory.fact) : null;
+    if (rule.fact && !f) continue;
+    const vars: Record<string, string> = { id: memory.id, subject: memory.subject, source: origin, fact: memory.fact };
+    for (const [k, v] of Object.entries({ ...s.groups, ...t?.groups, ...f?.groups })) vars[k] = v ?? '';
     const found: RuleMatch = { rule, vars };
     if (SHELL_META.test(origin)) found.refused = 'source contains shell metacharacters or control characters';
     else {
       const bad = Object.entries(t?.groups ?? {}).find(([, v]) => v !== undefined && SHELL_META.test(v));
+      const badFact = Object.entries(f?.groups ?? {}).find(([, v]) => v !== undefined && SHELL_META.test(v));
       if (bad) found.refused = `subject group "${bad[0]}" contains shell metacharacters or control characters`;
+      else if (badFact) found.refused = `fact group "${badFact[0]}" contains shell metacharacters or control characters`;
     }
     return found;
   }

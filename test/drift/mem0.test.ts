@@ -50,7 +50,7 @@ describe('drift on a mem0 store', () => {
         allow: { fileRoots: [root] },
         rules: [
           {
-            match: { source: '^role:user actor:(?<actor>[a-z]+)$' },
+            match: { source: '^role:user actor:(?<actor>[a-z]+)$', fact: 'Postgres' },
             use: 'file',
             with: { path: '${actor}.json', select: '$.db', expect: '^15' },
             replacement: 'The database is Postgres ${value}',

@@ -27,7 +27,7 @@ describe('review: a person settles what drift could not', () => {
       allow: { fileRoots: [root] },
       rules: [
         { match: { source: '^watch:(?<p>.+)$' }, use: 'file', with: { path: '${p}' } },
-        { match: { source: '^db:(?<p>.+)$' }, use: 'file', with: { path: '${p}', select: '$.db', expect: '^15' }, replacement: 'Postgres ${value}' },
+        { match: { source: '^db:(?<p>.+)$', fact: 'Postgres' }, use: 'file', with: { path: '${p}', select: '$.db', expect: '^15' }, replacement: 'Postgres ${value}' },
       ],
     });
     insertRows(box.dbPath, [

@@ -120,15 +120,15 @@ describe('secrets in verifier rules stay secrets', () => {
         allow: { httpHosts: [`127.0.0.1:${port}`], gitRepos: [gitUrl, repoRef] },
         rules: [
           // the value read echoes the URL; expect fails; the replacement would write it into the store
-          { match: { source: '^q:(?<n>\\w+)$' }, use: 'http', with: { url: `${base}/echo?api_key=\${PROM_TOKEN}&n=\${n}`, read: 'body', expect: 'never' }, replacement: 'echo says ${value}', autoSupersede: true },
-          { match: { source: '^path:(?<n>\\w+)$' }, use: 'http', with: { url: `${base}/t/\${PATH_TOKEN}/\${n}`, expect: 'x' } },
+          { match: { source: '^q:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: `${base}/echo?api_key=\${PROM_TOKEN}&n=\${n}`, read: 'body', expect: 'never' }, replacement: 'echo says ${value}', autoSupersede: true },
+          { match: { source: '^path:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: `${base}/t/\${PATH_TOKEN}/\${n}`, expect: 'x' } },
           // no expect: the first reading (headers echoed) is the baseline
           { match: { source: '^hdr:(?<n>\\w+)$' }, use: 'http', with: { url: `${base}/h/\${n}`, headers: { Authorization: 'Bearer ${HDR_TOKEN}', 'X-Api-Key': '${HDR_TOKEN}' }, select: '$.headers' } },
-          { match: { source: '^host:(?<n>\\w+)$' }, use: 'http', with: { url: 'http://${HOST_TOKEN}.invalid/${n}', expect: 'x' } },
-          { match: { source: '^bad:(?<n>\\w+)$' }, use: 'http', with: { url: 'http://[${BADURL_TOKEN}/${n}', expect: 'x' } },
-          { match: { source: '^user:(?<n>\\w+)$' }, use: 'http', with: { url: `http://svc:\${USERINFO_TOKEN}@127.0.0.1:${port}/\${n}`, expect: 'x' } },
-          { match: { source: '^git:(?<f>[\\w.]+)$' }, use: 'git', with: { repo: gitUrl, path: '${f}', expect: 'x' } },
-          { match: { source: '^local:(?<f>[\\w.]+)$' }, use: 'git', with: { repo: repoRef, path: '${f}', select: 'branch', expect: 'main' } },
+          { match: { source: '^host:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: 'http://${HOST_TOKEN}.invalid/${n}', expect: 'x' } },
+          { match: { source: '^bad:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: 'http://[${BADURL_TOKEN}/${n}', expect: 'x' } },
+          { match: { source: '^user:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: `http://svc:\${USERINFO_TOKEN}@127.0.0.1:${port}/\${n}`, expect: 'x' } },
+          { match: { source: '^git:(?<f>[\\w.]+)$', fact: '.' }, use: 'git', with: { repo: gitUrl, path: '${f}', expect: 'x' } },
+          { match: { source: '^local:(?<f>[\\w.]+)$', fact: '.' }, use: 'git', with: { repo: repoRef, path: '${f}', select: 'branch', expect: 'main' } },
           { match: { source: '^plug:(?<n>\\w+)$' }, use: 'keyed', with: { key: '${PLUGIN_TOKEN}' } },
         ],
       },
@@ -197,8 +197,8 @@ describe('secrets in verifier rules stay secrets', () => {
     const config = configFor(box, {
       allow: { httpHosts: [`127.0.0.1:${port}`] },
       rules: [
-        { match: { source: '^q:(?<n>\\w+)$' }, use: 'http', with: { url: `http://127.0.0.1:${port}/echo?api_key=\${PROM_TOKEN}`, select: '$.url', expect: { matches: 'api_key=${PROM_TOKEN}' } } },
-        { match: { source: '^p:(?<n>\\w+)$' }, use: 'http', with: { url: `http://127.0.0.1:${port}/t/\${PATH_TOKEN}`, expect: 'x' } },
+        { match: { source: '^q:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: `http://127.0.0.1:${port}/echo?api_key=\${PROM_TOKEN}`, select: '$.url', expect: { matches: 'api_key=${PROM_TOKEN}' } } },
+        { match: { source: '^p:(?<n>\\w+)$', fact: '.' }, use: 'http', with: { url: `http://127.0.0.1:${port}/t/\${PATH_TOKEN}`, expect: 'x' } },
       ],
     });
     const prev = { ...process.env };

@@ -26,7 +26,7 @@ describe('drift settles instead of repeating', () => {
 
   const setVersion = (v: string) => writeFileSync(join(root, 'app.json'), JSON.stringify({ database: { version: v } }));
   const dbRule = (extra: object = {}) => ({
-    match: { source: '^file:(?<path>[^#]+)#db$' },
+    match: { source: '^file:(?<path>[^#]+)#db$', fact: 'Postgres' },
     use: 'file',
     with: { path: '${path}', select: '$.database.version', expect: '^15' },
     replacement: 'the database is Postgres ${value}',

@@ -27,8 +27,8 @@ describe('verify task', () => {
       configFor(box, {
         allow: { fileRoots: [root], httpHosts: ['127.0.0.1'] },
         rules: [
-          { match: { source: '^file:(?<path>.+)$' }, use: 'file', with: { path: '${path}', select: '$.database.version', expect: '^15' } },
-          { match: { source: '^status:' }, use: 'http', with: { url: `http://127.0.0.1:${closedPort}/`, read: 'status', expect: 200 } },
+          { match: { source: '^file:(?<path>.+)$', fact: 'Postgres' }, use: 'file', with: { path: '${path}', select: '$.database.version', expect: '^15' } },
+          { match: { source: '^status:', fact: 'Postgres' }, use: 'http', with: { url: `http://127.0.0.1:${closedPort}/`, read: 'status', expect: 200 } },
         ],
       }),
     );

@@ -1,7 +1,7 @@
 /** A local snapshot answers what its holds file would: plain and hashed look-ups against holdsContain, and what is not judged. */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sqliteHolds, type HoldsSearch } from '../../src/erase/snapshot-holds.js';
 import { eraseKey } from '../../src/erase/ledger.js';
@@ -87,5 +87,23 @@ describe('a local snapshot answers as its holds file would', () => {
       format: 'memory-warden-snapshot/1', store: 'agent', qdrant: [], sqlite: { file: '../../../state.db' }, files: { 'store.db': { bytes: 0, sha256: '' } },
     }));
     expect(await ask(outside)).toBe('unsure'); // its SQLite copy is not one of its files: never read, not ruled out
+  });
+
+  it('reads a copy in WAL mode (made by another tool) without leaving a file beside it, held or not', async () => {
+    const key = eraseKey({ stateDb: join(tmp.dir, 'state.db') });
+    for (const [name, ids, user, want] of [
+      ['2026-11-23T020000Z', ['m1'], undefined, 'holds'], ['2026-11-24T020000Z', ['none'], 'nobody', null],
+      ['2026-11-25T020000Z', ['none'], undefined, null],
+    ] as const) {
+      const dir = snapshotFolder(name, [`PRAGMA journal_mode = WAL`, ...SCHEMAS['warden, subject names the user']!]);
+      expect(readdirSync(dir).sort()).toEqual(['manifest.json', 'store.db']);
+      const earlier = name.endsWith('5T020000Z') ? [idMac(key, 'm9')] : [];
+      expect(await sqliteHolds(dir, { key, store: 'agent', ids, user, earlier }, silentLogger)).toBe(want);
+      expect(readdirSync(dir).sort(), name).toEqual(['manifest.json', 'store.db']);
+      const chunks: Buffer[] = [];
+      for await (const c of holdsStream(join(dir, 'store.db'), key)) chunks.push(c);
+      expect(await holdsContain((async function* () { yield* chunks; })(), { ids: new Set([idMac(key, 'm1')]) }, dir)).toBe(true);
+      expect(readdirSync(dir).sort(), name).toEqual(['manifest.json', 'store.db']);
+    }
   });
 });

@@ -45,7 +45,10 @@ export async function qdrantFixture(rows: Row[], opts: { collections?: number } 
     },
     configFile(o = {}) {
       const path = join(dir, `config-${seq++}.yaml`);
-      writeFileSync(path, YAML.stringify(this.raw(o)));
+      // A file names the key as the config rule wants every secret: from the environment (the CLI inherits it).
+      const raw = this.raw(o) as { stores: { agent: { qdrant: { apiKey?: string } } } };
+      if (raw.stores.agent.qdrant.apiKey !== undefined) raw.stores.agent.qdrant.apiKey = '${QDRANT_API_KEY}';
+      writeFileSync(path, YAML.stringify(raw));
       return path;
     },
     raw(o = {}) {

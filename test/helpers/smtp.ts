@@ -19,6 +19,8 @@ export interface TestSmtp {
   received: ReceivedMail[];
   /** How many DATA commands arrived, accepted or not. */
   attempts: number;
+  /** How many logins the client sent (user and password reached the server), accepted or not. */
+  logins: number;
   /** How many messages arrived whole (their DATA ended), answered yet or held. */
   whole: number;
   /** The `smtp` config section that points at this server. */
@@ -37,7 +39,7 @@ export interface TestSmtp {
 export async function startSmtp(opts: { auth?: { user: string; pass: string } } = {}): Promise<TestSmtp> {
   let refuseCode: number | null = null;
   let gate: Promise<void> | null = null;
-  const state = { received: [] as ReceivedMail[], attempts: 0, whole: 0 };
+  const state = { received: [] as ReceivedMail[], attempts: 0, whole: 0, logins: 0 };
 
   const options: SMTPServerOptions = {
     secure: false,
@@ -46,6 +48,7 @@ export async function startSmtp(opts: { auth?: { user: string; pass: string } } 
     allowInsecureAuth: true,
     logger: false,
     onAuth(auth, _session, cb) {
+      state.logins += 1;
       if (opts.auth && auth.username === opts.auth.user && auth.password === opts.auth.pass) return cb(null, { user: auth.username });
       return cb(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
     },
@@ -102,6 +105,9 @@ export async function startSmtp(opts: { auth?: { user: string; pass: string } } 
     },
     get attempts() {
       return state.attempts;
+    },
+    get logins() {
+      return state.logins;
     },
     get whole() {
       return state.whole;

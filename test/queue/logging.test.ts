@@ -47,6 +47,9 @@ describe('secrets never reach the logs', () => {
   it('leaves URLs without credentials and plain text alone', () => {
     expect(scrubUrlCredentials('see http://example.org/a:b@c and user@host')).toBe('see http://example.org/a:b@c and user@host');
     expect(scrubUrlCredentials({ a: ['smtp://u:p@h:25'] })).toEqual({ a: ['smtp://u:[redacted]@h:25'] });
+    // a password holding @ (ioredis reads it to the last @ before the host): all of it
+    expect(scrubUrlCredentials('to redis://:Pw@Zq7Secret22x@cache:6379/0 now')).toBe('to redis://:[redacted]@cache:6379/0 now');
+    expect(scrubUrlCredentials('redis://u:a@b:c@cache and me@example.org')).toBe('redis://u:[redacted]@cache and me@example.org');
     expect(redactRedisUrl('redis://user:pw@h:6380/2')).toBe('redis://user:***@h:6380/2');
     expect(redactRedisUrl('redis://h:6379')).toBe('redis://h:6379');
   });

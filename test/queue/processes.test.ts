@@ -180,8 +180,8 @@ describe('worker processes', () => {
   it('Redis unreachable at start: one line naming the URL without its password and what to do, exit 2', async () => {
     const dir = tempDir('noredis');
     const port = await freePort(); // nothing listens there
-    const file = writeConfig({ dir, redisUrl: `redis://warden:s3cr3t-pass@127.0.0.1:${port}/0`, prefix: uniquePrefix('noredis'), stores: {} });
-    const err = await exec(process.execPath, [CLI, 'worker', '--config', file], { env: { ...process.env, REDIS_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
+    const file = writeConfig({ dir, redisUrl: `redis://warden:\${REDIS_PASSWORD}@127.0.0.1:${port}/0`, prefix: uniquePrefix('noredis'), stores: {} });
+    const err = await exec(process.execPath, [CLI, 'worker', '--config', file], { env: { ...process.env, REDIS_URL: '', REDIS_PASSWORD: 's3cr3t-pass' } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
     const stderr = (err as { stderr: string }).stderr;
     expect(stderr).not.toContain('s3cr3t-pass');

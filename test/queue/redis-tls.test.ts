@@ -92,7 +92,9 @@ describe('Redis over TLS with an ACL user', { timeout: 120_000 }, () => {
     ['a wrong password', () => redisConfig(), { REDIS_PASSWORD: `${PASSWORD}-wrong` }, /^config redis\.username \/ redis\.password: .*refused them \(WRONGPASS\)/],
     ['a wrong user', () => redisConfig({ username: 'nobody' }), { REDIS_PASSWORD: PASSWORD }, /^config redis\.username \/ redis\.password: .*refused them \(WRONGPASS\)/],
     ['no user or password (the default user is off)', () => redisConfig({ username: undefined, password: undefined }), {}, /^config redis\.url \(its user and password\): .*refused them \((NOAUTH|WRONGPASS)\)/],
-    ['the password in the URL, wrong', () => redisConfig({ url: `rediss://${USER}:${PASSWORD}x@127.0.0.1:${server.port}`, username: undefined, password: undefined }), {}, /^config redis\.url \(its user and password\): Redis at rediss:\/\/warden:\*\*\*@.*WRONGPASS/],
+    ['the password in the URL, wrong', () => redisConfig({ url: `rediss://${USER}:\${REDIS_PASSWORD}@127.0.0.1:${server.port}`, username: undefined, password: undefined }), { REDIS_PASSWORD: `${PASSWORD}x` }, /^config redis\.url \(its user and password\): Redis at rediss:\/\/warden:\*\*\*@.*WRONGPASS/],
+    // written in the file: refused before anything connects, as every secret written there is
+    ['the password in the URL, written in the file', () => redisConfig({ url: `rediss://${USER}:${PASSWORD}@127.0.0.1:${server.port}`, username: undefined, password: undefined }), {}, /^config \S+refused\.yaml: redis\.url: a credential goes in the environment/],
   ];
   for (const [what, config, env, message] of refusals) {
     it(`refuses ${what}: exit 2, one line naming the setting`, () => {

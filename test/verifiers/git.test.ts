@@ -74,13 +74,13 @@ describe('git verifier', () => {
       allow: { gitRepos: [repo] },
       rules: [
         {
-          match: { source: '^repo:app:(?<file>package\\.json)$' },
+          match: { source: '^repo:app:(?<file>package\\.json)$', fact: 'pnpm' },
           use: 'git',
           with: { repo, path: '${file}', select: '$.packageManager', expect: '^pnpm@' },
           replacement: { fact: 'prefers ${value}', source: 'repo:app:package.json' },
           autoSupersede: true,
         },
-        { match: { source: '^repo:app:(?<file>deploy\\.yaml)$' }, use: 'git', with: { repo, path: '${file}', select: 'branch', expect: 'staging' } },
+        { match: { source: '^repo:app:(?<file>deploy\\.yaml)$', fact: 'through staging$' }, use: 'git', with: { repo, path: '${file}', select: 'branch', expect: 'staging' } },
         { match: { source: '^repo:(?<name>[^:]+):(?<file>.+)$' }, use: 'git', with: { repo: '${name}', path: '${file}' } },
       ],
     });

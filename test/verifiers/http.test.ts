@@ -114,15 +114,15 @@ describe('http verifier', () => {
         { id: 'm_b', fact: 'the database is Postgres 15', source: `monitor:${monitor.base}/status.json`, confirmed_at: daysAgo(101) },
         { id: 'm_c', fact: 'the database is Postgres 15', source: `monitor:${monitor.base}/status.json`, confirmed_at: daysAgo(102) },
         { id: 'm_up', subject: 'db2', fact: 'db2 is up', source: 'metric:pg_up', confirmed_at: daysAgo(103) },
-        { id: 'm_meta', fact: 'x', source: 'monitor:http://169.254.169.254/latest/meta-data', confirmed_at: daysAgo(104) },
-        { id: 'm_int', fact: 'x', source: `monitor:${internal.base}/`, confirmed_at: daysAgo(105) },
+        { id: 'm_meta', fact: 'the database is Postgres 15', source: 'monitor:http://169.254.169.254/latest/meta-data', confirmed_at: daysAgo(104) },
+        { id: 'm_int', fact: 'the database is Postgres 15', source: `monitor:${internal.base}/`, confirmed_at: daysAgo(105) },
       ]);
       const config = configFor(box, {
         allow: { httpHosts: hosts },
         rules: [
-          { match: { source: '^monitor:(?<url>https?://\\S+)$' }, use: 'http', with: { url: '${url}', select: '$.database.version', expect: '^15\\.' } },
+          { match: { source: '^monitor:(?<url>https?://\\S+)$', fact: 'Postgres 15$' }, use: 'http', with: { url: '${url}', select: '$.database.version', expect: '^15\\.' } },
           {
-            match: { source: '^metric:(?<name>[a-z_]+)$', subject: '^(?<instance>db\\d)$' },
+            match: { source: '^metric:(?<name>[a-z_]+)$', subject: '^(?<instance>db\\d)$', fact: 'is up$' },
             use: 'http',
             with: { url: `${monitor.base}/metrics`, metric: '${name}{instance="${instance}"}', expect: 1 },
           },
@@ -145,7 +145,7 @@ describe('http verifier', () => {
     it('takes header values from the environment, never from memory text', async () => {
       const base = { allow: { httpHosts: hosts } };
       const env = { ...process.env, MONITOR_TOKEN: 's3cret' };
-      const ok = configFor(box, { ...base, rules: [{ match: { source: '^p$' }, use: 'http', with: { url: `${monitor.base}/private`, headers: { authorization: 'Bearer ${MONITOR_TOKEN}' }, expect: 'ok' } }] });
+      const ok = configFor(box, { ...base, rules: [{ match: { source: '^p$', fact: 'is ok$' }, use: 'http', with: { url: `${monitor.base}/private`, headers: { authorization: 'Bearer ${MONITOR_TOKEN}' }, expect: 'ok' } }] });
       const { prepareVerification } = await import('../../src/drift/setup.js');
       const prepared = await prepareVerification(ok, env);
       expect(prepared.rules).toHaveLength(1);

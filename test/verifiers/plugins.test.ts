@@ -1,5 +1,5 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { loadConfig } from '../../src/config/config.js';
@@ -78,9 +78,9 @@ describe('verifier plugins', () => {
     fileRoots: [./repos]
   rules:
     - name: package manager
-      match: { source: "^repo:(?<dir>[a-z]+)$", subject: "^package manager$" }
+      match: { source: "^repo:(?<dir>[a-z]+)$", subject: "^package manager$", fact: "^prefers (?<pm>[a-z]+)$" }
       use: lockfile
-      with: { dir: "\${dir}", expect: pnpm }
+      with: { dir: "\${dir}", expect: "^\${pm}$" }
       replacement: "prefers \${value}"
       autoSupersede: true
     - match: { source: "^flaky:" }
@@ -98,7 +98,7 @@ describe('verifier plugins', () => {
     ]);
     const config = loadConfig({ file: configFile, env: {} });
     expect(config.verify.plugins[0]).toBe(join(box.dir, 'plugins/lockfile.mjs'));
-    expect(config.verify.rules[0]!.with).toEqual({ dir: '${dir}', expect: 'pnpm' });
+    expect(config.verify.rules[0]!.with).toEqual({ dir: '${dir}', expect: '^${pm}$' });
     const r = await drift({ store: 'agent' }, jobContext(config));
     const byId = Object.fromEntries(r.verdicts.map((v) => [v.id, v]));
     expect(byId.m_web).toMatchObject({ verdict: 'confirmed', verifier: 'lockfile' });
@@ -109,6 +109,35 @@ describe('verifier plugins', () => {
     withState(box.statePath, (state) => {
       expect(JSON.parse(verdictsFor(state, 'agent', 'm_slow')[0]!.evidence!).reason).toMatch(/timed out/);
       expect(pendingItems(state, 'agent')).toHaveLength(0);
+    });
+  });
+
+  it('the example plugin, configured as its header says, contradicts a memory its folder contradicts', async () => {
+    const example = join(PACKAGE_ROOT, 'examples/verifier-package-manager/index.mjs');
+    // The header's config, as a user copies it: only the plugin path and the root are this sandbox's.
+    const header = /^ \* {3}verify:\n([\s\S]*?)\n \*\//m.exec(readFileSync(example, 'utf8'))![1]!.replace(/^ \* {3}/gm, '');
+    const verify = header.replace('./examples/verifier-package-manager/index.mjs', example).replace('/srv/projects', join(box.dir, 'projects'));
+    expect(verify).toContain(example);
+    for (const p of ['web', 'api']) mkdirSync(join(box.dir, 'projects', p), { recursive: true });
+    writeFileSync(join(box.dir, 'projects/web/pnpm-lock.yaml'), '');
+    writeFileSync(join(box.dir, 'projects/api/yarn.lock'), '');
+    const configFile = writeConfig(verify);
+    insertRows(box.dbPath, [
+      { id: 'm_yarn', subject: 'package manager', fact: 'prefers yarn', source: 'project:web', confirmed_at: daysAgo(100) },
+      { id: 'm_pnpm', subject: 'package manager', fact: 'prefers pnpm', source: 'project:web', confirmed_at: daysAgo(101) },
+      { id: 'm_api', subject: 'package manager', fact: 'prefers yarn', source: 'project:api', confirmed_at: daysAgo(102) },
+      { id: 'm_vague', subject: 'package manager', fact: 'likes fast installs', source: 'project:api', confirmed_at: daysAgo(103) },
+    ]);
+    const r = await drift({ store: 'agent' }, jobContext(loadConfig({ file: configFile, env: {} })));
+    const byId = Object.fromEntries(r.verdicts.map((v) => [v.id, v]));
+    expect(byId.m_yarn).toMatchObject({ verdict: 'contradicted', verifier: 'package-manager' });
+    expect(byId.m_pnpm).toMatchObject({ verdict: 'confirmed' });
+    expect(byId.m_api).toMatchObject({ verdict: 'confirmed' });
+    expect(byId.m_vague).toMatchObject({ verdict: 'unverifiable' });
+    withState(box.statePath, (state) => {
+      // without autoSupersede the contradiction waits for a person, with "prefers pnpm" proposed
+      expect(pendingItems(state, 'agent').map((p) => p.memory_id)).toEqual(['m_yarn']);
+      expect(JSON.parse(verdictsFor(state, 'agent', 'm_yarn')[0]!.evidence!)).toMatchObject({ current: { value: 'pnpm' }, replacement: { fact: 'prefers pnpm' } });
     });
   });
 

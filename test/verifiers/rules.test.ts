@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/config.js';
-import { compileRule, fillTree, judge, matchRule, type CompiledRule } from '../../src/verifiers/rules.js';
+import { compileRule, compileRules, fillTree, judge, matchRule, type CompiledRule } from '../../src/verifiers/rules.js';
+import { verifySchema } from '../../src/verifiers/config.js';
 import { ruleSchema } from '../../src/verifiers/config.js';
 import { prepareVerification } from '../../src/drift/setup.js';
 
@@ -89,11 +90,31 @@ describe('templates and matching', () => {
     expect(judge(rule.expect!, '1.5', vars)).toBe(true);
     expect(judge(rule.expect!, '105', vars)).toBe(false); // "." from memory text is literal
     expect(judge(rule.expect!, undefined, vars)).toBe(false);
-    const eq = compile({ match: { source: '^x' }, use: 'file', with: { expect: { equals: { a: [1, 2] } } } });
+    const eq = compile({ match: { source: '^x', fact: 'pair' }, use: 'file', with: { expect: { equals: { a: [1, 2] } } } });
     expect(judge(eq.expect!, { a: [1, 2] }, {})).toBe(true);
     expect(judge(eq.expect!, { a: [2, 1] }, {})).toBe(false);
-    const num = compile({ match: { source: '^x' }, use: 'file', with: { expect: 15 } });
+    const num = compile({ match: { source: '^x', fact: 'Postgres 15' }, use: 'file', with: { expect: 15 } });
     expect(judge(num.expect!, '15', {})).toBe(true);
     expect(judge(num.expect!, 16, {})).toBe(false);
+  });
+
+  it('an expect that takes nothing from the memory needs match.fact: a constant judges no memory it does not claim', () => {
+    for (const expect_ of ['pnpm', '^15', 15, true, { equals: 'staging' }, { matches: 'x' }, '${PINNED_ENV}']) {
+      expect(() => compileRules(verifySchema.parse({ rules: [{ match: { source: '^project:(?<dir>.+)$', subject: 'package manager' }, use: 'file', with: { path: '${dir}', expect: expect_ } }] }), { PINNED_ENV: 'pnpm' }), JSON.stringify(expect_))
+        .toThrow(/^config verify\.rules\.0\.with\.expect: compares what is read with a constant, whatever the memory says; add match\.fact/);
+    }
+    // from the memory: a group of its fact, of its source, or the fact itself
+    const byFact = compile({ match: { source: '^project:(?<dir>.+)$', fact: '^prefers (?<pm>\\w+)$' }, use: 'file', with: { path: '${dir}', expect: '^${pm}$' } });
+    const hit = matchRule([byFact], { id: 'm', subject: '', fact: 'prefers yarn', source: 'project:web', confirmed_at: '' })!;
+    expect(hit.vars).toMatchObject({ dir: 'web', pm: 'yarn', fact: 'prefers yarn' });
+    expect(judge(byFact.expect!, 'pnpm', hit.vars)).toBe(false);
+    expect(judge(byFact.expect!, 'yarn', hit.vars)).toBe(true);
+    expect(matchRule([byFact], { id: 'm', subject: '', fact: 'likes tabs', source: 'project:web', confirmed_at: '' })).toBeUndefined();
+    expect(() => compile({ match: { source: '^x' }, use: 'file', with: { expect: { matches: '${fact}' } } })).not.toThrow();
+    // a constant, for the memories that claim it
+    expect(() => compile({ match: { source: '^x', fact: 'prefers pnpm$' }, use: 'file', with: { expect: 'pnpm' } })).not.toThrow();
+    // a fact group with shell metacharacters is refused like a subject group
+    const pathFromFact = compile({ match: { source: '^x$', fact: 'in (?<where>.+)$' }, use: 'file', with: { path: '${where}', expect: '${where}' } });
+    expect(matchRule([pathFromFact], { id: 'm', subject: '', fact: 'in a; rm -rf ~', source: 'x', confirmed_at: '' })!.refused).toMatch(/fact group "where"/);
   });
 });

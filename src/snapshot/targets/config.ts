@@ -1,6 +1,5 @@
 import { z } from '../../vendor/zod.js';
 import { pathField } from '../../config/path-field.js';
-import { configError } from '../../core/errors.js';
 import { localTargetSchema } from './local/schema.js';
 import { s3TargetSchema } from './s3/schema.js';
 import { sftpTargetSchema } from './sftp/schema.js';
@@ -40,25 +39,6 @@ export const targetsSchema = z
       seen.add(t.name);
     }
   });
-
-/** Fields that hold credentials: in the config file only as `${ENV}` references, so no secret sits in a file. */
-export const SECRET_FIELDS = ['accessKeyId', 'secretAccessKey', 'sessionToken', 'privateKey', 'passphrase', 'password'] as const;
-export const WHOLE_ENV_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(:-)?\}$/;
-
-/** Run on the raw (unexpanded) config: a literal credential under `snapshot.targets` is a config error. */
-export function checkTargetSecrets(raw: unknown, source: string): void {
-  const targets = (raw as { snapshot?: { targets?: unknown } } | undefined)?.snapshot?.targets;
-  if (!Array.isArray(targets)) return;
-  for (const [i, t] of targets.entries()) {
-    if (!t || typeof t !== 'object') continue;
-    for (const f of SECRET_FIELDS) {
-      const v = (t as Record<string, unknown>)[f];
-      if (v !== undefined && (typeof v !== 'string' || !WHOLE_ENV_REF.test(v))) {
-        throw configError(`${source}: snapshot.targets.${i}.${f}: a credential goes in the environment; write "\${SOME_VAR}" here`);
-      }
-    }
-  }
-}
 
 /** Relative file paths in targets (a local folder, key and identity files) resolve against the config file. */
 export function resolveTargetPaths(targets: unknown, abs: (p: unknown) => unknown): unknown {

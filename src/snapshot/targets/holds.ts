@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
-import Database from 'better-sqlite3';
+import { readSnapshotCopy } from '../read-copy.js';
 import { storeError } from '../../core/errors.js';
 import { UnverifiedSnapshotError } from './types.js';
 
@@ -33,7 +33,8 @@ export const userMac = (key: Buffer, user: string) => mac(key, 'user', user);
  */
 export async function* holdsStream(dbFile: string, key: Buffer): AsyncIterable<Buffer> {
   async function* json(): AsyncIterable<string> {
-    const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+    const copy = readSnapshotCopy(dbFile);
+    const db = copy.db;
     try {
       db.pragma('temp_store = FILE');
       db.function('mw_id_mac', { deterministic: true }, (v: unknown) => idMac(key, String(v)));
@@ -73,7 +74,7 @@ export async function* holdsStream(dbFile: string, key: Buffer): AsyncIterable<B
       }
       yield `],"users":${JSON.stringify([...users].sort())}}`;
     } finally {
-      db.close();
+      copy.close();
     }
   }
   // Started on the first read, torn down (the database closed) when the reader stops, whether or not at the end.

@@ -1,6 +1,7 @@
 import { z } from '../../../vendor/zod.js';
 import { timerDuration } from '../../../time/timer-duration.js';
 import { pathField } from '../../../config/path-field.js';
+import { secretField } from '../../../config/secret-fields.js';
 
 /** S3 or any S3-compatible object storage (MinIO, R2, Backblaze B2, Ceph RGW, …). */
 export const s3TargetSchema = z.strictObject({
@@ -15,10 +16,10 @@ export const s3TargetSchema = z.strictObject({
     .describe('For S3-compatible storage: `https://<account>.r2.cloudflarestorage.com`, `http://minio:9000`, …'),
   forcePathStyle: z.boolean().default(false)
     .describe('Path-style URLs (`endpoint/bucket/key`): what MinIO and most S3-compatible servers want.'),
-  accessKeyId: z.string().min(1).optional()
+  accessKeyId: secretField().min(1).optional()
     .describe('From the environment only (`${AWS_ACCESS_KEY_ID}`); left out, the SDK\'s own chain (env, profile, role) is used.'),
-  secretAccessKey: z.string().min(1).optional(),
-  sessionToken: z.string().min(1).optional(),
+  secretAccessKey: secretField().min(1).optional().describe('From the environment only: `${AWS_SECRET_ACCESS_KEY}`.'),
+  sessionToken: secretField().min(1).optional().describe('From the environment only: `${AWS_SESSION_TOKEN}`.'),
   partSizeMb: z.number().int().min(5).max(5120).default(16)
     .describe('Files larger than this go up as a multipart upload in parts of this size (S3\'s minimum is 5).'),
   concurrency: z.number().int().min(1).max(16).default(4).describe('Parts in flight at once.'),

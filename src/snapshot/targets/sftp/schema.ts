@@ -1,5 +1,6 @@
 import { z } from '../../../vendor/zod.js';
 import { pathField } from '../../../config/path-field.js';
+import { secretField } from '../../../config/secret-fields.js';
 import { timerDuration } from '../../../time/timer-duration.js';
 
 /** A folder on an SSH host, over SFTP only (no shell is run there). */
@@ -16,9 +17,9 @@ export const sftpTargetSchema = z.strictObject({
     .describe('Snapshots go to `<path>/<store>/<snapshot>/` (absolute, or relative to the login folder).'),
   privateKeyFile: pathField().optional()
     .describe('A private key file readable by this user only (mode 0600), or the key itself from the environment.'),
-  privateKey: z.string().min(1).optional(),
-  passphrase: z.string().optional(),
-  password: z.string().optional(),
+  privateKey: secretField().min(1).optional().describe('The private key itself, from the environment only: `${SFTP_KEY}`.'),
+  passphrase: secretField().optional().describe('The private key\'s passphrase, from the environment only: `${SFTP_PASSPHRASE}`.'),
+  password: secretField().optional().describe('From the environment only: `${SFTP_PASSWORD}`.'),
   timeoutMs: timerDuration('ms').int().positive().default(30_000)
     .describe('Connect and per-request timeout; past it the job fails transiently (retried).'),
 });
