@@ -107,7 +107,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     await clearLeftovers(config, storeName, opts.log, result.steps);
     const interrupted = readJournal(storeConfig.db);
     if (interrupted) {
-      const endedAt = await finishRestore(config, storeName, interrupted, { ...opts, ledger: interrupted.eraseLedger === 'skipped' || interrupted.from !== from ? undefined : ledger }, result.steps);
+      const endedAt = await finishRestore(config, storeName, interrupted, { ...opts, ledger: interrupted.eraseLedger === 'skipped' || interrupted.from !== from ? undefined : ledger }, result.steps, result);
       if (endedAt === from) {
         result.undo = interrupted.undo;
         return; // that was this very restore: it is done now

@@ -179,9 +179,9 @@ export async function rollBack(config: Config, storeName: string, j: RestoreJour
  * Finish a restore that was interrupted (kill -9, power loss, a failed roll back) the way its journal points (forward
  * to its snapshot, or back to the pre-restore one) when that snapshot still verifies, else the other way, else
  * refuse loudly and change nothing. Under the store's maintenance lock. Returns the snapshot folder both stores
- * now hold.
+ * now hold; `kept` is told how many erased memories the erase ledger kept out (null: the store file was done).
  */
-export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[]): Promise<string> {
+export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[], kept?: { erasedKeptOut: number | null }): Promise<string> {
   const db = config.stores[storeName]!.db;
   let target = j.direction === 'forward' ? j.from : j.undo;
   let manifest: Manifest | undefined;
@@ -208,7 +208,8 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
     throw storeError(`finish the interrupted restore of store "${storeName}" (journal ${journalPath(db)}): ${why || 'no pre-restore snapshot'}; neither finishing nor rolling back is possible: nothing was changed; put the snapshot folder back, or compare both stores by hand and then delete the journal`);
   }
   steps.push(`${j.direction === 'forward' ? 'finishing' : 'rolling back'} the restore from ${j.from} that was interrupted (journal ${journalPath(db)})`);
-  await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  const keptOut = await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  if (kept) kept.erasedKeptOut = keptOut;
   removeJournal(db);
   opts.log.warn({ store: storeName, from: j.from, direction: j.direction, now: target }, 'interrupted restore finished');
   steps.push(`both stores are now ${target}`);
