@@ -8,11 +8,13 @@ export const payloadSchema = z.strictObject({
   dir: z.string().min(1),
   force: z.boolean().default(false),
   dryRun: z.boolean().default(false),
+  /** restore --without-erase-ledger (src/erase/restore-ledger.ts). */
+  withoutEraseLedger: z.boolean().default(false),
 });
 export type RestorePayload = z.infer<typeof payloadSchema>;
 
 export async function restoreJob(p: RestorePayload, ctx: JobContext): Promise<RestoreResult> {
-  return restoreSnapshot(ctx.config, p.store, p.dir, { now: ctx.now, log: ctx.log, force: p.force, dryRun: p.dryRun });
+  return restoreSnapshot(ctx.config, p.store, p.dir, { now: ctx.now, log: ctx.log, force: p.force, dryRun: p.dryRun, withoutEraseLedger: p.withoutEraseLedger });
 }
 
 export default defineJob({ name: 'restore', writes: true, schema: payloadSchema, run: restoreJob });

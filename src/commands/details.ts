@@ -35,11 +35,15 @@ export const COMMAND_DETAILS: Record<string, string> = {
     'Rewrites parseable non-canonical timestamps to canonical UTC `YYYY-MM-DD HH:MM:SS`; leaves for a person the ' +
     'unparseable ones and those whose UTC instant falls outside the years 0000-9999 (`9999-12-31T23:59:59-12:00`), which ' +
     'no canonical text holds. JSON: `rewritten`, `unparseable`, `outOfRange`, `changes`.',
-  'snapshots list': '`--target` lists that target\'s snapshots instead of the local ones (docs/snapshots.md#snapshots-off-the-machine).',
+  'snapshots list': '`--target` lists that target\'s snapshots instead of the local ones (docs/snapshots.md#snapshots-off-the-machine). Snapshots an erase removed are marked `ERASED` (`erased` in `--json`) and never offered as `latest`.',
   'snapshots keygen':
     'The key is 64 hex digits, mode 0600, never written over an existing file; prints its key id. Keep a copy with the age ' +
     'identity, never on the target. Same as `(umask 077; openssl rand -hex 32 > FILE)`.',
   restore:
+    'The erase ledger is re-applied to what is restored before it goes live: the output, and `erasedKeptOut` in `--json`, ' +
+    'say how many erased memories it kept out; without the state db and erase key it is refused unless ' +
+    '`--without-erase-ledger` (docs/erase.md#no-restore-brings-an-erased-person-back). NAME is one of the store\'s ' +
+    'snapshots; `latest` its newest scheduled one by sequence number, never one an erase removed. ' +
     'With `--target NAME`, DIR is a snapshot name on that target (or `latest`): downloaded, verified, decrypted (into a ' +
     '`.fetch-` folder its first step names: a plaintext copy, removed at the end), then restored the same way.',
   erase:

@@ -78,6 +78,7 @@ export function printDigest(r: DigestResult): void {
 export function printRestore(r: RestoreResult): void {
   print`${r.store}: ${r.dryRun ? 'dry run of restore' : 'restored'} from ${r.from}`;
   for (const s of r.steps) print`  ${s}`;
+  if (!r.dryRun && typeof r.erasedKeptOut === 'number') print`  erased memories kept out: ${r.erasedKeptOut} (erase ledger: ${r.eraseLedger})`;
   if (r.undo) print`  to undo: memory-warden restore ${r.undo} --store ${r.store}`;
 }
 

@@ -16,8 +16,11 @@ export function registerSnapshotCommands(program: Command): void {
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
       if (opts.target) return (await import('./targets-remote.js')).listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
-      const [{ storeSnapshotDir }, { proveSnapshot, snapshotFolders }] = await Promise.all([import('../snapshot/layout.js'), import('../snapshot/folders.js')]);
+      const [{ storeSnapshotDir }, { proveSnapshot, snapshotFolders }, { erasedSnapshotRecords }] = await Promise.all([
+        import('../snapshot/layout.js'), import('../snapshot/folders.js'), import('../erase/restore-ledger.js'),
+      ]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
+      const erased = erasedSnapshotRecords(ctx.config, ctx.storeName);
       const entries = [];
       for (const s of snapshotFolders(ctx.config, ctx.storeName)) {
         let verified: string | undefined;
@@ -25,7 +28,7 @@ export function registerSnapshotCommands(program: Command): void {
         const m = s.manifest;
         entries.push({
           name: s.name, dir: s.dir, problem: s.problem ?? null, verified: verified ?? null,
-          reason: m?.reason ?? null, startedAt: m?.startedAt ?? null, skewMs: m?.skewMs ?? null, rows: m?.sqlite.rows ?? null,
+          reason: m?.reason ?? null, seq: m?.seq ?? null, erased: erased.get(s.name) ?? null, startedAt: m?.startedAt ?? null, skewMs: m?.skewMs ?? null, rows: m?.sqlite.rows ?? null,
           points: m ? Object.fromEntries(m.qdrant.map((p) => [p.collection, p.points])) : null,
           bytes: m ? Object.values(m.files).reduce((n, f) => n + f.bytes, 0) : null,
         });
@@ -40,7 +43,8 @@ export function registerSnapshotCommands(program: Command): void {
           continue;
         }
         const points = Object.entries(e.points ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
-        print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${e.verified}` : ''}`;
+        const gone = e.erased ? `  ${(await import('./targets-remote.js')).erasedNote(e.erased)}` : '';
+        print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${e.verified}` : ''}${gone}`;
       }
     });
 
@@ -85,23 +89,25 @@ export function registerSnapshotCommands(program: Command): void {
  * host's worker (routedToStoreHost).
  */
 function restoreCommand(cmd: Command): Command {
-  return routedToStoreHost(addStoreOptions(cmd.argument('<dir>', 'the snapshot folder; with --target, the snapshot name on that target (or "latest")')))
-    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither')
+  return routedToStoreHost(addStoreOptions(cmd.argument('<dir>', 'the snapshot folder, or the name of one of the store\'s snapshots, or "latest"; with --target, the snapshot name on that target (or "latest")')))
+    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither; the erase ledger is re-applied to what is restored')
     .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
     .option('--dry-run', 'verify and say what would be done; change nothing')
     .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')
     .option('--target <name>', 'download the snapshot from this configured target, verify and decrypt it, then restore it')
+    .option('--without-erase-ledger', 'restore although the erase ledger (state db and erase key) is not here to re-apply: memories erased since the snapshot was taken may come back')
     .option('--timeout <seconds>', "a store on another host: how long to wait for that host's worker; then, as on Ctrl-C, a request it has not taken is withdrawn", '3600')
     .option('--json', 'print one JSON object')
-    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string; timeout: string }, cmd: Command) => {
+    .action(async (dir: string, opts: StoreOptions & { force?: boolean; dryRun?: boolean; target?: string; withoutEraseLedger?: boolean; timeout: string }, cmd: Command) => {
       const waitSeconds = timeoutSeconds(opts.timeout);
       const ctx = await storeContext(opts, cmd);
-      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false };
+      const flags = { force: opts.force ?? false, dryRun: opts.dryRun ?? false, ...(opts.withoutEraseLedger ? { withoutEraseLedger: true } : {}) };
       // A store on another machine is restored there, by its host's worker, from a folder on that machine.
       const host = ctx.storeHost;
       if (host && opts.target) throw usageError(`restore --target: ${ctx.storeName} lives on host ${host}: run restore --target on that machine`);
       if (host && !isAbsolute(dir)) throw usageError(`restore: ${ctx.storeName} lives on host ${host}: give the snapshot folder as an absolute path on that machine`);
       const fetched = opts.target ? await (await import('./targets-remote.js')).fetchForRestore(ctx, opts.target, dir) : undefined;
+      const local = host || fetched ? dir : (await import('../snapshot/latest.js')).localSnapshotDir(ctx.config, ctx.storeName, dir);
       let cleanedUp: string | undefined;
       const result = host
         ? ((await (await import('../queue/remote.js')).runOnHost({
@@ -110,7 +116,9 @@ function restoreCommand(cmd: Command): Command {
             // does not restore a store the person gave up on; one already running finishes there.
             withdrawUnwaited: true, signal: interruptSignal(),
           })) as RestoreResult)
-        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? dir, { now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress })
+        : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? local, {
+            now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress, ...(fetched ? { madeUnderKey: fetched.holdsKeyId } : {}),
+          })
           .finally(() => (cleanedUp = fetched?.cleanup()));
       if (fetched) {
         result.from = fetched.from;

@@ -15,7 +15,7 @@ import { assertNoPendingRestore } from '../snapshot/journal.js';
 import { compactState, scrubState, type Place } from './state.js';
 import { deletedFor } from './ledger.js';
 import { eraseKey, eraseKeyId } from './key.js';
-import { earlierIdMacs, recordErasedIds, selectorMac } from './needles.js';
+import { earlierIdMacs, recordErasedIds, recordErasedSelector, selectorMac } from './needles.js';
 import { eraseLeftovers, type Leftovers } from './leftovers.js';
 import { openStateDb } from '../state/state.js';
 import { usageError } from '../core/errors.js';
@@ -190,7 +190,9 @@ async function eraseStoreAndRecords(
     else assertIntact(store.db, store.path);
     state.pragma('secure_delete = ON');
     let statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), false);
-    // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for.
+    // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for, and
+    // every restore keeps them (and the person of --user) out (restore-ledger.ts).
+    recordErasedSelector(state, key, store.name, selector, sel);
     recordErasedIds(state, key, store.name, selector, planned.ids);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).

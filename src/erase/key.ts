@@ -38,12 +38,12 @@ export function eraseKeyPath(place: KeyPlace, expand = true): string {
 export const eraseKeyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
 /** The id of the key this state db's hashes were made under, or null when none is recorded yet. */
-function boundKeyId(db: Db): string | null {
+export function boundKeyId(db: Db): string | null {
   return (db.prepare(`SELECT key_id FROM erase_key WHERE one = 1`).pluck().get() as string | undefined) ?? null;
 }
 
 /** Whether the state db holds hashes made under some key: a state db from before keys were recorded. */
-function holdsKeyedHashes(db: Db): boolean {
+export function holdsKeyedHashes(db: Db): boolean {
   return db.prepare(`SELECT EXISTS (SELECT 1 FROM warden_deletions) OR EXISTS (SELECT 1 FROM erase_needles)`).pluck().get() === 1;
 }
 

@@ -7,7 +7,7 @@ import type { Db } from '../store/sqlite.js';
 import type { EraseSelector } from '../layouts/contract.js';
 import { openStateDb } from '../state/state.js';
 import { asciiLower } from '../text/needles.js';
-import { idMac } from '../snapshot/targets/holds.js';
+import { idMac, userMac } from '../snapshot/targets/holds.js';
 import { toCanonical, type Instant } from '../time/instants.js';
 
 /*
@@ -15,8 +15,10 @@ import { toCanonical, type Instant } from '../time/instants.js';
  * installation's erase key), under a keyed hash of its selector. A later erase of the same person (the same
  * selector) looks for those ids again in every snapshot, local and remote, and in the state db's records about
  * memories, though the rows, their texts and the prune ledger's rows are gone: "exit 1 while any copy remains"
- * holds across runs. No id, user or text is kept. `erased_snapshots`: the snapshots an erase removed, by name,
- * which replicate never uploads again.
+ * holds across runs. No id, user or text is kept. An `erase --user` also files the person's keyed hash (holds.ts's
+ * form, kind `user`), whether or not the store still held anything of theirs: every restore re-applies the ledger
+ * (src/erase/restore-ledger.ts) and keeps out what it names, ids and people both. `erased_snapshots`: the snapshots
+ * an erase removed, by name, which replicate never uploads again and `restore latest` never picks.
  */
 /** The selector as a keyed hash: the same person asked again finds what the earlier runs erased. */
 export function selectorMac(key: Buffer, sel: EraseSelector): string {
@@ -36,6 +38,19 @@ export function recordErasedIds(state: Db, key: Buffer, store: string, selector:
   if (ids.length === 0) return;
   const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
   state.transaction(() => ids.forEach((id) => put.run(store, selector, idMac(key, id)))).immediate();
+}
+
+/**
+ * Record, before anything is deleted, what an erase will keep out of every restore whatever the store holds now:
+ * the person of `--user` (a snapshot taken before may hold memories of theirs the store no longer has), and the
+ * ids `--ids` names.
+ */
+export function recordErasedSelector(state: Db, key: Buffer, store: string, selector: string, sel: EraseSelector): void {
+  if ('user' in sel) {
+    state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'user', ?)`).run(store, selector, userMac(key, sel.user));
+  } else if ('ids' in sel) {
+    recordErasedIds(state, key, store, selector, sel.ids);
+  }
 }
 
 /** Record snapshots an erase is about to delete, before it deletes them: replicate must never upload them again. */

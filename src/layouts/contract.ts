@@ -73,6 +73,31 @@ export interface Layout {
   corrects?: readonly CorrectionAction[];
   /** Remove every memory the selector names from every part of the store (see src/erase/erase.ts). */
   erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
+  /**
+   * What of this store earlier erases took (a restored copy holds what its snapshot held): every id of a memory (and
+   * of whatever else the layout's erase takes by id: a thread, a message, a resource) and every person the store
+   * names that `ledger` says an erase took, as the selectors `erase` takes to take them out again. Reads only; asks
+   * `ledger` about each id and person the store holds (SQLite file and vector side). Every restore calls it on the
+   * restored files before they replace the store (src/erase/restore-ledger.ts), then `erase`s what it returned.
+   */
+  erasedIn(store: StoreHandle, ledger: ErasedLedger): Promise<EraseSelector[]>;
+}
+
+/**
+ * The erase ledger (src/erase/needles.ts), as questions: whether an erase of this store took this id, or this person
+ * (a user id, a resource id, the subject a per-user store names its person by). Keyed hashes behind it, never
+ * the ids: a layout asks about what it holds.
+ */
+export interface ErasedLedger {
+  id(id: string): boolean;
+  user(user: string): boolean;
+}
+
+/** What the ledger names of a store's ids and people, as erase selectors (`{ ids }` first, then one per person). */
+export function ledgerSelectors(ids: Iterable<string>, users: Iterable<string>, ledger: ErasedLedger): EraseSelector[] {
+  const erasedIds = [...new Set([...ids].filter((id) => ledger.id(id)))];
+  const people = [...new Set([...users].filter((u) => u !== '' && ledger.user(u)))];
+  return [...(erasedIds.length > 0 ? [{ ids: erasedIds }] : []), ...people.map((user) => ({ user }))];
 }
 
 /** One configured store, opened (src/layouts/open.ts): its SQLite connection and, when configured, its vector side. */

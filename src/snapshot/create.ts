@@ -15,6 +15,7 @@ import { copySqlite } from './sqlite-copy.js';
 import { noteServerSnapshot, removeServerLeftovers } from './server-snapshots.js';
 import { DIR_MODE, ensurePrivateDir, fsyncPath, lockSnapshots, sha256File, storeSnapshotDir, writePrivateFile } from './layout.js';
 import { partialFolder, removePartials } from './copies.js';
+import { eraseKey, eraseKeyId } from '../erase/key.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
 import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
@@ -96,7 +97,9 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
     makeDirPrivate(tmp);
     try {
-      const manifest = { ...(await buildParts(root, tmp, storeName, storeConfig, config, opts, reason)), name, seq: nextSeq(config, storeName) };
+      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
+      const keyId = ledgerKeyId(config, storeName, opts.log);
+      const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(keyId ? { eraseKeyId: keyId } : {}) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
       renameSync(tmp, final);
@@ -112,6 +115,20 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     }
   } finally {
     lock.release();
+  }
+}
+
+/**
+ * The erase key the installation's state db is bound to (made now if it has none yet), named in the manifest: a
+ * restore of this snapshot re-applies that key's erase ledger, and refuses where the state db is not bound to it
+ * (src/erase/restore-ledger.ts). A key that cannot be had is logged and left out; the snapshot is still taken.
+ */
+function ledgerKeyId(config: Config, storeName: string, log: Logger): string | undefined {
+  try {
+    return eraseKeyId(eraseKey(config));
+  } catch (err) {
+    log.warn({ store: storeName, err: (err as Error).message }, 'snapshot: the erase key cannot be read; the manifest names none, and a restore of it cannot prove the state db is the one that records what was erased since');
+    return undefined;
   }
 }
 

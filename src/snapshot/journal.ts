@@ -30,6 +30,11 @@ export interface RestoreJournal {
   file: { mode: number; uid: number; gid: number } | null;
   pid: number;
   startedAt: string;
+  /**
+   * `skipped`: the restore was started without the erase ledger (--without-erase-ledger, src/erase/restore-ledger.ts),
+   * so finishing it does not ask for one. Absent: finishing it re-applies the ledger as the restore did.
+   */
+  eraseLedger?: 'skipped';
 }
 
 export function journalPath(dbPath: string): string {

@@ -53,6 +53,12 @@ export interface Manifest {
    */
   seq?: number;
   layout: string;
+  /**
+   * The id of the erase key (src/erase/key.ts) the installation's state db was bound to when this snapshot was
+   * taken: the erase ledger a restore of it must re-apply is that key's (src/erase/restore-ledger.ts). Absent in
+   * older snapshots, or when the key could not be read.
+   */
+  eraseKeyId?: string;
   reason: 'scheduled' | 'pre-restore';
   startedAt: string;
   finishedAt: string;

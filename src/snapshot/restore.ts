@@ -13,6 +13,7 @@ import { takeSnapshot } from './create.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
 import { destinations, fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
+import { describeLedger, erasedSnapshotRecords, loadRestoreLedger } from '../erase/restore-ledger.js';
 
 export { storeUsers, verifySnapshot } from './stage.js';
 
@@ -24,6 +25,13 @@ export interface RestoreOptions {
   dryRun?: boolean;
   /** Bytes verified, then bytes recovered into Qdrant, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
+  /**
+   * Restore although the erase ledger cannot be re-applied (no state db, its erase key missing or not the
+   * snapshot's): memories erased since the snapshot was taken may come back. Without it such a restore is refused.
+   */
+  withoutEraseLedger?: boolean;
+  /** The erase key id the snapshot's source names besides its manifest (a target's holds: `keyId`). */
+  madeUnderKey?: string;
 }
 
 export interface RestoreResult {
@@ -36,6 +44,13 @@ export interface RestoreResult {
   undo: string | null;
   rows: number | null;
   points: Record<string, number>;
+  /**
+   * Erased memories (and what the layout's erase takes with them by id) the erase ledger kept out of the restored
+   * store (src/erase/restore-ledger.ts); null for a dry run.
+   */
+  erasedKeptOut: number | null;
+  /** The erase ledger re-applied: its size, or why it was not (--without-erase-ledger). */
+  eraseLedger: string;
 }
 
 /**
@@ -59,9 +74,15 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   const inSnapshot = manifest.qdrant.map((p) => p.collection);
   if (inSnapshot.length > 0 && !storeConfig.qdrant) throw usageError(`${from} holds Qdrant collections but store "${storeName}" has no qdrant section`);
   const q = collectionSnapshotsFor(storeConfig);
+  // The erase ledger, before anything changes: a restore that cannot re-apply it is refused here (restore-ledger.ts).
+  const ledger = loadRestoreLedger(config, storeName, { madeUnder: manifest.eraseKeyId ?? opts.madeUnderKey, without: opts.withoutEraseLedger ?? false });
 
-  const result: RestoreResult = { store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {} };
+  const result: RestoreResult = {
+    store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {}, erasedKeptOut: null, eraseLedger: describeLedger(ledger),
+  };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
+  const erasedAt = manifest.name !== undefined ? erasedSnapshotRecords(config, storeName).get(manifest.name) : undefined;
+  if (erasedAt !== undefined) result.steps.push(`${manifest.name} is a snapshot an erase removed (${erasedAt}): restored only with the erase ledger re-applied`);
   const users = [storeConfig.db, ...vectorFiles.map((v) => v.dest)].flatMap(storeUsers);
   if (users.length > 0 && !opts.force) throw usageError(`${storeConfig.db} is in use (${users.join(', ')}): stop the agent first, or --force`);
   for (const c of inSnapshot) await q!.collectionExists(c); // reachable now, or fail before anything changes
@@ -72,6 +93,9 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
     ...vectorFiles.map(({ part: p, dest }) => `replace ${dest} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
+    ledger.key === null && ledger.missing !== undefined
+      ? `NOT re-apply the erase ledger (${ledger.missing})`
+      : `re-apply the erase ledger (${describeLedger(ledger)}) to the restored store before its file goes live`,
     `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
   ];
   if (result.dryRun) {
@@ -83,7 +107,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     await clearLeftovers(config, storeName, opts.log, result.steps);
     const interrupted = readJournal(storeConfig.db);
     if (interrupted) {
-      const endedAt = await finishRestore(config, storeName, interrupted, opts, result.steps);
+      const endedAt = await finishRestore(config, storeName, interrupted, { ...opts, ledger: interrupted.eraseLedger === 'skipped' || interrupted.from !== from ? undefined : ledger }, result.steps, result);
       if (endedAt === from) {
         result.undo = interrupted.undo;
         return; // that was this very restore: it is done now
@@ -100,7 +124,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
       result.undo = await undoSnapshot(config, storeName, opts, result);
       const journal: RestoreJournal = {
         format: JOURNAL_FORMAT, store: storeName, from, undo: result.undo, direction: 'forward', recovered: [], sqliteDone: false,
-        file, pid: process.pid, startedAt: new Date(opts.now()).toISOString(),
+        file, pid: process.pid, startedAt: new Date(opts.now()).toISOString(), ...(ledger.key === null && ledger.missing !== undefined ? { eraseLedger: 'skipped' as const } : {}),
       };
       writeJournal(storeConfig.db, journal);
       try {
@@ -112,9 +136,9 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
           replaceStoreFile(stagedVectors, dest, config.busyTimeoutMs);
           result.steps.push(`replaced ${dest}`);
         }
-        await applySnapshot(config, storeName, journal, from, manifest, staged, opts, result.steps);
+        result.erasedKeptOut = await applySnapshot(config, storeName, journal, from, manifest, staged, { ...opts, ledger }, result.steps);
       } catch (err) {
-        await rollBack(config, storeName, journal, err, opts);
+        await rollBack(config, storeName, journal, err, { ...opts, ledger });
         throw err;
       }
       removeJournal(storeConfig.db);
@@ -123,7 +147,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     }
   });
   for (const c of inSnapshot) result.points[c] = await q!.count(c);
-  opts.log.info({ store: storeName, from, undo: result.undo, points: result.points }, 'restore done');
+  opts.log.info({ store: storeName, from, undo: result.undo, points: result.points, erasedKeptOut: result.erasedKeptOut }, 'restore done');
   return result;
 }
 

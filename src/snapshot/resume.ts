@@ -16,12 +16,20 @@ import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJour
 import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
 import { destinations, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 import { localLeftovers, removeLocalCopy } from './copies.js';
+import { loadRestoreLedger, reapplyLedger, type RestoreLedger } from '../erase/restore-ledger.js';
 
 interface ApplyOptions {
   now: Clock;
   log: Logger;
   /** Bytes uploaded to Qdrant so far, on a terminal (src/progress/progress.ts). */
   progress?: Progress;
+  /** The erase ledger to re-apply (src/erase/restore-ledger.ts); read from the state db when absent. */
+  ledger?: RestoreLedger;
+}
+
+/** The ledger a restore journal's restore re-applies: the one given, else the state db's (refused if it is gone). */
+function ledgerFor(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions): RestoreLedger {
+  return opts.ledger ?? loadRestoreLedger(config, storeName, { without: j.eraseLedger === 'skipped' });
 }
 
 /**
@@ -81,12 +89,15 @@ async function recoverCollection(q: CollectionSnapshots, storeRoot: string, part
 
 /**
  * Make both stores the snapshot `dir`'s, skipping what the journal says is done and recording each step in it:
- * every collection, then the store file (from `staged`, or staged now).
+ * every collection, then the store file (from `staged`, or staged now), with the erase ledger re-applied to the
+ * restored store before its file replaces the store's (src/erase/restore-ledger.ts). Returns how many erased
+ * memories the ledger kept out (null when the store file was already done).
  */
 export async function applySnapshot(
   config: Config, storeName: string, j: RestoreJournal, dir: string, manifest: Manifest, staged: string | null, opts: ApplyOptions, steps: string[],
-): Promise<void> {
+): Promise<number | null> {
   const storeConfig = config.stores[storeName]!;
+  const ledger = ledgerFor(config, storeName, j, opts); // before anything changes: a missing ledger changes nothing
   const q = collectionSnapshotsFor(storeConfig);
   const root = storeSnapshotDir(config, storeName);
   opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
@@ -99,10 +110,16 @@ export async function applySnapshot(
     steps.push(`recovered Qdrant collection ${part.collection} from ${dir}`);
   }
   opts.progress?.done();
-  if (j.sqliteDone) return;
+  if (j.sqliteDone) return null;
   const copy = staged ?? stagingPath(storeConfig.db);
+  let keptOut: number;
   try {
     if (!staged) stageSqlite(join(dir, manifest.sqlite.file), copy, manifest, config.busyTimeoutMs, j.file, opts.log, layoutFor(storeConfig).sqliteEngine);
+    // The collections and vector files are the snapshot's now, the store file not yet: what an erase took goes from
+    // all of them before the file that makes the restored store whole replaces the store's.
+    const kept = await reapplyLedger(config, storeName, copy, ledger, opts);
+    keptOut = kept.memories;
+    steps.push(kept.step);
     replaceStoreFile(copy, storeConfig.db, config.busyTimeoutMs);
   } finally {
     if (!staged) rmSync(copy, { force: true });
@@ -110,6 +127,7 @@ export async function applySnapshot(
   j.sqliteDone = true;
   writeJournal(storeConfig.db, j);
   steps.push(`replaced ${storeConfig.db} with the copy from ${dir}`);
+  return keptOut;
 }
 
 /** Turn the journal round: from now on the pre-restore snapshot is applied, to every collection and the file. */
@@ -161,9 +179,9 @@ export async function rollBack(config: Config, storeName: string, j: RestoreJour
  * Finish a restore that was interrupted (kill -9, power loss, a failed roll back) the way its journal points (forward
  * to its snapshot, or back to the pre-restore one) when that snapshot still verifies, else the other way, else
  * refuse loudly and change nothing. Under the store's maintenance lock. Returns the snapshot folder both stores
- * now hold.
+ * now hold; `kept` is told how many erased memories the erase ledger kept out (null: the store file was done).
  */
-export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[]): Promise<string> {
+export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[], kept?: { erasedKeptOut: number | null }): Promise<string> {
   const db = config.stores[storeName]!.db;
   let target = j.direction === 'forward' ? j.from : j.undo;
   let manifest: Manifest | undefined;
@@ -190,7 +208,8 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
     throw storeError(`finish the interrupted restore of store "${storeName}" (journal ${journalPath(db)}): ${why || 'no pre-restore snapshot'}; neither finishing nor rolling back is possible: nothing was changed; put the snapshot folder back, or compare both stores by hand and then delete the journal`);
   }
   steps.push(`${j.direction === 'forward' ? 'finishing' : 'rolling back'} the restore from ${j.from} that was interrupted (journal ${journalPath(db)})`);
-  await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  const keptOut = await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  if (kept) kept.erasedKeptOut = keptOut;
   removeJournal(db);
   opts.log.warn({ store: storeName, from: j.from, direction: j.direction, now: target }, 'interrupted restore finished');
   steps.push(`both stores are now ${target}`);

@@ -326,4 +326,55 @@ describe.each(Object.entries(LAYOUTS))('the %s layout keeps the layout contract'
     expect(await idsNow()).toEqual([a, b].sort());
     expect((await layout.check(store(), { ctx: ctx() })).ok).toBe(true);
   });
+
+  it('an erased memory stays erased after restoring a snapshot taken before the erase, and after undoing that restore', async () => {
+    const texts = ['Ana Quintero has a peanut allergy', 'Ana Quintero banks at Nordea', 'Ana Quintero was in Oslo'];
+    await world.add({ text: texts[0]!, user: 'ana', at: NOW - 5 * DAY });
+    await world.add({ text: texts[1]!, user: 'ana', at: NOW - 4 * DAY });
+    // In the snapshot, but pruned before the erase: the erase never saw it; the ledger knows her all the same.
+    await world.add({ text: texts[2]!, user: 'ana', at: NOW - 3 * DAY, expired: true });
+    const cleo = await world.add({ text: 'Cleo Marchetti keeps bees', user: 'cleo', at: NOW - 3 * DAY });
+    const ben = await world.add({ text: 'Ben Okafor reads poetry', user: 'ben', at: NOW - 2 * DAY });
+    world.settle();
+    const snap = await takeSnapshot(world.config, 's', { now: () => NOW, log: silentLogger });
+    await layout.prune(store(), { ctx: ctx(), dryRun: false, beforeDelete: deletionRecorder(world.config, 's') });
+    for (const s of open.splice(0)) s.close();
+    world.settle();
+    await erase(world.config, 's', { user: 'ana' }, { now: () => NOW + 1000, log: silentLogger });
+    await erase(world.config, 's', { ids: [cleo] }, { now: () => NOW + 2000, log: silentLogger });
+    expect(await idsNow()).toEqual([ben]);
+    for (const s of open.splice(0)) s.close();
+    world.settle();
+
+    const restored = await restoreSnapshot(world.config, 's', snap.dir, { now: () => NOW + DAY, log: silentLogger });
+    expect(restored.erasedKeptOut).toBeGreaterThanOrEqual(4); // her three, Cleo's one (and what goes with them)
+    expect(restored.steps.join('\n')).toMatch(/re-applied the erase ledger .*kept out \d+ erased memor/);
+    expect(await idsNow()).toEqual([ben]);
+    const left = await world.dump();
+    for (const t of [...texts, 'Cleo Marchetti keeps bees']) expect(left).not.toContain(t);
+    expect(left).toContain('Ben Okafor reads poetry');
+    expect((await layout.check(store(), { ctx: ctx() })).ok).toBe(true);
+
+    // The undo snapshot of that restore is a snapshot too: restoring it keeps them out as well.
+    for (const s of open.splice(0)) s.close();
+    world.settle();
+    const undone = await restoreSnapshot(world.config, 's', restored.undo!, { now: () => NOW + 2 * DAY, log: silentLogger });
+    expect(undone.erasedKeptOut).toBe(0);
+    expect(await idsNow()).toEqual([ben]);
+    const after = await world.dump();
+    for (const t of texts) expect(after).not.toContain(t);
+  });
+
+  it('erasedIn names exactly what the ledger names, and reads only', async () => {
+    const a = await world.add({ text: 'Ana likes tea', user: 'ana', at: NOW - 5 * DAY });
+    await world.add({ text: 'Ben reads poetry', user: 'ben', at: NOW - 4 * DAY });
+    const before = await idsNow();
+    const none = await layout.erasedIn(store(), { id: () => false, user: () => false });
+    expect(none).toEqual([]);
+    const byId = await layout.erasedIn(store(), { id: (id) => id === a, user: () => false });
+    expect(byId).toEqual([{ ids: [a] }]);
+    const byUser = await layout.erasedIn(store(), { id: () => false, user: (u) => u === 'ana' });
+    expect(byUser).toEqual([{ user: 'ana' }]);
+    expect(await idsNow()).toEqual(before);
+  });
 });

@@ -38,4 +38,5 @@ export const mastraLayout: Layout = {
   correct: async (store, opts) => (await import('./correct.js')).correctMastra(store, opts),
   corrects: ['supersede', 'delete'],
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMastra(store, selector, dryRun, opts),
+  erasedIn: async (store, ledger) => (await import('./erased-in.js')).mastraErasedIn(store, ledger),
 };

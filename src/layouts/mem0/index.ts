@@ -45,6 +45,7 @@ export const mem0Layout: Layout = {
   confirm: async (store, opts) => (await import('./drift.js')).confirmMem0(store, opts),
   currentMemory: async (store, id) => (await import('./drift.js')).mem0Current(store, id),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMem0(store, selector, dryRun, opts),
+  erasedIn: async (store, ledger) => (await import('./erased-in.js')).mem0ErasedIn(store, ledger),
 };
 
 /** Which SDK wrote the history file, for its default collection names (read-only; a missing file reads as Python). */

@@ -36,4 +36,5 @@ export const wardenLayout: Layout = {
   currentMemory: async (store, id) => currentWardenRow(store, id),
   correct: async (store, opts) => (await import('./correct.js')).correctWarden(store, opts),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWarden(store, selector, dryRun, opts),
+  erasedIn: async (store, ledger) => (await import('./erased-in.js')).wardenErasedIn(store, ledger),
 };

@@ -171,7 +171,7 @@ export async function replicateStore(config: Config, store: string, opts: { log:
             uploaded.push(s.name);
             opts.log.info({ store, target: tcfg.name, snapshot: s.name, encrypted: Boolean(tcfg.encrypt) }, 'snapshot uploaded');
           }
-          if (uploaded.length > 0) notePushed(root, tcfg.name, uploaded.at(-1)!);
+          notePushed(root, tcfg.name, uploaded.map((n) => ({ name: n, seq: local.find((x) => x.name === n)?.manifest?.seq ?? null })));
           const pruned = await applyTargetRetention(target, tcfg.keep, uploaded);
           return { target: tcfg.name, where: target.where, uploaded, pruned, cleaned };
         }, opts.log));

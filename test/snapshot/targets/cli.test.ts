@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import YAML from 'yaml';
@@ -81,7 +81,11 @@ describe.each([
     expect(taken.json().targets).toEqual([expect.objectContaining({ target: 'off', uploaded: ['2026-11-29T020000Z'] })]);
     expect(taken.stdout + taken.stderr).not.toContain(env.MW_TEST_SECRETACCESSKEY ?? 'no-secret-here');
 
-    // The machine is lost: its store, its snapshots, its state db; the vectors are gone too.
+    // The machine is lost: its store, its snapshots, its state db; the vectors are gone too. What the operator
+    // backed up besides the target: the erase ledger (the state db and the erase key).
+    const ledger = join(fx.dir, 'ledger-backup');
+    mkdirSync(ledger);
+    for (const f of ['state.db', 'erase.key']) copyFileSync(join(fx.dir, f), join(ledger, f));
     rmSync(join(fx.dir, 'backups'), { recursive: true, force: true });
     unlinkSync(fx.dbPath);
     const gone = await fetch(`${fx.q.url}/collections/${fx.collections[0]}`, { method: 'DELETE', headers: fx.q.apiKey ? { 'api-key': fx.q.apiKey } : {} });
@@ -100,6 +104,12 @@ describe.each([
       expect(refused.stderr).toMatch(/encrypted; set MEMORY_WARDEN_AGE_IDENTITY/);
       expect(ids(b.db)).toEqual([]);
     }
+    // Without the ledger the restore cannot keep out who was erased since: refused, nothing changed.
+    const noLedger = await cli(['restore', 'latest', '--config', b.config, '--store', 'agent', '--target', 'off', '--force'], { ...env, ...idEnv });
+    expect(noLedger.code).toBe(2);
+    expect(noLedger.stderr).toMatch(/cannot re-apply erasures: there is no state db at .*--without-erase-ledger/);
+    expect(ids(b.db)).toEqual([]);
+    for (const f of ['state.db', 'erase.key']) copyFileSync(join(ledger, f), join(b.dir, f));
     const restored = await cli(['restore', 'latest', '--config', b.config, '--store', 'agent', '--target', 'off', '--force', '--json'], { ...env, ...idEnv });
     expect(restored.code, restored.stderr).toBe(0);
     expect(restored.json().from).toBe('off:2026-11-29T020000Z');
