@@ -105,9 +105,9 @@ async function warden(): Promise<World> {
       allow: { fileRoots: [files] },
       rules: [
         // a person must decide: the evidence keeps the reading and the proposed replacement
-        { name: 'db', match: { source: '^ask:(?<path>.+)$' }, use: 'file', with: { path: '${path}', select: '$.database.version', expect: '^15' }, replacement: 'Alice Nakamura runs Postgres ${value}' },
+        { name: 'db', match: { source: '^ask:(?<path>.+)$', fact: 'Postgres 15' }, use: 'file', with: { path: '${path}', select: '$.database.version', expect: '^15' }, replacement: 'Alice Nakamura runs Postgres ${value}' },
         // Bob's memory, whose reading names her
-        { name: 'lead', match: { source: '^team:(?<path>.+)$' }, use: 'file', with: { path: '${path}', select: '$.lead', expect: { equals: 'Bob' } } },
+        { name: 'lead', match: { source: '^team:(?<path>.+)$', fact: 'Bob is the team lead' }, use: 'file', with: { path: '${path}', select: '$.lead', expect: { equals: 'Bob' } } },
       ],
     },
   });

@@ -69,7 +69,7 @@ describe('drift through worker processes, one killed mid-run', () => {
           shutdownTimeoutMs: 5000,
           schedules: { snapshot: off, prune: off, integrity: off, digest: off, drift: off },
         },
-        verify: { plugins: ['./hold.mjs'], cacheDir: './cache', timeoutMs: 60_000, rules: [{ match: { source: '^hold:' }, use: 'hold', with: { expect: 'yes' } }] },
+        verify: { plugins: ['./hold.mjs'], cacheDir: './cache', timeoutMs: 60_000, rules: [{ match: { source: '^hold:', fact: '.' }, use: 'hold', with: { expect: 'yes' } }] },
       }),
     );
     const env = { DRIFT_TEST_DIR: box.dir };

@@ -114,7 +114,7 @@ describe('drift through the worker: one BullMQ task per source read', () => {
     });
   }
 
-  const rule = (use: string, extra: Record<string, unknown> = {}) => ({ name: use, match: { source: `^${use}:` }, use, with: { expect: 'yes' }, ...extra });
+  const rule = (use: string, extra: Record<string, unknown> = {}) => ({ name: use, match: { source: `^${use}:`, fact: '.' }, use, with: { expect: 'yes' }, ...extra });
 
   async function runDrift(cfg: Config, w: RunningWorker): Promise<DriftResult> {
     const job = await w.queue.add('drift', { store: 'agent' }, jobOptions(cfg));
@@ -146,13 +146,13 @@ describe('drift through the worker: one BullMQ task per source read', () => {
       rules: [
         {
           name: 'db version',
-          match: { source: '^file:(?<path>.+)$' },
+          match: { source: '^file:(?<path>.+)$', fact: 'Postgres 15' },
           use: 'file',
           with: { path: '${path}', select: '$.database.version', expect: '^15' },
           replacement: 'the database is Postgres ${value}',
           autoSupersede: true,
         },
-        { name: 'status', match: { source: '^status:' }, use: 'http', with: { url: `http://127.0.0.1:${closedPort}/health`, read: 'status', expect: 200 } },
+        { name: 'status', match: { source: '^status:', fact: 'is up' }, use: 'http', with: { url: `http://127.0.0.1:${closedPort}/health`, read: 'status', expect: 200 } },
         rule('boom'),
         rule('huge'),
         rule('flaky'),
