@@ -70,7 +70,7 @@ function world(): { config: Config; stateDir: string; files: string } {
     verify: {
       cacheDir: join(stateDir, 'cache'),
       allow: { fileRoots: [files] },
-      rules: [{ name: 'file', match: { source: '^file:(?<path>.+)$' }, use: 'file', with: { path: '${path}', select: '$.lead', expect: { equals: 'Bob' } } }],
+      rules: [{ name: 'file', match: { source: '^file:(?<path>.+)$', fact: 'team lead|passport' }, use: 'file', with: { path: '${path}', select: '$.lead', expect: { equals: 'Bob' } } }],
     },
   });
   return { config, stateDir, files };
