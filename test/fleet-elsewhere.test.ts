@@ -201,7 +201,7 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
     for (const argv of [['run', 'digest'], ['digest', '--send'], ['run', 'digest', '--store', 'support-bot']]) {
       const { r } = await watched([...argv, '--config', file]);
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(/digest: the stores live on several hosts \(box-a, box-b\).*memory-warden enqueue digest/);
+      expect(r.stderr).toMatch(/^memory-warden: digest: the stores live on several hosts \(box-a, box-b\).*memory-warden enqueue digest\n$/);
       expect(r.stderr).not.toMatch(/smtp/);
     }
   });

@@ -35,7 +35,9 @@ const TRANSIENT_NET = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE
 /** Normalise anything thrown into a WardenError, classifying well-known transient causes. */
 export function coerceError(err: unknown, doing?: string): WardenError {
   if (err instanceof WardenError) {
-    return doing ? new WardenError(err.kind, `${doing}: ${err.message}`, { cause: err.cause ?? err }) : err;
+    // An error that already names what was being done ("digest: …" from the digest job) is not named twice.
+    if (!doing || err.message.startsWith(`${doing}: `)) return err;
+    return new WardenError(err.kind, `${doing}: ${err.message}`, { cause: err.cause ?? err });
   }
   const e = err as { code?: string; message?: string; cause?: { code?: string } } | undefined;
   const said = e?.message ?? String(err);
