@@ -259,13 +259,23 @@ describe('snapshot and digest on a store Mastra wrote', () => {
     await sdk.thread('ben', ['Ben Okafor moved later']);
     await sdk.close();
     sdk = undefined;
-    await erase(config, 's', { user: 'ana' }, { now: () => Date.now(), log: silentLogger, snapshots: false });
-    await restoreSnapshot(config, 's', snap.dir, { now: () => Date.now() + 1000, log: silentLogger });
+    const first = await restoreSnapshot(config, 's', snap.dir, { now: () => Date.now() + 1000, log: silentLogger });
+    expect(first.erasedKeptOut).toBe(0);
     sdk = await mastraSdk(file);
     const bens = (await sdk.memory.listThreads({ filter: { resourceId: 'ben' } })).threads;
     expect(bens.map((t: { id: string }) => t.id)).toEqual([ben.threadId]);
     expect((await sdk.memory.listThreads({ filter: { resourceId: 'ana' } })).threads).toHaveLength(2);
     expect(await sdk.recall('ana', recent.threadId, 'peanut allergy')).toContain('Ana Quintero has a peanut allergy');
+    await sdk.close();
+    sdk = undefined;
+    // Ana erased after the snapshot was taken: restoring it again brings everything back but her.
+    await erase(config, 's', { user: 'ana' }, { now: () => Date.now() + 2000, log: silentLogger, snapshots: false });
+    const second = await restoreSnapshot(config, 's', snap.dir, { now: () => Date.now() + 3000, log: silentLogger });
+    expect(second.erasedKeptOut).toBeGreaterThan(0);
+    expect(bytesOf(file)).not.toContain('Ana Quintero');
+    sdk = await mastraSdk(file);
+    expect((await sdk.memory.listThreads({ filter: { resourceId: 'ana' } })).threads).toHaveLength(0);
+    expect((await sdk.memory.listThreads({ filter: { resourceId: 'ben' } })).threads.map((t: { id: string }) => t.id)).toEqual([ben.threadId]);
     await sdk.agentTurn('ben', ben.threadId, 'Ben Okafor likes tea', 'Noted');
     expect(await sdk.recall('ben', ben.threadId, 'likes tea')).toContain('Ben Okafor likes tea');
   });
