@@ -54,6 +54,8 @@ export const configSchema = z.strictObject({
         .describe('How long a batch lasts once no other connection has committed for half a second; a writer that turns up then waits one such batch at most.'),
       pauseMs: z.number().nonnegative().default(30)
         .describe('After each batch the write lock is left free for the agent up to this long.'),
+      candidateRows: z.number().int().positive().default(524288)
+        .describe('Rows each rule reads from its index at a time, in rowid order, while the prune works through them: bounds its memory whatever the store\'s size (a larger store is read in more passes).'),
       windowEndsOnCommit: z.boolean().default(true)
         .describe('The window after a batch closes as soon as another connection commits (fastest beside one agent); false: it always lasts `pauseMs`, fairer when several processes write to the store.'),
     })

@@ -36,16 +36,19 @@ function writeTime(ms: number, form: number): string {
   }
 }
 
+const instant = (t: string | null | undefined) => {
+  if (!t) return NaN;
+  let s = t.replace(' ', 'T');
+  if (!/[zZ]|[+-]\d\d:\d\d$/.test(s)) s += 'Z';
+  return Date.parse(s);
+};
+const expiredRow = (r: Row) => instant(r.expires_at) <= NOW;
+const supersededRow = (r: Row, supersededDays: number) => !!r.superseded_by && instant(r.created_at) < NOW - supersededDays * DAY;
+
 /** Reference by another route: Date.parse on a normalised string, closure by walking parents in JS. */
 function referenceDeleted(rows: Row[], supersededDays: number): Set<string> {
-  const instant = (t: string | null | undefined) => {
-    if (!t) return NaN;
-    let s = t.replace(' ', 'T');
-    if (!/[zZ]|[+-]\d\d:\d\d$/.test(s)) s += 'Z';
-    return Date.parse(s);
-  };
   const byId = new Map(rows.map((r) => [r.id, r]));
-  const roots = rows.filter((r) => instant(r.expires_at) <= NOW || (r.superseded_by && instant(r.created_at) < NOW - supersededDays * DAY));
+  const roots = rows.filter((r) => expiredRow(r) || supersededRow(r, supersededDays));
   const doomed = new Set(roots.map((r) => r.id));
   let grew = true;
   while (grew) {
@@ -167,6 +170,10 @@ describe('prune', () => {
     ['the default batches', {}],
     ['batches of one chunk', { batchMs: 0.001, pauseMs: 0 }],
     ['batches of a few roots', { batchSize: 7, pauseMs: 0 }],
+    // The rows a cascade takes lie anywhere in the file: most outside the range of rowids whose candidates the
+    // prune holds, and each still counts under the rule it met.
+    ['candidates read 37 rowids at a time', { candidateRows: 37, pauseMs: 0 }],
+    ['candidates read one rowid at a time', { candidateRows: 1, batchSize: 7, pauseMs: 0 }],
   ] as const) {
     it(`deletes exactly the rows the rules select, with their cascade, beside rows many others are superseded by (${name})`, async () => {
       const rows = withHeavyRows(1500);
@@ -180,6 +187,10 @@ describe('prune', () => {
       for (const id of ['hub_expired', 'hub_nested', 'hub_nested_c3', 'ring_a', 'ring_b', 'ring_b_c17', 'hub_live_c3']) expect(expected.has(id)).toBe(true);
       for (const id of ['hub_live', 'hub_live_c1']) expect(after.has(id)).toBe(true);
       expect(result.deleted).toBe(expected.size);
+      const gone = rows.filter((r) => expected.has(r.id));
+      const expired = gone.filter(expiredRow).length;
+      const superseded = gone.filter((r) => !expiredRow(r) && supersededRow(r, 180)).length;
+      expect([result.expired, result.superseded, result.cascaded]).toEqual([expired, superseded, expected.size - expired - superseded]);
       expect({ ...dry, dryRun: false, durationMs: 0, batches: 0, ids: [], idsTruncated: false }).toEqual({ ...result, durationMs: 0, batches: 0, ids: [], idsTruncated: false });
     });
   }

@@ -30,6 +30,20 @@ export interface Sql {
  * valid chain: nothing dangles, live_memory is unchanged, and a crash leaves what the next run finishes.
  */
 
+/** The captured rows by the value of `count`, read before they are cleared. */
+export function countCaptured(db: Db, count: Sql | undefined, params: Record<string, unknown>): Map<string, number> {
+  const out = new Map<string, number>();
+  if (!count) return out;
+  const rows = db.prepare(`SELECT k, count(*) FROM (SELECT ${count.sql} AS k FROM temp.warden_deleted) WHERE k IS NOT NULL GROUP BY k`).raw().all({ ...params, ...count.params }) as [unknown, number][];
+  for (const [k, n] of rows) out.set(String(k), n);
+  return out;
+}
+
+/** Adds `more` into `into`. */
+export function addCounts(into: Map<string, number>, more: ReadonlyMap<string, number>): void {
+  for (const [k, n] of more) into.set(k, (into.get(k) ?? 0) + n);
+}
+
 /** A root whose cascade reaches this depth takes the path of this file (once a batch has met a deep chain). */
 export const DEEP = 64;
 
@@ -74,6 +88,8 @@ export interface ChainOptions {
   /** Parameters of the callers' SQL (recheck, classify), @roots included. */
   params: Record<string, unknown>;
   classify?: Sql;
+  /** The removed rows are counted by this expression (DeleteOptions.count, src/layouts/warden/delete.ts). */
+  count?: Sql;
   /** Time each transaction may hold the write lock. */
   ms: number;
   /** Ids whose vectors are already gone (shared with the caller's own batch). */
@@ -95,8 +111,10 @@ const STALE_LIMIT = 3;
  * (an agent that moves a version elsewhere takes it out of the chain: the plan is made again). Vectors go first,
  * a window of versions ahead of each transaction.
  */
-export async function deleteChain(db: Db, root: string | number, opts: ChainOptions): Promise<{ deleted: DeletedRow[]; rowids: number[] }> {
-  const out = { deleted: [] as DeletedRow[], rowids: [] as number[] };
+export async function deleteChain(
+  db: Db, root: string | number, opts: ChainOptions,
+): Promise<{ deleted: DeletedRow[]; rowids: number[]; counts: Map<string, number> }> {
+  const out = { deleted: [] as DeletedRow[], rowids: [] as number[], counts: new Map<string, number>() };
   const remove = db.prepare(`DELETE FROM memory WHERE rowid = ? AND id = ?`);
   const qualifies = db.prepare(`SELECT 1 FROM memory WHERE ${opts.key} = @root${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
   const breakRing = db.prepare(`UPDATE memory SET superseded_by = id WHERE ${opts.key} = @root`);
@@ -133,11 +151,12 @@ export async function deleteChain(db: Db, root: string | number, opts: ChainOpti
           n += 1;
         }
         const rows = captured.all({ ...opts.params }) as DeletedRow[];
+        const counts = countCaptured(db, opts.count, opts.params);
         clear.run();
         // A row the cascade took that was not planned (the agent attached it meanwhile) may still have vectors.
         if (opts.vectors && rows.some((r) => !opts.vectorsGone.has(r.id))) throw new Stale();
         opts.beforeCommit?.(rows);
-        return { rows, n };
+        return { rows, n, counts };
       }).immediate();
       if (step === null) break;
       opts.afterCommit?.();
@@ -145,6 +164,7 @@ export async function deleteChain(db: Db, root: string | number, opts: ChainOpti
         out.deleted.push(row);
         out.rowids.push(row.rowid);
       }
+      addCounts(out.counts, step.counts);
       done += step.n;
       window = Math.max(256, 2 * step.n);
       stale = 0;

@@ -1,7 +1,7 @@
 import type { Db } from '../../store/sqlite.js';
 import type { VectorSink } from '../../vectors/sink.js';
 import { transientError } from '../../core/errors.js';
-import { deepRoots, deleteChain, isTriggerDepth } from './chain.js';
+import { addCounts, countCaptured, deepRoots, deleteChain, isTriggerDepth } from './chain.js';
 
 // The delete vocabulary lives in chain.ts, which delete.ts calls (one arrow between the two files).
 export type { DeletedRow, RootKey, Sql } from './chain.js';
@@ -32,12 +32,13 @@ export function cascadeClosure(db: Db, roots: readonly (string | number)[], key:
 /**
  * Every row a delete removes, the cascade included, is captured by a TEMP trigger (this connection only; the
  * store's schema is not touched) into a TEMP table, inside the same transaction. That is how a batch learns its
- * exact cascade without walking the chains a second time.
+ * exact cascade without walking the chains a second time. The columns the prune rules read are captured with it:
+ * a `count` expression can ask, of a row the cascade took, which rule it met as it went.
  */
 const CAPTURE_DDL = `
-CREATE TEMP TABLE IF NOT EXISTS warden_deleted (id, rowid_ INTEGER);
+CREATE TEMP TABLE IF NOT EXISTS warden_deleted (id, rowid_ INTEGER, expires_at, created_at, superseded_by);
 CREATE TEMP TRIGGER IF NOT EXISTS warden_capture AFTER DELETE ON main.memory BEGIN
-  INSERT INTO warden_deleted VALUES (OLD.id, OLD.rowid);
+  INSERT INTO warden_deleted VALUES (OLD.id, OLD.rowid, OLD.expires_at, OLD.created_at, OLD.superseded_by);
 END;`;
 
 const prepared = new WeakSet<Db>();
@@ -67,6 +68,11 @@ export interface DeleteOptions {
   classify?: Sql;
   /** Called inside the write transaction, after the delete, with every row removed (e.g. to record it). */
   beforeCommit?: (deleted: DeletedRow[]) => void;
+  /**
+   * A SQL expression over each removed row (its id, rowid_, expires_at, created_at and superseded_by, as they were)
+   * and the callers' parameters: the rows are counted by its value, in the transaction (`counts`); NULL: not counted.
+   */
+  count?: Sql;
   /** Called after each commit. A deep chain is deleted over several transactions, each with its beforeCommit. */
   afterCommit?: () => void;
   /**
@@ -113,6 +119,8 @@ export interface DeleteOutcome {
   deleteMs: number;
   /** Time the write lock was held: BEGIN IMMEDIATE to COMMIT. */
   lockMs: number;
+  /** The removed rows by the value of `count` (empty without it). */
+  counts: Map<string, number>;
 }
 
 class ChainGrew extends Error {}
@@ -153,7 +161,7 @@ export function chunkAt(roots: readonly (string | number)[], from: number, budge
 
 /** deleteWithCascade, also saying how far it got (with `budget`, not necessarily through every root). */
 export async function deleteRoots(db: Db, roots: readonly (string | number)[], opts: DeleteOptions = {}): Promise<DeleteOutcome> {
-  if (roots.length === 0) return { deleted: [], rowids: [], consumed: 0, deleteMs: 0, lockMs: 0 };
+  if (roots.length === 0) return { deleted: [], rowids: [], consumed: 0, deleteMs: 0, lockMs: 0, counts: new Map() };
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
   const key = opts.key ?? 'id';
@@ -217,10 +225,11 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         }
         const deleted = rows === 0 ? [] : (captured.all({ ...params, rows }) as DeletedRow[]);
         const rowids = rows === -1 ? deleted.map((r) => r.rowid) : (capturedRowids.all() as number[]);
+        const counts = countCaptured(db, opts.count, params);
         clear.run();
         if (opts.vectors && deleted.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
         opts.beforeCommit?.(deleted);
-        return { deleted, rowids, consumed, deleteMs: performance.now() - started };
+        return { deleted, rowids, consumed, deleteMs: performance.now() - started, counts };
       }).immediate();
       const lockMs = performance.now() - locked;
       opts.afterCommit?.();
@@ -242,14 +251,15 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
 async function deleteDeepChains(
   db: Db, deep: readonly (string | number)[], opts: DeleteOptions,
   batch: { key: RootKey; params: Record<string, unknown>; vectorsGone: Set<string>; rows: number },
-  outcome: Pick<DeleteOutcome, 'deleted' | 'rowids'>,
+  outcome: Pick<DeleteOutcome, 'deleted' | 'rowids' | 'counts'>,
 ): Promise<void> {
   for (const root of deep) {
     const chain = await deleteChain(db, root, {
       key: batch.key, params: batch.params, vectorsGone: batch.vectorsGone, vectors: opts.vectors, recheck: opts.recheck,
-      classify: opts.classify, ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit,
+      classify: opts.classify, count: opts.count, ms: opts.budget?.ms ?? CHAIN_MS, beforeCommit: opts.beforeCommit, afterCommit: opts.afterCommit,
       pause: opts.pause ?? shortPause,
     });
+    addCounts(outcome.counts, chain.counts);
     // Loops, not push(...rows): a chain's rows can outnumber what a call's arguments may be.
     for (const rowid of chain.rowids) outcome.rowids.push(rowid);
     const room = batch.rows === -1 ? chain.deleted.length : Math.max(0, batch.rows - outcome.deleted.length);

@@ -40,34 +40,66 @@ function retryGapMs(waitedMs: number): number {
   return waitedMs <= 128 ? 25 : waitedMs <= 228 ? 50 : 100;
 }
 
-/** Both rules' candidates: rowids in ascending order, each with the rule that selected it. */
+/**
+ * Both rules' candidates among the rowids in (`after`, `until`] (null: no bound), in ascending order, each with the
+ * rule that selected it; every candidate of that range is in it.
+ */
 export interface Candidates {
   rowids: Float64Array;
   superseded: Uint8Array;
+  after: number | null;
+  until: number | null;
 }
 
 /**
- * Both rules' candidates, read from the indexes (rowids only: the expiry index covers the expired rule, so those
- * cost no table lookup at all). In rowid order: consecutive batches then touch neighbouring table pages, so each
- * page is written to the WAL about once instead of once per batch. A row both rules select counts as expired.
+ * The candidates of one range of rowids: a store is read a range at a time, `candidateRows` rowids each, so that
+ * what the prune holds of them stays the same whatever the store's size (every rowid of the store was held at once
+ * before: 3.5M candidates, some 100 MB, at 10M rows). One pass over the range of the table (the superseded rule
+ * reads the table anyway); the ranges together read it once. In rowid order: consecutive batches then touch
+ * neighbouring table pages, so each page is written to the WAL about once instead of once per batch. A row both
+ * rules select counts as expired.
  */
-export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules): Candidates {
-  const params = pruneParams(rules);
-  const sorted = (sql: string) => Float64Array.from(store.db.prepare(sql).pluck().all(params) as number[]).sort();
-  const expired = rules.expired ? sorted(`SELECT rowid FROM memory WHERE ${EXPIRED_SQL}`) : new Float64Array(0);
-  const superseded = sorted(`SELECT rowid FROM memory WHERE ${LONG_SUPERSEDED_SQL}`);
-  const out: Candidates = { rowids: new Float64Array(expired.length + superseded.length), superseded: new Uint8Array(expired.length + superseded.length) };
+export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules, after: number | null = null, until: number | null = null): Candidates {
+  const range = `${after === null ? '' : 'rowid > @after AND '}${until === null ? '' : 'rowid <= @until AND '}`;
+  const rows = store.db
+    .prepare(`SELECT rowid, CASE WHEN @expiredOn AND ${EXPIRED_SQL} THEN 0 ELSE 1 END FROM memory WHERE ${range}${PRUNABLE_SQL} ORDER BY rowid`)
+    .raw()
+    .iterate({ ...pruneParams(rules), ...(after === null ? {} : { after }), ...(until === null ? {} : { until }) }) as IterableIterator<[number, number]>;
+  let rowids = new Float64Array(until === null || after === null ? 1024 : Math.min(until - after, 1 << 16));
+  let superseded = new Uint8Array(rowids.length);
   let n = 0;
-  for (let e = 0, s = 0; e < expired.length || s < superseded.length; n++) {
-    if (s >= superseded.length || (e < expired.length && expired[e]! <= superseded[s]!)) {
-      if (s < superseded.length && expired[e] === superseded[s]) s++;
-      out.rowids[n] = expired[e++]!;
-    } else {
-      out.rowids[n] = superseded[s++]!;
-      out.superseded[n] = 1;
+  for (const [rowid, rule] of rows) {
+    if (n === rowids.length) {
+      const more = new Float64Array(2 * n);
+      more.set(rowids);
+      rowids = more;
+      const flags = new Uint8Array(2 * n);
+      flags.set(superseded);
+      superseded = flags;
     }
+    rowids[n] = rowid;
+    superseded[n++] = rule;
   }
-  return { rowids: out.rowids.subarray(0, n), superseded: out.superseded.subarray(0, n) };
+  return { rowids: rowids.subarray(0, n), superseded: superseded.subarray(0, n), after, until };
+}
+
+/**
+ * The ranges of rowids the prune reads one at a time: `span` rowids each from the lowest, up to the highest rowid
+ * when the prune began (rows written after it are the next run's). A gap in the rowids is stepped over.
+ */
+function* candidateRanges(store: Pick<StoreHandle, 'db'>, rules: PruneRules, span: number): Generator<Candidates> {
+  const top = store.db.prepare('SELECT max(rowid) FROM memory').pluck().get() as number | null;
+  if (top === null) return;
+  const next = store.db.prepare('SELECT min(rowid) FROM memory WHERE rowid > ?').pluck();
+  let after = (store.db.prepare('SELECT min(rowid) FROM memory').pluck().get() as number) - 1;
+  while (after < top) {
+    const until = Math.min(top, after + span);
+    const window = pruneCandidates(store, rules, after, until);
+    if (window.rowids.length > 0) yield window;
+    const first = until >= top ? null : (next.get(until) as number | null);
+    if (first === null) return;
+    after = first - 1;
+  }
 }
 
 /**
@@ -127,9 +159,29 @@ function reasonOf(c: Candidates, rowid: number): PruneReason {
   return 'cascaded';
 }
 
-/** Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. */
-function tally(result: PruneResult, rowids: readonly number[], rows: readonly DeletedRow[], candidates: Candidates): void {
-  for (const rowid of rowids) result[reasonOf(candidates, rowid)] += 1;
+/** Whether `rowid` is in the candidates' range (which holds every candidate of it). */
+const inRange = (c: Candidates, rowid: number) => (c.after === null || rowid > c.after) && (c.until === null || rowid <= c.until);
+
+/**
+ * Of the rows a cascade took outside the candidates' range, the rule each met as it went (counted in the write
+ * transaction, DeleteOptions.count); inside it, the candidates say. A row both rules select counts as expired.
+ */
+const OUT_OF_RANGE_RULE = `CASE WHEN (@after IS NULL OR rowid_ > @after) AND (@until IS NULL OR rowid_ <= @until) THEN NULL
+  WHEN @expiredOn AND ${EXPIRED_SQL} THEN 'expired' WHEN ${LONG_SUPERSEDED_SQL} THEN 'superseded' END`;
+
+/**
+ * Each deleted row counts under the rule that selected it; one no rule selected went with the cascade. `ruled`:
+ * the rows outside the candidates' range that a rule selected (the rest of those went with the cascade).
+ */
+function tally(
+  result: PruneResult, rowids: readonly number[], rows: readonly DeletedRow[], candidates: Candidates, ruled = new Map<string, number>(),
+): void {
+  for (const rowid of rowids) result[inRange(candidates, rowid) ? reasonOf(candidates, rowid) : 'cascaded'] += 1;
+  for (const reason of ['expired', 'superseded'] as const) {
+    const n = ruled.get(reason) ?? 0;
+    result[reason] += n;
+    result.cascaded -= n;
+  }
   result.deleted += rowids.length;
   for (const row of rows.slice(0, ID_CAP - result.ids.length)) result.ids.push(row.id);
   result.idsTruncated = result.deleted > result.ids.length;
@@ -153,12 +205,21 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   // the first batch on: until it does, an agent's commit that finds 1,000 frames in the WAL copies them itself.
   const earlyCheckpoints = !dryRun && journalMode(store.db) === 'wal' && storeBytes(store.db) >= THREAD_MIN_BYTES;
   if (earlyCheckpoints) warmStoreThread();
-  const candidates = pruneCandidates(store, rules);
   if (dryRun) {
+    // The whole closure at once: a cascade reached from two ranges would count twice.
+    const candidates = pruneCandidates(store, rules);
     const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
     tally(result, doomed.map((r) => r.rowid), doomed, candidates);
-  } else if (candidates.rowids.length > 0) {
-    await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, candidates, rules, result, watched, earlyCheckpoints));
+  } else {
+    const ranges = candidateRanges(store, rules, opts.candidateRows);
+    const first = ranges.next();
+    if (!first.done) {
+      const all = (function* () {
+        yield first.value;
+        yield* ranges;
+      })();
+      await withMaintenanceLock(store.path, 'prune', () => deleteInBatches(store, ctx, all, rules, result, watched, earlyCheckpoints));
+    }
   }
   result.durationMs = Date.now() - started;
   return result;
@@ -214,7 +275,7 @@ function lastWriteAt(path: string): number {
  * waits for the checkpoint to finish: the WAL never holds more than those few batches.
  */
 async function deleteInBatches(
-  store: StoreHandle, ctx: JobContext, candidates: Candidates, rules: PruneRules, result: PruneResult, watched: Watched,
+  store: StoreHandle, ctx: JobContext, ranges: Iterable<Candidates>, rules: PruneRules, result: PruneResult, watched: Watched,
   earlyCheckpoints: boolean,
 ): Promise<void> {
   const opts = ctx.config.prune;
@@ -273,32 +334,36 @@ async function deleteInBatches(
       }
       return !ctx.signal.aborted;
     };
-    ctx.progress?.start('prune', candidates.rowids.length, 'rows');
-    for (let i = 0; i < candidates.rowids.length; ) {
-      if (ctx.signal.aborted) {
-        ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
-        return;
+    ctx.progress?.start('prune', undefined, 'rows');
+    let first = true;
+    for (const candidates of ranges) {
+      const count = { sql: OUT_OF_RANGE_RULE, params: { after: candidates.after, until: candidates.until } };
+      for (let i = 0; i < candidates.rowids.length; ) {
+        if (!first) await letWritersIn();
+        first = false;
+        if (ctx.signal.aborted) {
+          ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+          return;
+        }
+        const roots = Array.from(candidates.rowids.subarray(i, i + offer));
+        const calm = quiet();
+        const batchMs = calm ? quietMs : opts.batchMs;
+        const budget = { ms: Math.max(1, batchMs - overhead), chunk, weight };
+        const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
+        const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, count, budget, rows, pause: letWritersIn, afterCommit });
+        i += outcome.consumed;
+        tally(result, outcome.rowids, outcome.deleted, candidates, outcome.counts);
+        ctx.progress?.set(result.deleted);
+        result.batches += 1;
+        const spent = outcome.lockMs - outcome.deleteMs;
+        overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
+        const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
+        let weighed = 0;
+        for (let r = 0; r < outcome.consumed; r++) weighed += weight(roots[r]!);
+        chunk = Math.max(10, Math.round((CHUNK_MS * weighed) / Math.max(outcome.deleteMs, 0.1)));
+        offer = Math.max(50, Math.min(opts.batchSize, Math.round((1.5 * batchMs) / msPerRoot)));
+        windowMs = calm && quietMs > opts.batchMs ? Math.max(opts.pauseMs, retryGapMs(outcome.lockMs) + 5) : opts.pauseMs;
       }
-      const roots = Array.from(candidates.rowids.subarray(i, i + offer));
-      const calm = quiet();
-      const batchMs = calm ? quietMs : opts.batchMs;
-      const budget = { ms: Math.max(1, batchMs - overhead), chunk, weight };
-      const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
-      const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, budget, rows, pause: letWritersIn, afterCommit });
-      i += outcome.consumed;
-      ctx.progress?.set(i);
-      tally(result, outcome.rowids, outcome.deleted, candidates);
-      result.batches += 1;
-      const spent = outcome.lockMs - outcome.deleteMs;
-      overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
-      const msPerRoot = Math.max(outcome.deleteMs, 0.1) / outcome.consumed;
-      let weighed = 0;
-      for (let r = 0; r < outcome.consumed; r++) weighed += weight(roots[r]!);
-      chunk = Math.max(10, Math.round((CHUNK_MS * weighed) / Math.max(outcome.deleteMs, 0.1)));
-      offer = Math.max(50, Math.min(opts.batchSize, Math.round((1.5 * batchMs) / msPerRoot)));
-      windowMs = calm && quietMs > opts.batchMs ? Math.max(opts.pauseMs, retryGapMs(outcome.lockMs) + 5) : opts.pauseMs;
-      if (i >= candidates.rowids.length) break;
-      await letWritersIn();
     }
     checkpointer?.request();
     await checkpointer?.idle();
