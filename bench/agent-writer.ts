@@ -3,7 +3,11 @@
  * would, and reports how long each write waited and how many failed. Used by the prune benchmark and by the test
  * that proves prune never makes an agent see `database is locked`.
  *
- *   node dist/bench/agent-writer.js STORE [intervalMs] [split] — runs until SIGTERM, then prints one JSON line.
+ *   node dist/bench/agent-writer.js STORE [intervalMs] [split|full ...] — runs until SIGTERM, then prints one JSON line.
+ *
+ * With `full`, the agent commits with `synchronous = FULL`: each commit fsyncs the WAL before it returns (an agent
+ * that must not lose its last write to a power cut). Without it, `synchronous = NORMAL`, WAL: commits never fsync,
+ * only its own checkpoints do.
  *
  * With `split`, SQLite's busy handler is played in JavaScript (its schedule: 1, 2, 5, 10, 15, 20, 25 … ms between
  * tries), so that each write's time comes in two parts: `wait`, the tries the lock refused, and `own`, the try that
@@ -12,16 +16,18 @@
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 
-const [path, intervalArg, mode] = process.argv.slice(2);
+const [path, intervalArg, ...modes] = process.argv.slice(2);
 if (!path) {
-  process.stderr.write('usage: agent-writer STORE [intervalMs]\n');
+  process.stderr.write('usage: agent-writer STORE [intervalMs] [split|full ...]\n');
   process.exit(2);
 }
 const intervalMs = Number(intervalArg ?? 2);
-const split = mode === 'split';
+const split = modes.includes('split');
+const full = modes.includes('full');
 
 const db = new Database(path, { fileMustExist: true, timeout: split ? 0 : 5000 });
 db.pragma('foreign_keys = ON');
+db.pragma(`synchronous = ${full ? 'FULL' : 'NORMAL'}`);
 const insert = db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES (?, 'user', 'agent wrote this during maintenance', 'message:agent')`);
 
 const latencies: number[] = [];
