@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import type { Db } from '../../store/sqlite.js';
 import type { VectorSink } from '../../vectors/sink.js';
 import { transientError } from '../../core/errors.js';
@@ -30,11 +31,33 @@ export interface Sql {
  * valid chain: nothing dangles, live_memory is unchanged, and a crash leaves what the next run finishes.
  */
 
+type Statement = Database.Statement<unknown[]>;
+const statements = new WeakMap<Db, Map<string, Statement>>();
+
+/**
+ * `sql` prepared once per connection (in `mode`: rows as objects, plucked or raw). A statement prepared per batch is
+ * finalized only when V8 collects its wrapper, which a small heap rarely does: over the thousands of batches of a
+ * large store's prune the compiled statements piled up in native memory, out of the heap's sight.
+ */
+export function statement(db: Db, sql: string, mode: 'rows' | 'pluck' | 'raw' = 'rows'): Statement {
+  let cache = statements.get(db);
+  if (!cache) statements.set(db, (cache = new Map()));
+  const key = `${mode}:${sql}`;
+  let st = cache.get(key);
+  if (!st) {
+    st = db.prepare(sql);
+    if (mode === 'pluck') st.pluck();
+    else if (mode === 'raw') st.raw();
+    cache.set(key, st);
+  }
+  return st;
+}
+
 /** The captured rows by the value of `count`, read before they are cleared. */
 export function countCaptured(db: Db, count: Sql | undefined, params: Record<string, unknown>): Map<string, number> {
   const out = new Map<string, number>();
   if (!count) return out;
-  const rows = db.prepare(`SELECT k, count(*) FROM (SELECT ${count.sql} AS k FROM temp.warden_deleted) WHERE k IS NOT NULL GROUP BY k`).raw().all({ ...params, ...count.params }) as [unknown, number][];
+  const rows = statement(db, `SELECT k, count(*) FROM (SELECT ${count.sql} AS k FROM temp.warden_deleted) WHERE k IS NOT NULL GROUP BY k`, 'raw').all({ ...params, ...count.params }) as [unknown, number][];
   for (const [k, n] of rows) out.set(String(k), n);
   return out;
 }
@@ -115,11 +138,11 @@ export async function deleteChain(
   db: Db, root: string | number, opts: ChainOptions,
 ): Promise<{ deleted: DeletedRow[]; rowids: number[]; counts: Map<string, number> }> {
   const out = { deleted: [] as DeletedRow[], rowids: [] as number[], counts: new Map<string, number>() };
-  const remove = db.prepare(`DELETE FROM memory WHERE rowid = ? AND id = ?`);
+  const remove = statement(db, `DELETE FROM memory WHERE rowid = ? AND id = ?`);
   const qualifies = db.prepare(`SELECT 1 FROM memory WHERE ${opts.key} = @root${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
   const breakRing = db.prepare(`UPDATE memory SET superseded_by = id WHERE ${opts.key} = @root`);
   const captured = db.prepare(`SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted`);
-  const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
+  const clear = statement(db, `DELETE FROM temp.warden_deleted`);
   // The data version is read before the plan is made: a commit in between makes the plan stale, never unnoticed.
   const replan = () => ({ version: dataVersion(db), plan: planChain(db, root, opts.key), done: 0 });
   let { plan, version } = replan();

@@ -1,7 +1,7 @@
 import type { Db } from '../../store/sqlite.js';
 import type { VectorSink } from '../../vectors/sink.js';
 import { transientError } from '../../core/errors.js';
-import { addCounts, countCaptured, deepRoots, deleteChain, isTriggerDepth } from './chain.js';
+import { addCounts, countCaptured, deepRoots, deleteChain, isTriggerDepth, statement } from './chain.js';
 
 // The delete vocabulary lives in chain.ts, which delete.ts calls (one arrow between the two files).
 export type { DeletedRow, RootKey, Sql } from './chain.js';
@@ -45,7 +45,7 @@ const prepared = new WeakSet<Db>();
 
 function prepareConnection(db: Db): void {
   // Not only a mark: setting temp_store (erase does before VACUUM) drops the TEMP objects made here.
-  if (prepared.has(db) && db.prepare(`SELECT 1 FROM temp.sqlite_schema WHERE name = 'warden_capture'`).get() !== undefined) return;
+  if (prepared.has(db) && statement(db, `SELECT 1 FROM temp.sqlite_schema WHERE name = 'warden_capture'`).get() !== undefined) return;
   // TEMP objects in memory: on a file, every captured row also went through the temp file's rollback journal,
   // a fifth of a prune batch's time. Changing temp_store drops TEMP objects, so only while there are none.
   if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');
@@ -165,11 +165,11 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
   const key = opts.key ?? 'id';
-  const remove = db.prepare(`DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
-  const captured = db.prepare(`SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted LIMIT @rows`);
-  const capturedRowids = db.prepare(`SELECT rowid_ FROM temp.warden_deleted`).pluck();
+  const remove = statement(db, `DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
+  const captured = statement(db, `SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted LIMIT @rows`);
+  const capturedRowids = statement(db, `SELECT rowid_ FROM temp.warden_deleted`, 'pluck');
   const rows = opts.vectors || opts.beforeCommit ? -1 : opts.rows ?? -1; // LIMIT -1: all of them
-  const clear = db.prepare(`DELETE FROM temp.warden_deleted`);
+  const clear = statement(db, `DELETE FROM temp.warden_deleted`);
   const vectorsGone = new Set<string>();
   const attempts = opts.maxAttempts ?? 5;
   // Once a batch has met a chain too deep for ON DELETE CASCADE, each chunk is first searched for deep roots,
