@@ -53,13 +53,23 @@ abstract class CopySubmittable {
   handleCopyData(_msg: { chunk: Buffer }, _connection: Connection): void {}
 }
 
+/** Rows (one CopyData message each) are gathered into 64 kB pieces: one write per piece, not one per row. */
+const PIECE = 64 * 1024;
+
 class CopyOut extends CopySubmittable {
   private paused = false;
+  private piece = Buffer.allocUnsafe(PIECE);
+  private used = 0;
   constructor(text: string, private readonly sink: Writable) {
     super(text);
   }
+  override handleCommandComplete(msg: { text?: string }): void {
+    this.flush(undefined);
+    super.handleCommandComplete(msg);
+  }
   /** The socket may still be paused for the last rows: the next query must not wait on a 'drain' that is over. */
   override handleReadyForQuery(connection?: Connection): void {
+    this.flush(undefined);
     if (this.paused && connection) {
       this.paused = false;
       connection.stream.resume();
@@ -67,8 +77,25 @@ class CopyOut extends CopySubmittable {
     super.handleReadyForQuery();
   }
   override handleCopyData(msg: { chunk: Buffer }, connection: Connection): void {
-    // The parser's chunk is a view of a buffer it reuses for the next socket read: copy it before it is queued.
-    if (this.sink.write(Buffer.from(msg.chunk)) || this.paused) return;
+    // The parser's chunk is a view of a buffer it reuses for the next socket read: it is copied, never kept.
+    const chunk = msg.chunk;
+    if (this.used + chunk.length > PIECE) this.flush(connection);
+    if (chunk.length > PIECE) {
+      this.write(Buffer.from(chunk), connection);
+      return;
+    }
+    chunk.copy(this.piece, this.used);
+    this.used += chunk.length;
+  }
+  private flush(connection: Connection | undefined): void {
+    if (this.used === 0) return;
+    const full = this.piece.subarray(0, this.used);
+    this.piece = Buffer.allocUnsafe(PIECE);
+    this.used = 0;
+    this.write(full, connection);
+  }
+  private write(buf: Buffer, connection: Connection | undefined): void {
+    if (this.sink.write(buf) || this.paused || !connection) return;
     this.paused = true;
     connection.stream.pause();
     this.sink.once('drain', () => {
