@@ -18,6 +18,7 @@ export function registerCoreCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (opts: { db?: string; store?: string; config?: string; create?: boolean; json?: boolean }, cmd: Command) => {
       if ((opts.db === undefined) === (opts.store === undefined)) throw usageError('init: give --db PATH (a SQLite store) or --store NAME (a configured store), one of them');
+      if (opts.db !== undefined && opts.config !== undefined) throw usageError('init: --db PATH is a SQLite file and reads no config; with --config, name the store: --store NAME');
       if (opts.store !== undefined) return initConfiguredStore(opts as StoreOptions & { store: string; json?: boolean }, cmd);
       await initSqliteFile(opts.db!, opts);
     });
