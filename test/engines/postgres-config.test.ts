@@ -74,11 +74,11 @@ describe('a PostgreSQL store\'s config', { timeout: 120_000 }, () => {
     await db.client.query('CREATE SCHEMA fleet');
     const notable = await refused(['check', '--config', store.config], { [URL_VAR]: withPassword(db.url) });
     expect(notable).toContain('stores.fleet.postgres.schema: schema "fleet" has no table memory');
-    const missingCa = pgStoreConfig(db, { postgres: { ca: '/nonexistent/ca.pem' } });
-    expect(await refused(['check', '--config', missingCa.config], missingCa.env)).toContain('stores.fleet.postgres.ca: cannot read /nonexistent/ca.pem (ENOENT)');
+    const missingCa = pgStoreConfig(db, { postgres: { caFile: '/nonexistent/ca.pem' } });
+    expect(await refused(['check', '--config', missingCa.config], missingCa.env)).toContain('stores.fleet.postgres.caFile: cannot read /nonexistent/ca.pem (ENOENT)');
     const dir = tempDir('pg-ca');
     writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
-    const tls = pgStoreConfig(db, { postgres: { ca: join(dir, 'ca.pem') } });
-    expect(await refused(['check', '--config', tls.config], tls.env)).toContain('stores.fleet.postgres.ca: TLS:');
+    const tls = pgStoreConfig(db, { postgres: { caFile: join(dir, 'ca.pem') } });
+    expect(await refused(['check', '--config', tls.config], tls.env)).toContain('stores.fleet.postgres.caFile: TLS:');
   });
 });

@@ -4,7 +4,7 @@ import { configError, storeError, transientError, type WardenError } from '../..
 import type { PostgresConfig } from './config.js';
 
 /**
- * The connections of one PostgreSQL store: a small pool on the configured URL (TLS verified against `ca` when one is
+ * The connections of one PostgreSQL store: a small pool on the configured URL (TLS verified against `caFile` when one is
  * given). Every failure to reach or use the database becomes one line naming the setting a person fixes
  * (`stores.fleet.postgres.url`), never the URL itself: it carries the password.
  */
@@ -20,11 +20,11 @@ export interface PgSession {
 export function openPgSession(storeName: string, cfg: PostgresConfig, opts: { max?: number } = {}): PgSession {
   const setting = `stores.${storeName}.postgres`;
   let ssl: pg.ConnectionConfig['ssl'];
-  if (cfg.ca !== undefined) {
+  if (cfg.caFile !== undefined) {
     try {
-      ssl = { ca: readFileSync(cfg.ca, 'utf8'), rejectUnauthorized: true };
+      ssl = { ca: readFileSync(cfg.caFile, 'utf8'), rejectUnauthorized: true };
     } catch (err) {
-      throw configError(`${setting}.ca: cannot read ${cfg.ca} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw configError(`${setting}.caFile: cannot read ${cfg.caFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   }
   const pool = new pg.Pool({ connectionString: cfg.url, ...(ssl ? { ssl } : {}), max: opts.max ?? 4, application_name: 'memory-warden', connectionTimeoutMillis: 10_000 });
@@ -60,7 +60,7 @@ export const sqlState = (err: unknown): string | undefined => (err as { code?: u
 
 /**
  * One line for a failure on a PostgreSQL store, naming the setting: the URL for credentials, a missing database or an
- * unreachable server; `ca` for a certificate the server's does not match. Never the URL's text.
+ * unreachable server; `caFile` for a certificate the server's does not match. Never the URL's text.
  */
 export function pgError(err: unknown, setting: string, doing: string): WardenError {
   if ((err as { kind?: string }).kind) return err as WardenError;
@@ -70,7 +70,7 @@ export function pgError(err: unknown, setting: string, doing: string): WardenErr
   if (code === '3D000') return configError(`${setting}.url: ${message}`);
   if (code && TRANSIENT_STATES.has(code)) return transientError(`${setting}: ${doing}: ${message} (try again later)`, err);
   if (code && UNREACHABLE.has(code)) return transientError(`${setting}.url: cannot reach the server (${code})`, err);
-  if (/certificate|self[- ]signed|SSL|TLS/i.test(message) && !code?.match(/^[0-9A-Z]{5}$/)) return configError(`${setting}.ca: TLS: ${message}`);
+  if (/certificate|self[- ]signed|SSL|TLS/i.test(message) && !code?.match(/^[0-9A-Z]{5}$/)) return configError(`${setting}.caFile: TLS: ${message}`);
   if (/timeout exceeded when trying to connect|Connection terminated/i.test(message)) return transientError(`${setting}.url: cannot reach the server (${message})`, err);
   return storeError(`${setting}: ${doing}: ${message}`, err);
 }
