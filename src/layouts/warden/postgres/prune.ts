@@ -121,6 +121,18 @@ async function deleteBatch(
 ): Promise<BatchDone> {
   await client.query(`SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`);
   const ids = batch.map((c) => c.id);
+  // The common batch: no candidate has an older version. One DELETE, which re-reads the rule on each row as it is
+  // (an agent's renewal committed meanwhile keeps it); a version an agent points at one of them now goes with the
+  // foreign key's cascade, as it would on SQLite.
+  if ((await client.query(CLOSURE(s), [ids])).rows.length === 0) {
+    const gone = (await client.query<{ id: string; expired: boolean }>(
+      `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} RETURNING id, ($4 AND expires_at <= $2) AS expired`,
+      [ids, rules.now, rules.cut, rules.expired])).rows;
+    // Told before the commit makes the delete last: a crash before it rolls the delete back, never the record.
+    opts.beforeDelete?.(gone.map((r) => ({ id: r.id, user: null })), opts.ctx.now());
+    const expired = gone.filter((r) => r.expired).length;
+    return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+  }
   // The roots still prunable now, locked until the commit: the rule re-read on the row as it is.
   const roots = (await client.query<{ id: string; expired: boolean }>(
     `SELECT id, ($4 AND expires_at <= $2) AS expired FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} ORDER BY id FOR UPDATE`,
