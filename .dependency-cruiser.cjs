@@ -88,6 +88,22 @@ module.exports = {
       to: { path: [FEATURES, '^src/layouts/'] },
     },
     {
+      name: 'engines-below-layouts',
+      severity: 'error',
+      comment:
+        'A store engine (src/engines/) says how a store is kept: it imports primitives (src/store, src/vectors, the ground ' +
+        'floor) and never a layout or a feature; layouts say what its tables mean, on top of it.',
+      from: { path: '^src/engines/' },
+      to: { path: [FEATURES, '^src/layouts/', '^src/job/'] },
+    },
+    {
+      name: 'features-through-engine-contract',
+      severity: 'error',
+      comment: "A feature (and a job) reaches an engine through src/engines/contract.ts and registry.ts, never an engine's folder.",
+      from: { path: [FEATURES, '^jobs/'] },
+      to: { path: '^src/engines/[^/]+/' },
+    },
+    {
       name: 'src-not-jobs',
       severity: 'error',
       comment: 'The runner and worker are handed the job map; only the composition root (src/commands/) imports jobs/.',

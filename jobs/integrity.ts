@@ -1,8 +1,8 @@
 import { defineJob, type JobContext } from '../src/job/job.js';
 import { storePayload } from '../src/job/payload.js';
-import { openStore } from '../src/layouts/open.js';
+import { openStoreOnEngine } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
-import { layoutOf } from '../src/layouts/registry.js';
+import { jobsOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
 import { fileIdentity } from '../src/store/file-identity.js';
 
@@ -12,17 +12,23 @@ export type IntegrityPayload = { store: string };
 
 /** The job form of `memory-warden check`: reads only, so it may overlap other jobs of the same store. */
 export async function integrity(payload: IntegrityPayload, ctx: JobContext): Promise<CheckReport> {
-  const store = openStore(ctx.config, payload.store);
+  const store = await openStoreOnEngine(ctx.config, payload.store);
   try {
+    // A database reachable from every host has no file of its own on this one: no identity, no restore journal.
+    if (store.engine === 'postgres') return logged(ctx, await (await jobsOf(store)).check(store, { ctx }));
     // Which file this checks, taken before: the digest shows this report only for that same file (collect.ts).
     const file = fileIdentity(store.path);
     // A restore killed half-way is reported first, and the orphans it makes up are not (src/snapshot/journal.ts).
-    const report = withPendingRestore(await layoutOf(store).check(store, { ctx }), ctx.config.stores[payload.store]!.db);
-    ctx.log.info({ ok: report.ok, rows: report.rows, live: report.live, problems: report.problems.length }, 'integrity done');
+    const report = logged(ctx, withPendingRestore(await (await jobsOf(store)).check(store, { ctx }), ctx.config.stores[payload.store]!.db));
     return file === undefined ? report : { ...report, file };
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
-export default defineJob({ name: 'integrity', writes: false, schema: payloadSchema, run: integrity });
+function logged<R extends CheckReport>(ctx: JobContext, report: R): R {
+  ctx.log.info({ ok: report.ok, rows: report.rows, live: report.live, problems: report.problems.length }, 'integrity done');
+  return report;
+}
+
+export default defineJob({ name: 'integrity', writes: false, engines: ['sqlite', 'postgres'], schema: payloadSchema, run: integrity });

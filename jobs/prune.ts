@@ -1,7 +1,7 @@
 import { z } from '../src/vendor/zod.js';
 import { defineJob, type JobContext } from '../src/job/job.js';
-import { openStore } from '../src/layouts/open.js';
-import { layoutOf } from '../src/layouts/registry.js';
+import { openStoreOnEngine } from '../src/layouts/open.js';
+import { jobsOf } from '../src/layouts/registry.js';
 import type { PruneResult } from '../src/layouts/contract.js';
 import { deletionRecorder } from '../src/erase/ledger.js';
 
@@ -18,15 +18,15 @@ export type PrunePayload = z.infer<typeof payloadSchema>;
  * it, with the older versions behind them, through both stores. The layout knows how (src/layouts/).
  */
 export async function prune(payload: PrunePayload, ctx: JobContext): Promise<PruneResult> {
-  const store = openStore(ctx.config, payload.store);
+  const store = await openStoreOnEngine(ctx.config, payload.store);
   try {
-    const result = await layoutOf(store).prune(store, { ctx, dryRun: payload.dryRun, beforeDelete: deletionRecorder(ctx.config, store.name) });
+    const result = await (await jobsOf(store)).prune(store, { ctx, dryRun: payload.dryRun, beforeDelete: deletionRecorder(ctx.config, store.name) });
     const { deleted, expired, superseded, cascaded, dryRun } = result;
     ctx.log.info({ deleted, expired, superseded, cascaded, dryRun }, 'prune done');
     return result;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
-export default defineJob({ name: 'prune', writes: true, schema: payloadSchema, run: prune });
+export default defineJob({ name: 'prune', writes: true, engines: ['sqlite', 'postgres'], schema: payloadSchema, run: prune });

@@ -105,12 +105,12 @@ describe('config defaults: the schema and config/default.yaml agree', () => {
   });
 
   it('the commented store examples are valid, and each value the schema would default is that default', () => {
-    // The block under `stores: {}`, uncommented: two stores, a warden one with Qdrant and a mem0 one.
+    // The block under `stores: {}`, uncommented: three stores: a warden one with Qdrant, a PostgreSQL one and a mem0 one.
     const lines = TEXT.split('\n');
     const start = lines.indexOf('stores: {}') + 1;
     const end = lines.findIndex((l, i) => i >= start && !/^#\s+\S/.test(l));
     const stores = YAML.parse(lines.slice(start, end).map((l) => l.slice(1)).join('\n')) as Record<string, unknown>;
-    expect(Object.keys(stores)).toEqual(['agent', 'assistant']);
+    expect(Object.keys(stores)).toEqual(['agent', 'fleet', 'assistant']);
     const parse = (s: unknown) => configSchema.safeParse({ stores: { s } });
     for (const [name, store] of Object.entries(stores)) {
       expect(parse(store).error, `stores.${name} example`).toBeUndefined();

@@ -17,6 +17,7 @@ const FIELDS: [string, (bad: string) => unknown][] = [
   ['stateDb', (bad) => ({ stateDb: bad })],
   ['snapshot.root', (bad) => ({ snapshot: { root: bad } })],
   ['stores.a.db', (bad) => ({ stores: { a: { db: bad } } })],
+  ['stores.a.postgres.caFile', (bad) => ({ stores: { a: { engine: 'postgres', postgres: { url: '${PG_URL:-}', schema: 'a', caFile: bad } } } })],
   ['stores.a.mem0.vectorDb', (bad) => ({ stores: { a: { db: '/h.db', layout: 'mem0', mem0: { vectorStore: 'sqlite', vectorDb: bad } } } })],
   ['stores.a.mem0.entityVectorDb', (bad) => ({ stores: { a: { db: '/h.db', layout: 'mem0', mem0: { entityVectorDb: bad } } } })],
   ['stores.a.mem0.vectorPaths.0', (bad) => ({ stores: { a: { db: '/h.db', layout: 'mem0', mem0: { vectorPaths: [bad] } } } })],

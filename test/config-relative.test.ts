@@ -43,6 +43,7 @@ const FIELDS: { key: string; config: (rel: string) => Record<string, unknown>; a
   { key: 'fileRoots', config: (rel) => ({ verify: { allow: { fileRoots: [rel] } } }), at: (c) => c.verify.allow.fileRoots[0] },
   { key: 'gitRepos', config: (rel) => ({ verify: { allow: { gitRepos: [rel] } } }), at: (c) => c.verify.allow.gitRepos[0] },
   { key: 'caFile', config: (rel) => ({ redis: { url: 'rediss://127.0.0.1:6380', tls: { caFile: rel } } }), at: (c) => c.redis.tls.caFile },
+  { key: 'caFile', config: (rel) => ({ stores: { a: { engine: 'postgres', postgres: { url: '${PG_URL:-}', schema: 'a', caFile: rel } } } }), at: (c) => c.stores.a.postgres.caFile },
   { key: 'usersFile', config: (rel) => ({ review: { auth: { mode: 'users', usersFile: rel } } }), at: (c) => c.review.auth.usersFile },
 ];
 

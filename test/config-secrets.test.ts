@@ -35,6 +35,7 @@ function withSecret(path: readonly string[], value: string): Record<string, unkn
     case 'smtp.password':
       return { smtp: { host: 'mail.example.org', user: 'warden', password: value } };
     case 'stores.*':
+      if (path[2] === 'postgres') return { stores: { agent: { engine: 'postgres', postgres: { url: value, schema: 'agent' } } } };
       return { stores: { agent: { db: './agent.db', qdrant: { url: 'http://127.0.0.1:6333', collections: ['m'], apiKey: value } } } };
     case 'snapshot.targets': {
       const s3 = ['accessKeyId', 'secretAccessKey', 'sessionToken'].includes(key);

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { LAYOUTS } from '../src/layouts/registry.js';
+import { LAYOUTS, LAYOUTS_ON_POSTGRES } from '../src/layouts/registry.js';
+import { ENGINES } from '../src/engines/registry.js';
 import { VECTOR_FOLDERS, VECTOR_STORES } from '../src/vectors/registry.js';
 
 /**
@@ -32,6 +33,11 @@ describe('the registries', () => {
   it('every folder under src/vectors/ is a registered vector store', () => {
     expect(folders('src/vectors')).toEqual(Object.values(VECTOR_FOLDERS).sort());
     expect(Object.keys(VECTOR_FOLDERS).sort()).toEqual(Object.keys(VECTOR_STORES).sort());
+  });
+
+  it('every folder under src/engines/ is a registered engine, and each layout on PostgreSQL has its folder', () => {
+    expect(folders('src/engines')).toEqual(Object.keys(ENGINES).sort());
+    for (const layout of Object.keys(LAYOUTS_ON_POSTGRES)) expect(folders(`src/layouts/${layout}`)).toContain('postgres');
   });
 
   it('each layout is registered under its own name', () => {

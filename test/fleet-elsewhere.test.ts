@@ -38,6 +38,7 @@ interface Row {
 
 /** Every command that takes a store, as a person would type it. The test below fails when one is missing here. */
 const TABLE: Record<string, Row> = {
+  init: { argv: [], names: ['store'] },
   check: { argv: [], names: ['store', 'db'] },
   'run digest': { argv: [], names: ['store', 'db'] },
   'run drift': { argv: [], names: ['store', 'db'] },

@@ -77,7 +77,9 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
       throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${dbStore}); give one of them`);
     } else storeName = dbStore;
   }
-  const storeHost = await storesHere(config, cmd, [...new Set([...storesNamed(cmd), ...(dbStore !== undefined ? [dbStore] : []), ...(storeName !== undefined ? [storeName] : [])])]);
+  const named = [...new Set([...storesNamed(cmd), ...(dbStore !== undefined ? [dbStore] : []), ...(storeName !== undefined ? [storeName] : [])])];
+  await storesOnItsEngines(config, cmd, named);
+  const storeHost = await storesHere(config, cmd, named);
   return {
     config, log, now, progress: progressFor(opts, level), storeHost,
     ...(dbStore !== undefined ? { dbStore } : {}), ...(storeName !== undefined ? { storeName } : {}),
@@ -111,6 +113,33 @@ const ROUTED = new WeakSet<Command>();
 export function routedToStoreHost<C extends Command>(cmd: C): C {
   ROUTED.add(cmd);
   return cmd;
+}
+
+/** Commands that run on a store of any engine (the rest run on SQLite stores only, see storesOnItsEngines). */
+const ANY_ENGINE = new WeakSet<Command>();
+
+/**
+ * Mark a command as one that runs on every store engine: it reaches its store through the engine (init, check),
+ * or through a job, which says the engines it runs on itself (src/job/runner.ts refuses the others).
+ */
+export function onAnyEngine<C extends Command>(cmd: C): C {
+  ANY_ENGINE.add(cmd);
+  return cmd;
+}
+
+/**
+ * The one place a command meets a store of an engine it does not run on yet (a PostgreSQL store, for every command
+ * that reads store files): refused, exit 2, naming the store, before anything is opened. A command that takes a store
+ * and is given none covers every configured store (the digest), so each of them must be of an engine it runs on.
+ */
+async function storesOnItsEngines(config: Config, cmd: Command, named: readonly string[]): Promise<void> {
+  if (ANY_ENGINE.has(cmd)) return;
+  const takesStore = cmd.options.some((o) => o.long === '--store' || o.long === '--link' || o.long === '--db');
+  const covered = named.length > 0 ? named : takesStore ? Object.keys(config.stores) : [];
+  if (!covered.some((s) => (config.stores[s]?.engine ?? 'sqlite') !== 'sqlite')) return; // nothing to load
+  const { notOnEngineYet, storeOffEngines } = await import('../engines/registry.js');
+  const off = storeOffEngines(config.stores, covered, ['sqlite']);
+  if (off) throw notOnEngineYet(commandPath(cmd), off.store, off.engine);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, onAnyEngine, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
 import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
@@ -8,41 +8,22 @@ import { interruptSignal } from './waiting.js';
 
 /** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
 export function registerCoreCommands(program: Command): void {
-  program
-    .command('init')
+  onAnyEngine(program
+    .command('init'))
     .description('create the memory schema in a new store (--create), or migrate a store in use; idempotent')
-    .requiredOption('--db <path>', 'the SQLite store')
+    .option('--db <path>', 'the SQLite store')
+    .option('--store <name>', 'a configured store: a PostgreSQL store\'s schema, tables and view are created in its database')
+    .option('--config <file>', 'config file (YAML), with --store')
     .option('--create', 'make a new store file if none exists')
     .option('--json', 'print the result as JSON')
-    .action(async (opts: { db: string; create?: boolean; json?: boolean }) => {
-      (await import('../store/store-path.js')).assertStorePath(opts.db, '--db', 'option');
-      const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }, { isStateDb }] = await Promise.all([
-        import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'), import('../state/migrate.js'),
-      ]);
-      const db = openDatabase(opts.db, { create: opts.create ?? false });
-      try {
-        // memory-warden's own records are no store: the memory table never goes in beside them.
-        if (isStateDb(db)) throw usageError(`${opts.db} is memory-warden's state db (its job runs and receipts), not a store; init makes a store in a file of its own`);
-        const result = await withMaintenanceLock(opts.db, 'init', async () => {
-          assertIntact(db, opts.db, 'integrity_check'); // a migration over a damaged file would bake the damage in
-          return initSchema(db, opts.db);
-        });
-        if (opts.json) return printJson({ db: opts.db, ...result });
-        const changes = [
-          result.createdTable && 'created table memory',
-          result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
-          result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
-          result.addedView && 'added view live_memory',
-          result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
-          result.addedTrigger && 'added trigger memory_stamp_times',
-        ].filter(Boolean);
-        print`${opts.db}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`;
-      } finally {
-        db.close();
-      }
+    .action(async (opts: { db?: string; store?: string; config?: string; create?: boolean; json?: boolean }, cmd: Command) => {
+      if ((opts.db === undefined) === (opts.store === undefined)) throw usageError('init: give --db PATH (a SQLite store) or --store NAME (a configured store), one of them');
+      if (opts.db !== undefined && opts.config !== undefined) throw usageError('init: --db PATH is a SQLite file and reads no config; with --config, name the store: --store NAME');
+      if (opts.store !== undefined) return initConfiguredStore(opts as StoreOptions & { store: string; json?: boolean }, cmd);
+      await initSqliteFile(opts.db!, opts);
     });
 
-  addStoreOptions(program.command('check'))
+  onAnyEngine(addStoreOptions(program.command('check')))
     .description('health and integrity report of one store: exit 0 healthy, 1 problems found, 2 could not run')
     .option('--now <time>', 'evaluate as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
@@ -60,7 +41,8 @@ export function registerCoreCommands(program: Command): void {
     // `run erase` and `run restore` are the erase and restore commands, with what they take (a person, a folder).
     if (OWN_COMMAND_JOBS.has(name)) continue;
     const global = scope === 'global';
-    const cmd = addStoreOptions(run.command(name).description(`run the ${name} job${global ? ' (all stores, or --store NAME)' : ''}`))
+    // The job says which engines it runs on, and src/job/runner.ts refuses a store of any other.
+    const cmd = onAnyEngine(addStoreOptions(run.command(name))).description(`run the ${name} job${global ? ' (all stores, or --store NAME)' : ''}`)
       .option('--now <time>', 'run as if it were this ISO-8601 time')
       .option('--json', 'print the result as JSON');
     if (name === 'prune') cmd.option('--dry-run', 'report what would be deleted; delete nothing');
@@ -116,8 +98,8 @@ export function registerCoreCommands(program: Command): void {
       }
     });
 
-  program
-    .command('config')
+  onAnyEngine(program
+    .command('config'))
     .description('print the effective configuration (defaults, file, environment) after validation')
     .option('--config <file>', 'config file (YAML)')
     .action(async (opts: { config?: string }, cmd: Command) => {
@@ -129,3 +111,57 @@ export function registerCoreCommands(program: Command): void {
     });
 }
 
+
+/**
+ * `init --store NAME`: a configured store, through its engine. A SQLite store is `init --db` of its file; a PostgreSQL
+ * store gets its schema, table, indexes and view in its database (src/layouts/<layout>/postgres/).
+ */
+async function initConfiguredStore(opts: StoreOptions & { store: string; json?: boolean; create?: boolean }, cmd: Command): Promise<void> {
+  const ctx = await storeContext(opts, cmd);
+  const store = ctx.config.stores[ctx.storeName]!;
+  if (store.engine !== 'postgres') {
+    await initSqliteFile(store.db, opts);
+    return;
+  }
+  const [{ engineFor }, { postgresLayoutFor }] = await Promise.all([import('../engines/registry.js'), import('../layouts/registry.js')]);
+  const [engine, layout] = await Promise.all([engineFor(store), postgresLayoutFor(store)]);
+  const handle = await engine.open(ctx.storeName, store, {});
+  try {
+    const result = await layout.init(handle);
+    ctx.log.info({ store: ctx.storeName, created: result.created }, 'init done');
+    if (opts.json) return printJson({ store: ctx.storeName, where: handle.path, ...result });
+    print`${ctx.storeName} (${handle.path}): ${result.created.length > 0 ? `created ${result.created.join(', ')}` : 'schema up to date'}`;
+    for (const note of result.notes) print`  note: ${note}`;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** `init --db PATH`: create or migrate the warden schema in a SQLite file, under its maintenance lock. */
+async function initSqliteFile(path: string, opts: { create?: boolean; json?: boolean }): Promise<void> {
+  (await import('../store/store-path.js')).assertStorePath(path, '--db', 'option');
+  const [{ assertIntact, openDatabase }, { initSchema }, { withMaintenanceLock }, { isStateDb }] = await Promise.all([
+    import('../store/sqlite.js'), import('../layouts/warden/schema.js'), import('../store/lock.js'), import('../state/migrate.js'),
+  ]);
+  const db = openDatabase(path, { create: opts.create ?? false });
+  try {
+    // memory-warden's own records are no store: the memory table never goes in beside them.
+    if (isStateDb(db)) throw usageError(`${path} is memory-warden's state db (its job runs and receipts), not a store; init makes a store in a file of its own`);
+    const result = await withMaintenanceLock(path, 'init', async () => {
+      assertIntact(db, path, 'integrity_check'); // a migration over a damaged file would bake the damage in
+      return initSchema(db, path);
+    });
+    if (opts.json) return printJson({ db: path, ...result });
+    const changes = [
+      result.createdTable && 'created table memory',
+      result.addedColumns.length > 0 && `added columns ${result.addedColumns.join(', ')}`,
+      result.addedIndexes.length > 0 && `added indexes ${result.addedIndexes.join(', ')}`,
+      result.addedView && 'added view live_memory',
+      result.replacedView && 'replaced an earlier live_memory view (expiry read as prune reads it)',
+      result.addedTrigger && 'added trigger memory_stamp_times',
+    ].filter(Boolean);
+    print`${path}: ${changes.length > 0 ? changes.join('; ') : 'schema up to date'}; journal mode ${result.journalMode}`;
+  } finally {
+    db.close();
+  }
+}

@@ -85,7 +85,7 @@ export const configSchema = z.strictObject({
   smtp: smtpSchema.optional(),
   digest: digestSchema.prefault({}),
   verify: verifySchema.prefault({}),
-  stores: z.record(z.string().regex(STORE_NAME, STORE_NAME_RULE), storeSchema).default({}).superRefine(namesApartInAnyCase),
+  stores: z.record(z.string().regex(STORE_NAME, STORE_NAME_RULE), storeSchema).prefault({}).superRefine(namesApartInAnyCase),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -146,7 +146,7 @@ function resolveRelativePaths(user: Record<string, unknown>, base: string): Reco
   const out = { ...user };
   if (isPlainObject(out.stores)) {
     out.stores = Object.fromEntries(
-      Object.entries(out.stores).map(([name, s]) => [name, isPlainObject(s) ? { ...s, db: abs(s.db), ...('mem0' in s ? { mem0: resolveMem0Paths(s.mem0, abs) } : {}), ...('mastra' in s ? { mastra: resolveMem0Paths(s.mastra, abs) } : {}) } : s]),
+      Object.entries(out.stores).map(([name, s]) => [name, isPlainObject(s) ? { ...s, db: abs(s.db), ...('mem0' in s ? { mem0: resolveMem0Paths(s.mem0, abs) } : {}), ...('mastra' in s ? { mastra: resolveMem0Paths(s.mastra, abs) } : {}), ...(isPlainObject(s.postgres) && typeof s.postgres.caFile === 'string' ? { postgres: { ...s.postgres, caFile: abs(s.postgres.caFile) } } : {}) } : s]),
     );
   }
   if (typeof out.stateDb === 'string') out.stateDb = abs(out.stateDb);

@@ -29,6 +29,7 @@ export const SECRET_PATHS: readonly SecretPath[] = [
   { path: ['redis', 'password'], kind: 'value' },
   { path: ['smtp', 'password'], kind: 'value' },
   { path: ['stores', '*', 'qdrant', 'apiKey'], kind: 'value' },
+  { path: ['stores', '*', 'postgres', 'url'], kind: 'value' },
   ...TARGET_SECRETS.map((f) => ({ path: ['snapshot', 'targets', '[]', f], kind: 'value' as const })),
 ];
 

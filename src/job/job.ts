@@ -5,6 +5,7 @@ import type { Config } from '../config/config.js';
 import type { Clock } from '../time/instants.js';
 import { usageError } from '../core/errors.js';
 import type { Progress } from '../progress/progress.js';
+import type { EngineName } from '../engines/contract.js';
 
 /**
  * What every job gets besides its payload. The CLI (`memory-warden run JOB`) and the BullMQ worker build one
@@ -66,6 +67,11 @@ export interface JobDefinition<S extends PayloadSchema = z.ZodType, R = unknown>
   name: string;
   /** Writes to the store: never runs beside another writer of the same store (prune, repair, drift, erase, restore). */
   writes: boolean;
+  /**
+   * The store engines it runs on (src/engines/registry.ts); unset: SQLite only. A store of another engine is refused
+   * before the job runs (src/job/runner.ts), whichever process started it.
+   */
+  engines?: readonly EngineName[];
   /** `store`: one run per configured store, payload `{ store }`; `global`: one run for all stores (the digest). */
   scope?: 'store' | 'global';
   schema: S;

@@ -52,6 +52,13 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   if (!job) throw usageError(`unknown job "${name}" (jobs: ${names.join(', ')})`);
   const parsed = parsePayload(job, payload);
   const store = typeof (parsed as { store?: unknown }).store === 'string' ? (parsed as { store: string }).store : null;
+  // A store of an engine the job does not run on is refused here, whoever started it (the CLI, the worker).
+  const covered = store ? [store] : Array.isArray((parsed as { stores?: unknown }).stores) ? (parsed as { stores: string[] }).stores : job.scope === 'global' ? Object.keys(opts.config.stores) : [];
+  if (covered.some((s) => (opts.config.stores[s]?.engine ?? 'sqlite') !== 'sqlite')) {
+    const { notOnEngineYet, storeOffEngines } = await import('../engines/registry.js');
+    const off = storeOffEngines(opts.config.stores, covered, job.engines ?? ['sqlite']);
+    if (off) throw notOnEngineYet(`run ${name}`, off.store, off.engine);
+  }
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
   if (storeDb) (await import('../store/store-path.js')).assertStorePath(storeDb, `stores.${store}.db`);
   if (job.writes && storeDb) assertNoPendingRestore(storeDb);

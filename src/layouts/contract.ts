@@ -1,6 +1,7 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
-import type { PointStore, RowVectors } from '../vectors/contract.js';
+import type { PointStore } from '../vectors/contract.js';
+import type { PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
 import type { JobContext } from '../job/job.js';
 import type { Finding } from '../job/findings.js';
 import type { Instant } from '../time/instants.js';
@@ -14,7 +15,7 @@ import type { MemoryUnderReview, Verdict } from '../verifiers/types.js';
  * features (jobs, digest, drift, erase, review) call it through the registry and never branch on a layout's name.
  * Adding a layout: README.md, "Adding a layout or vector store"; its test is test/layouts/contract.test.ts.
  */
-export interface Layout {
+export interface Layout extends LayoutJobs<StoreHandle> {
   name: string;
   /** Throws a store error naming the file and what is missing; writes nothing. */
   assertSchema(db: Db, store: StoreConfig): void;
@@ -37,42 +38,68 @@ export interface Layout {
    * metadata) and run integrity_check on copies through libsql's driver. Unset: plain SQLite throughout.
    */
   sqliteEngine?: 'libsql';
-  prune(store: StoreHandle, opts: PruneOptions): Promise<PruneResult>;
-  check(store: StoreHandle, opts: CheckOptions): Promise<CheckReport>;
+}
+
+/**
+ * A layout's tables on PostgreSQL (src/layouts/<name>/postgres/): the same jobs over a schema of a database that
+ * every host reaches, through the engine's connections (src/engines/postgres/). Registered beside the SQLite layouts
+ * in src/layouts/registry.ts, by (layout, engine).
+ */
+export interface PostgresLayout extends LayoutJobs<PostgresStoreHandle> {
+  name: string;
+  /** Throws a store error naming the setting (`stores.NAME.postgres.schema`) and what is missing; writes nothing. */
+  assertSchema(store: PostgresStoreHandle): Promise<void>;
+  /** Create the schema, its tables, indexes and views, or add what a store in use lacks; idempotent. */
+  init(store: PostgresStoreHandle): Promise<PostgresInit>;
+  /** The Qdrant collections that belong to the store. */
+  collections(store: StoreConfig): string[];
+}
+
+/** What `init` did on a PostgreSQL store: each object it created, by name (empty: the schema was up to date). */
+export interface PostgresInit {
+  created: string[];
+  /** What it could not do and why (amcheck not installable by this role), one line each. */
+  notes: string[];
+}
+
+/** What every layout does on every engine it runs on: the jobs, each given the store as that engine opened it. */
+export interface LayoutJobs<H> {
+  prune(store: H, opts: PruneOptions): Promise<PruneResult>;
+  check(store: H, opts: CheckOptions): Promise<CheckReport>;
   /**
    * Memories created in the period (a memory rewritten in place: written in it, with its `before`), flagged ones
    * first, at most maxRows shown; counts exact.
    */
-  newRows(store: StoreHandle, opts: NewRowsOptions): Promise<NewRows>;
+  newRows(store: H, opts: NewRowsOptions): Promise<NewRows>;
   /** Live memories confirmed more than afterDays ago: how many, and the oldest `limit` of them not in `exclude`. */
-  reviewDue(store: StoreHandle, opts: ReviewDueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
+  reviewDue(store: H, opts: ReviewDueOptions): Promise<{ due: number; batch: MemoryUnderReview[] }>;
   /** Apply a drift verdict to the store and record it in `opts.log` (confirm, supersede, or hand to a person). */
-  applyDrift(store: StoreHandle, opts: ApplyDriftOptions): Promise<Applied>;
+  applyDrift(store: H, opts: ApplyDriftOptions): Promise<Applied>;
   /**
    * A person confirms a memory: it is stamped confirmed at `now`, and `opts.decided` (the person's decision,
    * written to `opts.log`) runs in the same transaction where the layout has one. A usage error when no live
    * memory has that id. Returns what `decided` returned.
    */
-  confirm(store: StoreHandle, opts: ConfirmOptions): Promise<number>;
+  confirm(store: H, opts: ConfirmOptions): Promise<number>;
   /**
    * The memory as it reads now, shown beside evidence waiting for a person and on the review page; null when there
    * is no such row. `opts.guard` of a decision is handed the row read the same way.
    */
-  currentMemory(store: StoreHandle, id: string): Promise<CurrentMemory>;
+  currentMemory(store: H, id: string): Promise<CurrentMemory>;
   /**
    * A person corrects a memory: supersedes it with a new fact, gives it an expiry, or deletes it (with what the
    * layout deletes along with it). `opts.decided` records each memory's decision in `opts.log`, in the log's
    * transaction committed with the store's. Absent where the layout has no such correction (mem0 has no supersede
    * chain or expiry column: it is corrected through mem0, or erased). A usage error when no live memory has that id.
    */
-  correct?(store: StoreHandle, opts: CorrectOptions): Promise<Corrected>;
+  correct?(store: H, opts: CorrectOptions): Promise<Corrected>;
   /**
    * The corrections `correct` makes when it makes fewer than all three (Mastra's working memory has no expiry): the
    * review page offers only these, and `correct` refuses the others with a usage error saying why. Absent: all three.
    */
   corrects?: readonly CorrectionAction[];
   /** Remove every memory the selector names from every part of the store (see src/erase/erase.ts). */
-  erase(store: StoreHandle, opts: LayoutEraseOptions): Promise<Erased>;
+  erase(store: H, opts: LayoutEraseOptions): Promise<Erased>;
   /**
    * What of this store earlier erases took (a restored copy holds what its snapshot held): every id of a memory (and
    * of whatever else the layout's erase takes by id: a thread, a message, a resource) and every person the store
@@ -80,7 +107,7 @@ export interface Layout {
    * `ledger` about each id and person the store holds (SQLite file and vector side). Every restore calls it on the
    * restored files before they replace the store (src/erase/restore-ledger.ts), then `erase`s what it returned.
    */
-  erasedIn(store: StoreHandle, ledger: ErasedLedger): Promise<EraseSelector[]>;
+  erasedIn(store: H, ledger: ErasedLedger): Promise<EraseSelector[]>;
 }
 
 /**
@@ -100,15 +127,12 @@ export function ledgerSelectors(ids: Iterable<string>, users: Iterable<string>, 
   return [...(erasedIds.length > 0 ? [{ ids: erasedIds }] : []), ...people.map((user) => ({ user }))];
 }
 
-/** One configured store, opened (src/layouts/open.ts): its SQLite connection and, when configured, its vector side. */
-export interface StoreHandle {
-  name: string;
-  config: StoreConfig;
-  path: string;
-  db: Db;
-  vectors?: RowVectors;
-  close(): void;
-}
+/**
+ * One configured SQLite store, opened (src/layouts/open.ts): its connection and, when configured, its vector side.
+ * The engine's handle (src/engines/contract.ts); a PostgreSQL store's is PostgresStoreHandle.
+ */
+export type StoreHandle = SqliteStoreHandle;
+export type { AnyStoreHandle, PostgresStoreHandle } from '../engines/contract.js';
 
 // ---- prune
 

@@ -2,11 +2,10 @@ import { basename } from 'node:path';
 import type { Config } from '../config/config.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { StoreConfig } from '../store/config.js';
-import { layoutFor } from './registry.js';
-import { openDatabase } from '../store/sqlite.js';
-import { openLibsqlDatabase } from '../store/libsql.js';
-import type { StoreHandle } from './contract.js';
-import { rowVectorsFor } from '../vectors/registry.js';
+import { layoutFor, postgresLayoutFor } from './registry.js';
+import type { AnyStoreHandle, StoreHandle } from './contract.js';
+import { openSqliteStore } from '../engines/sqlite/index.js';
+import { engineFor } from '../engines/registry.js';
 import { storeNameFrom } from '../store/name.js';
 
 // The handle is the layout contract's (src/layouts/contract.ts).
@@ -15,17 +14,35 @@ export type { StoreHandle } from './contract.js';
 export function openStore(config: Config, name: string, opts: { readonly?: boolean } = {}): StoreHandle {
   const storeConfig = config.stores[name];
   if (!storeConfig) throw new Error(`no store named ${name}`);
-  const how = { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false };
   // A layout whose files need libsql's engine gets its store through libsql only (src/store/libsql.ts says why).
-  const db = layoutFor(storeConfig).sqliteEngine === 'libsql' ? openLibsqlDatabase(storeConfig.db, how) : openDatabase(storeConfig.db, how);
+  const libsql = layoutFor(storeConfig).sqliteEngine === 'libsql';
+  const store = openSqliteStore(name, storeConfig, { busyTimeoutMs: config.busyTimeoutMs, readonly: opts.readonly ?? false, libsql });
   try {
-    layoutFor(storeConfig).assertSchema(db, storeConfig);
+    layoutFor(storeConfig).assertSchema(store.db, storeConfig);
   } catch (err) {
-    db.close();
+    store.close();
     throw err;
   }
-  const vectors = rowVectorsFor(storeConfig);
-  return { name, config: storeConfig, path: storeConfig.db, db, ...(vectors ? { vectors } : {}), close: () => db.close() };
+  return store;
+}
+
+/**
+ * A store of any engine, opened by its engine and its tables checked by its layout on that engine: what the jobs
+ * that run on every engine (prune, check) open. A SQLite store is openStore's, unchanged; close it with `await`.
+ */
+export async function openStoreOnEngine(config: Config, name: string, opts: { readonly?: boolean } = {}): Promise<AnyStoreHandle> {
+  const storeConfig = config.stores[name];
+  if (!storeConfig) throw new Error(`no store named ${name}`);
+  if (storeConfig.engine !== 'postgres') return openStore(config, name, opts);
+  const [engine, layout] = await Promise.all([engineFor(storeConfig), postgresLayoutFor(storeConfig)]);
+  const store = await engine.open(name, storeConfig, { readonly: opts.readonly ?? false });
+  try {
+    await layout.assertSchema(store);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
 }
 
 /** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
@@ -46,5 +63,5 @@ export interface StoreSelector {
  */
 export function storeSelector(name: string, store: StoreConfig): StoreSelector {
   // storeSchema.parse({ db }), written out: this module opens every store and loads no zod (test/store/open.test.ts).
-  return isDeepStrictEqual(store, { layout: 'warden', db: store.db }) ? { flag: '--db', value: store.db } : { flag: '--store', value: name };
+  return isDeepStrictEqual(store, { engine: 'sqlite', layout: 'warden', db: store.db }) ? { flag: '--db', value: store.db } : { flag: '--store', value: name };
 }

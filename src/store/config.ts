@@ -4,6 +4,7 @@ import { pathField } from '../config/path-field.js';
 import { secretField } from '../config/secret-fields.js';
 import { mem0CollectionConflict, mem0Schema } from '../layouts/mem0/config.js';
 import { mastraSchema } from '../layouts/mastra/config.js';
+import { ENGINE_NAMES, postgresSchema } from '../engines/postgres/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
 export const pointIdModes = ['id', 'payload', 'uuid5'] as const;
@@ -28,9 +29,11 @@ export const qdrantSchema = z.strictObject({
 });
 
 export const storeSchema = z.strictObject({
+  engine: z.enum(ENGINE_NAMES).default('sqlite')
+    .describe('`sqlite`: a file on one host (`db`); `postgres`: a schema in a PostgreSQL database reachable from every host (`postgres`), docs/postgres.md.'),
   layout: z.enum(['warden', 'mem0', 'mastra']).default('warden')
     .describe('`warden`: the memory table of BRIEF.md; `mem0`: a mem0 deployment (history.db + Qdrant); `mastra`: Mastra\'s LibSQLStore file.'),
-  db: pathField().describe('The SQLite file: the memory store, or mem0\'s history.db.'),
+  db: pathField().optional().describe('The SQLite file: the memory store, or mem0\'s history.db. Required for `engine: sqlite`; a PostgreSQL store has none.'),
   host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional()
     .describe('The machine that holds the file (its worker\'s host name); default: the machine reading the config.'),
   qdrant: qdrantSchema.optional(),
@@ -38,10 +41,27 @@ export const storeSchema = z.strictObject({
   mem0: mem0Schema.optional(),
   /** `layout: mastra` only: where its vectors are and what prune keeps (src/layouts/mastra/config.ts). */
   mastra: mastraSchema.optional(),
+  /** `engine: postgres` only: the database and schema (src/engines/postgres/config.ts). */
+  postgres: postgresSchema.optional(),
 }).superRefine((store, ctx) => {
   const conflict = mem0CollectionConflict(store);
   if (conflict) ctx.addIssue({ code: 'custom', path: conflict.path, message: conflict.message });
-});
+  const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  if (store.engine === 'sqlite') {
+    if (store.db === undefined) issue(['db'], 'the SQLite file of the store is required (or engine: postgres with a postgres section)');
+    if (store.postgres !== undefined) issue(['postgres'], 'only for engine: postgres');
+    return;
+  }
+  if (store.postgres === undefined) issue(['postgres'], 'engine: postgres needs postgres: { url: ${SOME_VAR}, schema: NAME }');
+  if (store.db !== undefined) issue(['db'], 'a PostgreSQL store has no SQLite file: leave db out');
+  if (store.layout !== 'warden') issue(['layout'], `the ${store.layout} layout does not run on PostgreSQL yet (warden does)`);
+  if (store.host !== undefined) issue(['host'], 'a PostgreSQL store is reachable from every host: leave host out');
+}).transform(({ db, ...store }) => ({ ...store, db: db ?? '' }));
 
 export type QdrantConfig = z.infer<typeof qdrantSchema>;
+/**
+ * One store as validated. `db` is the SQLite file; on a PostgreSQL store (`engine: postgres`) it is '' (there is no
+ * file): only code that reaches the store through its engine (src/engines/) runs on one, every other command is
+ * refused first (src/commands/common.ts).
+ */
 export type StoreConfig = z.infer<typeof storeSchema>;

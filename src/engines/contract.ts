@@ -1,0 +1,78 @@
+import type { StoreConfig } from '../store/config.js';
+import type { Db } from '../store/sqlite.js';
+import type { RowVectors } from '../vectors/contract.js';
+import type { PgSession } from './postgres/session.js';
+import type { EngineName } from './postgres/config.js';
+
+export type { EngineName } from './postgres/config.js';
+
+/**
+ * The store-engine plug point: what a store is and how it is kept, apart from what its tables mean (that is the
+ * layout's, src/layouts/contract.ts). An engine says where a store lives (a file on one host, or a database every
+ * host reaches), how it is opened, how one maintenance writer at a time is assured, and what the database's own
+ * integrity check says. One folder per engine (src/engines/<name>/), an explicit registry (registry.ts), one contract
+ * suite (test/engines/contract.test.ts). Layouts name the engines they run on in src/layouts/registry.ts.
+ */
+export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
+  name: EngineName;
+  /**
+   * `host`: the store is files on one machine (its `host:`), so its jobs run on that machine; `fleet`: a database
+   * reachable from every host, so a job of it runs once across the fleet, whichever worker takes it, the database
+   * itself deciding (`lock`).
+   */
+  reach: 'host' | 'fleet';
+  /** How messages name the store: its file, or `postgres schema NAME`. */
+  describe(store: StoreConfig): string;
+  /** The store's connection (the layout then checks its tables: src/layouts/open.ts). */
+  open(name: string, store: StoreConfig, opts: OpenOnEngine): Promise<H>;
+  /**
+   * One maintenance writer per store at a time, across every process that can reach it: a lock that the holder's
+   * death releases, however it dies (kill -9 included). Refused at once, transiently, when another holds it.
+   */
+  lock(handle: H, holder: string): Promise<EngineLock>;
+  /** The database's own integrity check of the store's tables and indexes (SQLite's, PostgreSQL's amcheck). */
+  integrity(handle: H): Promise<EngineIntegrity>;
+}
+
+export interface OpenOnEngine {
+  readonly?: boolean;
+  busyTimeoutMs?: number;
+}
+
+export interface EngineLock {
+  release(): Promise<void> | void;
+}
+
+export interface EngineIntegrity {
+  /** `ok`, or what the check found, one line. */
+  result: string;
+  /** What the check could not do and why (amcheck not installable), for a note: never silently skipped. */
+  skipped?: string;
+}
+
+/** A store in one SQLite file on this host (src/store/): the handle every SQLite layout works on. */
+export interface SqliteStoreHandle {
+  engine?: 'sqlite';
+  name: string;
+  config: StoreConfig;
+  path: string;
+  db: Db;
+  vectors?: RowVectors;
+  close(): void;
+}
+
+/** A store in a schema of a PostgreSQL database (src/engines/postgres/). */
+export interface PostgresStoreHandle {
+  engine: 'postgres';
+  name: string;
+  config: StoreConfig;
+  /** How messages and reports name it: `postgres schema NAME`. */
+  path: string;
+  /** The quoted schema name, for SQL. */
+  schema: string;
+  pg: PgSession;
+  vectors?: RowVectors;
+  close(): Promise<void>;
+}
+
+export type AnyStoreHandle = SqliteStoreHandle | PostgresStoreHandle;

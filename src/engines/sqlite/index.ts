@@ -1,0 +1,34 @@
+import type { StoreConfig } from '../../store/config.js';
+import { openDatabase } from '../../store/sqlite.js';
+import { openLibsqlDatabase } from '../../store/libsql.js';
+import { rowVectorsFor } from '../../vectors/registry.js';
+import type { OpenOnEngine, SqliteStoreHandle, StoreEngine } from '../contract.js';
+
+export interface OpenSqlite extends OpenOnEngine {
+  /** The layout's files carry libsql vector indexes (`Layout.sqliteEngine`): opened through libsql's driver only. */
+  libsql?: boolean;
+}
+
+/**
+ * A store in one SQLite file on its host: today's primitives (src/store/), named as an engine. Opening is synchronous
+ * (`openSqliteStore`, what src/layouts/open.ts calls on every command's path: nothing more is loaded or awaited than
+ * before); the lock is the sidecar file's (src/store/lock.ts); the integrity check is SQLite's integrity_check.
+ */
+export function openSqliteStore(name: string, store: StoreConfig, opts: OpenSqlite = {}): SqliteStoreHandle {
+  const how = { busyTimeoutMs: opts.busyTimeoutMs ?? 5000, readonly: opts.readonly ?? false };
+  const db = opts.libsql ? openLibsqlDatabase(store.db, how) : openDatabase(store.db, how);
+  const vectors = rowVectorsFor(store);
+  return { name, config: store, path: store.db, db, ...(vectors ? { vectors } : {}), close: () => db.close() };
+}
+
+export const sqliteEngine: StoreEngine<SqliteStoreHandle> = {
+  name: 'sqlite',
+  reach: 'host',
+  describe: (store) => store.db,
+  open: async (name, store, opts) => openSqliteStore(name, store, opts),
+  lock: async (handle, holder) => (await import('../../store/lock.js')).acquireMaintenanceLock(handle.path, { holder }),
+  async integrity(handle) {
+    const lines = (handle.db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
+    return { result: lines.join('; ') };
+  },
+};

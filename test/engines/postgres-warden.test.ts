@@ -1,0 +1,108 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { CLI } from '../helpers/cli.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
+import { assertBuilt } from '../queue/fixtures.js';
+import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
+
+/**
+ * The warden layout on the native PostgreSQL server, through the CLI as a user runs it: init, check, prune exact on
+ * expiry and on cascades at any chain depth, and kill -9 of a prune at several points leaving the store correct.
+ */
+describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
+  let db: TestDatabase;
+  beforeAll(() => assertBuilt());
+  afterEach(async () => {
+    await db?.drop();
+  });
+
+  it('init creates the schema, table, indexes and view, the text columns uncompressed; a second init changes nothing', async () => {
+    db = await createTestDatabase('pg_init');
+    const store = pgStoreConfig(db);
+    const first = await store.run(['init', '--store', 'fleet', '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.json().created).toEqual(['schema fleet', 'table memory', 'index memory_expires', 'index memory_superseded', 'view live_memory', 'extension amcheck']);
+    const storage = await db.client.query<{ attname: string; attstorage: string }>(
+      `SELECT attname, attstorage FROM pg_attribute WHERE attrelid = 'fleet.memory'::regclass AND attname IN ('fact', 'subject', 'source') ORDER BY attname`);
+    expect(storage.rows).toEqual([{ attname: 'fact', attstorage: 'e' }, { attname: 'source', attstorage: 'e' }, { attname: 'subject', attstorage: 'e' }]);
+    const fk = await db.client.query<{ def: string }>(`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = 'fleet.memory'::regclass AND contype = 'f'`);
+    expect(fk.rows[0]!.def).toBe('FOREIGN KEY (superseded_by) REFERENCES fleet.memory(id) ON DELETE CASCADE');
+    const second = await store.run(['init', '--store', 'fleet']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain('schema up to date');
+  });
+
+  it('check counts rows, live and the gap, notes what prune will take, and fails on a row superseded by one that is gone', async () => {
+    db = await createTestDatabase('pg_check');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 5, expired: 3, old: 2 });
+    const ok = await store.run(['check', '--json']);
+    expect(ok.code, ok.stderr).toBe(0);
+    const report = ok.json();
+    expect(report).toMatchObject({ ok: true, rows: 12, live: 7, gap: 5, integrity: 'ok', dangling: 0, path: 'postgres schema fleet' });
+    expect(report.notes.map((n: { code: string }) => n.code)).toEqual(['prune_pending']);
+    // The foreign key switched off (as a superuser can), a row's newer version deleted: dangling.
+    await db.client.query(`ALTER TABLE fleet.memory DISABLE TRIGGER ALL`);
+    await db.client.query(`DELETE FROM fleet.memory WHERE id = 'new-1'`);
+    await db.client.query(`ALTER TABLE fleet.memory ENABLE TRIGGER ALL`);
+    const bad = await store.run(['check', '--json']);
+    expect(bad.code, bad.stderr).toBe(1);
+    expect(bad.json().problems).toMatchObject([{ code: 'dangling', count: 1, ids: ['old-1'] }]);
+  });
+
+  it('prune deletes exactly what expired and what was superseded long ago, and whole chains of any depth by cascade', async () => {
+    db = await createTestDatabase('pg_prune');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 20, expired: 30, old: 10 });
+    await fillPgStore(db, 'fleet', { chains: 2, depth: 2500, expiredHead: true, tag: 'x' });
+    await fillPgStore(db, 'fleet', { chains: 2, depth: 300, tag: 'k' });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%' OR id LIKE 'chk-%'`);
+    expect(keep).toHaveLength(20 + 10 + 600);
+    const dry = await store.run(['run', 'prune', '--dry-run', '--json']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.json()).toMatchObject({ deleted: 30 + 10 + 5000, expired: 32, superseded: 10, cascaded: 4998 });
+    expect(await ids(db, 'fleet')).toHaveLength(20 + 30 + 20 + 5000 + 600);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({ deleted: 5040, expired: 32, superseded: 10, cascaded: 4998, dryRun: false });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+    const again = await store.run(['run', 'prune', '--json']);
+    expect(again.json()).toMatchObject({ deleted: 0 });
+  });
+
+  it('kill -9 of prune at several points leaves the store correct, and the next prune finishes it exactly', async () => {
+    db = await createTestDatabase('pg_kill');
+    const store = pgStoreConfig(db, { postgres: { batchSize: 10 } });
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 200, expired: 3000, old: 500 });
+    await fillPgStore(db, 'fleet', { chains: 20, depth: 50, expiredHead: true, tag: 'x' });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const total = async () => Number((await db.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
+    const start = await total();
+    for (const after of [1, 400, 1500, 3000]) {
+      const before = await total();
+      if (before === keep.length) break;
+      const child = spawn(process.execPath, [CLI, 'run', 'prune', '--config', store.config], { env: { ...process.env, ...store.env, LOG_LEVEL: 'silent' }, stdio: 'ignore' });
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      // Killed once it has deleted `after` rows more than the last one left (or when it finishes first).
+      let done = false;
+      void exited.then(() => (done = true));
+      while (!done && before - (await total()) < after) await new Promise((r) => setTimeout(r, 2));
+      child.kill('SIGKILL');
+      await exited;
+      // Whatever was committed is whole: no row superseded by a row that is gone, every kept row still there.
+      const dangling = await db.client.query(`SELECT 1 FROM fleet.memory m WHERE superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM fleet.memory p WHERE p.id = m.superseded_by)`);
+      expect(dangling.rowCount).toBe(0);
+      expect(await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`)).toEqual(keep);
+      // No lock left behind: the server released the killed holder's advisory lock with its connection.
+      const locks = await db.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`);
+      expect(locks.rowCount).toBe(0);
+    }
+    expect(await total()).toBeLessThan(start);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+});
