@@ -5,7 +5,7 @@
  * `/usr/bin/time -v` for its peak RSS. Prints, per operation, each side's median time and peak RSS, and the
  * median and min–max of the paired ratios A/B.
  *
- *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-model,digest-cold,erase,agent,start,start-check,start-check-config --split-agent --out DIR]
+ *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-model,digest-cold,erase,snapshot,agent,start,start-check,start-check-config --split-agent --out DIR]
  *
  * `--split-agent`: the agent plays SQLite's busy handler itself (bench/agent-writer.ts) and the agent row also shows
  * its own commits apart from its waits for the lock: p99 and max of the try that got in, and how many took over 5 ms.
@@ -18,7 +18,7 @@ import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);
 if (args.includes('--help') || args.includes('-h')) {
-  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,check,digest,digest-model,digest-cold,erase,start,start-check,start-check-config --split-agent --keep --out DIR]');
+  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,check,digest,digest-model,digest-cold,erase,snapshot,start,start-check,start-check-config --split-agent --keep --out DIR]');
   process.exit(0);
 }
 const arg = (name: string): string | undefined => {
@@ -93,6 +93,9 @@ function cases(config: string): Case[] {
     // No integrity run on record (the first day, or the job failing): the digest checks the store itself.
     { name: 'digest-cold', target: '(≤0.5x check)', a: (db) => mw(db, 'digest', '--preview', '--now', NOW_ISO), b: (db) => mw(db, 'check', '--json', '--now', NOW_ISO) },
     { name: 'erase', target: '≤1.2x, RSS flat', a: (db) => mw(db, 'erase', '--user', 'user7', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, ERASE_SQL) },
+    // A local snapshot folder (run snapshot: the copy, its check, the manifest) against SQLite's own online backup
+    // of the same file, synced; the folder of the run before is removed first (untimed).
+    { name: 'snapshot', target: '(≤10x its 1M figure at 10M)', prepare: () => ({ argv: ['rm', '-rf', join(dir, 'snapshots')] }), a: (db) => mw(db, 'run', 'snapshot', '--now', NOW_ISO, '--json'), b: (db) => ({ argv: ['sh', '-c', 'sqlite3 "$0" ".backup $1" && sync', db, join(dir, 'backup.db')] }) },
     { name: 'start', target: '≤2.5x', small: true, a: () => ({ argv: warden('--help') }), b: () => ({ argv: [process.execPath, '-e', '0'] }) },
     // `check --db small.db --json` as the issue and BENCHMARKS.md name it: no config file (the state db by the
     // environment, as a config-less user would set it); then the same with the bench's config file (YAML + zod).
@@ -172,7 +175,7 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const config = join(dir, 'bench.yaml');
-  writeFileSync(config, `stateDb: ${join(dir, 'state.db')}\nlog:\n  level: warn\n`);
+  writeFileSync(config, `stateDb: ${join(dir, 'state.db')}\nlog:\n  level: warn\nsnapshot:\n  root: ${join(dir, 'snapshots')}\n`);
   const small = join(dir, 'small.db');
   buildStore(small, 10, Date.parse(NOW_ISO));
   for (const rows of SIZES) {
