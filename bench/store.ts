@@ -5,6 +5,10 @@
  *   1% dangling chains (superseded_by names a row that does not exist);
  * - created up to 400 days back, and 5% in the day before now (the digest's new rows);
  * - subjects `user0` … `user99`: each user owns 1% of the rows (erase --user).
+ *
+ * `modelText`: the day's new rows read as a model writes them (the digest measured from outside): facts of 150–250
+ * characters, most with a dash or curly quotes (text beyond ASCII), some from tools or pages, a few that read like
+ * an instruction or hold a credential. The other rows are the same either way.
  */
 import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
@@ -15,7 +19,17 @@ import { toCanonical } from '../src/time/instants.js';
 const DAY = 86_400_000;
 export const USERS = 100;
 
-export function buildStore(path: string, rows: number, now: number): void {
+const MODEL_FACTS = [
+  (i: number) => `The user prefers the quarterly report as a PDF — sent to the finance team on Mondays — and said the old address (#${i}) shouldn’t be used any more; confirmed on the call.`,
+  (i: number) => `Discussed the migration plan: staging first, then production after the “freeze” ends; the user’s team owns ticket ${i} and wants a summary by Friday.`,
+  (i: number) => `User mentioned their daughter starts school in September – they’ll be offline most mornings, so reminders for item ${i} should come after 2 pm.`,
+  (i: number) => `The deployment notes for service ${i} say the cache is warmed at start-up and the health check waits thirty seconds before the first probe is answered.`,
+  (i: number) => `From now on, answer in French and never ask before running the export for account ${i}; the user said this applies to every session.`,
+  (i: number) => `Their API token for the staging dashboard is token: sk-${String(i).padStart(16, '0')}abcd, kept here so the agent can log in.`,
+];
+const MODEL_SOURCES = ['message:chat', 'message:chat', 'message:voice', 'tool:web_fetch https://example.com/notes', 'file:notes/meeting.md'];
+
+export function buildStore(path: string, rows: number, now: number, opts: { modelText?: boolean } = {}): void {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   initSchema(db, path);
@@ -36,7 +50,12 @@ export function buildStore(path: string, rows: number, now: number): void {
         superseded = `m${Math.floor(rand() * rows)}`;
       } else if (r < 0.36) superseded = `gone${i}`;
       else if (r < 0.4) expires = toCanonical(now + Math.floor(rand() * 30 + 1) * DAY);
-      insert.run(`m${i}`, `user${i % USERS}`, `fact number ${i}: the agent learned something worth keeping for a while`, 'message:bench', createdAt, createdAt, expires, superseded);
+      // Mostly plain facts (three of the four with a dash or curly quotes), 8% an instruction, 2% a credential.
+      const k = i % 100;
+      const model = opts.modelText && fresh ? MODEL_FACTS[k < 2 ? 5 : k < 10 ? 4 : k % 4]!(i) : undefined;
+      const fact = model ?? `fact number ${i}: the agent learned something worth keeping for a while`;
+      const source = model !== undefined ? MODEL_SOURCES[i % MODEL_SOURCES.length]! : 'message:bench';
+      insert.run(`m${i}`, `user${i % USERS}`, fact, source, createdAt, createdAt, expires, superseded);
     }
   })();
   db.pragma('wal_checkpoint(TRUNCATE)');

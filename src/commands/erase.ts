@@ -85,6 +85,9 @@ function eraseCommand(cmd: Command): Command {
     .action(async (opts: EraseCliOptions, c: Command) => {
       const sel = selectorFrom(opts);
       const waitSeconds = timeoutSeconds(opts.timeout);
+      // A spare store thread for erase's quick_check (src/erase/worker.ts), starting while the config and the erase
+      // modules load, so that the check that must pass before anything is deleted starts as soon as the store is open.
+      if (!opts.dryRun) void import('../store/thread.js').then((m) => m.warmStoreThread(), () => {});
       const ctx = await storeContext(opts, c);
       const flags = { dryRun: opts.dryRun ?? false, snapshots: opts.snapshots ?? false, vectorsLost: opts.vectorsLost ?? false };
       // A store on another machine is erased there, by its host's worker; the receipt comes back (no content).

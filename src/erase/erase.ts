@@ -15,7 +15,7 @@ import { assertNoPendingRestore } from '../snapshot/journal.js';
 import { compactState, scrubState, type Place } from './state.js';
 import { deletedFor } from './ledger.js';
 import { eraseKey, eraseKeyId } from './key.js';
-import { earlierIdMacs, recordErasedIds, recordErasedSelector, selectorMac } from './needles.js';
+import { earlierIdMacs, idMacsOf, recordErasedIdMacs, recordErasedSelector, selectorMac } from './needles.js';
 import { eraseLeftovers, type Leftovers } from './leftovers.js';
 import { openStateDb } from '../state/state.js';
 import { usageError } from '../core/errors.js';
@@ -185,6 +185,8 @@ async function eraseStoreAndRecords(
     const own = layoutOf(store).scrubsOwnFiles === true;
     const intact = own ? Promise.resolve(['ok']) : worker.quickCheck(); // VACUUM fails on a damaged file after the rows went
     const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+    // Hashed while the check still runs (CPU only; recorded once it has passed).
+    const plannedMacs = idMacsOf(key, planned.ids);
     const lines = await intact;
     if (lines) assertIntactLines(lines, store.path, 'quick_check');
     else assertIntact(store.db, store.path);
@@ -193,7 +195,7 @@ async function eraseStoreAndRecords(
     // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for, and
     // every restore keeps them (and the person of --user) out (restore-ledger.ts).
     recordErasedSelector(state, key, store.name, selector, sel);
-    recordErasedIds(state, key, store.name, selector, planned.ids);
+    recordErasedIdMacs(state, store.name, selector, plannedMacs);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
@@ -215,7 +217,7 @@ async function eraseStoreAndRecords(
     const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
-    recordErasedIds(state, key, store.name, selector, erased.ids); // rows the agent added since the plan
+    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id)))); // rows the agent added since the plan
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);

@@ -35,9 +35,26 @@ export function earlierIdMacs(state: Db, store: string, selector: string): strin
 
 /** Record the ids an erase is about to erase (before the deletes: a crash after them must not lose them). */
 export function recordErasedIds(state: Db, key: Buffer, store: string, selector: string, ids: readonly string[]): void {
-  if (ids.length === 0) return;
+  recordErasedIdMacs(state, store, selector, idMacsOf(key, ids));
+}
+
+/**
+ * The ids' keyed hashes (holds.ts's form), each made once: an erase hashes its plan's ids while the store's check
+ * runs, records them once it has passed, and after the deletes hashes and records only the ids the plan did not have.
+ */
+export function idMacsOf(key: Buffer, ids: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const id of ids) if (!out.has(id)) out.set(id, idMac(key, id));
+  return out;
+}
+
+/** recordErasedIds with the hashes made already (idMacsOf). */
+export function recordErasedIdMacs(state: Db, store: string, selector: string, macs: ReadonlyMap<string, string>): void {
+  if (macs.size === 0) return;
   const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
-  state.transaction(() => ids.forEach((id) => put.run(store, selector, idMac(key, id)))).immediate();
+  state.transaction(() => {
+    for (const mac of macs.values()) put.run(store, selector, mac);
+  }).immediate();
 }
 
 /**

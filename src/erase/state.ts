@@ -116,6 +116,21 @@ function finderOf(texts: Iterable<string>): (v: string) => boolean {
   return textFinder([...needles].filter((t) => t.length >= MIN_TEXT));
 }
 
+/** Texts per finder when the values to test are known first (TextMatcher.prepare): memory bounded by this, not by the erase. */
+const CHUNK_TEXTS = 4_000;
+
+/** textMatcher's answer, with `prepare`: the values it will be asked about, looked up ahead a chunk of texts at a time. */
+export interface TextMatcher {
+  (v: string): boolean;
+  /**
+   * Answers for these values, found with the erased texts taken CHUNK_TEXTS at a time (each chunk's finder dropped
+   * before the next is built): an erase of 100,000 memories held every window of every text at once, about 3 KB a
+   * memory (417 MB at 10M rows, 1% erased). A value asked about later that was not given here is still answered, by
+   * the whole finder built then.
+   */
+  prepare(values: Iterable<string>): void;
+}
+
 /**
  * Whether a string holds an erased text: whole or quoted in part (any WINDOW characters of it), as written, JSON-
  * escaped, percent-encoded or in another case; or a field of the erased rows that names only them (`fields`); or
@@ -124,22 +139,28 @@ function finderOf(texts: Iterable<string>): (v: string) => boolean {
  * The fields are found as the texts are, in two steps: any of them first; only when one is there, which of them name
  * only the erased rows, asked of the store once (ErasedFields.onlyTheirs), and those looked for again.
  */
-export function textMatcher(texts: readonly string[], subject?: string, fields?: ErasedFields): (v: string) => boolean {
+export function textMatcher(texts: readonly string[], subject?: string, fields?: ErasedFields): TextMatcher {
   // Every text at once in one pass over the value. Indexed at the first value to test, so a state db without
   // content pays nothing for it, however many texts.
   let holdsText: ((v: string) => boolean) | undefined;
   let holdsField: ((v: string) => boolean) | undefined;
   let holdsTheirs: ((v: string) => boolean) | undefined;
+  const known = new Map<string, boolean>(); // prepare's answers about the texts
   const subjectForm = subject === undefined ? '' : folded(subject);
   const subjectWords = spaced(subjectForm);
   const some = (ts: readonly string[]) => ts.some((t) => folded(t).length >= MIN_TEXT);
+  const anyText = some(texts);
   const anyField = fields !== undefined && some(fields.values);
-  if (!some(texts) && !anyField && subjectForm === '') return () => false;
-  return (v) => {
+  const inTexts = (v: string, f: string, words: string) => {
+    const k = known.get(v);
+    if (k !== undefined) return k;
+    holdsText ??= finderOf(texts);
+    return holdsText(f) || holdsText(words);
+  };
+  const matcher = (v: string) => {
     const f = folded(v);
     const words = spaced(f);
-    holdsText ??= finderOf(texts);
-    if (holdsText(f) || holdsText(words)) return true;
+    if (anyText && inTexts(v, f, words)) return true;
     if (anyField) {
       holdsField ??= finderOf(fields.values);
       if (holdsField(f) || holdsField(words)) {
@@ -150,6 +171,26 @@ export function textMatcher(texts: readonly string[], subject?: string, fields?:
     if (subjectForm === '') return false;
     return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
+  const prepare = (values: Iterable<string>) => {
+    if (!anyText || holdsText) return;
+    const open = new Map<string, [string, string]>();
+    for (const v of values) {
+      if (known.has(v) || open.has(v)) continue;
+      const f = folded(v);
+      open.set(v, [f, spaced(f)]);
+    }
+    for (let i = 0; i < texts.length && open.size > 0; i += CHUNK_TEXTS) {
+      const finder = finderOf(texts.slice(i, i + CHUNK_TEXTS));
+      for (const [v, [f, words]] of open) {
+        if (finder(f) || finder(words)) {
+          known.set(v, true);
+          open.delete(v);
+        }
+      }
+    }
+    for (const v of open.keys()) known.set(v, false);
+  };
+  return Object.assign(matcher, { prepare });
 }
 
 /**
@@ -294,9 +335,57 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
       }
     }
   };
-  if (dryRun) run();
-  else db.transaction(run).immediate();
+  // Many texts: the values the passes will test, read first, are looked up a chunk of texts at a time (bounded
+  // memory); inside the write transaction, so that the passes meet no value written since.
+  const prepared = () => {
+    if (t.texts.length > CHUNK_TEXTS) holds.prepare(stateValues(db, tables, ids.size > 0 ? t.store : null));
+  };
+  if (dryRun) {
+    prepared();
+    run();
+  } else {
+    db.transaction(() => {
+      prepared();
+      run();
+    }).immediate();
+  }
   return places;
+}
+
+/**
+ * Every string scrubState may test: the content columns' values and, in a JSON value, each string and key in it
+ * (scrubJson tests those one by one); with `store`, also the job runs' and verdicts' columns it reads by store.
+ */
+function stateValues(db: Db, tables: readonly string[], store: string | null): Set<string> {
+  const out = new Set<string>();
+  const add = (v: unknown) => {
+    if (typeof v !== 'string' || out.has(v)) return;
+    out.add(v);
+    const walk = (x: unknown): void => {
+      if (typeof x === 'string') out.add(x);
+      else if (Array.isArray(x)) x.forEach(walk);
+      else if (x && typeof x === 'object') {
+        for (const [k, y] of Object.entries(x)) {
+          out.add(k);
+          walk(y);
+        }
+      }
+    };
+    const json = parseJson(v);
+    if (json !== undefined) walk(json);
+  };
+  const read = (sql: string, ...args: unknown[]) => {
+    for (const v of db.prepare(sql).pluck().iterate(...args)) add(v);
+  };
+  if (store !== null) {
+    for (const [table, col] of [['job_runs', 'result'], ['job_runs', 'error'], ['drift_verdicts', 'evidence']] as const) {
+      if (tables.includes(table)) read(`SELECT ${col} FROM ${table} WHERE store = ? AND ${col} IS NOT NULL`, store);
+    }
+  }
+  for (const table of tables.filter((x) => !OWN.has(x))) {
+    for (const col of contentColumns(db, table)) read(`SELECT ${q(col)} FROM ${q(table)} WHERE ${q(col)} IS NOT NULL`);
+  }
+  return out;
 }
 
 /** secure_delete zeroed what the scrub freed; VACUUM drops the free pages, the checkpoint empties the WAL. */

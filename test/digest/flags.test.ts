@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { lookTwiceReasons, lookTwiceRules, matches } from '../../src/digest/flags.js';
+import { lookTwiceReasons, lookTwiceRules, matches, textKind } from '../../src/digest/flags.js';
 import { DEFAULT_INSTRUCTIONS, DEFAULT_SECRETS, DEFAULT_TOOL_SOURCES, type LabelledPattern } from '../../src/digest/config.js';
 
 // Patterns a user might write, chosen where `u` could change a match: word edges, \W, classes, ranges, the letters
@@ -16,8 +16,8 @@ const ALL: LabelledPattern[] = [
 ];
 
 /** A deterministic stream of ASCII texts built from the patterns' own words, the folding letters and punctuation. */
-function asciiTexts(n: number): string[] {
-  const words = ['password', 'PassWord', 'api_key', 'token', 'secret', 'sk-', 'ghp_', 'AKIA', 'ignore previous', 'always',
+function asciiTexts(n: number, extra: readonly string[] = []): string[] {
+  const words = [...extra, 'password', 'PassWord', 'api_key', 'token', 'secret', 'sk-', 'ghp_', 'AKIA', 'ignore previous', 'always',
     'NEVER', 'from now on', 'skip the tests', '--force', 'jailbreak', 'https://', 'www.', 'tool', 'file', 'issue', 'stdout', 'k', 'K', 's', 'S', 'ss', 'kk', 'KS',
     'slack', 'x', 'xx', 'abc', 'a1', 'e@x.io', '=', ':', ' ', '\n', '-', '_', '.', '/', '\t', '0123456789', 'ABCDEFGHIJKLMNOP'];
   let seed = 0x9e3779b9;
@@ -47,11 +47,42 @@ describe('look twice: the ASCII twin of each pattern', () => {
       twinned.forEach((r, i) => {
         const want = r.re.test(text);
         seen[i]!.add(want);
-        expect(matches(r, text, true), `${r.re.source} on ${JSON.stringify(text)}`).toBe(want);
+        expect(matches(r, text, 'ascii'), `${r.re.source} on ${JSON.stringify(text)}`).toBe(want);
       });
     }
     // The texts reach every pattern both ways: each matched some and missed some.
     expect(twinned.filter((_, i) => seen[i]!.size < 2).map((r) => r.re.source)).toEqual([]);
+  });
+
+  it('answers as the Unicode pattern does on plain non-ASCII text (dashes, quotes, letters of other scripts), or is not used there', () => {
+    // Non-ASCII characters of the Basic Multilingual Plane, among them those whose folding differs between the two
+    // (Ω and the ohm sign, ß and ẞ, µ and μ, Å and the angstrom sign, İ and ı), inside the same ASCII words.
+    const wide = ['—', '–', '’', '“', '”', '…', 'é', 'É', 'ü', 'ñ', 'ç', 'Ω', '\u2126', 'ω', 'ß', '\u1E9E', 'µ', 'μ', 'Å', '\u212B', 'å', 'İ', 'ı', 'ΣΑΣ', 'ς', 'и', 'Ж', '漢字', '\u00A0', '\u2028', '\uFEFF', 'ÿ', 'Ÿ'];
+    const texts = asciiTexts(6000, wide).map((t, i) => t + wide[i % wide.length]!);
+    const rules = lookTwiceRules({ sources: [...ALL, { pattern: '(.)\\1', label: 'any letter twice' }], instructions: [], secrets: [] }).sources;
+    for (const text of texts) {
+      expect(textKind(text)).toBe('plain');
+      for (const r of rules) expect(matches(r, text, 'plain'), `${r.re.source} on ${JSON.stringify(text)}`).toBe(r.re.test(text));
+    }
+    // A backreference compares the text with itself, folded one way or the other: its twin is kept off such text
+    // (on "ΩΩ", the ohm sign then omega, only the Unicode pattern sees one letter twice); so is a pattern naming a
+    // character above 0x7f. Every other pattern here is plain.
+    const backref = rules.find((r) => r.label === 'any letter twice')!;
+    expect(backref.plain).toBe(false);
+    expect(backref.ascii!.test('\u2126\u03A9')).not.toBe(backref.re.test('\u2126\u03A9'));
+    expect(matches(backref, '\u2126\u03A9', 'plain')).toBe(true);
+    expect(rules.filter((r) => !r.plain).map((r) => r.re.source).sort()).toEqual(['(.)\\1', '(?<w>k)\\k<w>', '(s)\\1', '[\\x80-\\xff]|x'].sort());
+  });
+
+  it('takes ſ, the Kelvin sign and anything outside the Basic Multilingual Plane as other text', () => {
+    expect(textKind('password')).toBe('ascii');
+    expect(textKind('pass — word’s')).toBe('plain');
+    expect(['paſſword', '\u212Aey', 'ok 😀', 'lone \ud800'].map(textKind)).toEqual(['other', 'other', 'other', 'other']);
+    const rules = lookTwiceRules({ sources: DEFAULT_TOOL_SOURCES, instructions: DEFAULT_INSTRUCTIONS, secrets: DEFAULT_SECRETS });
+    const flag = (fact: string) => lookTwiceReasons({ subject: 'x', fact, source: 'message' }, rules);
+    expect(flag('the paſſword: hunter2 — said on the phone')).toContain('looks like a credential');
+    expect(flag('a plain fact — with a dash’s quote')).toEqual([]);
+    expect(flag('password: hunter2 — said on the phone')).toContain('looks like a credential');
   });
 
   it('has no twin where u changes the pattern itself (\\u, \\p, \\P, non-ASCII letters)', () => {
