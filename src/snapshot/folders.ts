@@ -87,10 +87,11 @@ function judge(dir: string, store: string): SnapshotFolder {
     found = `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`; // a verdict, not a failed listing
   }
   if (typeof found === 'string') return no(found, manifest);
-  const listed = new Set(Object.keys(manifest.files));
+  const files: Record<string, { bytes: number }> = { ...manifest.files, ...(manifest.holds ? { [manifest.holds.file]: manifest.holds } : {}) };
+  const listed = new Set(Object.keys(files));
   const extra = [...found.keys()].filter((f) => !listed.has(f));
   if (extra.length > 0) return no(`holds ${JSON.stringify(extra[0])}, which its manifest does not list`, manifest);
-  for (const [rel, want] of Object.entries(manifest.files)) {
+  for (const [rel, want] of Object.entries(files)) {
     const size = found.get(rel);
     if (size === undefined) return no(`${rel} is missing`, manifest);
     if (size !== want.bytes) return no(`${rel} is ${size} bytes, its manifest says ${want.bytes}`, manifest);
