@@ -39,7 +39,8 @@ export function snapshotFolders(config: Config, store: string): SnapshotFolder[]
 export async function proveSnapshot(folder: { dir: string }, store: string): Promise<string | undefined> {
   const judged = judge(folder.dir, store);
   if (judged.problem) return judged.problem;
-  for (const [rel, want] of Object.entries(judged.manifest!.files)) {
+  const m = judged.manifest!;
+  for (const [rel, want] of Object.entries({ ...m.files, ...(m.holds ? { [m.holds.file]: m.holds } : {}) })) {
     try {
       const got = await sha256File(join(folder.dir, rel));
       if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) return `${rel} does not match its checksum in the manifest`;

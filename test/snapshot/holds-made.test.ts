@@ -81,6 +81,7 @@ describe('holds made when the snapshot is taken', () => {
     const bytes = readFileSync(file);
     bytes[bytes.length - 9]! ^= 0xff; // the same size: only its digest tells
     writeFileSync(file, bytes);
+    expect(await proveSnapshot({ dir }, 'agent')).toBe(`${HOLDS_FILE} does not match its checksum in the manifest`);
     const err = await failure(push(config));
     expect(err.message).toMatch(new RegExp(`${HOLDS_FILE} does not match its checksum`));
     await withTarget(config.snapshot.targets[0]!, 'agent', async (t) => expect(await t.list()).toEqual([]));
