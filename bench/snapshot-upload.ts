@@ -3,17 +3,18 @@
  * 1,000,000), takes one snapshot (SQLite only), then runs, `--runs` times each, alternating, every case as a whole
  * process under `/usr/bin/time -v` (wall time, user+sys CPU, peak RSS):
  *
- * - `cp` of the snapshot's store.db to another folder then `sync` of the copy, against the local target (temp file,
- *   fsync, read back and hash, rename), plain and age-encrypted;
+ * - `cp` of the snapshot's store.db to another folder then `sync` of the copy, against the local target (temp file
+ *   hashed as it is written, fsync, size check, rename), plain and age-encrypted;
  * - OpenSSH's `sftp` client putting the same file to a loopback sshd (`put -f`: fsync), against the SFTP target
- *   (ssh2 in JS, pipelined writes, fsync, pipelined read back and hash, rename), plain and encrypted;
+ *   (ssh2 in JS, pipelined writes hashed as they are sent, fsync, size check, rename), plain and encrypted;
  * - `curl --aws-sigv4` PUT of the same file (one request, no checksum) to the loopback S3 test server, against the
  *   S3 target (multipart, sha256 per part, HEAD check), plain and encrypted. The server is in this process, in
  *   memory: the figures are the client side's cost.
  *
  * `node start (no upload)` is a child that loads everything an upload loads and stops: the fixed cost in every
- * target figure. `holds.json.gz only` also makes the snapshot's holds (keyed hashes of every id, for erase) and
- * drops them: every upload does that besides sending the file's bytes.
+ * target figure. `holds.json.gz only` makes the snapshot's holds (keyed hashes of every id, for erase) from its
+ * copy and drops them: what taking a snapshot now does once (an upload sends the file made then), and what a push
+ * of a snapshot from before holds files were made still does.
  *
  * Ratios are medians of the ratios paired within a round (each target against the tool run just before it).
  *
@@ -24,17 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateX25519Identity, identityToRecipient } from 'age-encryption';
-import { validateConfig } from '../src/config/config.js';
-import { silentLogger } from '../src/log/logger.js';
-import { takeSnapshot } from '../src/snapshot/create.js';
-import { targetSchema, type TargetConfig } from '../src/snapshot/targets/config.js';
-import { eraseKey } from '../src/erase/ledger.js';
-import { holdsStream } from '../src/snapshot/targets/holds.js';
-import { uploadSnapshot, withTarget } from '../src/snapshot/targets/replicate.js';
-import { startSshd } from '../test/helpers/sshd.js';
-import { startS3Server } from '../test/helpers/s3-server.js';
-import { buildStore } from './store.js';
+import type { TargetConfig } from '../src/snapshot/targets/config.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {
@@ -50,10 +41,13 @@ interface ChildSpec {
 }
 
 async function child(specFile: string, mode: string | undefined): Promise<void> {
+  // Only what an upload loads (the parent's store builder, test servers and snapshot code stay out of the child).
+  const [{ targetSchema }, { uploadSnapshot, withTarget }] = await Promise.all([import('../src/snapshot/targets/config.js'), import('../src/snapshot/targets/replicate.js')]);
   const spec = JSON.parse(readFileSync(specFile, 'utf8')) as ChildSpec;
   const tcfg = targetSchema.parse(spec.target);
   if (mode === '--noop') return; // the process's start alone: node and the modules every upload loads
-  if (mode === '--holds') { // and holds.json.gz, made and dropped: what every upload does besides sending bytes
+  if (mode === '--holds') { // and holds.json.gz made from the copy: what the snapshot now does once, and a push of an older one
+    const { holdsStream } = await import('../src/snapshot/targets/holds.js');
     for await (const _ of holdsStream(join(spec.snapDir, 'store.db'), Buffer.from(spec.keyHex, 'hex'))) void _;
     return;
   }
@@ -86,6 +80,15 @@ const median = (xs: number[]) => {
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 async function main(): Promise<void> {
+  const { generateX25519Identity, identityToRecipient } = await import('age-encryption');
+  const { validateConfig } = await import('../src/config/config.js');
+  const { silentLogger } = await import('../src/log/logger.js');
+  const { takeSnapshot } = await import('../src/snapshot/create.js');
+  const { targetSchema } = await import('../src/snapshot/targets/config.js');
+  const { eraseKey } = await import('../src/erase/ledger.js');
+  const { startSshd } = await import('../test/helpers/sshd.js');
+  const { startS3Server } = await import('../test/helpers/s3-server.js');
+  const { buildStore } = await import('./store.js');
   const ROWS = Number(arg('rows', '1000000'));
   const RUNS = Number(arg('runs', '3'));
   const only = arg('only', ''); // e.g. --only sftp: just the cases whose name contains it

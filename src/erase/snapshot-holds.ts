@@ -6,7 +6,7 @@ import { readSnapshotCopy } from '../snapshot/read-copy.js';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
-import { holdsContain, holdsStream, idMac } from '../snapshot/targets/holds.js';
+import { holdsContain, idMac, snapshotHolds } from '../snapshot/targets/holds.js';
 
 /** The erased ids and user in plain (this run's, held in memory only) and the id hashes earlier erases kept. */
 export interface HoldsSearch {
@@ -29,8 +29,8 @@ export type HoldsAnswer = 'holds' | 'unsure' | null;
  * (the byte search is all that applies to another); one whose copy cannot be read cannot be ruled out.
  *
  * The plain ids and user are looked up directly, through the indexes; only ids known by their hash alone (from
- * earlier runs, and not erased again now) need every id of the copy hashed, as making its holds does (seconds per
- * million rows).
+ * earlier runs, and not erased again now) are searched in its holds: the file made with the snapshot, or for an
+ * older snapshot every id of the copy hashed now, as making its holds does (seconds per million rows).
  */
 export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Promise<HoldsAnswer> {
   if (!searchesHolds(h)) return null;
@@ -47,7 +47,7 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
     if (plainHolds(file, h.ids, h.user)) return 'holds';
     const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
     const extra = new Set(h.earlier.filter((mac) => !mine.has(mac)));
-    return extra.size > 0 && (await holdsContain(holdsStream(file, h.key), { ids: extra }, dir)) ? 'holds' : null;
+    return extra.size > 0 && (await holdsContain(snapshotHolds(dir, m, h.key), { ids: extra }, dir)) ? 'holds' : null;
   } catch (err) {
     log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
     return 'unsure';

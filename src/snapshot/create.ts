@@ -18,7 +18,8 @@ import { partialFolder, removePartials } from './copies.js';
 import { eraseKey, eraseKeyId } from '../erase/key.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
-import { MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
+import { writeHolds } from './targets/holds.js';
+import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
 
 export interface SnapshotOptions {
   now: Clock;
@@ -98,8 +99,10 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     makeDirPrivate(tmp);
     try {
       const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
-      const keyId = ledgerKeyId(config, storeName, opts.log);
-      const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(keyId ? { eraseKeyId: keyId } : {}) };
+      const key = ledgerKey(config, storeName, opts.log);
+      // The holds, made once here from the verified copy: every target's upload carries them, erase searches them.
+      const holds = key && (await writeHolds(join(tmp, parts.sqlite.file), key, join(tmp, HOLDS_FILE)));
+      const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(key ? { eraseKeyId: eraseKeyId(key) } : {}), ...(holds ? { holds } : {}) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
       renameSync(tmp, final);
@@ -121,13 +124,14 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
 /**
  * The erase key the installation's state db is bound to (made now if it has none yet), named in the manifest: a
  * restore of this snapshot re-applies that key's erase ledger, and refuses where the state db is not bound to it
- * (src/erase/restore-ledger.ts). A key that cannot be had is logged and left out; the snapshot is still taken.
+ * (src/erase/restore-ledger.ts), and its holds are made with it. A key that cannot be had is logged and left out
+ * (no holds either); the snapshot is still taken.
  */
-function ledgerKeyId(config: Config, storeName: string, log: Logger): string | undefined {
+function ledgerKey(config: Config, storeName: string, log: Logger): Buffer | undefined {
   try {
-    return eraseKeyId(eraseKey(config));
+    return eraseKey(config);
   } catch (err) {
-    log.warn({ store: storeName, err: (err as Error).message }, 'snapshot: the erase key cannot be read; the manifest names none, and a restore of it cannot prove the state db is the one that records what was erased since');
+    log.warn({ store: storeName, err: (err as Error).message }, 'snapshot: the erase key cannot be read; the manifest names none, and a restore of it cannot prove the state db is the one that records what was erased since; its holds are made when it is pushed');
     return undefined;
   }
 }

@@ -39,7 +39,8 @@ export function snapshotFolders(config: Config, store: string): SnapshotFolder[]
 export async function proveSnapshot(folder: { dir: string }, store: string): Promise<string | undefined> {
   const judged = judge(folder.dir, store);
   if (judged.problem) return judged.problem;
-  for (const [rel, want] of Object.entries(judged.manifest!.files)) {
+  const m = judged.manifest!;
+  for (const [rel, want] of Object.entries({ ...m.files, ...(m.holds ? { [m.holds.file]: m.holds } : {}) })) {
     try {
       const got = await sha256File(join(folder.dir, rel));
       if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) return `${rel} does not match its checksum in the manifest`;
@@ -87,10 +88,11 @@ function judge(dir: string, store: string): SnapshotFolder {
     found = `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`; // a verdict, not a failed listing
   }
   if (typeof found === 'string') return no(found, manifest);
-  const listed = new Set(Object.keys(manifest.files));
+  const files: Record<string, { bytes: number }> = { ...manifest.files, ...(manifest.holds ? { [manifest.holds.file]: manifest.holds } : {}) };
+  const listed = new Set(Object.keys(files));
   const extra = [...found.keys()].filter((f) => !listed.has(f));
   if (extra.length > 0) return no(`holds ${JSON.stringify(extra[0])}, which its manifest does not list`, manifest);
-  for (const [rel, want] of Object.entries(manifest.files)) {
+  for (const [rel, want] of Object.entries(files)) {
     const size = found.get(rel);
     if (size === undefined) return no(`${rel} is missing`, manifest);
     if (size !== want.bytes) return no(`${rel} is ${size} bytes, its manifest says ${want.bytes}`, manifest);

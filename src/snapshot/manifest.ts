@@ -11,6 +11,19 @@ export interface FileEntry {
   sha256: string;
 }
 
+/** The file in a snapshot folder that holds its holds (src/snapshot/targets/holds.ts), made with the snapshot. */
+export const HOLDS_FILE = 'holds.json.gz';
+
+/**
+ * The snapshot's holds, made once when it is taken: the keyed hashes of the ids and users its SQLite copy holds,
+ * what every target's upload carries and erase searches. `keyId`: the erase key they were made with. Absent in
+ * older snapshots, or when the key could not be read: a push or an erase then makes them from the copy.
+ */
+export interface HoldsEntry extends FileEntry {
+  file: typeof HOLDS_FILE;
+  keyId: string;
+}
+
 export interface SqlitePart {
   /** File name inside the snapshot folder. */
   file: string;
@@ -71,8 +84,9 @@ export interface Manifest {
   qdrant: QdrantPart[];
   /** SQLite files that hold the store's vectors (mem0's TypeScript SDK), copied as the store file is; absent before. */
   vectorFiles?: SqlitePart[];
-  /** sha256 and size of every file in the folder but this one. */
+  /** sha256 and size of every file in the folder but this one and the holds. */
   files: Record<string, FileEntry>;
+  holds?: HoldsEntry;
 }
 
 /** memory-warden's version, recorded in every manifest. */
@@ -93,8 +107,11 @@ export function readManifest(folder: string): Manifest {
   if (m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || typeof m.store !== 'string') {
     throw storeError(`${path}: not a memory-warden snapshot manifest (format ${JSON.stringify(m.format)})`);
   }
+  if (m.holds !== undefined && (m.holds?.file !== HOLDS_FILE || typeof m.holds.keyId !== 'string' || typeof m.holds.sha256 !== 'string' || !Number.isSafeInteger(m.holds.bytes))) {
+    throw storeError(`${path}: its holds entry is not one memory-warden writes`);
+  }
   for (const name of Object.keys(m.files)) {
-    if (name.includes('..') || name.startsWith('/') || name === MANIFEST) throw storeError(`${path}: file entry "${name}" points outside the snapshot`);
+    if (name.includes('..') || name.startsWith('/') || name === MANIFEST || name === HOLDS_FILE) throw storeError(`${path}: file entry "${name}" points outside the snapshot`);
   }
   return m as Manifest;
 }

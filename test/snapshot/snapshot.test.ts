@@ -41,7 +41,7 @@ describe('snapshot', () => {
     const dir = join(storeDir(), r.name);
     expect(r.dir).toBe(dir);
     expect(readdirSync(storeDir())).toEqual(['.snapshots.warden-lock', r.name]);
-    expect(readdirSync(dir).sort()).toEqual(['manifest.json', 'qdrant', 'store.db']);
+    expect(readdirSync(dir).sort()).toEqual(['holds.json.gz', 'manifest.json', 'qdrant', 'store.db']);
     expect(readdirSync(join(dir, 'qdrant')).sort()).toEqual([`0-${fx.collections[0]}.snapshot`, `1-${fx.collections[1]}.snapshot`]);
 
     const m = readManifest(dir);

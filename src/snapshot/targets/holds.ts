@@ -1,13 +1,19 @@
 import { createHmac, hash } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, pipeline } from 'node:stream';
+import { pipeline as pipe } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import { readSnapshotCopy } from '../read-copy.js';
 import type Database from 'better-sqlite3';
 import { storeError } from '../../core/errors.js';
-import { UnverifiedSnapshotError } from './types.js';
+import { UnverifiedSnapshotError, type ObjectDigest } from './types.js';
+import { openRegularFile } from '../../core/read-file.js';
+import { eraseKeyId } from '../../erase/key.js';
+import { FILE_MODE, fsyncPath } from '../layout.js';
+import { HOLDS_FILE, type HoldsEntry, type Manifest } from '../manifest.js';
+import { checkedObject, hashing } from './digest.js';
 
 /**
  * What a snapshot holds, as keyed hashes: the memory ids and the users in its SQLite copy, each as the first 64
@@ -16,7 +22,7 @@ import { UnverifiedSnapshotError } from './types.js';
  * key stays on the machine (erase.key beside the state db): the hashes cannot be checked against guessed ids
  * without it.
  */
-export const HOLDS_KEY = 'holds.json.gz';
+export const HOLDS_KEY = HOLDS_FILE;
 
 /** The JSON inside `holds.json.gz` (erase reads it streamed: holdsContain). */
 export interface Holds {
@@ -201,6 +207,37 @@ export async function* holdsStream(dbFile: string, key: Buffer, runSize = RUN): 
     gzip.destroy();
     source.destroy();
   }
+}
+
+/**
+ * Make a snapshot's holds once, as it is taken: holdsStream of its SQLite copy written to `dest` (a new file, the
+ * owner's only), hashed as it is written and fsynced. What the manifest records of it (`holds`).
+ */
+export async function writeHolds(dbFile: string, key: Buffer, dest: string): Promise<HoldsEntry> {
+  const h = hashing(holdsStream(dbFile, key));
+  await pipe(h.stream, createWriteStream(dest, { mode: FILE_MODE, flags: 'wx' }));
+  fsyncPath(dest);
+  return { file: HOLDS_FILE, keyId: eraseKeyId(key), ...h.digest() };
+}
+
+/**
+ * The holds of a local snapshot folder under this key, streamed: the file made when it was taken, checked against
+ * its manifest as it is read (a file that differs fails the reader, nothing is taken for it), or, for a snapshot
+ * made before holds were (or under another key), made now from its SQLite copy.
+ */
+export function snapshotHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIterable<Uint8Array> {
+  const made: HoldsEntry | undefined = manifest.holds;
+  if (!made || made.keyId !== eraseKeyId(key)) return holdsStream(join(dir, manifest.sqlite.file), key);
+  const path = join(dir, made.file);
+  const want: ObjectDigest = { bytes: made.bytes, sha256: made.sha256 };
+  return (async function* () {
+    const read = createReadStream('', { fd: openRegularFile(path), highWaterMark: 1024 * 1024 });
+    try {
+      yield* checkedObject(read, want, path);
+    } finally {
+      read.destroy();
+    }
+  })();
 }
 
 /**

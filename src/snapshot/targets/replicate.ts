@@ -15,7 +15,7 @@ import type { TargetConfig } from './config.js';
 import { atMost, digestOf, hashing } from './digest.js';
 import { loadTargetKey, sealManifest } from './auth.js';
 import { CheckedTarget } from './checked.js';
-import { HOLDS_KEY, holdsStream } from './holds.js';
+import { HOLDS_KEY, snapshotHolds } from './holds.js';
 import { notePushed } from './pushed.js';
 import { openTarget } from './registry.js';
 import { readRemoteManifest, type RemoteManifest, type RemoteObject, type RemoteRecord } from './remote-manifest.js';
@@ -97,13 +97,16 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
       if (sent.sha256 !== want.sha256 || sent.bytes !== want.bytes) throw storeError(`${dir}: ${rel} no longer matches its manifest (sha256 ${sent.sha256}); not uploaded`);
       objects[rel] = { key: objectKey, ...stored, ...(recipients ? { encrypted: { recipients: [...recipients] } } : {}) };
     }
-    const holdsStored = await target.put(name, HOLDS_KEY, holdsStream(join(dir, manifest.sqlite.file), key), opts.signal);
+    // The holds made when the snapshot was taken (checked against its manifest as they are read), else made now.
+    const holdsStored = await target.put(name, HOLDS_KEY, snapshotHolds(dir, manifest, key), opts.signal);
     const remote: RemoteRecord = {
       format: 'memory-warden-remote/1', target: tcfg.name, uploadedAt: new Date(opts.now()).toISOString(), objects,
       holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key) },
     };
-    const sealed = target.key ? { ...remote, auth: sealManifest(target.key, target.store, name, { ...manifest, remote }) } : remote;
-    const text = Buffer.from(JSON.stringify({ ...manifest, remote: sealed }, null, 2) + '\n');
+    // The local record of the holds stays here: the remote one says where they went, and a download has no holds file.
+    const { holds: _local, ...shared } = manifest;
+    const sealed = target.key ? { ...remote, auth: sealManifest(target.key, target.store, name, { ...shared, remote }) } : remote;
+    const text = Buffer.from(JSON.stringify({ ...shared, remote: sealed }, null, 2) + '\n');
     await target.put(name, MANIFEST_KEY, (async function* () { yield text; })(), opts.signal);
   } catch (err) {
     await target.delete(name).catch(() => undefined); // best effort; cleanPartial finishes it next run

@@ -55,6 +55,28 @@ describe('sftp target', () => {
     await t.close();
   });
 
+  it('a put is confirmed without reading the file back (verifyUploads: read-back reads it whole); the file on the server is exact', async () => {
+    const b = randomBytes(3 * DEPTH * CHUNK + 777);
+    for (const [verify, reads] of [['auto', 0], ['read-back', Math.ceil(b.length / CHUNK)]] as const) {
+      const cfg = place.config({ verifyUploads: verify }) as { path: string };
+      const t = await openTarget(cfg as never, 'agent');
+      // The session the target writes through (a real sshd): its read requests counted as they are sent.
+      const raw = (t as unknown as { raw: { read: (...a: unknown[]) => unknown } }).raw;
+      const read = raw.read.bind(raw);
+      let asked = 0;
+      raw.read = (...a: unknown[]) => (asked++, read(...a));
+      try {
+        expect(await t.put(SNAP, 'store.db', bytes(b, 100_000))).toEqual({ bytes: b.length, sha256: hex(b) });
+        expect(readFileSync(join(cfg.path, 'agent', SNAP, 'store.db')).equals(b)).toBe(true);
+        expect(asked, verify).toBeGreaterThanOrEqual(reads);
+        if (verify === 'auto') expect(asked).toBe(0);
+      } finally {
+        raw.read = read;
+        await t.close();
+      }
+    }
+  });
+
   it('pipelined writes and reads keep every byte in place at request and window boundaries', async () => {
     const cfg = place.config() as { path: string };
     const t = await openTarget(cfg as never, 'agent');

@@ -5,25 +5,30 @@ import { storeError, transientError, WardenError } from '../../../core/errors.js
 import { ownerOnlyText } from '../auth.js';
 import { atMost, digestOf, hashing } from '../digest.js';
 import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
-import { CHUNK, DEPTH, closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
+import { CHUNK, DEPTH, call, closeRemote, fsyncRemote, openRemote, readAll, writeAll } from './pipelined.js';
 import type { SftpTargetConfig } from './schema.js';
 
 const TMP = '.tmp-';
 
 /**
  * A folder on an SSH host. Each file is written as `.tmp-<random>-<name>` (several writes in flight), fsynced where
- * the server has OpenSSH's fsync extension, read back and hashed (several reads in flight), then renamed into place
- * (posix-rename: atomic, replaces). SFTP has no checksum of its own, so the read-back is the check.
+ * the server has OpenSSH's fsync extension, its size checked, then renamed into place (posix-rename: atomic,
+ * replaces). SFTP has no checksum of its own: what proves the file is the SSH channel (every packet carries a MAC,
+ * so the server received exactly the bytes hashed and sent), every write answered OK at its own offset, and the
+ * size of the open file once fsynced (nothing missing, nothing more). `verifyUploads: read-back` also reads every
+ * file back whole and hashes it, for a server whose disk is not trusted to keep what it acknowledged.
  */
 export class SftpTarget implements SnapshotTarget {
   readonly type = 'sftp';
   readonly name: string;
   readonly where: string;
   private readonly root: string;
+  private readonly verify: SftpTargetConfig['verifyUploads'];
 
   /** `raw`: the session under `sftp`, for the pipelined reads and writes of pipelined.ts. */
   constructor(config: SftpTargetConfig, store: string, private readonly sftp: SftpClient, private readonly raw: SFTPWrapper) {
     this.name = config.name;
+    this.verify = config.verifyUploads;
     this.root = `${config.path.replace(/\/+$/, '')}/${store}`;
     this.where = `sftp://${config.username}@${config.host}:${config.port}${this.root.startsWith('/') ? '' : '/~/'}${this.root}`;
   }
@@ -38,18 +43,20 @@ export class SftpTarget implements SnapshotTarget {
       try {
         const h = hashing(body);
         const out = await openRemote(this.raw, tmp, 'wx');
+        let size: number;
         try {
           await writeAll(this.raw, out, h.stream);
           await fsyncRemote(this.raw, out);
+          size = (await call<{ size: number }>((cb) => this.raw.fstat(out, cb))).size;
         } catch (err) {
           await closeRemote(this.raw, out).catch(() => undefined);
           throw err;
         }
         await closeRemote(this.raw, out);
         const sent = h.digest();
-        const stored = await digestOf(readRemote(this.raw, tmp));
-        if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes) {
-          throw transientError(`target ${this.name}: ${tmp} reads back as sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) sent`);
+        const stored = this.verify === 'read-back' ? await digestOf(readRemote(this.raw, tmp)) : { bytes: size, sha256: sent.sha256 };
+        if (stored.sha256 !== sent.sha256 || stored.bytes !== sent.bytes || size !== sent.bytes) {
+          throw transientError(`target ${this.name}: ${tmp} holds sha256 ${stored.sha256} (${stored.bytes} bytes), ${sent.sha256} (${sent.bytes} bytes) sent`);
         }
         await this.sftp.posixRename(tmp, final);
         return sent;

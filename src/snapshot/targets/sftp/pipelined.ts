@@ -9,7 +9,7 @@ export const DEPTH = 32;
 export const CHUNK = 64 * 1024;
 
 type Cb<T> = (err?: Error | null, value?: T) => void;
-const call = <T>(f: (cb: Cb<T>) => void) => new Promise<T>((resolve, reject) => f((err, v) => (err ? reject(err) : resolve(v as T))));
+export const call = <T>(f: (cb: Cb<T>) => void) => new Promise<T>((resolve, reject) => f((err, v) => (err ? reject(err) : resolve(v as T))));
 
 export const openRemote = (sftp: SFTPWrapper, path: string, flags: 'r' | 'wx', mode = 0o600) =>
   call<Buffer>((cb) => sftp.open(path, flags, { mode }, cb));

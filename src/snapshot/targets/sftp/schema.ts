@@ -20,6 +20,8 @@ export const sftpTargetSchema = z.strictObject({
   privateKey: secretField().min(1).optional().describe('The private key itself, from the environment only: `${SFTP_KEY}`.'),
   passphrase: secretField().optional().describe('The private key\'s passphrase, from the environment only: `${SFTP_PASSPHRASE}`.'),
   password: secretField().optional().describe('From the environment only: `${SFTP_PASSWORD}`.'),
+  verifyUploads: z.enum(['auto', 'read-back']).default('auto')
+    .describe('How an upload is confirmed. `auto`: the SSH channel\'s integrity, every write acknowledged, the file fsynced and its size checked; `read-back`: every file is also read back whole and hashed (sends each one back over the link).'),
   timeoutMs: timerDuration('ms').int().positive().default(30_000)
     .describe('Connect and per-request timeout; past it the job fails transiently (retried).'),
 });
