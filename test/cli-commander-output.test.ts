@@ -53,7 +53,7 @@ describe("commander's errors are one inert line", () => {
   it('a missing argument, a missing option value, a missing required option', async () => {
     await expectOneLineError(['review', 'confirm'], ['review', 'confirm'], /^memory-warden: missing required argument 'id'$/);
     await expectOneLineError(['review', 'confirm', 'm1', '--now'], ['review', 'confirm'], /^memory-warden: option '--now <time>' argument missing$/);
-    await expectOneLineError(['init'], ['init'], /^memory-warden: required option '--db <path>' not specified$/);
+    await expectOneLineError(['review', 'expire', 'm1'], ['review', 'expire'], /^memory-warden: required option '--in <duration>' not specified$/);
   });
 
   it("commander's suggestion stays on the error's line", async () => {

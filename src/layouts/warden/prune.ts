@@ -8,6 +8,7 @@ import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { toCanonical } from '../../time/instants.js';
+import { noProgress } from '../../progress/progress.js';
 
 type PruneReason = 'expired' | 'superseded' | 'cascaded';
 
@@ -334,8 +335,13 @@ async function deleteInBatches(
       }
       return !ctx.signal.aborted;
     };
-    ctx.progress?.start('prune', undefined, 'rows');
+    // The candidates are read a range at a time: on a terminal, their number is counted first (one more read of the
+    // table, paid only where someone watches the line).
+    const shown = ctx.progress !== undefined && ctx.progress !== noProgress;
+    const toDo = shown ? (store.db.prepare(`SELECT count(*) FROM memory WHERE ${PRUNABLE_SQL}`).pluck().get(pruneParams(rules)) as number) : undefined;
+    ctx.progress?.start('prune', toDo, 'rows');
     let first = true;
+    let offered = 0;
     for (const candidates of ranges) {
       const count = { sql: OUT_OF_RANGE_RULE, params: { after: candidates.after, until: candidates.until } };
       for (let i = 0; i < candidates.rowids.length; ) {
@@ -352,8 +358,9 @@ async function deleteInBatches(
         const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
         const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, count, budget, rows, pause: letWritersIn, afterCommit });
         i += outcome.consumed;
+        offered += outcome.consumed;
         tally(result, outcome.rowids, outcome.deleted, candidates, outcome.counts);
-        ctx.progress?.set(result.deleted);
+        ctx.progress?.set(toDo === undefined ? offered : Math.min(offered, toDo));
         result.batches += 1;
         const spent = outcome.lockMs - outcome.deleteMs;
         overhead = result.batches === 1 ? spent : 0.7 * overhead + 0.3 * spent;
