@@ -181,7 +181,7 @@ async function statisticsFirst(store: PostgresStoreHandle, log: PruneOptions['ct
   if (!seen.rows[0]?.never) return;
   try {
     await store.pg.query(`ANALYZE ${store.schema}.memory`);
-    log.info({ store: store.name }, 'analyzed the memory table first: it had no statistics');
+    log.info('analyzed the memory table first: it had no statistics');
   } catch (err) {
     log.warn({ store: store.name, err: (err as Error).message }, 'the memory table has no statistics and could not be analyzed: prune may be slow');
   }
