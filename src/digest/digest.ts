@@ -8,7 +8,7 @@ import { openStateDb } from '../state/state.js';
 import { coerceError, configError, storeError, usageError, type WardenError } from '../core/errors.js';
 import { openStore } from '../layouts/open.js';
 import { assertIntact } from '../store/sqlite.js';
-import { parseInstant, type Instant } from '../time/instants.js';
+import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
 import { renderDigest, type RenderedDigest } from './render.js';
@@ -99,6 +99,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const errors: WardenError[] = [];
   try {
     for (const group of groups) {
+      await pastRecordedSecond(state, ctx);
       const now = ctx.now();
       const claim = await claimOrWait(ledger, {
         key: listKey(cfg.to, group.scope),
@@ -155,6 +156,25 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   }
   if (errors.length > 0) throw errors.find((e) => e.transient) ?? errors[0]!;
   return { deliveries: results };
+}
+
+/**
+ * Job runs are recorded to the second, and a digest reports those that finished before the second it is made in
+ * (src/digest/collect.ts runsPeriod). A run that finished in the current second (a prune a moment before) would
+ * fall after the window and wait a day: the digest is then made in the next second, so it reports that run, and
+ * a run that ends after it is made goes in the next digest. Nothing waits when no run ended this second, or when
+ * the clock is given (`--now`).
+ */
+async function pastRecordedSecond(state: ReturnType<typeof openStateDb>, ctx: JobContext): Promise<void> {
+  const now = ctx.now();
+  if (Math.abs(now - Date.now()) > 1000) return; // a clock given, not the machine's
+  const second = Math.floor(now / 1000) * 1000;
+  if (!state.prepare(`SELECT 1 FROM job_runs WHERE finished_at >= ? LIMIT 1`).get(toCanonical(second))) return;
+  await new Promise<void>((resolve) => {
+    const done = () => (clearTimeout(t), ctx.signal.removeEventListener('abort', done), resolve());
+    const t = setTimeout(done, second + 1000 - now + 1);
+    ctx.signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /**

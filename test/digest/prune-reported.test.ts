@@ -5,6 +5,10 @@ import YAML from 'yaml';
 import { cliAsync } from '../helpers/cli.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { makeStore, tempDir } from '../helpers/store.js';
+import { loadConfig } from '../../src/config/config.js';
+import { runDigest } from '../../src/digest/digest.js';
+import { silentLogger } from '../../src/log/logger.js';
+import { openStateDb, recordRunEnd, recordRunStart } from '../../src/state/state.js';
 
 /**
  * A prune and then, a moment later, the digest (as a person runs them, or the worker's 02:30 prune before a digest
@@ -50,5 +54,18 @@ describe('the digest after a prune', () => {
     expect(next.code, next.stderr).toBe(0);
     expect(smtp.received).toHaveLength(2);
     expect(smtp.received[1]!.parsed.text ?? '').toContain('no prune ran in this period');
+  });
+
+  it('reports a prune recorded in the very second the digest is made (runs are recorded to the second)', async () => {
+    const cfg = loadConfig({ file: config, env: { ...process.env, MEMORY_WARDEN_CONFIG: '' } });
+    // A whole second ahead, so that the prune and the digest fall in the same one.
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 5));
+    const state = openStateDb(cfg.stateDb);
+    const id = recordRunStart(state, 'prune', 'agent', Date.now());
+    recordRunEnd(state, id, Date.now(), 'ok', { deleted: 3, expired: 3, superseded: 0, cascaded: 0 });
+    state.close();
+    const result = await runDigest({}, { config: cfg, log: silentLogger, now: () => Date.now(), signal: new AbortController().signal });
+    expect(result.deliveries.map((d) => d.status)).toEqual(['sent']);
+    expect(smtp.received[0]!.parsed.text ?? '').toMatch(/prune: deleted 3 row\(s\) in 1 run/);
   });
 });
