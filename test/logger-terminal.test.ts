@@ -106,3 +106,15 @@ describe('the built command line', () => {
     }
   });
 });
+
+describe('a field a child logger binds', () => {
+  it('is written once when the call names it again with the same value, and both when they differ', () => {
+    const { log, raw } = capture();
+    const job = log.child({ job: 'snapshot', store: 'agent' });
+    job.info({ store: 'agent', dir: '/x' }, 'snapshot done');
+    job.info({ store: 'other' }, 'another store');
+    expect(raw[0]!.match(/"store"/g)).toHaveLength(1);
+    expect(JSON.parse(raw[0]!)).toMatchObject({ job: 'snapshot', store: 'agent', dir: '/x', msg: 'snapshot done' });
+    expect(raw[1]!.match(/"store"/g)).toHaveLength(2);
+  });
+});

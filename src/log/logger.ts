@@ -37,9 +37,23 @@ export function scrubUrlCredentials<T>(value: T, depth = 0, seen = new WeakSet<o
 
 const hooks = {
   logMethod(this: Logger, args: unknown[], method: (...a: unknown[]) => void) {
-    return method.apply(this, args.map((a) => scrubUrlCredentials(a)));
+    return method.apply(this, args.map((a, i) => scrubUrlCredentials(i === 0 ? withoutBound(this, a) : a)));
   },
 };
+
+/**
+ * A call's fields without those a child logger already binds to the same value (the job runner binds `store`, and
+ * the code it runs names the store too): pino would write the key twice in one JSON object.
+ */
+function withoutBound(log: Logger, fields: unknown): unknown {
+  if (!fields || typeof fields !== 'object' || Array.isArray(fields) || fields instanceof Error) return fields;
+  const bound = log.bindings() as Record<string, unknown>;
+  const keys = Object.keys(fields).filter((k) => k in bound && Object.is(bound[k], (fields as Record<string, unknown>)[k]));
+  if (keys.length === 0) return fields;
+  const copy = { ...(fields as Record<string, unknown>) };
+  for (const k of keys) delete copy[k];
+  return copy;
+}
 
 /**
  * Every line as written: redacted once more (bindings of child loggers and serializers do not pass the hooks),
