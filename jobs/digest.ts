@@ -24,4 +24,13 @@ export default defineJob({
   name: 'digest', writes: false, scope: 'global', schema: payloadSchema, run: digest,
   // A fleet digest reads each store's section on the store's host: a task routed to that host's lane.
   tasks: (config) => [createDigestSectionsTask(config)],
+  unready: async (config) => {
+    const { checkSendConfig } = await import('../src/digest/send.js');
+    try {
+      checkSendConfig(config);
+      return null;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  },
 });

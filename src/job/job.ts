@@ -83,6 +83,11 @@ export interface JobDefinition<S extends PayloadSchema = z.ZodType, R = unknown>
   tasks?(config: Config): TaskKind[];
   /** Checked once when the worker starts: a broken setup (a verifier plugin, a rule) fails the start, naming it. */
   prepare?(config: Config): Promise<void>;
+  /**
+   * Why a scheduled run of it would fail as configured (the digest without smtp), or null: the worker says so when
+   * it starts, once, rather than only when the run fails; the other jobs are not held up by it.
+   */
+  unready?(config: Config): Promise<string | null>;
 }
 
 /** Every job, by name: what the CLI hands the runner and the worker (jobs/index.ts is the one in this build). */

@@ -233,6 +233,10 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
     const taskQueues = tasks;
     // This worker keeps the shared queue's schedulers (every replica upserts the same ones) and its own host's.
     const planned = planSchedulers(config, opts.jobs, log);
+    for (const name of new Set(planned.map((p) => p.job))) {
+      const why = await opts.jobs[name]?.unready?.(config);
+      if (why) log.warn({ job: name }, `${name} is scheduled but cannot run as configured: ${why}; each run fails until the config is fixed (or worker.schedules.${name}.enabled: false)`);
+    }
     const clock = opts.now ?? systemClock;
     const shared = await syncSchedulers(queue, config, planned, log, null, clock);
     const own = await syncSchedulers(hostQueue, config, planned, log, host, clock);
