@@ -85,6 +85,9 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   }
   try {
     const result = await job.run(parsed, ctx);
+    // A scheduled run told to stop (its store lock lost, the worker shutting down) that returns stopped part-way: it
+    // is not recorded done, or no retry would finish it (the state db, or the store's database, would say it ran).
+    if (opts.scheduledRun !== undefined && ctx.signal.aborted) throw stoppedError(`${name}${store ? ` ${store}` : ''}`, ctx.signal.reason);
     await record?.end('ok', result);
     return result;
   } catch (err) {
@@ -166,6 +169,11 @@ async function fleetClaim(config: Config, name: string, store: string, scheduled
   const engine = await engineFor(storeConfig);
   if (!engine.claimScheduledRun) throw new Error(`engine ${engine.name} reaches every host but claims no scheduled run`);
   return engine.claimScheduledRun(store, storeConfig, { scheduledRun, job: name, host: host ?? hostname().split('.')[0] ?? 'localhost', pid: process.pid });
+}
+
+function stoppedError(what: string, reason: unknown): WardenError {
+  const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'told to stop';
+  return transientError(`${what}: stopped before it finished (${why}); a retry finishes it`);
 }
 
 async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {

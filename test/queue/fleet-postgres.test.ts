@@ -6,7 +6,8 @@ import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { fillPgStore, ids, URL_VAR } from '../engines/pg-fixture.js';
 import { missedRunId } from '../../src/queue/schedules.js';
 import { openDatabase } from '../../src/store/sqlite.js';
-import { countRows, killAll, makeStore, spawnWorker, tempDir, until, useWorkerProcesses, type SpawnedWorker } from './fixtures.js';
+import { countRows, killAll, makeStore, spawnWorker, stopProcess, tempDir, until, useWorkerProcesses, type SpawnedWorker } from './fixtures.js';
+import { storeLockKey } from '../../src/queue/lock.js';
 
 const QUEUE = 'maintenance'; // worker.queue's default: the shared queue; a host's is `maintenance.<host>`
 
@@ -116,6 +117,39 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
     expect(s.hosts.map((h) => [h.host, h.stores.map((x) => x.store)])).toEqual([['a', ['a1']], ['b', ['b1']]]);
     expect(s.anyHost.map((x) => x.store)).toEqual(['fleet']);
     expect(s.anyHost[0]!.jobs.find((j) => j.job === 'prune')!.lastSuccess).not.toBe(null);
+  });
+
+  it("a run handed to the other host while the first still runs it (the queue's locks lost in a failover) is refused there by the database, and finishes ok once", async () => {
+    const t = await setup('pg-beside', { stalledIntervalMs: 300, attempts: 200, backoff: { type: 'fixed', delayMs: 300 } }, { batchSize: 5 });
+    await fillPgStore(db!, 'fleet', { live: 50, expired: 20_000 });
+    const kept = await ids(db!, 'fleet', `id LIKE 'live-%'`);
+    const count = async () => Number((await db!.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
+    const a = t.start('a');
+    await a.ready;
+    const queue = procs.queue(QUEUE, t.prefix);
+    const job = await queue.add('prune', { store: 'fleet' }, { attempts: 200, backoff: { type: 'fixed', delay: 300 }, jobId: missedRunId('prune:fleet', 1_700_000_000_000) });
+    await until('the run claimed by host a', async () => (await t.claims()).some((c) => c.outcome === 'running' && c.host === 'a'));
+    await until('a few batches deleted', async () => (await count()) < 20_050 - 50, 60_000);
+    // Host a holds the run (its process lives, stopped) for as long as this test says, whatever either's speed.
+    await stopProcess(a);
+    try {
+      const b = t.start('b');
+      await b.ready;
+      // What a promoted replica without the job's lock and the store lock looks like: neither is there.
+      await procs.redis().client.del(`${t.prefix}:${QUEUE}:${job.id}:lock`, storeLockKey(t.prefix, 'fleet'));
+      const busy = await b.waitFor('host b to find the run in progress', (l) => l.msg === 'job failed' && l.jobId === job.id, 30_000);
+      expect(busy).toMatchObject({ retry: true, kind: 'transient' });
+      expect(String(busy.err)).toContain(`in progress in process ${a.proc.pid} on host a`);
+      expect(await count()).toBeGreaterThan(50); // nothing else pruned: host a is still mid-run
+    } finally {
+      a.proc.kill('SIGCONT');
+    }
+    // However the first ends (done, or stopped because its store lock went), the run finishes ok once.
+    await until('the run to finish ok', async () => (await t.claims())[0]?.outcome === 'ok' && (await queue.getJob(job.id!))?.finishedOn, 120_000);
+    expect(await ids(db!, 'fleet')).toEqual(kept);
+    const ok = [...t.jobRuns('a'), ...t.jobRuns('b')].filter((r) => r.scheduled_run === 'prune:fleet:1700000000000' && r.outcome === 'ok');
+    expect(ok).toHaveLength(1);
+    expect((await t.claims())[0]).toMatchObject({ outcome: 'ok', host: ok[0]!.pid === a.proc.pid ? 'a' : 'b', pid: ok[0]!.pid });
   });
 
   it('kill -9 of the worker running a PostgreSQL store\'s run: the other host completes it, once; handed out again, no host runs it again', async () => {

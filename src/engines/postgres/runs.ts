@@ -85,10 +85,13 @@ export async function claimPgScheduledRun(storeName: string, cfg: PostgresConfig
       [ref.scheduledRun, ref.job, ref.host, ref.pid],
     );
     const held = client;
+    let ended = false;
     return {
       claimed: {
         runId: Number(claimed.rows[0]!.id),
         async end(outcome) {
+          if (ended) return; // once: its connection is gone after the first
+          ended = true;
           try {
             await held.query(`UPDATE ${s}.${RUNS_TABLE} SET outcome = $2, finished_at = now() WHERE scheduled_run = $1`, [ref.scheduledRun, outcome]);
           } catch (err) {
