@@ -72,7 +72,23 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
         state.close();
       }
     };
-    return { dir, prefix, file, start, claims, jobRuns, env, stores: stores as Record<'a1' | 'b1', { db: string }> };
+    const count = async () => Number((await db!.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
+    /**
+     * 20 000 expired rows and 50 live ones, a prune of them (the run `prune:fleet` due at 1 700 000 000 000) on the
+     * shared queue, taken by host a: returned once a has claimed it and deleted a few batches.
+     */
+    const midRun = async (attempts: number) => {
+      await fillPgStore(db!, 'fleet', { live: 50, expired: 20_000 });
+      const kept = await ids(db!, 'fleet', `id LIKE 'live-%'`);
+      const a = start('a');
+      await a.ready;
+      const queue = procs.queue(QUEUE, prefix);
+      const job = await queue.add('prune', { store: 'fleet' }, { attempts, backoff: { type: 'fixed', delay: 300 }, jobId: missedRunId('prune:fleet', 1_700_000_000_000) });
+      await until('the run claimed by host a', async () => (await claims()).some((c) => c.outcome === 'running' && c.host === 'a'));
+      await until('a few batches deleted', async () => (await count()) < 20_050 - 50, 60_000);
+      return { a, queue, job, kept };
+    };
+    return { dir, prefix, file, start, claims, jobRuns, env, count, midRun, stores: stores as Record<'a1' | 'b1', { db: string }> };
   }
 
   it("each scheduled run of the PostgreSQL store's jobs runs once across both hosts, from the shared queue; each SQLite store's on its own host", async () => {
@@ -121,15 +137,8 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
 
   it("a run handed to the other host while the first still runs it (the queue's locks lost in a failover) is refused there by the database, and finishes ok once", async () => {
     const t = await setup('pg-beside', { stalledIntervalMs: 300, attempts: 200, backoff: { type: 'fixed', delayMs: 300 } }, { batchSize: 5 });
-    await fillPgStore(db!, 'fleet', { live: 50, expired: 20_000 });
-    const kept = await ids(db!, 'fleet', `id LIKE 'live-%'`);
-    const count = async () => Number((await db!.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
-    const a = t.start('a');
-    await a.ready;
-    const queue = procs.queue(QUEUE, t.prefix);
-    const job = await queue.add('prune', { store: 'fleet' }, { attempts: 200, backoff: { type: 'fixed', delay: 300 }, jobId: missedRunId('prune:fleet', 1_700_000_000_000) });
-    await until('the run claimed by host a', async () => (await t.claims()).some((c) => c.outcome === 'running' && c.host === 'a'));
-    await until('a few batches deleted', async () => (await count()) < 20_050 - 50, 60_000);
+    const { a, queue, job, kept } = await t.midRun(200);
+    const count = t.count;
     // Host a holds the run (its process lives, stopped) for as long as this test says, whatever either's speed.
     await stopProcess(a);
     try {
@@ -155,16 +164,8 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
   it('kill -9 of the worker running a PostgreSQL store\'s run: the other host completes it, once; handed out again, no host runs it again', async () => {
     const fast = { lockDurationMs: 1000, stalledIntervalMs: 500, storeLock: { ttlMs: 1000, waitMs: 20_000 } };
     const t = await setup('pg-kill', fast, { batchSize: 5 }); // 4000 short transactions
-    await fillPgStore(db!, 'fleet', { live: 50, expired: 20_000 });
-    const kept = await ids(db!, 'fleet', `id LIKE 'live-%'`);
-    const count = async () => Number((await db!.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
-    const victim = t.start('a');
-    await victim.ready;
-    const queue = procs.queue(QUEUE, t.prefix);
-    const options = { attempts: 5, backoff: { type: 'fixed', delay: 100 } };
-    const job = await queue.add('prune', { store: 'fleet' }, { ...options, jobId: missedRunId('prune:fleet', 1_700_000_000_000) });
-    await until('the run claimed by host a', async () => (await t.claims()).some((c) => c.outcome === 'running' && c.host === 'a'));
-    await until('a few batches deleted', async () => (await count()) < 20_050 - 50, 60_000);
+    const { a: victim, queue, job, kept } = await t.midRun(5);
+    const count = t.count;
     victim.proc.kill('SIGKILL');
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect(await count()).toBeGreaterThan(50); // killed mid-run
