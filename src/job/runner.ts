@@ -103,6 +103,11 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   }
 }
 
+interface RunRecord {
+  end(outcome: 'ok' | 'failed', detail: unknown): Promise<void>;
+  close(): void;
+}
+
 /**
  * The run's row in the state db's job_runs; src/state/state.ts and its migrations load only for a run that is
  * recorded (`check` records none). A scheduled run is claimed (src/state/state.ts claimScheduledRun): one this host
@@ -110,11 +115,6 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
  * when it has finished and is found 'ok'). A scheduled run of a store every host reaches (its engine's reach is
  * `fleet`) is claimed first in the store's database (fleetClaim): once across the fleet, whichever worker runs it.
  */
-interface RunRecord {
-  end(outcome: 'ok' | 'failed', detail: unknown): Promise<void>;
-  close(): void;
-}
-
 async function recordRun(config: Config, name: string, store: string | null, scheduledRun: string | undefined, host: string | undefined): Promise<AlreadyRan | RunRecord> {
   const { claimScheduledRun, openStateDb, recordRunEnd, recordRunStart } = await import('../state/state.js');
   const what = `${name}${store ? ` ${store}` : ''}`;
@@ -168,7 +168,7 @@ async function fleetClaim(config: Config, name: string, store: string, scheduled
   if (reachOf(storeConfig) !== 'fleet') return undefined;
   const engine = await engineFor(storeConfig);
   if (!engine.claimScheduledRun) throw new Error(`engine ${engine.name} reaches every host but claims no scheduled run`);
-  return engine.claimScheduledRun(store, storeConfig, { scheduledRun, job: name, host: host ?? hostname().split('.')[0] ?? 'localhost', pid: process.pid });
+  return engine.claimScheduledRun(store, storeConfig, { scheduledRun, job: name, host: host ?? (hostname().split('.')[0] || 'localhost'), pid: process.pid });
 }
 
 function stoppedError(what: string, reason: unknown): WardenError {
