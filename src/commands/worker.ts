@@ -154,6 +154,11 @@ function printFleet(s: FleetStatus): void {
       for (const j of st.jobs) print`${job(j)}`;
     }
   }
+  if (s.anyHost.length > 0) print`(any host: stores every host reaches, each run by one worker)`;
+  for (const st of s.anyHost) {
+    print`  ${st.store}`;
+    for (const j of st.jobs) print`${job(j)}`;
+  }
   if (s.global.length > 0) print`(every store)`;
   for (const j of s.global) print`${job(j)}`;
   print`${s.silent.length} silent host(s), ${s.overdue.length} overdue job(s)`;

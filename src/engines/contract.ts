@@ -32,7 +32,29 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
   lock(handle: H, holder: string): Promise<EngineLock>;
   /** The database's own integrity check of the store's tables and indexes (SQLite's, PostgreSQL's amcheck). */
   integrity(handle: H): Promise<EngineIntegrity>;
+  /**
+   * `reach: 'fleet'` engines: claim one scheduled run of a job on the store, once across every host, in the database
+   * itself. A run finished 'ok' (by any host) comes back as such; one another live process holds comes back as in
+   * progress; otherwise the run is claimed and held until `end`, and the holder's death (kill -9 included) lets it go
+   * at once, unfinished, so the queue's retry on any worker claims it again. Host engines have none: their host's
+   * state db is the record (src/state/state.ts claimScheduledRun).
+   */
+  claimScheduledRun?(name: string, store: StoreConfig, run: ScheduledRunRef): Promise<FleetRunClaim>;
 }
+
+/** The scheduled run claimed: its id (`<scheduler>:<millis>`, src/queue/schedules.ts scheduledRunOf), its job, who runs it. */
+export interface ScheduledRunRef {
+  scheduledRun: string;
+  job: string;
+  host: string;
+  pid: number;
+}
+
+/** What a fleet claim found: the run done, in progress elsewhere, or claimed by this process until `end`. */
+export type FleetRunClaim =
+  | { alreadyRan: { runId: number; finishedAt: string; host: string } }
+  | { inProgress: { host: string | null; pid: number | null } }
+  | { claimed: { runId: number; end(outcome: 'ok' | 'failed'): Promise<void> } };
 
 export interface OpenOnEngine {
   readonly?: boolean;

@@ -13,6 +13,18 @@ export const ENGINES: Record<EngineName, () => Promise<StoreEngine<any>>> = {
   postgres: async () => (await import('./postgres/index.js')).postgresEngine,
 };
 
+/**
+ * Where each engine's stores live, known from the config alone without loading the engine (the worker plans its
+ * schedules and routes jobs from it): `host`, files on one machine; `fleet`, a database every host reaches
+ * (StoreEngine.reach, which test/engines/contract.test.ts checks says the same).
+ */
+export const ENGINE_REACH: Record<EngineName, StoreEngine['reach']> = { sqlite: 'host', postgres: 'fleet' };
+
+/** The reach of a store's engine: where its jobs may run (src/queue/hosts.ts decides its queue by it). */
+export function reachOf(store: { engine?: EngineName }): StoreEngine['reach'] {
+  return ENGINE_REACH[store.engine ?? 'sqlite'];
+}
+
 /** The engine of a store's config (`engine:` unset is SQLite, as every store was before engines). */
 export function engineFor(store: { engine?: EngineName }): Promise<StoreEngine<any>> {
   return ENGINES[store.engine ?? 'sqlite']();

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { Config } from '../config/config.js';
 import { expandHome } from '../config/read.js';
 import type { Logger } from '../log/logger.js';
@@ -34,9 +35,12 @@ export interface RunOptions {
   scheduledRun?: string;
 }
 
-/** What runJob returns instead of running a scheduled run that this host's state db has finished 'ok'. */
+/**
+ * What runJob returns instead of running a scheduled run already finished 'ok': by this host (its state db's run), or,
+ * for a store every host reaches, by the host named (the run's row in the store's database).
+ */
 export interface AlreadyRan {
-  alreadyRan: { runId: number; finishedAt: string; scheduledRun: string };
+  alreadyRan: { runId: number; finishedAt: string; scheduledRun: string; host?: string };
 }
 
 export function isAlreadyRan(result: unknown): result is AlreadyRan {
@@ -72,21 +76,26 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
     ...(opts.fleet ? { fleet: opts.fleet } : {}),
     ...(opts.progress ? { progress: opts.progress } : {}),
   };
-  const record = opts.record === false || isDryRun(parsed) ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun);
+  const record = opts.record === false || isDryRun(parsed) ? undefined : await recordRun(opts.config, name, store, opts.scheduledRun, opts.fleet?.host);
   if (isAlreadyRan(record)) {
-    ctx.log.info({ scheduledRun: opts.scheduledRun, runId: record.alreadyRan.runId, finishedAt: record.alreadyRan.finishedAt }, 'a scheduled run already done on this host: not run again');
+    const { runId, finishedAt, host } = record.alreadyRan;
+    if (host === undefined) ctx.log.info({ scheduledRun: opts.scheduledRun, runId, finishedAt }, 'a scheduled run already done on this host: not run again');
+    else ctx.log.info({ scheduledRun: opts.scheduledRun, runId, finishedAt, doneBy: host }, 'a scheduled run already done in the fleet: not run again');
     return record;
   }
   try {
     const result = await job.run(parsed, ctx);
-    record?.end('ok', result);
+    // A scheduled run told to stop (its store lock lost, the worker shutting down) that returns stopped part-way: it
+    // is not recorded done, or no retry would finish it (the state db, or the store's database, would say it ran).
+    if (opts.scheduledRun !== undefined && ctx.signal.aborted) throw stoppedError(`${name}${store ? ` ${store}` : ''}`, ctx.signal.reason);
+    await record?.end('ok', result);
     return result;
   } catch (err) {
     const coerced = coerceError(err, `${name}${store ? ` ${store}` : ''}`);
     // What the CLI prints and the worker records: no value from the environment in it.
     const message = redactText(coerced.message);
     const e = message === coerced.message ? coerced : new WardenError(coerced.kind, message, { cause: coerced.cause });
-    record?.end('failed', e.message);
+    await record?.end('failed', e.message).catch(() => {}); // the job's own error is the one to report
     throw e;
   } finally {
     ctx.progress?.done();
@@ -94,35 +103,77 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   }
 }
 
+interface RunRecord {
+  end(outcome: 'ok' | 'failed', detail: unknown): Promise<void>;
+  close(): void;
+}
+
 /**
  * The run's row in the state db's job_runs; src/state/state.ts and its migrations load only for a run that is
  * recorded (`check` records none). A scheduled run is claimed (src/state/state.ts claimScheduledRun): one this host
  * finished 'ok' comes back as such, unrun; one running in another live process fails transiently (retried later,
- * when it has finished and is found 'ok').
+ * when it has finished and is found 'ok'). A scheduled run of a store every host reaches (its engine's reach is
+ * `fleet`) is claimed first in the store's database (fleetClaim): once across the fleet, whichever worker runs it.
  */
-async function recordRun(config: Config, name: string, store: string | null, scheduledRun: string | undefined) {
+async function recordRun(config: Config, name: string, store: string | null, scheduledRun: string | undefined, host: string | undefined): Promise<AlreadyRan | RunRecord> {
   const { claimScheduledRun, openStateDb, recordRunEnd, recordRunStart } = await import('../state/state.js');
-  const state = openStateDb(expandHome(config.stateDb));
+  const what = `${name}${store ? ` ${store}` : ''}`;
+  const fleet = scheduledRun === undefined || store === null ? undefined : await fleetClaim(config, name, store, scheduledRun, host);
+  if (fleet && 'alreadyRan' in fleet) return { alreadyRan: { ...fleet.alreadyRan, scheduledRun: scheduledRun! } } satisfies AlreadyRan;
+  if (fleet && 'inProgress' in fleet) {
+    const where = fleet.inProgress.host === null ? 'another process' : `process ${fleet.inProgress.pid} on host ${fleet.inProgress.host}`;
+    throw transientError(`${what}: the same scheduled run (${scheduledRun}) is in progress in ${where}`);
+  }
+  const claimed = fleet?.claimed;
+  let state: ReturnType<typeof openStateDb> | undefined;
   let runId: number;
   try {
+    state = openStateDb(expandHome(config.stateDb));
     if (scheduledRun === undefined) runId = recordRunStart(state, name, store, systemClock());
     else {
       const claim = claimScheduledRun(state, name, store, scheduledRun, systemClock());
       if ('alreadyRan' in claim) {
+        // Done here, its end not recorded in the store's database (that write failed): it is now.
+        await claimed?.end('ok');
         state.close();
         return { alreadyRan: { ...claim.alreadyRan, scheduledRun } } satisfies AlreadyRan;
       }
-      if ('inProgress' in claim) throw transientError(`${name}${store ? ` ${store}` : ''}: the same scheduled run (${scheduledRun}) is in progress in process ${claim.inProgress.pid}`);
+      if ('inProgress' in claim) throw transientError(`${what}: the same scheduled run (${scheduledRun}) is in progress in process ${claim.inProgress.pid}`);
       runId = claim.runId;
     }
   } catch (err) {
-    state.close();
+    state?.close();
+    await claimed?.end('failed').catch(() => {});
     throw err;
   }
+  const db = state;
   return {
-    end: (outcome: 'ok' | 'failed', detail: unknown) => recordRunEnd(state, runId, systemClock(), outcome, detail),
-    close: () => state.close(),
+    // The fleet's record first: once it says 'ok', no host runs the run again, whatever happens to this one.
+    async end(outcome: 'ok' | 'failed', detail: unknown) {
+      await claimed?.end(outcome);
+      recordRunEnd(db, runId, systemClock(), outcome, detail);
+    },
+    close: () => db.close(),
   };
+}
+
+/**
+ * The claim of a scheduled run in the database of a store every host reaches, through its engine (src/engines/
+ * contract.ts claimScheduledRun); undefined for a store on one host, whose host's state db alone is the record.
+ */
+async function fleetClaim(config: Config, name: string, store: string, scheduledRun: string, host: string | undefined) {
+  const storeConfig = config.stores[store];
+  if (!storeConfig) return undefined;
+  const { engineFor, reachOf } = await import('../engines/registry.js');
+  if (reachOf(storeConfig) !== 'fleet') return undefined;
+  const engine = await engineFor(storeConfig);
+  if (!engine.claimScheduledRun) throw new Error(`engine ${engine.name} reaches every host but claims no scheduled run`);
+  return engine.claimScheduledRun(store, storeConfig, { scheduledRun, job: name, host: host ?? (hostname().split('.')[0] || 'localhost'), pid: process.pid });
+}
+
+function stoppedError(what: string, reason: unknown): WardenError {
+  const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'told to stop';
+  return transientError(`${what}: stopped before it finished (${why}); a retry finishes it`);
 }
 
 async function findJob(jobs: JobMap | JobLoader, name: string): Promise<{ job: JobDefinition<any, any> | undefined; names: readonly string[] }> {

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
 import type { JobDefinition } from '../job/job.js';
-import { hostOfStore, storesOn, thisHost } from './hosts.js';
+import { fleetStores, hostOfStore, reachesEveryHost, storesOn, thisHost } from './hosts.js';
 import { isSilent, readHeartbeats, readSuccesses } from './fleet.js';
 import { listSchedulers, planSchedulers, type SchedulerListing } from './schedules.js';
 import { openQueueToRead } from './queues.js';
@@ -37,6 +37,8 @@ export interface FleetStatus {
   hosts: FleetHost[];
   /** Jobs for every store at once (the digest), on the shared queue. */
   global: FleetJob[];
+  /** Stores every host reaches (a PostgreSQL database): their jobs are on the shared queue, run by any one worker. */
+  anyHost: { store: string; jobs: FleetJob[] }[];
   silent: string[];
   overdue: FleetJob[];
 }
@@ -50,7 +52,7 @@ export async function fleetStatus(config: Config, redis: Redis, jobs: Record<str
   const beats = new Map((await readHeartbeats(redis, config.redis.prefix)).map((b) => [b.host, b]));
   const successes = await readSuccesses(redis, config.redis.prefix);
   thisHost(config); // a host name given to this machine that is none is refused, though this machine need be no host
-  const configured = new Set(Object.keys(config.stores).map((s) => hostOfStore(config, s)));
+  const configured = new Set(Object.keys(config.stores).filter((s) => !reachesEveryHost(config, s)).map((s) => hostOfStore(config, s)));
   const hosts = [...new Set([...configured, ...beats.keys()])].sort();
   const queues = [null, ...hosts].map((host) => ({ host, queue: openQueueToRead(config, redis, host) }));
   let listing: SchedulerListing[];
@@ -83,12 +85,14 @@ export async function fleetStatus(config: Config, redis: Redis, jobs: Record<str
     };
   });
   const global = inConfig.filter((s) => s.store === null).map(jobOf);
-  const all = [...global, ...out.flatMap((h) => h.stores.flatMap((s) => s.jobs))];
+  const anyHost = fleetStores(config).map((store) => ({ store, jobs: inConfig.filter((s) => s.store === store && s.host === null).map(jobOf) }));
+  const all = [...global, ...anyHost.flatMap((s) => s.jobs), ...out.flatMap((h) => h.stores.flatMap((s) => s.jobs))];
   return {
     now: new Date(now).toISOString(),
     prefix: config.redis.prefix,
     hosts: out,
     global,
+    anyHost,
     silent: out.filter((h) => h.silent).map((h) => h.host),
     overdue: all.filter((j) => j.overdue),
   };

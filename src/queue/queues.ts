@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
-import { globalHost, hostOfStore, hostQueueName } from './hosts.js';
+import { hostQueueName, queueHostOf } from './hosts.js';
 
 /** The shared queue on the configured prefix (jobs for every store at once), sharing one connection. */
 export function openQueue(config: Config, redis: Redis): Queue {
@@ -13,9 +13,9 @@ export function openHostQueue(config: Config, redis: Redis, host: string): Queue
   return openNamedQueue(config, redis, hostQueueName(config, host));
 }
 
-/** The queue a job for `store` goes to: its host's; a global job (store null) where globalHost says. */
+/** The queue a job for `store` goes to: its host's, or the shared one (src/queue/hosts.ts queueHostOf). */
 export function openQueueFor(config: Config, redis: Redis, store: string | null): Queue {
-  const host = store === null ? globalHost(config) : hostOfStore(config, store);
+  const host = queueHostOf(config, store);
   return host === null ? openQueue(config, redis) : openHostQueue(config, redis, host);
 }
 

@@ -5,7 +5,7 @@ import type { JobDefinition } from '../job/job.js';
 import type { Logger } from '../log/logger.js';
 import { configError } from '../core/errors.js';
 import { jobOptions } from './options.js';
-import { globalHost, hostOfStore } from './hosts.js';
+import { queueHostOf } from './hosts.js';
 import { systemClock, type Clock } from '../time/instants.js';
 
 const require = createRequire(import.meta.url);
@@ -16,7 +16,10 @@ export interface PlannedScheduler {
   id: string;
   job: string;
   store: string | null;
-  /** The host whose queue runs it (src/queue/hosts.ts); null: the shared queue, any worker (a fleet's global jobs). */
+  /**
+   * The host whose queue runs it (src/queue/hosts.ts queueHostOf); null: the shared queue, any worker (a fleet's
+   * global jobs, and every job of a store every host reaches).
+   */
   host: string | null;
   pattern?: string;
   every?: number;
@@ -44,9 +47,9 @@ export function planSchedulers(config: Config, jobs: Record<string, JobDefinitio
     }
     const when = schedule.every !== undefined ? { every: schedule.every } : { pattern: schedule.pattern!, tz: schedule.tz ?? config.worker.timezone };
     if ((job.scope ?? 'store') === 'global') {
-      planned.push({ id: schedulerId(name, null), job: name, store: null, host: globalHost(config), ...when, data: {} });
+      planned.push({ id: schedulerId(name, null), job: name, store: null, host: queueHostOf(config, null), ...when, data: {} });
     } else {
-      for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, host: hostOfStore(config, store), ...when, data: { store } });
+      for (const store of stores) planned.push({ id: schedulerId(name, store), job: name, store, host: queueHostOf(config, store), ...when, data: { store } });
     }
   }
   return planned;
@@ -111,8 +114,8 @@ async function dueRun(queue: Queue, id: string, now: number): Promise<number | n
 }
 
 /**
- * Make one queue hold exactly its planned schedulers: the shared queue the global ones (`host` null), a host's
- * queue that host's stores' ones. Every planned one is upserted (idempotent: replicas starting from the same config
+ * Make one queue hold exactly its planned schedulers: the shared queue the global ones and those of stores every host
+ * reaches (`host` null), a host's queue that host's stores' ones. Every planned one is upserted (idempotent: replicas starting from the same config
  * upsert the same ids, so nothing is scheduled twice); those whose job or store left the config, or whose store
  * moved to another host, are removed. A worker syncs only the shared queue and its own host's.
  */
@@ -142,9 +145,10 @@ export async function syncSchedulers(
     }
   }
   const wanted = new Set(mine.map((p) => p.id));
-  // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes); a global
-  // one on the queue of the host that holds every store, or on the shared queue (src/queue/hosts.ts globalHost).
-  const belongs = (store: string | null) => (store === null ? globalHost(config) === host : store in config.stores && hostOfStore(config, store) === host);
+  // A store scheduler belongs on its host's queue (one left on the shared queue by an older release goes), or on the
+  // shared queue for a store every host reaches (one left on a host's queue by an older release goes); a global one
+  // on the queue of the host that holds every store, or on the shared queue (src/queue/hosts.ts queueHostOf).
+  const belongs = (store: string | null) => (store === null || store in config.stores) && queueHostOf(config, store) === host;
   for (const existing of await queue.getJobSchedulers(0, -1)) {
     const owner = ownerOf(existing);
     if (wanted.has(owner.id)) continue;

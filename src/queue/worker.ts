@@ -13,7 +13,7 @@ import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
 import { storeLockKey, withStoreLock } from './lock.js';
 import { planSchedulers, scheduledRunOf, syncSchedulers, type SyncResult } from './schedules.js';
-import { globalHost, hostOfStore, hostQueueName, storesOn, thisHost } from './hosts.js';
+import { fleetStores, globalHost, hostOfStore, hostQueueName, reachesEveryHost, storesOn, thisHost } from './hosts.js';
 import { digestScopes } from '../digest/digest.js';
 import { heartbeatTime, isSilent, publishSuccesses, readHeartbeats, writeHeartbeat, type Heartbeat } from './fleet.js';
 import { openHostQueue, openQueue } from './queues.js';
@@ -85,7 +85,8 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
       throw new UnrecoverableError(`unknown job "${job.name}" (jobs: ${Object.keys(opts.jobs).join(', ')})`);
     }
     // Only the host that holds a store's file may run its jobs: elsewhere the file is not there (or is another one).
-    if (store !== null && store in config.stores && hostOfStore(config, store) !== host) {
+    // A store every host reaches is run by whichever worker takes its job, once across the fleet (src/job/runner.ts).
+    if (store !== null && store in config.stores && !reachesEveryHost(config, store) && hostOfStore(config, store) !== host) {
       const owner = hostOfStore(config, store);
       jobLog.error({ outcome: 'failed', retry: false, owner }, 'job failed: the store lives on another host');
       throw new UnrecoverableError(`${job.name} ${store}: the store lives on host "${owner}", not on this worker's host "${host}"; its jobs go to queue ${hostQueueName(config, owner)}`);
@@ -99,7 +100,8 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
       return seen !== undefined && heartbeatTime(seen) !== null ? seen : null;
     };
     const fleet = { host, redis, lastSeen };
-    // A scheduled run (by its id) runs at most once on this host: the state db, not Redis, says whether it did.
+    // A scheduled run (by its id) runs at most once on this host: the state db, not Redis, says whether it did; for a
+    // store every host reaches, at most once in the fleet: the store's database says (src/job/runner.ts).
     const scheduledRun = scheduledRunOf(job.id) ?? undefined;
     const run = (lost?: AbortSignal) =>
       runJob(job.name, job.data, { jobs: apart && runsApart(config, store) ? apart : opts.jobs, config, log, now: opts.now ?? systemClock, signal: AbortSignal.any(lost ? [...signals, lost] : signals), dispatch, fleet, ...(scheduledRun ? { scheduledRun } : {}) });
@@ -134,11 +136,12 @@ function makeProcessor(opts: StartOptions, redis: Redis, metrics: WorkerMetrics,
 }
 
 /**
- * The series a worker of `host` will use: each job for each store of this host, and the jobs for every store at once
- * when this host may run them (the one host of every store, or any worker of a fleet, from the shared queue).
+ * The series a worker of `host` will use: each job for each store of this host and each store every host reaches
+ * (any worker may run those), and the jobs for every store at once when this host may run them (the one host of
+ * every store, or any worker of a fleet, from the shared queue).
  */
 function seriesOf(config: Config, jobs: JobMap, host: string): Parameters<WorkerMetrics['zeroSeries']>[0] {
-  const stores = storesOn(config, host);
+  const stores = [...storesOn(config, host), ...fleetStores(config)];
   const everyStore = globalHost(config);
   const global = everyStore === null || everyStore === host;
   const runs = Object.entries(jobs).flatMap(([job, def]): { job: string; store: string | null }[] =>
@@ -161,12 +164,12 @@ function lastSuccesses(config: Config): Record<string, Record<string, string>> {
 }
 
 /**
- * This host's part of the state db's last successes (its stores' jobs, and the jobs of every store), into Redis for
- * `fleet` on any machine: after each run, and with each heartbeat (which brings in the runs `memory-warden run`
- * made here).
+ * This host's part of the state db's last successes (its stores' jobs, the jobs of stores every host reaches, which
+ * any host may have run, and the jobs of every store), into Redis for `fleet` on any machine: after each run, and
+ * with each heartbeat (which brings in the runs `memory-warden run` made here). Redis keeps the latest of every host's.
  */
 async function publishHostSuccesses(redis: Redis, config: Config, host: string): Promise<void> {
-  const mine = new Set(storesOn(config, host));
+  const mine = new Set([...storesOn(config, host), ...fleetStores(config)]);
   const out: Record<string, string> = {};
   for (const [store, jobs] of Object.entries(lastSuccesses(config))) {
     if (store !== '*' && !mine.has(store)) continue;

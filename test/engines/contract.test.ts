@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { ENGINES } from '../../src/engines/registry.js';
+import { ENGINE_REACH, ENGINES } from '../../src/engines/registry.js';
 import type { AnyStoreHandle, EngineName, StoreEngine } from '../../src/engines/contract.js';
 import { storeSchema, type StoreConfig } from '../../src/store/config.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
@@ -54,6 +54,10 @@ describe.each(Object.keys(ENGINES) as EngineName[])('the %s engine keeps the eng
     expect(engine.describe(world.store)).toBe(world.describes);
     expect(handle.path).toBe(world.describes);
     expect(['host', 'fleet']).toContain(engine.reach);
+    // What the worker routes by without loading the engine says the same.
+    expect(ENGINE_REACH[name]).toBe(engine.reach);
+    // A store every host reaches claims its scheduled runs in its database; one on a host has its host's state db.
+    expect(typeof engine.claimScheduledRun).toBe(engine.reach === 'fleet' ? 'function' : 'undefined');
   });
 
   it('the database\'s own check of a sound store says ok', async () => {
@@ -71,5 +75,43 @@ describe.each(Object.keys(ENGINES) as EngineName[])('the %s engine keeps the eng
     } finally {
       await other.close();
     }
+  });
+});
+
+describe.each((Object.keys(ENGINES) as EngineName[]).filter((n) => ENGINE_REACH[n] === 'fleet'))('the %s engine claims a scheduled run once across the fleet', (name) => {
+  let world: World;
+  let engine: StoreEngine<AnyStoreHandle>;
+  beforeAll(async () => {
+    world = await WORLDS[name]();
+    engine = await ENGINES[name]();
+  });
+  afterAll(async () => {
+    await world?.close();
+  });
+  const claim = (run: string, host: string, pid = 4242) => engine.claimScheduledRun!('fleet', world.store, { scheduledRun: run, job: 'prune', host, pid });
+
+  it('claimed by one, in progress for another while held, done for every later one once ended ok', async () => {
+    const first = await claim('prune:fleet:1700000000000', 'box-a');
+    if (!('claimed' in first)) throw new Error(`not claimed: ${JSON.stringify(first)}`);
+    expect(await claim('prune:fleet:1700000000000', 'box-b', 7)).toEqual({ inProgress: { host: 'box-a', pid: 4242 } });
+    // Another run of the same scheduler is another claim.
+    const other = await claim('prune:fleet:1700000001000', 'box-b', 7);
+    if (!('claimed' in other)) throw new Error(`not claimed: ${JSON.stringify(other)}`);
+    await other.claimed.end('ok');
+    await first.claimed.end('ok');
+    const again = await claim('prune:fleet:1700000000000', 'box-b', 7);
+    expect(again).toMatchObject({ alreadyRan: { runId: first.claimed.runId, host: 'box-a' } });
+    expect(Number.isFinite(Date.parse((again as { alreadyRan: { finishedAt: string } }).alreadyRan.finishedAt))).toBe(true);
+  });
+
+  it('a run that ended failed is claimed again, by any host', async () => {
+    const first = await claim('integrity:fleet:1700000000000', 'box-a');
+    if (!('claimed' in first)) throw new Error(`not claimed: ${JSON.stringify(first)}`);
+    await first.claimed.end('failed');
+    const retry = await claim('integrity:fleet:1700000000000', 'box-b', 7);
+    if (!('claimed' in retry)) throw new Error(`not claimed: ${JSON.stringify(retry)}`);
+    expect(retry.claimed.runId).toBe(first.claimed.runId);
+    await retry.claimed.end('ok');
+    expect(await claim('integrity:fleet:1700000000000', 'box-a')).toMatchObject({ alreadyRan: { host: 'box-b' } });
   });
 });

@@ -46,6 +46,24 @@ describe('a PostgreSQL store\'s config', { timeout: 120_000 }, () => {
     expect(r.stdout).not.toContain(db.name);
   });
 
+  it('`config` names each store as its engine does: a PostgreSQL store by its schema, with no empty db; a SQLite store by its file', async () => {
+    const dir = tempDir('pg-config-where');
+    const file = join(dir, 'c.yaml');
+    const sqlite = join(dir, 'agent.db');
+    writeFileSync(file, JSON.stringify({
+      stateDb: join(dir, 'state.db'),
+      stores: { fleet: { engine: 'postgres', postgres: { url: `\${${URL_VAR}}`, schema: 'fleet' } }, agent: { db: sqlite } },
+    }));
+    const r = await cliAsync(['config', '--config', file], { [URL_VAR]: withPassword(db.url) });
+    expect(r.code, r.stderr).toBe(0);
+    const stores = r.json().stores as Record<string, Record<string, unknown>>;
+    expect(stores.fleet).not.toHaveProperty('db');
+    expect(stores.fleet).toMatchObject({ engine: 'postgres', where: 'postgres schema fleet', postgres: { url: '[redacted]', schema: 'fleet' } });
+    expect(stores.agent).toMatchObject({ engine: 'sqlite', db: sqlite, where: sqlite });
+    expect(r.stdout).not.toContain('s3cret-pw');
+    expect(r.stdout).not.toContain('"db": ""');
+  });
+
   it('the engine decides what a store needs: db for SQLite, a postgres section (and no db, no host) for PostgreSQL', async () => {
     const dir = tempDir('pg-config');
     const file = join(dir, 'c.yaml');

@@ -67,6 +67,22 @@ describe('planSchedulers', () => {
     ]);
   });
 
+  it("puts a store every host reaches (PostgreSQL) on the shared queue, whoever plans it; a job of every store goes where the stores on hosts are", () => {
+    const pg = { engine: 'postgres', postgres: { url: '${PG_URL}', schema: 'fleet' } };
+    const plan = (host: string, stores: Record<string, unknown>) => {
+      const config = loadConfig({
+        env: { PG_URL: 'postgres://127.0.0.1:1/none' },
+        overrides: { stateDb: join(dir, 'state.db'), stores, worker: { host, schedules: { prune: { enabled: true, pattern: '30 2 * * *' }, digest: { enabled: true, pattern: '0 7 * * *' } } } },
+      });
+      return planSchedulers(config, { prune: JOBS.prune!, digest: fakeJob('digest', 'global') }).map((p) => [p.id, p.host]);
+    };
+    // Planned alike by a worker of the store's host and by one of another host: the same schedulers, on the same queues.
+    for (const host of ['box-a', 'box-b']) {
+      expect(plan(host, { a: { db: join(dir, 'a.db'), host: 'box-a' }, fleet: pg })).toEqual([['prune:a', 'box-a'], ['prune:fleet', null], ['digest', 'box-a']]);
+      expect(plan(host, { fleet: pg })).toEqual([['prune:fleet', null], ['digest', null]]);
+    }
+  });
+
   it('skips, with a warning, a scheduled job this build does not have, and leaves disabled jobs out', () => {
     const config = loadTestConfig({
       ...base,
