@@ -136,6 +136,24 @@ describe('digest, review and drift on a PostgreSQL store', { timeout: 240_000 },
     expect(pgText.stdout).not.toContain('\u200B');
   });
 
+  it('the digest shows the last run integrity of the same schema rather than checking again; of a schema made again, it checks', async () => {
+    await pgWithRows();
+    const integrity = await store.run(['run', 'integrity', '--json']);
+    expect(integrity.code, integrity.stderr).toBe(0);
+    expect(integrity.json().file).toMatch(/^postgres:/);
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) VALUES ('later', 'user', 'written after the check', 'message')`);
+    const maintenance = async () => {
+      const r = await store.run(['digest', '--preview', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      return r.json().model.stores[0].maintenance as { rows: number };
+    };
+    expect((await maintenance()).rows).toBe(ROWS.length);
+    // The same name, another schema: its own check.
+    await db.client.query('DROP SCHEMA fleet CASCADE');
+    await initPgStore(store);
+    expect((await maintenance()).rows).toBe(0);
+  });
+
   it('digest --send mails the new rows of the PostgreSQL store once, with review page links, agents writing meanwhile', async () => {
     const smtp: TestSmtp = await startSmtp();
     try {
