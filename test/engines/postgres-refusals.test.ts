@@ -7,7 +7,7 @@ import { fillPgStore, ids, initPgStore, pgStoreConfig, type PgStore } from './pg
 
 /**
  * Every command that takes a store, on a PostgreSQL store: those that run on one (init, check, the prune, integrity,
- * digest and drift jobs, the digest and review commands) do; every other is refused in one place, exit 2, one line
+ * digest and drift jobs, the digest, review and serve commands) do; every other is refused in one place, exit 2, one line
  * naming the store and saying the command does not support PostgreSQL stores yet, with the database untouched. A
  * command added later fails the last test until it is in the table.
  */
@@ -25,10 +25,9 @@ const REFUSED: Record<string, string[]> = {
   'snapshots list': [],
   'snapshots verify': ['--target', 'nas'],
   'snapshots push': [],
-  serve: [],
 };
 // Each tested on a PostgreSQL store where it is written about: postgres-warden, postgres-review.
-const RUNS = ['init', 'check', 'run integrity', 'run prune', 'run digest', 'run drift', 'digest', 'review list', 'review confirm', 'review supersede', 'review expire', 'review delete'];
+const RUNS = ['init', 'check', 'run integrity', 'run prune', 'run digest', 'run drift', 'digest', 'review list', 'review confirm', 'review supersede', 'review expire', 'review delete', 'serve'];
 
 function commands(cmd: Command, path: string[] = []): { cmd: Command; path: string }[] {
   return cmd.commands.flatMap((c) => [{ cmd: c, path: [...path, c.name()].join(' ') }, ...commands(c, [...path, c.name()])]);
@@ -57,7 +56,7 @@ describe('commands on a PostgreSQL store', { timeout: 300_000 }, () => {
 
   it.each(Object.entries(REFUSED))('%s: exit 2, one line naming the store, the database untouched', async (name, argv) => {
     const words = name.split(' ').filter((w) => !w.startsWith('--'));
-    const r = await store.run([...words, ...argv, ...(name === 'serve' ? ['--link', 'fleet'] : ['--store', 'fleet'])]);
+    const r = await store.run([...words, ...argv, '--store', 'fleet']);
     const lines = r.stderr.split('\n').filter((l) => l.startsWith('memory-warden:'));
     expect(r.code, r.stderr).toBe(2);
     expect(lines, r.stderr).toHaveLength(1);

@@ -12,6 +12,9 @@ import { pendingItems, verdictsFor } from '../../src/drift/record.js';
 import { toCanonical, parseInstant, DAY_MS } from '../../src/time/instants.js';
 import { initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { memoryDdl } from '../../src/layouts/warden/postgres/schema.js';
+import { loadConfig } from '../../src/config/config.js';
+import { decide, readQueue } from '../../src/review-web/decide.js';
+import { seenState } from '../../src/review-web/seen.js';
 
 const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.url));
 /** A fixed instant before today: the agents' rows (created and confirmed now) are outside its digest and its queue. */
@@ -215,6 +218,27 @@ describe('digest, review and drift on a PostgreSQL store', { timeout: 240_000 },
       expect(verdictsFor(state, 'fleet', 'Z9').map((v) => v.resolution)).toEqual(['confirmed']);
       expect(verdictsFor(state, 'fleet', 'old1').map((v) => JSON.parse(v.evidence!).cascadedFrom)).toEqual(['old2']);
     });
+  });
+
+  it('the review page reads the queue of a PostgreSQL store and confirms as the page drew it; a form drawn before the agent changed the row is refused', async () => {
+    await pgWithRows();
+    const config = loadConfig({ file: store.config, env: { ...process.env, ...store.env } });
+    const queue = await readQueue(config, 'fleet', NOW);
+    expect(queue.due.map((d) => d.id)).toEqual(['old2', 'Z9', 'z9']);
+    expect(queue.due[0]!.row!.olderVersions!.map((o) => o.id)).toEqual(['old1']);
+    expect(queue.corrections).toEqual(['supersede', 'expire', 'delete']);
+    const drawn = (id: string) => seenState(queue.due.find((d) => d.id === id)!.row, []);
+    const stop = await agents(2);
+    const ok = await decide(config, 'fleet', 'alice', { action: 'confirm', id: 'Z9', seen: drawn('Z9') }, NOW);
+    // The agent rewrites z9 after the page was drawn: the form no longer says what the row says.
+    await db.client.query(`UPDATE fleet.memory SET fact = 'uses nano' WHERE id = 'z9'`);
+    const stale = await decide(config, 'fleet', 'alice', { action: 'expire', id: 'z9', seen: drawn('z9'), days: '7' }, NOW);
+    await stop();
+    expect(ok).toMatchObject({ ok: true, decision: { action: 'confirm', id: 'Z9' } });
+    expect(stale).toMatchObject({ ok: false, status: 409 });
+    const rows = await table(db, 'fleet');
+    expect(rows.get('Z9')!.confirmed_at).toBe(toCanonical(NOW));
+    expect(rows.get('z9')).toMatchObject({ fact: 'uses nano', expires_at: null });
   });
 
   it('run drift with a verifier plugin applies its verdicts to the PostgreSQL store, agents writing meanwhile; a person settles the rest', async () => {
