@@ -21,7 +21,7 @@ export async function digest(payload: DigestPayload, ctx: JobContext): Promise<D
 }
 
 export default defineJob({
-  name: 'digest', writes: false, scope: 'global', schema: payloadSchema, run: digest,
+  name: 'digest', writes: false, scope: 'global', engines: ['sqlite', 'postgres'], schema: payloadSchema, run: digest,
   // A fleet digest reads each store's section on the store's host: a task routed to that host's lane.
   tasks: (config) => [createDigestSectionsTask(config)],
   unready: async (config) => {

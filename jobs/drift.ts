@@ -1,8 +1,7 @@
 import { storePayload } from '../src/job/payload.js';
 import { defineJob, type JobContext } from '../src/job/job.js';
 import { expandHome } from '../src/config/config.js';
-import { openStore } from '../src/layouts/open.js';
-import { withMaintenanceLock } from '../src/store/lock.js';
+import { openStoreOnEngine, withStoreLock } from '../src/layouts/open.js';
 import { openStateDb } from '../src/state/state.js';
 import { toCanonical } from '../src/time/instants.js';
 import { redactDecision, verifyAll } from '../src/drift/dispatch.js';
@@ -10,7 +9,7 @@ import type { Applied } from '../src/layouts/contract.js';
 import { acceptedReading, madeByDrift, pendingMemoryIds, verdictLog } from '../src/drift/record.js';
 import { prepareVerification } from '../src/drift/setup.js';
 import { createVerifyTask, verifyThroughTasks } from '../src/drift/task.js';
-import { layoutOf } from '../src/layouts/registry.js';
+import { jobsOf } from '../src/layouts/registry.js';
 
 export const payloadSchema = storePayload;
 export type DriftPayload = { store: string };
@@ -49,11 +48,11 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
     unverifiable: 0, refused: 0, toPerson: 0, reads: 0, sharedReads: 0, verdicts: [],
   };
   const verification = await prepareVerification(ctx.config);
-  const store = openStore(ctx.config, payload.store);
-  const layout = layoutOf(store);
+  const store = await openStoreOnEngine(ctx.config, payload.store);
   const state = openStateDb(expandHome(ctx.config.stateDb));
   try {
-    await withMaintenanceLock(store.path, 'drift', async () => {
+    const layout = await jobsOf(store);
+    await withStoreLock(store, 'drift', async () => {
       const { afterDays, batch } = ctx.config.review;
       const exclude = pendingMemoryIds(state, payload.store);
       const { batch: queue } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude });
@@ -83,7 +82,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
     });
   } finally {
     state.close();
-    store.close();
+    await store.close();
   }
   const { due, confirmed, contradicted, superseded, changed, unverifiable, refused, toPerson, reads, sharedReads } = result;
   ctx.log.info({ due, confirmed, contradicted, superseded, changed, unverifiable, refused, toPerson, reads, sharedReads }, 'drift done');
@@ -91,7 +90,7 @@ export async function drift(payload: DriftPayload, ctx: JobContext): Promise<Dri
 }
 
 export default defineJob({
-  name: 'drift', writes: true, scope: 'store', schema: payloadSchema, run: drift,
+  name: 'drift', writes: true, scope: 'store', engines: ['sqlite', 'postgres'], schema: payloadSchema, run: drift,
   // Under the worker each source read is a `verify` task on its own queue, verify.concurrency at a time.
   tasks: (config) => [createVerifyTask(config)],
   // A broken verifier plugin or rule is a start-up error naming the file, not a failure at the first drift run.

@@ -4,7 +4,7 @@ import { openStoreOnEngine } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
 import { jobsOf } from '../src/layouts/registry.js';
 import { withPendingRestore } from '../src/snapshot/journal.js';
-import { fileIdentity } from '../src/store/file-identity.js';
+import { engineFor } from '../src/engines/registry.js';
 
 /** `{ store }`, checked without loading zod when it is plainly that (`check`'s start-up). */
 export const payloadSchema = storePayload;
@@ -14,12 +14,11 @@ export type IntegrityPayload = { store: string };
 export async function integrity(payload: IntegrityPayload, ctx: JobContext): Promise<CheckReport> {
   const store = await openStoreOnEngine(ctx.config, payload.store);
   try {
-    // A database reachable from every host has no file of its own on this one: no identity, no restore journal.
-    if (store.engine === 'postgres') return logged(ctx, await (await jobsOf(store)).check(store, { ctx }));
-    // Which file this checks, taken before: the digest shows this report only for that same file (collect.ts).
-    const file = fileIdentity(store.path);
+    const engine = await engineFor(store.config);
+    // Which store this checks, taken before: the digest shows this report only for that same store (collect.ts).
+    const file = await engine.identity(store);
     // A restore killed half-way is reported first, and the orphans it makes up are not (src/snapshot/journal.ts).
-    const report = logged(ctx, withPendingRestore(await (await jobsOf(store)).check(store, { ctx }), ctx.config.stores[payload.store]!.db));
+    const report = logged(ctx, withPendingRestore(await (await jobsOf(store)).check(store, { ctx }), engine.restoreJournal(store)));
     return file === undefined ? report : { ...report, file };
   } finally {
     await store.close();

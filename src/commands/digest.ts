@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { loadForCommand, printJson, type StoreOptions } from './common.js';
+import { loadForCommand, onAnyEngine, printJson, type StoreOptions } from './common.js';
 import type { DigestResult } from '../digest/digest.js';
 import { usageError } from '../core/errors.js';
 import { unwritableFile } from '../core/read-file.js';
@@ -16,8 +16,8 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 
 /** `digest --preview [--out FILE.html]` renders without sending; `digest --send` is `run digest`. */
 export function registerDigestCommands(program: Command): void {
-  program
-    .command('digest')
+  // Every engine: the digest reads each store through its engine (src/digest/collect.ts).
+  onAnyEngine(program.command('digest'))
     .description('the daily digest email: --preview renders it (text to stdout, HTML to --out), --send sends it once per day')
     .option('--config <file>', 'config file (YAML)')
     .option('--db <path>', 'a SQLite store to preview, without a config file')

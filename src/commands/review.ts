@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import type { StoreHandle } from '../layouts/open.js';
+import type { AnyStoreHandle } from '../layouts/contract.js';
 import type { Db } from '../store/sqlite.js';
 import { usageError } from '../core/errors.js';
-import { addStoreOptions, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, storeContext, type CommandContext, type StoreOptions } from './common.js';
 import type { ReviewDecision, ReviewList } from '../drift/review.js';
 
 /** The review functions, loaded when a review command runs. */
@@ -12,7 +12,8 @@ const reviewModule = () => import('../drift/review.js');
 export function registerReviewCommands(program: Command): void {
   const review = program.command('review').description('the review queue: what drift could not settle, and a person\'s decisions');
 
-  addStoreOptions(review.command('list'))
+  // Every engine: the store is reached through its engine and its layout's jobs there (withReview).
+  onAnyEngine(addStoreOptions(review.command('list')))
     .description('rows due for review and what waits for a person, with the evidence')
     .option('--now <time>', 'as of this ISO-8601 time')
     .option('--json', 'print one JSON object')
@@ -28,7 +29,7 @@ export function registerReviewCommands(program: Command): void {
     );
 
   const decide = (name: string, description: string) =>
-    addStoreOptions(review.command(name).argument('<id>', 'memory id'))
+    onAnyEngine(addStoreOptions(review.command(name).argument('<id>', 'memory id')))
       .description(description)
       .option('--now <time>', 'as of this ISO-8601 time')
       .option('--json', 'print the decision as JSON');
@@ -56,28 +57,28 @@ async function withReview(
   opts: StoreOptions,
   cmd: Command,
   writes: boolean,
-  fn: (ctx: CommandContext, store: StoreHandle, state: Db) => void | Promise<void>,
+  fn: (ctx: CommandContext, store: AnyStoreHandle, state: Db) => void | Promise<void>,
 ): Promise<void> {
   const ctx = await storeContext(opts, cmd);
-  const [{ openStore }, { layoutOf }, { openStateDb }, { assertIntact }, { expandHome }] = await Promise.all([
-    import('../layouts/open.js'), import('../layouts/registry.js'), import('../state/state.js'), import('../store/sqlite.js'), import('../config/config.js'),
+  const [{ openStoreOnEngine }, { jobsOf }, { engineFor }, { openStateDb }, { expandHome }] = await Promise.all([
+    import('../layouts/open.js'), import('../layouts/registry.js'), import('../engines/registry.js'), import('../state/state.js'), import('../config/config.js'),
   ]);
-  const store = openStore(ctx.config, ctx.storeName, { readonly: !writes });
+  const store = await openStoreOnEngine(ctx.config, ctx.storeName, { readonly: !writes });
   try {
     const action = cmd.name();
-    const layout = layoutOf(store);
+    const layout = await jobsOf(store);
     if (!layout.correct && action !== 'list' && action !== 'confirm') {
       throw usageError(`review ${action}: store ${store.name} is a ${layout.name} store, which memory-warden cannot supersede, expire or delete by review; change it through its own API (erase --ids deletes)`);
     }
     const state = openStateDb(expandHome(ctx.config.stateDb));
     try {
-      if (writes) assertIntact(store.db, store.path); // a person's decision is not written into a damaged file
+      if (writes) await (await engineFor(store.config)).assertReadable(store); // a person's decision is not written into a damaged store
       await fn(ctx, store, state);
     } finally {
       state.close();
     }
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

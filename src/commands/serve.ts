@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { usageError } from '../core/errors.js';
-import { loadForCommand, print, type StoreOptions } from './common.js';
+import { loadForCommand, onAnyEngine, print, type StoreOptions } from './common.js';
 
 /** `serve`: the review page; `--link` prints a signed link to it, `--hash-password` a line for the users file. */
 export function registerServeCommands(program: Command): void {
-  program
-    .command('serve')
+  // Every engine: each request reaches its store through the engine (src/review-web/decide.ts).
+  onAnyEngine(program.command('serve'))
     .description('serve the review page (loopback by default; docs/digest-and-review.md#the-review-page)')
     .option('--config <file>', 'config file (YAML)')
     .option('--link <store>', 'print a signed link that opens this store\'s review page, and exit')

@@ -3,14 +3,14 @@ import { withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job/job.js';
 import type { CheckReport } from '../layouts/contract.js';
-import { openStore, storeSelector } from '../layouts/open.js';
+import { openStoreOnEngine, storeSelector } from '../layouts/open.js';
 import { lastRun } from '../state/state.js';
 import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
-import { layoutOf } from '../layouts/registry.js';
+import { jobsOf } from '../layouts/registry.js';
+import { engineFor } from '../engines/registry.js';
 import { lookTwiceReasons, lookTwiceRules, type LookTwiceRules } from './flags.js';
 import { maskDeep } from '../text/credentials.js';
 import { attachReviewLinks } from './review-links.js';
-import { fileIdentity } from '../store/file-identity.js';
 import { memoryTexts } from './texts.js';
 import type { AwaitingVerdict, DigestModel, FailedJob, PruneSummary, SnapshotSummary, StoreSection } from './model.js';
 
@@ -116,11 +116,12 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
   }
   section.select = storeSelector(name, storeConfig);
   try {
-    const store = openStore(config, name, { readonly: true });
+    // Through the store's engine: a SQLite file here, or a schema of a database every host reaches.
+    const store = await openStoreOnEngine(config, name, { readonly: true });
     try {
-      const layout = layoutOf(store);
-      const checked = recentCheck(state, name, storeConfig.db, now) ?? await layout.check(store, { ctx: { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now } });
-      const report = withPendingRestore(checked, storeConfig.db);
+      const [engine, layout] = await Promise.all([engineFor(store.config), jobsOf(store)]);
+      const checked = recentCheck(state, name, await engine.identity(store), now) ?? await layout.check(store, { ctx: { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now } });
+      const report = withPendingRestore(checked, engine.restoreJournal(store));
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;
@@ -139,7 +140,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
       section.review.supersede = layout.correct !== undefined;
       section.review.batch = review.batch.map((r) => ({ id: r.id, subject: r.subject, fact: r.fact, source: r.source, confirmedAt: r.confirmed_at ?? '' }));
     } finally {
-      store.close();
+      await store.close();
     }
   } catch (err) {
     section.error = (err as Error).message.split('\n')[0] ?? String(err);
@@ -154,16 +155,16 @@ const REUSE_CHECK_MS = 26 * 3_600_000;
 
 /**
  * The report of the store's last integrity run (the daily `integrity` job, or `run integrity`) when it checked this
- * same file at most REUSE_CHECK_MS before `now`: the digest then shows its counts and findings rather than reading
+ * same store at most REUSE_CHECK_MS before `now`: the digest then shows its counts and findings rather than reading
  * every page of the store a second time that day (integrity_check alone is most of a check). Null otherwise: no
- * run, an older one, another file under the same name, or a result not of a check report's shape.
+ * run, an older one, another store under the same name, or a result not of a check report's shape.
  */
-export function recentCheck(state: Db, store: string, path: string, now: Instant): CheckReport | null {
+export function recentCheck(state: Db, store: string, file: string | undefined, now: Instant): CheckReport | null {
   const run = lastRun(state, 'integrity', store, 'ok');
   const r = parseJson(run?.result);
-  // The same file, not the same path text: a relative path from another working directory, or a file renamed over
-  // the store since (a restore), is another file; a run recorded before runs said which file has no `file`.
-  const file = fileIdentity(path);
+  // `file`, the store's identity (StoreEngine.identity): the same file, not the same path text (a relative path from
+  // another working directory, or a file renamed over the store since, a restore, is another file), the same schema
+  // of the same database; a run recorded before runs said which store has no `file`.
   if (!r || file === undefined || r.file !== file || typeof r.rows !== 'number' || typeof r.live !== 'number') return null;
   if (!Array.isArray(r.problems) || !Array.isArray(r.notes) || typeof r.ok !== 'boolean') return null;
   const at = parseInstant(r.checkedAt);

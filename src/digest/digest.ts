@@ -6,8 +6,8 @@ import type { JobContext } from '../job/job.js';
 import { silentLogger, type Logger } from '../log/logger.js';
 import { openStateDb } from '../state/state.js';
 import { coerceError, configError, storeError, usageError, type WardenError } from '../core/errors.js';
-import { openStore } from '../layouts/open.js';
-import { assertIntact } from '../store/sqlite.js';
+import { openStoreOnEngine } from '../layouts/open.js';
+import { engineFor } from '../engines/registry.js';
 import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
@@ -89,7 +89,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const cfg = checkSendConfig(config);
   // Only the stores on this host can be opened here; the others' hosts read theirs (src/digest/fleet.ts).
   const here = ctx.fleet?.host ?? thisHost(config);
-  assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));
+  await assertStoresReadable(config, [...new Set(groups.flatMap((g) => g.stores))].filter((s) => hostOfStore(config, s) === here));
   const state = openStateDb(expandHome(config.stateDb));
   // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
   const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis, log))) : undefined;
@@ -178,17 +178,18 @@ async function pastRecordedSecond(state: ReturnType<typeof openStateDb>, ctx: Jo
 }
 
 /**
- * Before anything is claimed: every store the digest covers opens, has its schema and passes quick_check. A
+ * Before anything is claimed: every store the digest covers opens, has its schema and passes its engine's quick check
+ * (SQLite's quick_check; StoreEngine.assertReadable). A
  * digest that cannot read a store fails as a whole (the job's failure is reported), rather than claiming the
  * day and mailing a hole.
  */
-function assertStoresReadable(config: Config, names: string[]): void {
+async function assertStoresReadable(config: Config, names: string[]): Promise<void> {
   for (const name of names) {
-    const store = openStore(config, name, { readonly: true });
+    const store = await openStoreOnEngine(config, name, { readonly: true });
     try {
-      assertIntact(store.db, store.path);
+      await (await engineFor(store.config)).assertReadable(store);
     } finally {
-      store.close();
+      await store.close();
     }
   }
 }

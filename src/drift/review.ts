@@ -1,10 +1,10 @@
-import { layoutOf } from '../layouts/registry.js';
+import { jobsOf } from '../layouts/registry.js';
 import { userInfo } from 'node:os';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Config } from '../config/config.js';
-import type { StoreHandle } from '../layouts/open.js';
+import { withStoreLock } from '../layouts/open.js';
+import type { AnyStoreHandle } from '../layouts/contract.js';
 import type { Db } from '../store/sqlite.js';
-import { withMaintenanceLock } from '../store/lock.js';
 import { usageError } from '../core/errors.js';
 import { LAST_INSTANT, parseDuration, toCanonical, type Instant } from '../time/instants.js';
 import { pendingItems, pendingMemoryIds, recordVerdict, resolvePending, verdictLog, type VerdictRow } from './record.js';
@@ -38,10 +38,10 @@ export interface ReviewList {
   pending: PendingItem[];
 }
 
-export async function listReview(store: StoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
+export async function listReview(store: AnyStoreHandle, state: Db, config: Config, now: Instant): Promise<ReviewList> {
   const { afterDays, batch } = config.review;
   const waiting = pendingMemoryIds(state, store.name);
-  const layout = layoutOf(store);
+  const layout = await jobsOf(store);
   const { due: dueTotal, batch: next } = await layout.reviewDue(store, { now, afterDays, limit: batch, exclude: waiting });
   const pending: PendingItem[] = [];
   for (const p of pendingItems(state, store.name)) {
@@ -108,10 +108,11 @@ export interface DecisionOptions {
   guard?: DecisionGuard;
 }
 
-export async function confirmMemory(store: StoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
-  return withMaintenanceLock(store.path, 'review confirm', async () => {
+export async function confirmMemory(store: AnyStoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
+  const layout = await jobsOf(store);
+  return withStoreLock(store, 'review confirm', async () => {
     const record = () => recordManual(state, store.name, id, now, 'confirmed', { action: 'confirm' });
-    const resolved = await layoutOf(store).confirm(store, { id, now, log: verdictLog(state), decided: record, ...opts });
+    const resolved = await layout.confirm(store, { id, now, log: verdictLog(state), decided: record, ...opts });
     return { store: store.name, id, action: 'confirm' as const, resolution: 'confirmed', resolved };
   });
 }
@@ -119,14 +120,14 @@ export async function confirmMemory(store: StoreHandle, state: Db, id: string, n
 
 
 
-export async function supersedeMemory(store: StoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
+export async function supersedeMemory(store: AnyStoreHandle, state: Db, id: string, next: { fact: string; source: string }, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   if (next.fact.trim() === '') throw usageError('review supersede: --fact must not be empty');
   if (next.source.trim() === '') throw usageError('review supersede: --source must not be empty (a fact that cannot be traced cannot be re-checked)');
   return correctMemory(store, state, id, { action: 'supersede', fact: next.fact, source: next.source }, now, opts);
 }
 
 /** The fact decays after all: give it an expiry (the next prune deletes it) instead of reviewing it again. */
-export async function expireMemory(store: StoreHandle, state: Db, id: string, inText: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
+export async function expireMemory(store: AnyStoreHandle, state: Db, id: string, inText: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   const ms = parseDuration(inText);
   if (ms === null) throw usageError(`review expire: --in "${inText}" is not a duration like 7d, 12h, 30m`);
   if (now + ms > LAST_INSTANT) throw usageError(`review expire: --in "${inText}" is too far: the expiry would fall after 9999-12-31`);
@@ -134,16 +135,16 @@ export async function expireMemory(store: StoreHandle, state: Db, id: string, in
 }
 
 /** Delete through both stores, with what the layout deletes along with it (older versions pointing at it). */
-export async function deleteMemory(store: StoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
+export async function deleteMemory(store: AnyStoreHandle, state: Db, id: string, now: Instant, opts: DecisionOptions = {}): Promise<ReviewDecision> {
   return correctMemory(store, state, id, { action: 'delete' }, now, opts);
 }
 
 /** A correction through the store's layout, each memory it touches recorded as the person's decision. */
-async function correctMemory(store: StoreHandle, state: Db, id: string, correction: Correction, now: Instant, opts: DecisionOptions): Promise<ReviewDecision> {
-  const layout = layoutOf(store);
+async function correctMemory(store: AnyStoreHandle, state: Db, id: string, correction: Correction, now: Instant, opts: DecisionOptions): Promise<ReviewDecision> {
+  const layout = await jobsOf(store);
   if (!layout.correct) throw usageError(`review ${correction.action}: a ${layout.name} store cannot be corrected here; correct it through its own API (erase --ids deletes)`);
   const correct = layout.correct.bind(layout);
-  return withMaintenanceLock(store.path, `review ${correction.action}`, async () => {
+  return withStoreLock(store, `review ${correction.action}`, async () => {
     const done = await correct(store, {
       id, now, correction, log: verdictLog(state), ...opts,
       decided: (memoryId, resolution, detail) => recordManual(state, store.name, memoryId, now, resolution, detail),

@@ -40,6 +40,21 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
    * state db is the record (src/state/state.ts claimScheduledRun).
    */
   claimScheduledRun?(name: string, store: StoreConfig, run: ScheduledRunRef): Promise<FleetRunClaim>;
+  /**
+   * Before a job reads the store for a person (the digest) or writes a person's decision into it (review): the store
+   * can be read, or a store error saying why, one line. SQLite: quick_check of the file. PostgreSQL: what open proved
+   * (the server answered, the layout found its tables); the server reports a damaged page when it is read.
+   */
+  assertReadable(handle: H): Promise<void>;
+  /**
+   * Which store the handle reaches, as a string equal only for the same store: a report of it (the integrity job's)
+   * is matched by this, never by the store's name. SQLite: the file's identity (src/store/file-identity.ts);
+   * PostgreSQL: the cluster, the database and the schema, by oid (a schema dropped and made again is another store).
+   * Undefined when it cannot be told (a report is then never matched).
+   */
+  identity(handle: H): Promise<string | undefined>;
+  /** The path an interrupted restore of the store keeps its journal by (src/snapshot/journal.ts); undefined: none. */
+  restoreJournal(handle: H): string | undefined;
 }
 
 /** The scheduled run claimed: its id (`<scheduler>:<millis>`, src/queue/schedules.ts scheduledRunOf), its job, who runs it. */

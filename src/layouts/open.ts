@@ -45,6 +45,19 @@ export async function openStoreOnEngine(config: Config, name: string, opts: { re
   return store;
 }
 
+/**
+ * `fn` while holding the store's maintenance lock, its engine's (StoreEngine.lock: the sidecar file of a SQLite store,
+ * an advisory lock of a PostgreSQL schema): one maintenance writer at a time, refused transiently when another holds it.
+ */
+export async function withStoreLock<T>(store: AnyStoreHandle, holder: string, fn: () => Promise<T>): Promise<T> {
+  const lock = await (await engineFor(store.config)).lock(store, holder);
+  try {
+    return await fn();
+  } finally {
+    await lock.release();
+  }
+}
+
 /** The store name `--db PATH` gets when there is no config file: the file name without its extension. */
 export function storeNameForPath(path: string): string {
   return storeNameFrom(basename(path).replace(/\.[^.]*$/, ''));

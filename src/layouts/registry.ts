@@ -46,7 +46,7 @@ export async function postgresLayoutFor(store: StoreConfig): Promise<PostgresLay
  * The jobs of an opened store's layout on its engine. The registry pairs them: a SQLite handle gets the SQLite layout,
  * a PostgreSQL handle the layout's PostgreSQL implementation, so each method is handed the handle its engine opened.
  */
-export async function jobsOf(store: AnyStoreHandle): Promise<LayoutJobs<AnyStoreHandle>> {
-  if (store.engine !== 'postgres') return layoutFor(store.config) as LayoutJobs<AnyStoreHandle>;
-  return (await postgresLayoutFor(store.config)) as unknown as LayoutJobs<AnyStoreHandle>;
+export async function jobsOf(store: AnyStoreHandle): Promise<LayoutJobs<AnyStoreHandle> & { name: string }> {
+  if (store.engine !== 'postgres') return layoutFor(store.config) as LayoutJobs<AnyStoreHandle> & { name: string };
+  return (await postgresLayoutFor(store.config)) as unknown as LayoutJobs<AnyStoreHandle> & { name: string };
 }

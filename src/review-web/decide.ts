@@ -1,8 +1,8 @@
 import type { Config } from '../config/config.js';
 import { expandHome } from '../config/config.js';
 import { openStateDb } from '../state/state.js';
-import { openStore } from '../layouts/open.js';
-import { layoutOf } from '../layouts/registry.js';
+import { openStoreOnEngine } from '../layouts/open.js';
+import { jobsOf } from '../layouts/registry.js';
 import { WardenError, coerceError } from '../core/errors.js';
 import { asPerson, confirmMemory, deleteMemory, expireMemory, listReview, supersedeMemory, type ReviewDecision, type ReviewList } from '../drift/review.js';
 import type { Instant } from '../time/instants.js';
@@ -39,12 +39,13 @@ export interface Queue {
 export type DrawnRow = NonNullable<CurrentMemory>;
 
 export async function readQueue(config: Config, store: string, now: Instant): Promise<Queue> {
-  const handle = openStore(config, store, { readonly: true });
+  // Through the store's engine: a SQLite file here, or a schema of a database every host reaches.
+  const handle = await openStoreOnEngine(config, store, { readonly: true });
   try {
     const state = openStateDb(expandHome(config.stateDb));
     try {
       const list = await listReview(handle, state, config, now);
-      const layout = layoutOf(handle);
+      const layout = await jobsOf(handle);
       // Drawn from the same read the form's fingerprint is made of, not from the queue's own read of the row.
       const due: Queue['due'] = [];
       for (const m of list.next) due.push({ id: m.id, row: await layout.currentMemory(handle, m.id) });
@@ -53,7 +54,7 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
       state.close();
     }
   } finally {
-    handle.close();
+    await handle.close();
   }
 }
 
@@ -62,19 +63,20 @@ export async function readQueue(config: Config, store: string, now: Instant): Pr
  * behind it), whose own form then deletes. The row as it reads now, if it still reads as the first form was drawn.
  */
 export async function deletePlan(config: Config, store: string, form: DecisionForm): Promise<{ ok: true; row: DrawnRow } | { ok: false; status: 400 | 409; message: string }> {
-  const handle = openStore(config, store, { readonly: true });
+  const handle = await openStoreOnEngine(config, store, { readonly: true });
   try {
-    if (!layoutOf(handle).correct) return { ok: false, status: 400, message: `Store ${store} cannot be corrected here. Nothing changed.` };
+    const layout = await jobsOf(handle);
+    if (!layout.correct) return { ok: false, status: 400, message: `Store ${store} cannot be corrected here. Nothing changed.` };
     const state = openStateDb(expandHome(config.stateDb));
     try {
-      const row = await layoutOf(handle).currentMemory(handle, form.id);
+      const row = await layout.currentMemory(handle, form.id);
       const stale = staleMessage(form, seenState(row, pendingItems(state, store, form.id).map((p) => p.id)));
       return stale || !row ? { ok: false, status: 409, message: stale ?? changedText(form.id) } : { ok: true, row };
     } finally {
       state.close();
     }
   } finally {
-    handle.close();
+    await handle.close();
   }
 }
 
@@ -82,9 +84,9 @@ export async function deletePlan(config: Config, store: string, form: DecisionFo
 class DrawnBefore extends Error {}
 
 export async function decide(config: Config, store: string, user: string, form: DecisionForm, now: Instant): Promise<DecisionOutcome> {
-  const handle = openStore(config, store);
+  const handle = await openStoreOnEngine(config, store);
   try {
-    const layout = layoutOf(handle);
+    const layout = await jobsOf(handle);
     if (!layout.correct && form.action !== 'confirm') {
       return { ok: false, status: 400, message: `Store ${store} is a ${layout.name} store: only confirm here; change it through its own API. Nothing changed.` };
     }
@@ -123,7 +125,7 @@ export async function decide(config: Config, store: string, user: string, form: 
       state.close();
     }
   } finally {
-    handle.close();
+    await handle.close();
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Config } from '../config/config.js';
 import type { Db } from '../store/sqlite.js';
-import type { StoreHandle } from '../layouts/open.js';
-import { layoutOf } from '../layouts/registry.js';
+import type { AnyStoreHandle } from '../layouts/contract.js';
+import { jobsOf } from '../layouts/registry.js';
 import { lookTwiceReasons, lookTwiceRules } from '../digest/flags.js';
 import { DAY_MS, toCanonical, type Instant } from '../time/instants.js';
 
@@ -38,7 +38,7 @@ function parse(text: string | null): Record<string, unknown> {
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 /** The last HISTORY_DAYS days up to today, oldest first: job runs from the state db, new rows from the store. */
-export async function storeHistory(config: Config, state: Db, store: StoreHandle, now: Instant): Promise<DayFigures[]> {
+export async function storeHistory(config: Config, state: Db, store: AnyStoreHandle, now: Instant): Promise<DayFigures[]> {
   const today = Math.floor(now / DAY_MS) * DAY_MS;
   const first = today - (HISTORY_DAYS - 1) * DAY_MS;
   const days: DayFigures[] = [];
@@ -59,7 +59,7 @@ export async function storeHistory(config: Config, state: Db, store: StoreHandle
   }
 
   const rules = lookTwiceRules(config.digest.lookTwice);
-  const layout = layoutOf(store);
+  const layout = await jobsOf(store);
   for (const d of days) {
     const start = Date.parse(`${d.day}T00:00:00Z`);
     const n = await layout.newRows(store, { period: { start, end: Math.min(start + DAY_MS, now) }, maxRows: 0, lookTwice: (row) => lookTwiceReasons(row, rules) });

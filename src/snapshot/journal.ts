@@ -101,8 +101,10 @@ const CROSS_STORE = new Set([
 /**
  * A check report with the store's interrupted restore first among its problems, and the cross-store findings it
  * makes up (orphans to delete, vectors lost) withheld: the cure is finishing the restore, never repair orphans.
+ * `dbPath` undefined: the store's engine keeps no restore journal (StoreEngine.restoreJournal), the report as it is.
  */
-export function withPendingRestore<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(report: R, dbPath: string): R & { restorePending?: RestoreJournal } {
+export function withPendingRestore<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(report: R, dbPath: string | undefined): R & { restorePending?: RestoreJournal } {
+  if (dbPath === undefined) return report;
   const j = readJournal(dbPath);
   if (!j) return report;
   const withheld = [...report.problems, ...report.notes].filter((f) => CROSS_STORE.has(f.code)).map((f) => f.code);

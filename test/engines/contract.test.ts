@@ -64,6 +64,18 @@ describe.each(Object.keys(ENGINES) as EngineName[])('the %s engine keeps the eng
     expect((await engine.integrity(handle)).result).toBe('ok');
   });
 
+  it('names the store it reaches the same way from every handle, and finds it readable', async () => {
+    const other = await engine.open('fleet', world.store, {});
+    try {
+      const identity = await engine.identity(handle);
+      expect(identity).toEqual(expect.any(String));
+      expect(await engine.identity(other)).toBe(identity);
+    } finally {
+      await other.close();
+    }
+    await engine.assertReadable(handle);
+  });
+
   it('one maintenance lock holder at a time: a second is refused, transiently; released, it is free again', async () => {
     const other = await engine.open('fleet', world.store, {});
     try {

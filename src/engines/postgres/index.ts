@@ -86,4 +86,19 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
     return { result: broken.length === 0 ? 'ok' : broken.join('; ') };
   },
   claimScheduledRun: (name, store, run) => claimPgScheduledRun(name, pgOf(store), run),
+  // open connected, and the layout's assertSchema found the tables: nothing more to prove before reading.
+  assertReadable: async () => {},
+  async identity(handle) {
+    const r = await handle.pg.query<{ db: string; ns: string }>(
+      `SELECT d.oid::text AS db, n.oid::text AS ns FROM pg_database d, pg_namespace n WHERE d.datname = current_database() AND n.nspname = $1`,
+      [pgOf(handle.config).schema]);
+    if (r.rows.length === 0) return undefined;
+    // The cluster's own id where this role may read it; else the server's address stands for it.
+    const cluster = await handle.pg.query<{ id: string }>(`SELECT system_identifier::text AS id FROM pg_control_system()`).then(
+      (c) => c.rows[0]!.id,
+      async () => (await handle.pg.query<{ id: string }>(`SELECT coalesce(host(inet_server_addr()), 'local') || ':' || coalesce(inet_server_port(), 0) AS id`)).rows[0]!.id,
+    );
+    return `postgres:${cluster}:${r.rows[0]!.db}:${r.rows[0]!.ns}`;
+  },
+  restoreJournal: () => undefined,
 };

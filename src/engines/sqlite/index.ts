@@ -1,5 +1,6 @@
 import type { StoreConfig } from '../../store/config.js';
-import { openDatabase } from '../../store/sqlite.js';
+import { assertIntact, openDatabase } from '../../store/sqlite.js';
+import { fileIdentity } from '../../store/file-identity.js';
 import { openLibsqlDatabase } from '../../store/libsql.js';
 import { rowVectorsFor } from '../../vectors/registry.js';
 import type { OpenOnEngine, SqliteStoreHandle, StoreEngine } from '../contract.js';
@@ -31,4 +32,7 @@ export const sqliteEngine: StoreEngine<SqliteStoreHandle> = {
     const lines = (handle.db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check);
     return { result: lines.join('; ') };
   },
+  assertReadable: async (handle) => assertIntact(handle.db, handle.path),
+  identity: async (handle) => fileIdentity(handle.path),
+  restoreJournal: (handle) => handle.config.db,
 };

@@ -25,20 +25,34 @@ export function newRows(db: Db, period: Period, maxRows: number, lookTwice: Look
     lower, upper: textUpperBound(period.end), start: period.start, end: period.end,
     startBefore: canonicalBound(period.start - 1), endBefore: canonicalBound(period.end - 1),
   };
+  const rows = newRowsOf(maxRows, lookTwice);
+  // Raw rows (arrays): tens of thousands a day pass here, and only the kept ones become objects.
+  for (const r of db.prepare(NEW_ROWS_SQL).raw().iterate(params) as Iterable<unknown[]>) rows.add(r);
+  return rows.result();
+}
+
+/**
+ * The period's rows, given newest first as arrays (id, subject, fact, source, created_at, expires_at), counted and
+ * flagged one by one: both counts exact, at most 2 × maxRows rows kept. What every engine's newRows ends in.
+ */
+export function newRowsOf(maxRows: number, lookTwice: LookTwice): { add(r: unknown[]): void; result(): NewRows } {
   const flagged: FlaggedRow[] = [];
   const rest: FlaggedRow[] = [];
   let total = 0;
   let flaggedCount = 0;
-  // Raw rows (arrays): tens of thousands a day pass here, and only the kept ones become objects.
-  for (const r of db.prepare(NEW_ROWS_SQL).raw().iterate(params) as Iterable<unknown[]>) {
-    total += 1;
-    const reasons = lookTwice({ subject: r[1], fact: r[2], source: r[3] });
-    if (reasons.length > 0) flaggedCount += 1;
-    const list = reasons.length > 0 ? flagged : rest;
-    if (list.length < maxRows) list.push({ ...memoryRow(r), reasons });
-  }
-  const shown = [...flagged, ...rest].slice(0, maxRows);
-  return { total, flagged: flaggedCount, shown, more: total - shown.length };
+  return {
+    add(r) {
+      total += 1;
+      const reasons = lookTwice({ subject: r[1], fact: r[2], source: r[3] });
+      if (reasons.length > 0) flaggedCount += 1;
+      const list = reasons.length > 0 ? flagged : rest;
+      if (list.length < maxRows) list.push({ ...memoryRow(r), reasons });
+    },
+    result() {
+      const shown = [...flagged, ...rest].slice(0, maxRows);
+      return { total, flagged: flaggedCount, shown, more: total - shown.length };
+    },
+  };
 }
 
 // Up to 2 × maxRows rows are held at once and a fact can be a whole fetched page: keep what render can show.

@@ -8,6 +8,12 @@ import { liveViewPresent } from './schema.js';
 export const LIVE = (now: string) => `(superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ${now}))`;
 
 /**
+ * Due for review before the cutoff $n (src/layouts/warden/queue.ts): live with no expiry (a row with one decays, it is
+ * not reviewed), confirmed before the cutoff. What reviewDue takes and the check counts.
+ */
+export const DUE = (cut: string) => `(superseded_by IS NULL AND expires_at IS NULL AND confirmed_at < ${cut})`;
+
+/**
  * The warden check on PostgreSQL: every count in one pass over the table (rows, live, the gap, empty sources, review
  * due, prune pending), rows superseded by a row that does not exist (possible only with the foreign key dropped or
  * disabled), supersede rings (a chain that never ends: never live, and no prune rule reaches it), the view, and the
@@ -29,7 +35,7 @@ export async function checkWardenPg(store: PostgresStoreHandle, { ctx }: CheckOp
     store.pg.query<Record<string, string>>(
       `SELECT count(*) AS rows, count(*) FILTER (WHERE ${LIVE('$1')}) AS live,
          count(*) FILTER (WHERE trim(source) = '') AS empty_source,
-         count(*) FILTER (WHERE ${LIVE('$1')} AND confirmed_at < $2) AS review_due,
+         count(*) FILTER (WHERE ${DUE('$2')}) AS review_due,
          count(*) FILTER (WHERE ($4 AND expires_at <= $1) OR (superseded_by IS NOT NULL AND created_at < $3)) AS pending
        FROM ${s}.memory`, [now, reviewCut, cut, ctx.config.prune.expired]),
     store.pg.query<{ id: string; n: string }>(
@@ -63,7 +69,7 @@ export async function checkWardenPg(store: PostgresStoreHandle, { ctx }: CheckOp
   }
   if (t.review_due! > 0) {
     const oldest = await store.pg.query<{ id: string }>(
-      `SELECT id FROM ${s}.memory WHERE ${LIVE('$1')} AND confirmed_at < $2 ORDER BY confirmed_at, id LIMIT ${ID_SAMPLE}`, [now, reviewCut]);
+      `SELECT id FROM ${s}.memory WHERE ${DUE('$1')} ORDER BY confirmed_at, id COLLATE "C" LIMIT ${ID_SAMPLE}`, [reviewCut]);
     findings.push(finding('review_due', 'info', `${t.review_due} live row(s) confirmed more than ${ctx.config.review.afterDays} days ago: due for review`, oldest.rows.map((r) => r.id), t.review_due));
   }
   if (t.pending! > 0) findings.push(finding('prune_pending', 'info', `${t.pending} row(s) expired or long superseded: the next prune deletes them (and the older versions behind them)`, undefined, t.pending));
