@@ -184,6 +184,7 @@ async function sweepQueue(redis: Redis, queue: Queue, tasks: boolean, store: str
     for (const id of await idsIn(redis, keys[state]!, LISTS.has(state))) if (!states.has(id)) states.set(id, state);
   }
   const storeJobs = new Set<string>();
+  const hitJobs = new Set<string>();
   const ids = [...states.keys()];
   for (let i = 0; i < ids.length; i += BATCH) {
     const batch = ids.slice(i, i + BATCH);
@@ -207,6 +208,7 @@ async function sweepQueue(redis: Redis, queue: Queue, tasks: boolean, store: str
       if (!texts.some((v) => matches(v, mine))) continue;
       const label = `redis:${queue.toKey(id)}`;
       r.found.push(label);
+      hitJobs.add(id);
       const state = states.get(id)!;
       if (!(FINISHED as readonly string[]).includes(state)) {
         r.queued.push(`${queue.name} job ${id}`);
@@ -223,16 +225,22 @@ async function sweepQueue(redis: Redis, queue: Queue, tasks: boolean, store: str
       } else r.queued.push(`${queue.name} job ${id}`);
     }
   }
-  // The event stream: entries quoting a result or an error (and, for this store's jobs, an erased id).
+  // The event stream: entries quoting a result or an error (and, for this store's jobs, an erased id), and the result
+  // or error of a job found holding the person (a task's answer, which quotes what its payload held).
   const stream = keys.events!;
   const hits: string[] = [];
   let from = '-';
   for (;;) {
     const page = await redis.xrange(stream, from, '+', 'COUNT', 500);
     for (const [entryId, kv] of page) {
-      const jobId = kv[kv.indexOf('jobId') + 1];
-      const mine = kv.indexOf('jobId') % 2 === 0 && jobId !== undefined && storeJobs.has(jobId);
-      if (kv.some((v, k) => k % 2 === 1 && matches(v, mine))) hits.push(entryId);
+      const field = (name: string) => {
+        for (let k = 0; k + 1 < kv.length; k += 2) if (kv[k] === name) return kv[k + 1];
+        return undefined;
+      };
+      const jobId = field('jobId');
+      const mine = jobId !== undefined && storeJobs.has(jobId);
+      const outcome = field('returnvalue') !== undefined || field('failedReason') !== undefined;
+      if ((outcome && jobId !== undefined && hitJobs.has(jobId)) || kv.some((v, k) => k % 2 === 1 && matches(v, mine))) hits.push(entryId);
     }
     if (page.length < 500) break;
     from = `(${page[page.length - 1]![0]}`;

@@ -400,8 +400,20 @@ export function compactState(db: Db): { walTruncated: boolean } {
  * content column is tested (an erased text, a field of the erased rows, the subject), and, for a record of the
  * erased memories' store, as its job runs' results are (the erased ids too, in any form, among words).
  */
-export function recordMatcher(t: Pick<StateTarget, 'ids' | 'texts' | 'fields' | 'subject'>): (v: string, ofStore: boolean) => boolean {
+export function recordMatcher(t: Pick<StateTarget, 'ids' | 'texts' | 'fields' | 'subject' | 'earlier'>): (v: string, ofStore: boolean) => boolean {
   const holds = textMatcher(t.texts, t.subject, t.fields);
   const ids = new Set([...t.ids, ...t.ids.map(folded)]);
-  return (v, ofStore) => (ofStore ? scrubValue(v, holds, ids) !== null : holds(v));
+  const earlier = t.earlier && t.earlier.macs.size > 0 ? t.earlier : undefined;
+  // An id an earlier erase of the person erased, known by its keyed hash only, as a JSON string of the record (a
+  // drift task's `memory.id`): the record of a job that was still queued then is found once it has run.
+  const namesEarlier = (v: string) => {
+    const json = parseJson(v);
+    if (!earlier || json === undefined) return false;
+    const walk = (x: unknown): boolean =>
+      typeof x === 'string' ? earlier.macs.has(idMac(earlier.key, x))
+        : Array.isArray(x) ? x.some(walk)
+          : x !== null && typeof x === 'object' ? Object.values(x).some(walk) : false;
+    return walk(json);
+  };
+  return (v, ofStore) => (ofStore ? scrubValue(v, holds, ids) !== null || namesEarlier(v) : holds(v));
 }
