@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/log/logger.js';
 import { jobOptions } from '../../src/queue/options.js';
 import { startWorker } from '../../src/queue/worker.js';
 import { daysAgo, insertRows, NOW, sandbox, type Sandbox } from '../drift/helpers.js';
-import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
+import { deletePrefix, startTestRedis, uniquePrefix, valuesUnder, type TestRedis } from '../helpers/redis.js';
 import { until } from '../queue/fixtures.js';
 
 /**
@@ -36,23 +36,7 @@ afterAll(async () => {
   await redis.stop();
 });
 
-async function holding(needle: string): Promise<number> {
-  let n = 0;
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    for (const k of keys) {
-      const type = await redis.client.type(k);
-      const values =
-        type === 'hash' ? Object.values(await redis.client.hgetall(k))
-          : type === 'stream' ? (await redis.client.xrange(k, '-', '+')).flatMap(([, kv]) => kv)
-            : type === 'list' ? await redis.client.lrange(k, 0, -1) : [];
-      n += values.filter((v) => v.includes(needle)).length;
-    }
-  } while (cursor !== '0');
-  return n;
-}
+const holding = async (needle: string) => (await valuesUnder(redis.client, prefix!)).filter((v) => v.includes(needle)).length;
 
 describe('erase reaches what a drift run under the worker left in Redis', { timeout: 120_000 }, () => {
   it('the verify tasks\' answers and the drift job\'s result quoting her memory go; Bob\'s stay', async () => {

@@ -12,7 +12,7 @@ import { openStateDb, recordQueueUse } from '../../src/state/state.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { z } from '../../src/vendor/zod.js';
 import { CLI, cliAsync } from '../helpers/cli.js';
-import { deletePrefix, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
+import { deletePrefix, freePort, startTestRedis, uniquePrefix, valuesUnder, type TestRedis } from '../helpers/redis.js';
 import { makeStore } from '../helpers/store.js';
 import { tempDir, until, writeConfig } from '../queue/fixtures.js';
 
@@ -62,26 +62,7 @@ function world(name: string, redisUrl = redis.url): World {
 
 const erase = (w: World, ...flags: string[]) => cliAsync(['erase', '--config', w.file, '--store', 'agent', '--user', 'carol', ...flags]);
 
-/** Every string Redis holds under the prefix: hashes, lists, sorted sets, streams, strings. */
-async function everything(prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    for (const k of keys) {
-      const type = await redis.client.type(k);
-      if (type === 'hash') out.push(...Object.values(await redis.client.hgetall(k)));
-      else if (type === 'list') out.push(...(await redis.client.lrange(k, 0, -1)));
-      else if (type === 'zset') out.push(...(await redis.client.zrange(k, 0, -1)));
-      else if (type === 'stream') for (const [, kv] of await redis.client.xrange(k, '-', '+')) out.push(...kv);
-      else if (type === 'string') out.push((await redis.client.get(k)) ?? '');
-    }
-  } while (cursor !== '0');
-  return out;
-}
-
-const holding = async (prefix: string, needle: string) => (await everything(prefix)).filter((v) => v.includes(needle)).length;
+const holding = async (prefix: string, needle: string) => (await valuesUnder(redis.client, prefix)).filter((v) => v.includes(needle)).length;
 
 const factOf = (store: string, id: string): string => {
   const db = openDatabase(store, { readonly: true });
