@@ -72,7 +72,7 @@ export function registerEraseCommands(program: Command): void {
 /** The erase command, as `erase` and as `run erase`: a store on another host is erased there (routedToStoreHost). */
 function eraseCommand(cmd: Command): Command {
   return routedToStoreHost(addStoreOptions(cmd))
-    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL, bytes read back from the store), 2 could not run')
+    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, jobs still queued or Redis unreachable after queue use, WAL, bytes read back from the store), 2 could not run')
     .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
     .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
     .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
