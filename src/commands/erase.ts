@@ -72,7 +72,7 @@ export function registerEraseCommands(program: Command): void {
 /** The erase command, as `erase` and as `run erase`: a store on another host is erased there (routedToStoreHost). */
 function eraseCommand(cmd: Command): Command {
   return routedToStoreHost(addStoreOptions(cmd))
-    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, WAL, bytes read back from the store), 2 could not run')
+    .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, jobs still queued or Redis unreachable after queue use, WAL, bytes read back from the store), 2 could not run')
     .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
     .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
     .option('--ids <id...>', 'these memory ids (row ids, or mem0 memory ids)')
@@ -121,6 +121,10 @@ export function printReceipt(r: EraseReceipt): void {
   if (!r.dryRun && !r.stateWalTruncated) print`  state db WAL truncated NO: the worker held it; run erase again when it is idle`;
   if (!r.dryRun && bytesRemain(r)) print`  store files NOT clean: ${r.counts.bytesLeft ?? 0} of the person's ids or texts still found in them, ${r.counts.pagesUnplaced ?? 0} page(s) that could not be scrubbed`;
   const state = (dir: string) => (r.snapshots.deleted.includes(dir) ? 'deleted' : r.snapshots.unverified?.includes(dir) ? 'cannot be ruled out, may still contain it' : 'still contains it');
-  for (const dir of r.snapshots.found) print`  snapshot ${state(dir)}: ${dir}`;
-  if (r.snapshots.found.length > r.snapshots.deleted.length && !r.dryRun) print`  (--snapshots deletes those folders)`;
+  const inRedis = (dir: string) => dir.startsWith('redis:');
+  for (const dir of r.snapshots.found) print`  ${inRedis(dir) ? 'redis record' : 'snapshot'} ${state(dir)}: ${dir}`;
+  const left = r.snapshots.found.filter((d) => !inRedis(d) && !r.snapshots.deleted.includes(d));
+  if (left.length > 0 && !r.dryRun) print`  (--snapshots deletes those folders)`;
+  if (r.redis && !r.redis.searched) print`  redis ${r.redis.notUsed ? 'not used' : 'NOT searched (unknown)'}: ${r.redis.reason ?? ''}`;
+  for (const q of r.redis?.queued ?? []) print`  still queued: ${q} (run erase again once it is done)`;
 }

@@ -12,7 +12,8 @@ import { recordReceipt } from './receipts.js';
 import { snapshotCopies } from './snapshots.js';
 import { remoteSnapshotCopies } from './targets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
-import { compactState, scrubState, type Place } from './state.js';
+import { compactState, scrubState, type Place, type StateTarget } from './state.js';
+import { eraseRedisCopies, type RedisSweep } from './redis.js';
 import { deletedFor } from './ledger.js';
 import { eraseKey, eraseKeyId } from './key.js';
 import { earlierIdMacs, idMacsOf, recordErasedIdMacs, recordErasedSelector, selectorMac } from './needles.js';
@@ -84,6 +85,9 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let remoteDeleted = 0;
   let remoteCleaned = 0;
   let stateWalTruncated = !dryRun;
+  let redis: RedisSweep | undefined;
+  // memory-warden's jobs in Redis (redis.ts): searched for the same texts, ids and subject as the state db.
+  const sweepRedis = (state: Db, t: StateTarget, dry: boolean) => eraseRedisCopies(config, t, { dryRun: dry, log, state });
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {
@@ -111,7 +115,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           remoteCleaned = remote.cleaned.length;
           remoteDeleted = remote.deleted.length - remoteCleaned;
         };
-        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated } = await eraseStoreAndRecords(store, { stateDb, key }, sel, dryRun, opts, worker, copies));
+        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis } = await eraseStoreAndRecords(store, { stateDb, key }, sel, dryRun, opts, worker, copies, sweepRedis));
       } finally {
         await worker?.close();
       }
@@ -123,6 +127,11 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   }
 
   const selector = describeSelector(key, sel);
+  if (redis) {
+    found.push(...redis.found);
+    deleted.push(...redis.deleted);
+    unverified.push(...redis.unverified);
+  }
   const receipt: EraseReceipt = {
     id: null,
     store: storeName,
@@ -147,8 +156,10 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
       { place: 'files:snapshot folders', count: localDeleted },
       { place: 'targets:remote snapshots', count: remoteDeleted },
       { place: 'targets:leftovers of interrupted runs', count: remoteCleaned },
+      ...(redis?.places ?? []),
     ],
     stateWalTruncated,
+    ...(redis ? { redis: { searched: redis.searched, notUsed: redis.notUsed, queued: redis.queued, ...(redis.reason ? { reason: redis.reason } : {}) } } : {}),
   };
   if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
   log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
@@ -167,6 +178,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
 async function eraseStoreAndRecords(
   store: StoreHandle, { stateDb, key }: { stateDb: string; key: Buffer }, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
   copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
+  sweepRedis: (state: Db, t: StateTarget, dryRun: boolean) => Promise<RedisSweep>,
 ) {
   const state = openStateDb(stateDb);
   try {
@@ -178,8 +190,9 @@ async function eraseStoreAndRecords(
     if (dryRun || !worker) {
       const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
       const statePlaces = scrubState(state, stateTarget(store.name, erased, sel, earlierIds), true);
+      const redis = await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), true);
       await copies(erased.texts, erased.ids, earlier);
-      return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false };
+      return { erased, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false, redis };
     }
     // A layout that scrubs its own files (scrubsOwnFiles) checks them itself: plain SQLite misreads their indexes.
     const own = layoutOf(store).scrubsOwnFiles === true;
@@ -196,6 +209,8 @@ async function eraseStoreAndRecords(
     // every restore keeps them (and the person of --user) out (restore-ledger.ts).
     recordErasedSelector(state, key, store.name, selector, sel);
     recordErasedIdMacs(state, store.name, selector, plannedMacs);
+    // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
+    let redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
@@ -219,10 +234,12 @@ async function eraseStoreAndRecords(
     // Meanwhile, on this thread: the state db, then the copies outside the store.
     recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id)))); // rows the agent added since the plan
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    // Rows the agent added since the plan: their texts searched for in Redis too.
+    if (erased.ids.some((id) => !plannedMacs.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
-    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated };
+    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis };
   } finally {
     state.close();
   }
@@ -233,6 +250,15 @@ function stateTarget(store: string, e: Erased, sel: EraseSelector, earlier: { ke
   const subject = 'subject' in sel ? sel.subject : undefined;
   const user = 'user' in sel ? sel.user : undefined;
   return { store, ids: e.ids, texts: e.texts, fields: e.fields, subject, user, earlier };
+}
+
+/** Two sweeps of Redis in one erase: what the later one found still there is what remains. */
+function mergeSweeps(a: RedisSweep, b: RedisSweep): RedisSweep {
+  return {
+    searched: a.searched && b.searched, notUsed: a.notUsed && b.notUsed, reason: b.reason ?? a.reason,
+    found: [...new Set([...a.found, ...b.found])], deleted: [...new Set([...a.deleted, ...b.deleted])],
+    unverified: b.unverified, queued: b.queued, places: mergePlaces(a.places, b.places),
+  };
 }
 
 function mergePlaces(a: Place[], b: Place[]): Place[] {

@@ -33,6 +33,13 @@ export interface EraseReceipt {
   places: Place[];
   /** The state db's WAL truncated after its scrub (false: a reader held it; run erase again). */
   stateWalTruncated: boolean;
+  /**
+   * memory-warden's jobs in Redis (src/erase/redis.ts): `searched` when Redis was reached and read through; else
+   * `reason` says why not and `notUsed` whether the state db proves nothing went through the queue here (else the
+   * prefix is listed among the copies that cannot be ruled out). `queued`: jobs still waiting or running that hold
+   * the person (`<queue> job <id>`): exit 1 until a later erase finds them done. Absent in receipts made before.
+   */
+  redis?: { searched: boolean; notUsed: boolean; reason?: string; queued: string[] };
 }
 
 /**

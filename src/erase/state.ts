@@ -53,6 +53,7 @@ const CONTENT: Record<string, string[]> = {
   erased_snapshots: [], // snapshot names and times
   erase_key: [], // the erase key's id (src/erase/key.ts)
   state_compaction: [], // why a step asked for the file to be compacted (src/state/migrate.ts)
+  queue_use: [], // Redis key prefixes and times (src/erase/redis.ts)
   digest_texts: ['subject', 'text'], // whole rows go first (below); this catches a quote in another memory's text
 };
 
@@ -392,4 +393,27 @@ function stateValues(db: Db, tables: readonly string[], store: string | null): S
 export function compactState(db: Db): { walTruncated: boolean } {
   db.exec('VACUUM');
   return { walTruncated: truncateWal(db) };
+}
+
+/**
+ * The scrub's test of one value, for memory-warden's records outside the state db (Redis: src/erase/redis.ts): as a
+ * content column is tested (an erased text, a field of the erased rows, the subject), and, for a record of the
+ * erased memories' store, as its job runs' results are (the erased ids too, in any form, among words).
+ */
+export function recordMatcher(t: Pick<StateTarget, 'ids' | 'texts' | 'fields' | 'subject' | 'earlier'>): (v: string, ofStore: boolean) => boolean {
+  const holds = textMatcher(t.texts, t.subject, t.fields);
+  const ids = new Set([...t.ids, ...t.ids.map(folded)]);
+  const earlier = t.earlier && t.earlier.macs.size > 0 ? t.earlier : undefined;
+  // An id an earlier erase of the person erased, known by its keyed hash only, as a JSON string of the record (a
+  // drift task's `memory.id`): the record of a job that was still queued then is found once it has run.
+  const namesEarlier = (v: string) => {
+    const json = parseJson(v);
+    if (!earlier || json === undefined) return false;
+    const walk = (x: unknown): boolean =>
+      typeof x === 'string' ? earlier.macs.has(idMac(earlier.key, x))
+        : Array.isArray(x) ? x.some(walk)
+          : x !== null && typeof x === 'object' ? Object.values(x).some(walk) : false;
+    return walk(json);
+  };
+  return (v, ofStore) => (ofStore ? scrubValue(v, holds, ids) !== null || namesEarlier(v) : holds(v));
 }

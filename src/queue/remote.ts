@@ -1,6 +1,8 @@
 import { QueueEvents, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
+import { expandHome } from '../config/config.js';
+import { recordQueueUse } from '../state/state.js';
 import type { Logger } from '../log/logger.js';
 import { coerceError, transientError } from '../core/errors.js';
 import { connectRedis } from './connection.js';
@@ -57,6 +59,8 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
   const { config, log } = run;
   const store = run.data.store ?? null;
   const redis = await connectRedis(config.redis, log);
+  // The job's payload and result pass through Redis: recorded, so that an erase here knows the queue was used.
+  recordQueueUse(expandHome(config.stateDb), config.redis.prefix, 'job sent', Date.now());
   const queue = openQueueFor(config, redis, store);
   const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
   events.on('error', () => {});

@@ -7,7 +7,7 @@ import { coerceError, configError } from '../core/errors.js';
 import type { Logger } from '../log/logger.js';
 import { isAlreadyRan, runJob } from '../job/runner.js';
 import { parseInstant, systemClock, type Clock } from '../time/instants.js';
-import { lastSuccesses as lastSuccessesIn, openStateDb } from '../state/state.js';
+import { lastSuccesses as lastSuccessesIn, openStateDb, recordQueueUse } from '../state/state.js';
 import { WorkerMetrics } from './metrics.js';
 import { startHttpServer, type Health, type HttpHandle } from './http.js';
 import { connectRedis, describeRedis } from './connection.js';
@@ -213,6 +213,12 @@ export async function startWorker(opts: StartOptions): Promise<RunningWorker> {
   // A restore killed half-way left one store on the snapshot and one not: finish it before any writer runs.
   await finishInterruptedRestores(config, log, opts.now ?? systemClock);
   const redis = await connectRedis(config.redis, log);
+  // Jobs taken from here on leave memory text in Redis: an erase that cannot reach it must not say "nothing left".
+  try {
+    recordQueueUse(expandHome(config.stateDb), config.redis.prefix, 'worker', (opts.now ?? systemClock)());
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'state db unwritable: this worker\'s use of the queue is not recorded');
+  }
   const state: WorkerState = { shuttingDown: false, stop: new AbortController() };
   const host = thisHost(config);
   metrics.registry.setDefaultLabels({ host });

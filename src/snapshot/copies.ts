@@ -24,9 +24,11 @@ import { readJournal } from './journal.js';
  * What erase does with a kind: `leftover` (of a run that was killed: worth nothing, so every erase that is not a dry
  * run removes it, whoever it erases, unless it is in use), `snapshot` (a backup: listed while it may hold the
  * person, exit 1, removed by `erase --snapshots`), `person` (memory-warden cannot prove it made it: listed while it
- * may hold the person, exit 1, never removed by memory-warden).
+ * may hold the person, exit 1, never removed by memory-warden), `record` (memory-warden's own record of a job, proven
+ * its own by where it is: every erase that is not a dry run removes one that holds the person; one still in use, a
+ * job waiting or running, is listed and left, exit 1, until a later erase finds it done).
  */
-export type EraseTreatment = 'leftover' | 'snapshot' | 'person';
+export type EraseTreatment = 'leftover' | 'snapshot' | 'person' | 'record';
 
 export interface CopyKind {
   name: string;
@@ -109,6 +111,16 @@ export const COPY_KINDS = [
     name: 'qdrant-server', erase: 'snapshot', where: 'a collection snapshot kept by the Qdrant server',
     life: 'made to download a collection or to recover one; deleted right after, noted in .server-snapshots/ until then',
     madeIn: ['src/snapshot/create.ts', 'src/snapshot/resume.ts', 'src/vectors/qdrant/index.ts'],
+  },
+  {
+    name: 'redis-job', erase: 'record', where: '<redis.prefix>:<queue>:<job id> in Redis, in one of memory-warden\'s queues (src/erase/redis.ts)',
+    life: 'a BullMQ job or task: its payload, result, error and log lines; kept once finished per worker.removeOnComplete / removeOnFail (a task: its result an hour, a failure a day)',
+    madeIn: ['src/queue/tasks.ts', 'src/queue/remote.ts', 'src/queue/schedules.ts'],
+  },
+  {
+    name: 'redis-event', erase: 'record', where: '<redis.prefix>:<queue>:events in Redis: an entry of a queue\'s event stream',
+    life: 'BullMQ adds one for each step of a job, with its result or error; the stream keeps its last 10,000 entries',
+    madeIn: ['src/queue/tasks.ts', 'src/queue/remote.ts', 'src/queue/schedules.ts'],
   },
 ] as const satisfies readonly CopyKind[];
 

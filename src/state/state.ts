@@ -127,3 +127,30 @@ export function lastSuccesses(db: Db): Record<string, Record<string, string>> {
 export function lastRun(db: Db, job: string, store: string, outcome: 'ok' | 'failed' = 'ok'): JobRun | undefined {
   return db.prepare(`SELECT * FROM job_runs WHERE job = ? AND store = ? AND outcome = ? ORDER BY finished_at DESC, id DESC LIMIT 1`).get(job, store, outcome) as JobRun | undefined;
 }
+
+/**
+ * Note that work went through the queue under `prefix` (a worker started, a job was sent): Redis may then hold memory
+ * text, and an erase that cannot reach it says so rather than "nothing left" (migration 010, src/erase/redis.ts).
+ */
+export function recordQueueUse(path: string, prefix: string, what: 'worker' | 'job sent', at: Instant): void {
+  const db = openStateDb(path);
+  try {
+    const t = toCanonical(at);
+    db.prepare(`INSERT INTO queue_use (prefix, first_at, last_at, what) VALUES (?, ?, ?, ?)
+                ON CONFLICT (prefix) DO UPDATE SET last_at = excluded.last_at, what = excluded.what`).run(prefix, t, t, what);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Whether this state db records work that went through the queue: a worker started or a job sent (queue_use), or,
+ * from before that was recorded, a scheduled run (only the worker runs those).
+ */
+export function queueUsed(db: Db): { used: boolean; why: string } {
+  const row = db.prepare(`SELECT prefix, what, last_at FROM queue_use ORDER BY last_at DESC LIMIT 1`).get() as { prefix: string; what: string; last_at: string } | undefined;
+  if (row) return { used: true, why: `${row.what === 'worker' ? 'a worker ran' : 'a job was sent'} through the queue here (prefix ${row.prefix}, last ${row.last_at})` };
+  const run = db.prepare(`SELECT job, store, started_at FROM job_runs WHERE scheduled_run IS NOT NULL ORDER BY id DESC LIMIT 1`).get() as { job: string; store: string | null; started_at: string } | undefined;
+  if (run) return { used: true, why: `a worker ran scheduled jobs here (the last: ${run.job}${run.store ? ` ${run.store}` : ''} at ${run.started_at})` };
+  return { used: false, why: 'no worker ran here and no job was sent through the queue' };
+}

@@ -17,6 +17,8 @@ import { cliAsync } from '../helpers/cli.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
 import type { Row } from '../helpers/store.js';
 import { localPlace, s3Place, type TargetPlace } from '../snapshot/targets/fixtures.js';
+import { Queue, QueueEvents, Worker } from 'bullmq';
+import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
 
 /**
  * The conformance suite over the kinds of copy memory-warden can leave (src/snapshot/copies.ts): for every kind, that
@@ -33,17 +35,23 @@ const log = silentLogger;
 let disk: TargetPlace;
 let bucket: TargetPlace;
 let fx: QdrantFixture | undefined;
+let redis: TestRedis;
+let prefix: string | undefined;
 beforeAll(async () => {
   disk = await localPlace();
   bucket = await s3Place();
+  redis = await startTestRedis();
 }, 60_000);
 afterAll(async () => {
   await disk.stop();
   await bucket.stop();
+  await redis.stop();
 });
 afterEach(async () => {
   await fx?.close();
   fx = undefined;
+  if (prefix) await deletePrefix(redis.client, prefix);
+  prefix = undefined;
 });
 
 interface World {
@@ -54,6 +62,8 @@ interface World {
   root: string;
   disk: { name: string; path: string };
   s3: S3TargetConfig;
+  /** The Redis key prefix of this world's queues. */
+  prefix: string;
 }
 
 async function world(): Promise<World> {
@@ -61,12 +71,13 @@ async function world(): Promise<World> {
   await f.seedPoints(ROWS);
   const local = { ...disk.config(), name: 'disk' } as { name: string; path: string };
   const s3 = { ...bucket.config(), name: 'bucket' } as S3TargetConfig;
-  const raw = f.raw({ snapshot: { targets: [local, s3] } });
+  const queues = { redis: { url: redis.url, prefix: (prefix = uniquePrefix('copy-kinds')) } };
+  const raw = { ...f.raw({ snapshot: { targets: [local, s3] } }), ...queues };
   const file = join(f.dir, 'warden.yaml');
   // Credentials as a user writes them: from the environment.
-  const asWritten = f.raw({ snapshot: { targets: [local, { ...s3, accessKeyId: '${MW_TEST_KEY}', secretAccessKey: '${MW_TEST_SECRET}' }] } });
+  const asWritten = { ...f.raw({ snapshot: { targets: [local, { ...s3, accessKeyId: '${MW_TEST_KEY}', secretAccessKey: '${MW_TEST_SECRET}' }] } }), ...queues };
   writeFileSync(file, YAML.stringify(asWritten));
-  return { fx: f, config: validateConfig(raw), file, root: join(f.dir, 'backups', 'agent'), disk: local, s3 };
+  return { fx: f, config: validateConfig(raw), file, root: join(f.dir, 'backups', 'agent'), disk: local, s3, prefix };
 }
 
 /** A pid no process has now: a run that was killed. */
@@ -99,7 +110,45 @@ async function pushed(w: World): Promise<{ name: string; dir: string }> {
   return { name: s.name, dir: join(w.disk.path, 'agent', s.name) };
 }
 
+/**
+ * A job run through BullMQ on the world's Redis, as a worker runs one: finished with `result` (the job's return
+ * value, kept in the job and in the queue's event stream). `read`: its result read and the job removed, as a task's
+ * waiter does (src/queue/tasks.ts): the event stream keeps the only copy.
+ */
+async function ranJob(w: World, queueName: string, data: unknown, result: unknown, read = false): Promise<{ queue: Queue; id: string }> {
+  const connection = { url: redis.url };
+  const queue = new Queue(queueName, { connection, prefix: w.prefix });
+  const events = new QueueEvents(queueName, { connection, prefix: w.prefix });
+  await events.waitUntilReady();
+  const worker = new Worker(queueName, async () => result, { connection, prefix: w.prefix });
+  try {
+    const job = await queue.add('verify', data, { removeOnComplete: { count: 100 } });
+    await job.waitUntilFinished(events);
+    if (read) await job.remove();
+    return { queue, id: job.id! };
+  } finally {
+    await worker.close();
+    await events.close();
+  }
+}
+
 const MAKERS: { [K in CopyKindName]: (w: World) => Promise<Made> } = {
+  'redis-job': async (w) => {
+    // A drift task's result quoting the memory's text, kept after its waiter went away.
+    const { queue, id } = await ranJob(w, 'maintenance-verify', { v: 1, store: 'agent' }, { verdict: 'stale', evidence: CAROL });
+    const key = `${w.prefix}:maintenance-verify:${id}`;
+    await queue.close();
+    return { kinds: ['redis-job', 'redis-event'], label: exact(`redis:${key}`), present: async () => (await redis.client.exists(key)) === 1 };
+  },
+  'redis-event': async (w) => {
+    const { queue } = await ranJob(w, 'maintenance-verify', { v: 1, store: 'agent' }, { verdict: 'stale', evidence: CAROL }, true);
+    await queue.close();
+    const stream = `${w.prefix}:maintenance-verify:events`;
+    return {
+      kinds: ['redis-event'], label: exact(`redis:${stream}`),
+      present: async () => (await redis.client.xrange(stream, '-', '+')).some(([, kv]) => kv.some((v) => v.includes('4471'))),
+    };
+  },
   snapshot: async (w) => {
     const s = await takeSnapshot(w.config, 'agent', { now: () => T0, log });
     return { kinds: ['snapshot'], label: exact(s.dir), present: () => existsSync(s.dir) };
@@ -170,7 +219,9 @@ const MAKERS: { [K in CopyKindName]: (w: World) => Promise<Made> } = {
   },
 };
 
-const ORDER: EraseTreatment[] = ['leftover', 'snapshot', 'person'];
+const ORDER: EraseTreatment[] = ['record', 'leftover', 'snapshot', 'person'];
+/** Gone after any erase that is not a dry run (a record: the ones holding the person). */
+const goes = (t: EraseTreatment) => t === 'leftover' || t === 'record';
 const strongest = (kinds: CopyKindName[]) => kinds.map((k) => copyKind(k).erase).reduce((a, b) => (ORDER.indexOf(a) > ORDER.indexOf(b) ? a : b));
 
 async function erase(w: World, ...flags: string[]) {
@@ -206,14 +257,14 @@ describe('every kind of copy memory-warden can leave is found by erase, and deal
     expect(await made.present(), 'a dry run changes nothing').toBe(true);
 
     const plain = await erase(w);
-    if (treatment === 'leftover') {
+    if (goes(treatment)) {
       expect(await made.present(), 'a leftover goes with any erase').toBe(false);
       expect(plain.deleted).toContainEqual(expect.stringMatching(made.label));
     } else {
       expect(await made.present(), 'a backup stays without --snapshots').toBe(true);
       expect(plain.found).toContainEqual(expect.stringMatching(made.label));
     }
-    expect(plain.code, `exit 1 while a copy remains: ${JSON.stringify(plain)}`).toBe(exit === 'leftover' ? 0 : 1);
+    expect(plain.code, `exit 1 while a copy remains: ${JSON.stringify(plain)}`).toBe(goes(exit) ? 0 : 1);
     // The next run knows her only by the keyed hashes the first kept: it still finds what remains.
     const snaps = await erase(w, '--snapshots');
     expect(await made.present()).toBe(treatment === 'person');

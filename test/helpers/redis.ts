@@ -93,3 +93,22 @@ export async function deletePrefix(client: Redis, prefix: string): Promise<numbe
   } while (cursor !== '0');
   return deleted;
 }
+
+/** Every value Redis holds under `prefix:`: hash values, list and sorted-set members, stream fields, strings. */
+export async function valuesUnder(client: Redis, prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:*`, 'COUNT', 1000);
+    cursor = next;
+    for (const k of keys) {
+      const type = await client.type(k);
+      if (type === 'hash') out.push(...Object.values(await client.hgetall(k)));
+      else if (type === 'list') out.push(...(await client.lrange(k, 0, -1)));
+      else if (type === 'zset') out.push(...(await client.zrange(k, 0, -1)));
+      else if (type === 'stream') for (const [, kv] of await client.xrange(k, '-', '+')) out.push(...kv);
+      else if (type === 'string') out.push((await client.get(k)) ?? '');
+    }
+  } while (cursor !== '0');
+  return out;
+}

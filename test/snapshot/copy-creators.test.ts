@@ -14,6 +14,7 @@ const CREATOR = new RegExp([
   String.raw`\b(mkdirSync|mkdtempSync|writeFileSync|createWriteStream|copyFileSync|renameSync|cpSync|appendFileSync|linkSync|symlinkSync|writeFile|copyFile|rename|mkdir|mkdtemp|appendFile)\(`,
   String.raw`\bopenSync\([^)]*(?:'[wa]|O_CREAT)`, String.raw`\bopen\([^)]*'[wa]`, String.raw`\bopenRemote\([^)]*'[wa]`, 'VACUUM INTO',
   String.raw`\b(PutObjectCommand|CreateMultipartUploadCommand|UploadPartCommand)\(`, String.raw`\.(createSnapshot|recoverFromFile|posixRename|put)\(`,
+  String.raw`\bqueue\.(add|upsertJobScheduler)\(`, // a BullMQ job in Redis: its payload, result, error and events
 ].join('|'), 'g');
 
 /** Files that create something that is no copy of a store's data. */
@@ -38,6 +39,9 @@ const COUNTS: Record<string, number> = {
   'src/engines/postgres/snapshot.ts': 2,
   'src/erase/key.ts': 3,
   'src/launch.ts': 3,
+  'src/queue/remote.ts': 1,
+  'src/queue/schedules.ts': 2,
+  'src/queue/tasks.ts': 1,
   'src/snapshot/create.ts': 3,
   'src/snapshot/journal.ts': 2,
   'src/snapshot/layout.ts': 1,

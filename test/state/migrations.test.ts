@@ -13,9 +13,9 @@ import { ids, makeStore, tempDir } from '../helpers/store.js';
 import { cli } from '../helpers/cli.js';
 import { V0_ROWS, V0_TABLES } from './v0-schema.js';
 
-const TABLES = ['digest_deliveries', 'digest_texts', 'drift_verdicts', 'erase_key', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'state_compaction', 'warden_deletions'];
+const TABLES = ['digest_deliveries', 'digest_texts', 'drift_verdicts', 'erase_key', 'erase_needles', 'erase_receipt_places', 'erase_receipts', 'erased_snapshots', 'job_runs', 'queue_use', 'state_compaction', 'warden_deletions'];
 /** Tables and indexes the numbered steps after the first five add: never in a state db from before numbering. */
-const LATER = new Set(['erase_needles', 'erased_snapshots', 'digest_texts', 'job_runs_by_scheduled_run', 'erase_key', 'state_compaction']);
+const LATER = new Set(['erase_needles', 'erased_snapshots', 'digest_texts', 'job_runs_by_scheduled_run', 'erase_key', 'state_compaction', 'queue_use', 'sqlite_autoindex_queue_use_1']);
 /** Columns those steps add to a table of before numbering (ALTER TABLE ADD COLUMN appends them to its SQL). */
 const LATER_COLUMNS: Record<string, string[]> = { job_runs: ['scheduled_run TEXT', 'pid INTEGER'], erase_receipts: ['selector_sha256 TEXT', 'ids_sha256 TEXT', 'key_id TEXT'] };
 /** Columns a later step dropped from a table of before numbering (009: the unkeyed digests; it adds them back, keyed). */

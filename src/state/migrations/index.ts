@@ -7,6 +7,7 @@ import eraseNeedles from './006-erase-needles.js';
 import digestTexts from './007-digest-texts.js';
 import scheduledRuns from './008-scheduled-runs.js';
 import keyedEraseRecords from './009-keyed-erase-records.js';
+import queueUse from './010-queue-use.js';
 
 export interface StateMigration {
   /** What `PRAGMA user_version` says once it is applied: its place in this list, from 1. */
@@ -34,6 +35,7 @@ const FILES: ReadonlyArray<[file: string, sql: string]> = [
   ['007-digest-texts', digestTexts],
   ['008-scheduled-runs', scheduledRuns],
   ['009-keyed-erase-records', keyedEraseRecords],
+  ['010-queue-use', queueUse],
 ];
 
 export const STATE_MIGRATIONS: readonly StateMigration[] = FILES.map(([file, sql], i) => ({ version: i + 1, file, sql }));
