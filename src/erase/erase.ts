@@ -13,12 +13,12 @@ import { snapshotCopies } from './snapshots.js';
 import { remoteSnapshotCopies } from './targets.js';
 import { assertNoPendingRestore } from '../snapshot/journal.js';
 import { compactState, scrubState, type Place, type StateTarget } from './state.js';
-import { eraseRedisCopies, type RedisSweep } from './redis.js';
+import type { RedisSweep } from './redis.js';
 import { deletedFor } from './ledger.js';
 import { eraseKey, eraseKeyId } from './key.js';
 import { earlierIdMacs, idMacsOf, recordErasedIdMacs, recordErasedSelector, selectorMac } from './needles.js';
 import { eraseLeftovers, type Leftovers } from './leftovers.js';
-import { openStateDb } from '../state/state.js';
+import { openStateDb, queueUsed } from '../state/state.js';
 import { usageError } from '../core/errors.js';
 import { layoutOf } from '../layouts/registry.js';
 import { toCanonical } from '../time/instants.js';
@@ -87,7 +87,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   let stateWalTruncated = !dryRun;
   let redis: RedisSweep | undefined;
   // memory-warden's jobs in Redis (redis.ts): searched for the same texts, ids and subject as the state db.
-  const sweepRedis = (state: Db, t: StateTarget, dry: boolean) => eraseRedisCopies(config, t, { dryRun: dry, log, state });
+  // Nothing of this state db's ever went through a queue: no copy can be there, and Redis (when one runs at all) is
+  // not asked: an erase on a machine without a worker neither waits on an address that never answers nor loads BullMQ.
+  const sweepRedis = async (state: Db, t: StateTarget, dry: boolean): Promise<RedisSweep> => {
+    const use = queueUsed(state);
+    if (!use.used) return { searched: false, notUsed: true, reason: use.why, found: [], deleted: [], unverified: [], queued: [], places: [] };
+    return (await import('./redis.js')).eraseRedisCopies(config, t, { dryRun: dry, log, state });
+  };
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const run = async () => {

@@ -210,6 +210,7 @@ describe('erase reaches memory-warden\'s jobs in Redis', { timeout: 180_000 }, (
 
   it('a job still waiting that holds the text stays and is reported (exit 1); once it has run, the next erase removes it', async () => {
     const w = world('queued');
+    recordQueueUse(w.config.stateDb, w.prefix, 'worker', Date.now()); // as the worker that made such jobs records
     const task = `${w.config.worker.queue}-verify`;
     const queue = new Queue(task, { connection: { url: redis.url }, prefix: w.prefix });
     try {
@@ -243,7 +244,7 @@ describe('erase reaches memory-warden\'s jobs in Redis', { timeout: 180_000 }, (
     const never = world('down-never', closed);
     const r = await erase(never);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/redis not used: Redis not searched: cannot reach Redis at .*; not used: no worker ran here/);
+    expect(r.stdout).toMatch(/redis not used: no worker ran here/);
 
     const used = world('down-used', closed);
     recordQueueUse(used.config.stateDb, used.prefix, 'worker', Date.now());
@@ -267,6 +268,7 @@ describe('erase reaches memory-warden\'s jobs in Redis', { timeout: 180_000 }, (
 
   it('a kill -9 in the middle of the Redis sweep: the next erase removes the rest, and BullMQ\'s sets stay whole', async () => {
     const w = world('killed');
+    recordQueueUse(w.config.stateDb, w.prefix, 'worker', Date.now()); // as the worker that made such jobs records
     const task = `${w.config.worker.queue}-verify`;
     const connection = { url: redis.url };
     const queue = new Queue(task, { connection, prefix: w.prefix });
