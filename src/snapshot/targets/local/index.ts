@@ -1,19 +1,68 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { copyFile, open } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
 import { atMost, hashing } from '../digest.js';
-import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, isFileBody, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { LocalTargetConfig } from './schema.js';
 
 /** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
 const TMP = '.tmp-';
 /** Bytes queued for the disk while the next ones are read and hashed: the write overlaps the hashing. */
 const WRITE_AHEAD = 8 * 1024 * 1024;
+/** Reads of a copy hashed back. */
+const READ_BACK = 4 * 1024 * 1024;
 
-/** A folder on a mounted disk: temp file (hashed as written), fsync, size checked, rename; the manifest last. */
+/**
+ * A stream written to `tmp`, hashed on the way in, once: every byte written is one hashed. Reading the file back
+ * right after would read the page cache, which is what the writes put there; the size once fsynced is checked.
+ */
+async function writeHashed(body: AsyncIterable<Uint8Array>, tmp: string): Promise<ObjectDigest> {
+  const h = hashing(body);
+  await pipeline(h.stream, createWriteStream(tmp, { mode: FILE_MODE, flags: 'wx', highWaterMark: WRITE_AHEAD }));
+  fsyncPath(tmp);
+  return h.digest();
+}
+
+/**
+ * A local file copied to `tmp` by the kernel (copy_file_range: no byte passes through this process to be written),
+ * then read back and hashed while the disk writes it (fsync): the digest is that of the copy itself, and the hash
+ * and the disk's write overlap instead of following each other.
+ */
+async function copyHashed(file: string, tmp: string): Promise<ObjectDigest> {
+  await copyFile(file, tmp, constants.COPYFILE_EXCL);
+  const fh = await open(tmp, 'r');
+  let synced: Promise<void> | undefined;
+  try {
+    await fh.chmod(FILE_MODE);
+    synced = fh.sync();
+    const hash = createHash('sha256');
+    const bufs = [Buffer.allocUnsafe(READ_BACK), Buffer.allocUnsafe(READ_BACK)];
+    let bytes = 0;
+    // Two buffers: the next piece is read while this one is hashed.
+    let reading = fh.read(bufs[0]!, 0, READ_BACK, 0);
+    for (let i = 0; ; i ^= 1) {
+      const { bytesRead } = await reading;
+      if (bytesRead === 0) break;
+      reading = fh.read(bufs[i ^ 1]!, 0, READ_BACK, bytes + bytesRead);
+      hash.update(bufs[i]!.subarray(0, bytesRead));
+      bytes += bytesRead;
+    }
+    await synced;
+    return { bytes, sha256: hash.digest('hex') };
+  } finally {
+    await synced?.catch(() => undefined); // the descriptor stays open until its fsync is over
+    await fh.close();
+  }
+}
+
+/**
+ * A folder on a mounted disk: temp file (a local file copied by the kernel and hashed back, a stream hashed as
+ * written), fsync, size checked, rename; the manifest last.
+ */
 export class LocalTarget implements SnapshotTarget {
   readonly type = 'local';
   readonly name: string;
@@ -32,12 +81,7 @@ export class LocalTarget implements SnapshotTarget {
     ensurePrivateDir(dirname(final));
     const tmp = join(dirname(final), `${TMP}${randomBytes(4).toString('hex')}-${key.split('/').pop()}`);
     try {
-      // Hashed on the way in, once: every byte written is one hashed. Reading the file back right after would read
-      // the page cache, which is what the writes put there; the size on disk once fsynced is checked instead.
-      const h = hashing(body);
-      await pipeline(h.stream, createWriteStream(tmp, { mode: FILE_MODE, flags: 'wx', highWaterMark: WRITE_AHEAD }));
-      fsyncPath(tmp);
-      const sent = h.digest();
+      const sent = isFileBody(body) ? await copyHashed(body.file, tmp) : await writeHashed(body, tmp);
       const size = statSync(tmp).size;
       if (size !== sent.bytes) throw storeError(`target ${this.name}: ${tmp} is ${size} bytes once written, ${sent.bytes} bytes written`);
       renameSync(tmp, final);
