@@ -22,8 +22,6 @@ export const ENCRYPTED_SUFFIX = '.age';
 const CHUNK = 64 * 1024;
 const TAG = 16;
 const SEALED = CHUNK + TAG;
-/** Ciphertext is handed on in pieces of about this size rather than one per 64 KiB chunk. */
-const OUT_BATCH = 1024 * 1024;
 /** A header larger than this is not an age header memory-warden wrote (each recipient's stanza is under 2 KiB). */
 const HEADER_MAX = 1024 * 1024;
 
@@ -92,7 +90,10 @@ async function newFile(recipients: readonly string[]): Promise<{ head: Buffer; k
       return wrap(k);
     };
   }
-  const empty = Buffer.from(await e.encrypt(new Uint8Array(0)));
+  // An empty stream, read here: the package reads a byte array through fetch's Response, which loads undici.
+  const parts: Buffer[] = [];
+  for await (const p of (await e.encrypt(ReadableStream.from<Uint8Array>([]))) as unknown as AsyncIterable<Uint8Array>) parts.push(Buffer.from(p));
+  const empty = Buffer.concat(parts);
   const head = empty.subarray(0, empty.length - TAG);
   const key = payloadKey(fileKey!, head.subarray(head.length - 16));
   const n = new StreamNonce();
@@ -138,29 +139,21 @@ async function* pieces<T>(source: AsyncIterable<Uint8Array>, size: number, each:
   yield [each(pending.subarray(0, used), true)];
 }
 
-/** The payload of an age file under the payload key `key`, after `head` (the header and the payload nonce). */
+/**
+ * The payload of an age file under the payload key `key`, after `head` (the header and the payload nonce): each
+ * chunk's ciphertext and tag as Node's cipher makes them (joining them would copy every byte once more; a writer
+ * joins them, writev).
+ */
 export async function* sealing(source: AsyncIterable<Uint8Array>, key: Buffer, head: Buffer = Buffer.alloc(0)): AsyncIterable<Buffer> {
   const nonce = new StreamNonce();
-  let out: Buffer[] = [head];
-  let outBytes = head.length;
   const sealed = (plain: Buffer, last: boolean) => {
     if (last) nonce.last();
     const b = seal(key, nonce.bytes, plain);
     nonce.next();
     return b;
   };
-  for await (const batch of pieces(source, CHUNK, sealed)) {
-    for (const b of batch.flat()) {
-      out.push(b);
-      outBytes += b.length;
-    }
-    if (outBytes >= OUT_BATCH) {
-      yield Buffer.concat(out, outBytes);
-      out = [];
-      outBytes = 0;
-    }
-  }
-  if (outBytes > 0) yield Buffer.concat(out, outBytes);
+  if (head.length > 0) yield head;
+  for await (const batch of pieces(source, CHUNK, sealed)) for (const b of batch) yield* b;
 }
 
 /**
@@ -214,7 +207,7 @@ async function* decryptPayload(source: AsyncIterable<Uint8Array>, identities: re
     yield head.subarray(16);
     for (let next = await it.next(); !next.done; next = await it.next()) yield next.value;
   }
-  for await (const batch of pieces(payload(), SEALED, opened)) if (batch.length > 0) yield batch.length === 1 ? batch[0]! : Buffer.concat(batch);
+  for await (const batch of pieces(payload(), SEALED, opened)) yield* batch;
 }
 
 /** Plaintext of a ciphertext stream; a wrong identity or a changed byte fails, never yields altered plaintext. */
