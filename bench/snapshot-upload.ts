@@ -161,7 +161,10 @@ async function main(): Promise<void> {
       ['node start (no upload)', upload('local', false, '--noop')], ['holds.json.gz only', upload('local', false, '--holds')], ['cp + sync', cp], ['local target', upload('local', false), 'cp + sync'], ['local target, age', upload('local', true), 'cp + sync'],
       ['sftp (OpenSSH client)', sftp], ['sftp target', upload('sftp', false), 'sftp (OpenSSH client)'], ['sftp target, age', upload('sftp', true), 'sftp (OpenSSH client)'],
       ['curl PUT (loopback S3)', curl], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
-    ].filter(([name, , base]) => !only || (name as string).includes(only) || (base as string | undefined)?.includes(only)) as never;
+    ] as never;
+    // --only: the cases whose name (or baseline's) contains it, and the baselines they are paired with.
+    const picked = new Set(cases.filter(([name, , base]) => !only || name.includes(only) || base?.includes(only)).flatMap(([name, , base]) => [name, ...(base ? [base] : [])]));
+    cases.splice(0, cases.length, ...cases.filter(([name]) => picked.has(name)));
     const samples = new Map<string, Sample[]>(cases.map(([name]) => [name, []]));
     const loads: string[] = [];
     for (let run = 0; run < RUNS; run++) {

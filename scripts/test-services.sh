@@ -12,6 +12,7 @@
 #   chromium                                  the review page, driven by playwright-core (executablePath /usr/bin/chromium)
 #   prometheus, promtool                      the alert rules, checked, unit-tested and fired (test/ops/)
 #   sqlite3, git, openssl                     baselines, the git verifier, TLS certificates
+#   age, age-keygen                           the reference age implementation snapshot encryption is checked against
 #   systemd-analyze, mount                    the systemd unit of docs/worker.md, verified and run in its sandbox (test/ops/)
 #   postgresql                                PostgreSQL on 127.0.0.1:5432 (trust auth)
 #   moto_server                               moto's S3 server, one of the S3 targets the snapshot contract runs
@@ -46,6 +47,7 @@ need prometheus     prometheus promtool
 need sqlite3        sqlite3
 need git            git
 need openssl        openssl
+need age            age age-keygen
 need systemd        systemd-analyze
 need mount          mount
 need postgresql     '/usr/lib/postgresql/*/bin/postgres' pg_ctlcluster pg_isready

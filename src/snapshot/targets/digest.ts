@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
-import { UnverifiedSnapshotError, type ObjectDigest } from './types.js';
+import { createReadStream } from 'node:fs';
+import { UnverifiedSnapshotError, type FileBody, type ObjectDigest } from './types.js';
+
+/** A local file as a put's body (types.ts): read in pieces of `chunk` bytes when iterated. */
+export function fileBody(file: string, chunk: number): FileBody {
+  return { file, [Symbol.asyncIterator]: () => createReadStream(file, { highWaterMark: chunk })[Symbol.asyncIterator]() };
+}
 
 /** Pass bytes through while counting and hashing them; `digest()` once the stream is drained. */
 export function hashing(source: AsyncIterable<Uint8Array>): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {

@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { expandHome, type Config } from '../../config/config.js';
@@ -12,7 +12,7 @@ import { readManifest } from '../manifest.js';
 import { localLeftovers, removeLocalCopy } from '../copies.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
-import { atMost, digestOf, hashing } from './digest.js';
+import { atMost, digestOf, fileBody, hashing } from './digest.js';
 import { loadTargetKey, sealManifest } from './auth.js';
 import { CheckedTarget } from './checked.js';
 import { HOLDS_KEY, snapshotHolds } from './holds.js';
@@ -87,9 +87,10 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
   try {
     await target.claim(name, opts.signal); // first: whatever a kill leaves of this upload is proven memory-warden's
     for (const [rel, want] of Object.entries(manifest.files)) {
-      const read = createReadStream(join(dir, rel), { highWaterMark: READ_CHUNK });
-      // Plain, the target's digest of what it stored is that of the file's bytes: each byte is hashed once on the
-      // way (and once more where the target reads its copy back). Encrypted, the plaintext has a hash of its own.
+      const read = fileBody(join(dir, rel), READ_CHUNK);
+      // Plain, the target's digest of what it stored is that of the file's bytes: each byte is hashed once, on the
+      // way or read back from the copy (a local target copies the file in the kernel). Encrypted, the plaintext has
+      // a hash of its own.
       const plain = recipients ? hashing(read) : undefined;
       const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
       const stored = await target.put(name, objectKey, plain && recipients ? encrypting(plain.stream, recipients) : read, opts.signal);

@@ -17,6 +17,17 @@ export interface ObjectDigest {
   sha256: string;
 }
 
+/**
+ * A body that is a whole local file's bytes, streamed when iterated. An implementation may store `file` by other
+ * means (local: a copy made in the kernel) as long as what it returns is the size and sha256 of what it then holds,
+ * read back from it.
+ */
+export interface FileBody extends AsyncIterable<Uint8Array> {
+  readonly file: string;
+}
+
+export const isFileBody = (body: AsyncIterable<Uint8Array>): body is FileBody => typeof (body as Partial<FileBody>).file === 'string';
+
 export const MANIFEST_KEY = 'manifest.json';
 /** Written first by an upload, deleted last by a delete: memory-warden's claim on the folder (claim.ts). */
 export const CLAIM_KEY = 'claim.json';
@@ -33,6 +44,7 @@ export interface SnapshotTarget {
    * Store one object of a snapshot. Resolves only once the target holds exactly the bytes that were read from
    * `body`, checked by sha256 (and by the storage's own checksum where it has one); else rejects, leaving no
    * object under `key` that a reader could take for this one. Writing `manifest.json` is what publishes a snapshot.
+   * A `FileBody` may be stored from its file rather than read as a stream (the digest is then of what was stored).
    */
   put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ObjectDigest>;
   /** Complete snapshots (manifest present), oldest first by name. */

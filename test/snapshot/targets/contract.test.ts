@@ -1,8 +1,11 @@
 import { randomBytes, createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
 import type { SnapshotTarget } from '../../../src/snapshot/targets/types.js';
-import { digestOf } from '../../../src/snapshot/targets/digest.js';
+import { digestOf, fileBody } from '../../../src/snapshot/targets/digest.js';
 import { PLACES, type TargetPlace } from './fixtures.js';
 
 async function* bytes(b: Buffer, chunk = 64 * 1024): AsyncIterable<Buffer> {
@@ -49,6 +52,24 @@ describe.each(PLACES)('snapshot target contract: %s', (_label, start) => {
     expect((await read(t, SNAP, 'store.db')).equals(small)).toBe(true);
     expect(await digestOf(await t.get(SNAP, 'qdrant/0-memories.snapshot', undefined, big.length))).toEqual({ bytes: big.length, sha256: hex(big) });
     expect(await t.keys(SNAP)).toEqual(['empty', 'qdrant/0-memories.snapshot', 'store.db']);
+  });
+
+  it('stores a local file given as a file body byte for byte (empty, small, one of many pieces), mode 0600 where it is a file', async () => {
+    const cfg = place.config();
+    const t = await openTarget(cfg, 'agent');
+    opened.push(t);
+    const dir = mkdtempSync(join(tmpdir(), 'mw-filebody-'));
+    try {
+      for (const [key, b] of [['store.db', randomBytes(9 * 1024 * 1024 + 7)], ['empty', Buffer.alloc(0)], ['vectors/x.snapshot', randomBytes(100)]] as const) {
+        const file = join(dir, key.replace('/', '-'));
+        writeFileSync(file, b, { mode: 0o644 });
+        expect(await t.put(SNAP, key, fileBody(file, 1 << 20))).toEqual({ bytes: b.length, sha256: hex(b) });
+        expect(await digestOf(await t.get(SNAP, key, undefined, b.length))).toEqual({ bytes: b.length, sha256: hex(b) });
+        if (cfg.type === 'local') expect(statSync(join(cfg.path, 'agent', SNAP, key)).mode & 0o777).toBe(0o600);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('lists a snapshot only once its manifest is there, oldest first', async () => {

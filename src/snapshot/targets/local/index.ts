@@ -1,19 +1,112 @@
-import { randomBytes } from 'node:crypto';
-import { closeSync, constants, createReadStream, createWriteStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, constants, createReadStream, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
+import { copyFile, open, type FileHandle } from 'node:fs/promises';
 import { storeError, transientError, WardenError } from '../../../core/errors.js';
 import { FILE_MODE, ensurePrivateDir, fsyncPath } from '../../layout.js';
 import { atMost, hashing } from '../digest.js';
-import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
+import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, isFileBody, UnverifiedSnapshotError, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import type { LocalTargetConfig } from './schema.js';
 
 /** Temp files are `.tmp-<random>-<name>` beside their final name, renamed into place once verified. */
 const TMP = '.tmp-';
-/** Bytes queued for the disk while the next ones are read and hashed: the write overlaps the hashing. */
-const WRITE_AHEAD = 8 * 1024 * 1024;
+/** A stream's pieces are written in batches of about this many bytes. */
+const WRITE_BATCH = 1024 * 1024;
+/** A stream's bytes written before the disk is asked to write them (fdatasync), while the next ones are written. */
+const SYNC_EVERY = 32 * 1024 * 1024;
+/** Reads of a copy hashed back. */
+const READ_BACK = 4 * 1024 * 1024;
 
-/** A folder on a mounted disk: temp file (hashed as written), fsync, size checked, rename; the manifest last. */
+/**
+ * A stream written to `tmp`, hashed on the way in, once: every byte written is one hashed. Reading the file back
+ * right after would read the page cache, which is what the writes put there; the size once fsynced is checked.
+ * The pieces are written together (writev) once WRITE_BATCH bytes of them are there, one write in flight while the
+ * next are made (an encrypted file: read, hashed, encrypted), and the disk is asked to write what is there every
+ * SYNC_EVERY bytes, so that little is left for the fsync at the end.
+ */
+async function writeHashed(body: AsyncIterable<Uint8Array>, tmp: string): Promise<ObjectDigest> {
+  const h = hashing(body);
+  const fh = await open(tmp, 'wx', FILE_MODE);
+  let writing: Promise<void> | undefined;
+  let syncing: Promise<void> | undefined;
+  let queued: Buffer[] = [];
+  let queuedBytes = 0;
+  let at = 0;
+  let unsynced = 0;
+  const write = async () => {
+    await writing;
+    writing = writeAll(fh, queued, at);
+    at += queuedBytes;
+    unsynced += queuedBytes;
+    queued = [];
+    queuedBytes = 0;
+    if (unsynced >= SYNC_EVERY && !syncing) {
+      unsynced = 0;
+      syncing = fh.datasync().finally(() => (syncing = undefined));
+    }
+  };
+  try {
+    for await (const b of h.stream) {
+      queued.push(b);
+      queuedBytes += b.length;
+      if (queuedBytes >= WRITE_BATCH) await write();
+    }
+    if (queuedBytes > 0) await write();
+    await writing;
+    await syncing;
+    await fh.sync();
+  } finally {
+    await Promise.allSettled([writing, syncing]); // the descriptor stays open until what uses it is over
+    await fh.close();
+  }
+  return h.digest();
+}
+
+/** All of `bufs` at `at`, whatever a short write leaves. */
+async function writeAll(fh: FileHandle, bufs: Buffer[], at: number): Promise<void> {
+  let { bytesWritten: done } = await fh.writev(bufs, at);
+  const total = bufs.reduce((n, b) => n + b.length, 0);
+  if (done === total) return;
+  const whole = Buffer.concat(bufs);
+  while (done < total) done += (await fh.write(whole, done, total - done, at + done)).bytesWritten;
+}
+
+/**
+ * A local file copied to `tmp` by the kernel (copy_file_range: no byte passes through this process to be written),
+ * then read back and hashed while the disk writes it (fsync): the digest is that of the copy itself, and the hash
+ * and the disk's write overlap instead of following each other.
+ */
+async function copyHashed(file: string, tmp: string): Promise<ObjectDigest> {
+  await copyFile(file, tmp, constants.COPYFILE_EXCL);
+  const fh = await open(tmp, 'r');
+  let synced: Promise<void> | undefined;
+  try {
+    await fh.chmod(FILE_MODE);
+    synced = fh.sync();
+    const hash = createHash('sha256');
+    const bufs = [Buffer.allocUnsafe(READ_BACK), Buffer.allocUnsafe(READ_BACK)];
+    let bytes = 0;
+    // Two buffers: the next piece is read while this one is hashed.
+    let reading = fh.read(bufs[0]!, 0, READ_BACK, 0);
+    for (let i = 0; ; i ^= 1) {
+      const { bytesRead } = await reading;
+      if (bytesRead === 0) break;
+      reading = fh.read(bufs[i ^ 1]!, 0, READ_BACK, bytes + bytesRead);
+      hash.update(bufs[i]!.subarray(0, bytesRead));
+      bytes += bytesRead;
+    }
+    await synced;
+    return { bytes, sha256: hash.digest('hex') };
+  } finally {
+    await synced?.catch(() => undefined); // the descriptor stays open until its fsync is over
+    await fh.close();
+  }
+}
+
+/**
+ * A folder on a mounted disk: temp file (a local file copied by the kernel and hashed back, a stream hashed as
+ * written), fsync, size checked, rename; the manifest last.
+ */
 export class LocalTarget implements SnapshotTarget {
   readonly type = 'local';
   readonly name: string;
@@ -32,12 +125,7 @@ export class LocalTarget implements SnapshotTarget {
     ensurePrivateDir(dirname(final));
     const tmp = join(dirname(final), `${TMP}${randomBytes(4).toString('hex')}-${key.split('/').pop()}`);
     try {
-      // Hashed on the way in, once: every byte written is one hashed. Reading the file back right after would read
-      // the page cache, which is what the writes put there; the size on disk once fsynced is checked instead.
-      const h = hashing(body);
-      await pipeline(h.stream, createWriteStream(tmp, { mode: FILE_MODE, flags: 'wx', highWaterMark: WRITE_AHEAD }));
-      fsyncPath(tmp);
-      const sent = h.digest();
+      const sent = isFileBody(body) ? await copyHashed(body.file, tmp) : await writeHashed(body, tmp);
       const size = statSync(tmp).size;
       if (size !== sent.bytes) throw storeError(`target ${this.name}: ${tmp} is ${size} bytes once written, ${sent.bytes} bytes written`);
       renameSync(tmp, final);
