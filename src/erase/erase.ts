@@ -203,20 +203,28 @@ async function eraseStoreAndRecords(
     // A layout that scrubs its own files (scrubsOwnFiles) checks them itself: plain SQLite misreads their indexes.
     const own = layoutOf(store).scrubsOwnFiles === true;
     const intact = own ? Promise.resolve(['ok']) : worker.quickCheck(); // VACUUM fails on a damaged file after the rows went
-    const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
-    // Hashed while the check still runs (CPU only; recorded once it has passed).
-    const plannedMacs = idMacsOf(key, planned.ids);
-    const lines = await intact;
-    if (lines) assertIntactLines(lines, store.path, 'quick_check');
-    else assertIntact(store.db, store.path);
-    state.pragma('secure_delete = ON');
-    let statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), false);
-    // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for, and
-    // every restore keeps them (and the person of --user) out (restore-ledger.ts).
-    recordErasedSelector(state, key, store.name, selector, sel);
-    recordErasedIdMacs(state, store.name, selector, plannedMacs);
-    // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
-    let redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
+    // The plan's texts are dropped once its records are scrubbed (a function of its own, so that nothing keeps them):
+    // the deletes capture the texts again, and an erase of many memories would hold both.
+    const plan = async () => {
+      const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+      // Hashed while the check still runs (CPU only; recorded once it has passed).
+      const plannedMacs = idMacsOf(key, planned.ids);
+      const lines = await intact;
+      if (lines) assertIntactLines(lines, store.path, 'quick_check');
+      else assertIntact(store.db, store.path);
+      state.pragma('secure_delete = ON');
+      const places = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), false);
+      // Kept before the rows go: after a crash past the deletes, the next run still knows which ids to look for, and
+      // every restore keeps them (and the person of --user) out (restore-ledger.ts).
+      recordErasedSelector(state, key, store.name, selector, sel);
+      recordErasedIdMacs(state, store.name, selector, plannedMacs);
+      // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
+      const swept = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
+      return { places, swept, plannedIds: new Set(plannedMacs.keys()) };
+    };
+    const { places, swept, plannedIds } = await plan();
+    let statePlaces = places;
+    let redis = swept;
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
@@ -238,10 +246,10 @@ async function eraseStoreAndRecords(
     const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
-    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id)))); // rows the agent added since the plan
+    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedIds.has(id)))); // rows the agent added since the plan
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     // Rows the agent added since the plan: their texts searched for in Redis too.
-    if (erased.ids.some((id) => !plannedMacs.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    if (erased.ids.some((id) => !plannedIds.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);

@@ -8,7 +8,6 @@ import { HOLDS_KEY, holdsContain, idMac, userMac } from '../snapshot/targets/hol
 import { hashing } from '../snapshot/targets/digest.js';
 import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import type { withTarget } from '../snapshot/targets/replicate.js';
-import { readRemoteManifest } from '../snapshot/targets/remote-manifest.js';
 import { UnverifiedSnapshotError } from '../snapshot/targets/types.js';
 import type { Manifest } from '../snapshot/manifest.js';
 
@@ -154,6 +153,8 @@ type Target = Parameters<Parameters<typeof withTarget>[2]>[0];
 async function holdsMatch(t: Target, name: string, kid: string, want: HoldsWanted, local: Manifest['files'] | undefined): Promise<string | null> {
   let m;
   try {
+    // Loaded here, with the targets' code: it brings the encryption, which an erase without targets never needs.
+    const { readRemoteManifest } = await import('../snapshot/targets/remote-manifest.js');
     m = await readRemoteManifest(t, name);
   } catch (err) {
     return `unreadable manifest: ${(err as Error).message}`;

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
-import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
+import { closureColumns, deleteRoots } from './delete.js';
 import type { Mem0Point, PointStore } from '../../vectors/contract.js';
 import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
@@ -10,9 +10,11 @@ import type { EraseOptions, EraseSelector, Erased, ErasedFields, LayoutEraseOpti
 
 /** Each erase transaction holds the write lock about this long. */
 const ERASE_BATCH_MS = 40;
+/** Roots handed to one delete call: more than one call's time budget takes. */
+const ROOTS_AHEAD = 4096;
 
 function wardenRoots(db: Db, sel: EraseSelector): string[] {
-  const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).all(...args) as { id: string }[]).map((r) => String(r.id));
+  const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).pluck().all(...args) as unknown[]).map(String);
   if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
   if ('user' in sel) {
     // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
@@ -56,12 +58,18 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   plans.delete(db);
   if (dryRun) {
     const roots = wardenRoots(db, sel);
-    const closure = cascadeClosure(db, roots);
-    const rowids = JSON.stringify(closure.map((r) => r.rowid));
-    const rows = closure.length === 0 ? [] : (db.prepare(`SELECT fact, subject, source FROM memory WHERE rowid IN (SELECT value FROM json_each(?))`).all(rowids) as FieldsOf[]);
-    const { fields, found } = fieldsOf(db, rows, rowids);
+    // The rows the deletes will take, read once, row by row: their ids, texts and fields, and no more.
+    const ids: string[] = [];
+    const rowids: number[] = [];
+    const taken = new Taken();
+    for (const [id, rowid, ...rest] of closureColumns(db, roots, 'id, rowid, fact, subject, source')) {
+      ids.push(id as string);
+      rowids.push(rowid as number);
+      taken.add(rest);
+    }
+    const { fields, found } = fieldsOf(db, taken.byColumn, () => JSON.stringify(rowids));
     plans.set(db, { selector: key, roots, version: versionOf(db), onlyTheirs: found });
-    return { ids: closure.map((r) => r.id), counts: { rows: closure.length, cascaded: closure.length - roots.length, strayPoints: 0 }, texts: rows.map((r) => r.fact), fields };
+    return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 }, texts: taken.texts, fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
   const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
@@ -69,22 +77,25 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   // TEMP objects in memory, as the deletes' own (delete.ts); temp_store can only change while there are none.
   if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');
   db.exec(TEXT_CAPTURE);
-  const rows: FieldsOf[] = [];
-  const takeTexts = db.prepare(`SELECT fact, subject, source FROM temp.warden_erased_fact`);
+  const taken = new Taken();
+  const takeTexts = db.prepare(`SELECT fact, subject, source FROM temp.warden_erased_fact`).raw();
   const clearTexts = db.prepare(`DELETE FROM temp.warden_erased_fact`);
-  const deleted: DeletedRow[] = [];
+  // Only the ids of what went (not the rows' other columns): memory held per erased row is its id and its text.
+  const deleted: string[] = [];
   try {
     clearTexts.run();
     const afterCommit = () => {
-      for (const r of takeTexts.all() as FieldsOf[]) rows.push(r);
+      taken.read(takeTexts);
       clearTexts.run();
       opts.afterCommit?.();
     };
-    // Short transactions however many rows the selector names: the agent keeps writing meanwhile.
+    // Short transactions however many rows the selector names: the agent keeps writing meanwhile. Each call is
+    // given the next ROOTS_AHEAD roots only (it takes what its time budget allows): handing it all those left made
+    // every call serialise them all again, quadratic in the number erased.
     opts.progress?.start('erase', roots.length, 'rows');
     for (let i = 0; i < roots.length; ) {
-      const step = await deleteRoots(db, roots.slice(i), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 }, afterCommit });
-      for (const row of step.deleted) deleted.push(row);
+      const step = await deleteRoots(db, roots.slice(i, i + ROOTS_AHEAD), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 }, afterCommit });
+      for (const row of step.deleted) deleted.push(row.id);
       i += step.consumed;
       opts.progress?.set(i);
     }
@@ -92,8 +103,8 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   } finally {
     db.exec(TEXT_CAPTURE_DROP);
   }
-  const texts = rows.map((r) => r.fact);
-  const { fields } = fieldsOf(db, rows, '[]', plan && plan.selector === key ? plan.onlyTheirs() : undefined);
+  const texts = taken.texts;
+  const { fields } = fieldsOf(db, taken.byColumn, () => '[]', plan && plan.selector === key ? plan.onlyTheirs() : undefined);
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
   const points = pointsOf(store, opts);
@@ -104,16 +115,31 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
     counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
   }
-  return { ids: deleted.map((r) => r.id), counts, texts, fields };
-}
-
-interface FieldsOf {
-  fact: string;
-  subject: string;
-  source: string;
+  return { ids: deleted, counts, texts, fields };
 }
 
 const FIELD_COLUMNS = ['subject', 'source'] as const;
+
+/**
+ * What the erase keeps of the rows it takes, read from a statement (fact, subject, source) row by row: the texts, and
+ * each column's distinct values. No row objects are kept (the rows' ids are kept by the caller).
+ */
+class Taken {
+  readonly texts: string[] = [];
+  readonly byColumn: Set<string>[] = FIELD_COLUMNS.map(() => new Set<string>());
+  /** `rows`: a statement in raw mode (rows as arrays). */
+  read(rows: { iterate(...args: unknown[]): Iterable<unknown> }, ...args: unknown[]): void {
+    for (const row of rows.iterate(...args) as Iterable<unknown[]>) this.add(row);
+  }
+  /** One row: [fact, subject, source]. */
+  add(row: readonly unknown[]): void {
+    this.texts.push(row[0] as string);
+    for (let i = 0; i < FIELD_COLUMNS.length; i++) {
+      const v = row[i + 1];
+      if (typeof v === 'string' && v !== '') this.byColumn[i]!.add(v);
+    }
+  }
+}
 
 /**
  * The subjects and sources of these rows, and which of them no other row of the store has (`excluded` leaves rowids
@@ -126,8 +152,7 @@ const FIELD_COLUMNS = ['subject', 'source'] as const;
  * both columns, and stops as soon as every value has been seen on another row. The real erase keeps what its plan
  * found to name only those rows (the records quoting them are scrubbed already) and asks about the others alone.
  */
-function fieldsOf(db: Db, rows: readonly FieldsOf[], excluded: string, planned?: ReadonlySet<string>): { fields: ErasedFields; found: () => ReadonlySet<string> | undefined } {
-  const byColumn = FIELD_COLUMNS.map((col) => new Set(rows.map((r) => r[col]).filter((v): v is string => typeof v === 'string' && v !== '')));
+function fieldsOf(db: Db, byColumn: readonly ReadonlySet<string>[], excluded: () => string, planned?: ReadonlySet<string>): { fields: ErasedFields; found: () => ReadonlySet<string> | undefined } {
   const values = [...new Set(byColumn.flatMap((vs) => [...vs]))];
   let answer: ReadonlySet<string> | undefined;
   const fields: ErasedFields = {
@@ -148,14 +173,14 @@ function fieldsOf(db: Db, rows: readonly FieldsOf[], excluded: string, planned?:
  * Of each column's values, those some row not in `excluded` has: one pass over the table for both columns, each
  * pair of values reported once (DISTINCT) as it is first met, ended as soon as every value has been met.
  */
-function sharedValues(db: Db, ask: readonly ReadonlySet<string>[], excluded: string): Set<string>[] {
+function sharedValues(db: Db, ask: readonly ReadonlySet<string>[], excluded: () => string): Set<string>[] {
   const shared = ask.map(() => new Set<string>());
   let left = ask.reduce((n, vs) => n + vs.size, 0);
   if (left === 0) return shared;
   const inList = (i: number) => `${FIELD_COLUMNS[i]} IN (SELECT value FROM json_each(@v${i}))`;
   const sql = `SELECT DISTINCT ${FIELD_COLUMNS.map((c, i) => `iif(${inList(i)}, ${c}, NULL)`).join(', ')} FROM memory
     WHERE (${FIELD_COLUMNS.map((_, i) => inList(i)).join(' OR ')}) AND rowid NOT IN (SELECT value FROM json_each(@excluded))`;
-  const params = { excluded, ...Object.fromEntries(ask.map((vs, i) => [`v${i}`, JSON.stringify([...vs])])) };
+  const params = { excluded: excluded(), ...Object.fromEntries(ask.map((vs, i) => [`v${i}`, JSON.stringify([...vs])])) };
   for (const row of db.prepare(sql).raw().iterate(params) as Iterable<unknown[]>) {
     row.forEach((v, i) => {
       if (typeof v === 'string' && ask[i]!.has(v) && !shared[i]!.has(v)) {
