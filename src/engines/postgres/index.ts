@@ -3,6 +3,7 @@ import type { StoreConfig } from '../../store/config.js';
 import type { EngineIntegrity, EngineLock, PostgresStoreHandle, StoreEngine } from '../contract.js';
 import { openPgSession, quoteIdent } from './session.js';
 import { rowVectorsFor } from '../../vectors/registry.js';
+import { postgresTables } from './tables.js';
 
 /** Advisory lock class of memory-warden's maintenance lock ('mw'); the second key is the schema's hash. */
 export const LOCK_CLASS = 0x6d77;
@@ -16,7 +17,8 @@ function pgOf(store: StoreConfig) {
  * A store in a schema of a PostgreSQL database, reachable from every host. One maintenance writer at a time across
  * the fleet: a session advisory lock keyed by the schema, on a connection of its own held for the job, which the
  * server releases when that connection ends (the holder killed -9 included). The integrity check is amcheck's
- * bt_index_check over the store's indexes, where the extension is installed in the database.
+ * bt_index_check over the store's indexes, where the extension is installed in the database. Its snapshots are its
+ * schema's tables at one instant (tables.ts).
  */
 export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
   name: 'postgres',
@@ -83,4 +85,5 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
     }
     return { result: broken.length === 0 ? 'ok' : broken.join('; ') };
   },
+  tables: postgresTables,
 };
