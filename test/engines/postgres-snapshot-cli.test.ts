@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
-import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
+import pg from 'pg';
+import { createTestDatabase, startPgvectorServer, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt, tempDir } from '../queue/fixtures.js';
 import { fillPgStore, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { CLI } from '../helpers/cli.js';
@@ -199,5 +200,82 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     expect(r.rows).toBe(300000);
     expect(readdirSync(root).filter((n) => n.startsWith('.partial-'))).toEqual([]);
     expect(snapshotFolders(config(store), 'fleet').map((s) => s.problem)).toEqual([undefined]);
+  });
+
+  it('agents writing during run snapshot: the artifact holds one instant (every pair an agent wrote or deleted in one transaction, whole or absent)', async () => {
+    const db = await database('pg_snap_agents');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT 'bulk-' || g, 'user', repeat('fact ' || g || ' ', 30), 'message' FROM generate_series(1, 80000) g`);
+    const agent = new pg.Client({ connectionString: db.url });
+    await agent.connect();
+    let running = true;
+    let pairs = 0;
+    // The agent: each transaction adds a pair (the older superseded by the newer) and deletes the oldest pair left.
+    const writes = (async () => {
+      while (running) {
+        await agent.query('BEGIN');
+        await agent.query(`INSERT INTO fleet.memory (id, subject, fact, source) VALUES ($1, 'user', 'new', 'message')`, [`pair-${pairs}-b`]);
+        await agent.query(`INSERT INTO fleet.memory (id, subject, fact, source, superseded_by) VALUES ($1, 'user', 'old', 'message', $2)`, [`pair-${pairs}-a`, `pair-${pairs}-b`]);
+        if (pairs >= 5) await agent.query(`DELETE FROM fleet.memory WHERE id = $1`, [`pair-${pairs - 5}-b`]); // its -a goes by cascade
+        await agent.query('COMMIT');
+        pairs++;
+      }
+    })();
+    try {
+      while (pairs < 3) await new Promise((r) => setTimeout(r, 5));
+      const snap = await store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+      expect(snap.code, snap.stderr).toBe(0);
+      const during = pairs;
+      running = false;
+      await writes;
+      const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+      const found = readFileSync(join(dir, 'tables', '000.copy'), 'utf8').split('\n').map((l) => l.split('\t')[0]!).filter((id) => id.startsWith('pair-'));
+      const halves = new Map<string, string[]>();
+      for (const id of found) {
+        const [, n, half] = id.split('-');
+        halves.set(n!, [...(halves.get(n!) ?? []), half!]);
+      }
+      expect(halves.size).toBeGreaterThan(0);
+      for (const [n, h] of halves) expect(h.sort(), `pair ${n}`).toEqual(['a', 'b']);
+      // Five pairs live at every commit: the artifact shows exactly the state after one of them.
+      expect(halves.size).toBe(5);
+      expect(during).toBeGreaterThan(3);
+    } finally {
+      running = false;
+      await writes.catch(() => {});
+      await agent.end();
+    }
+  });
+
+  it('on PGlite (PostgreSQL 18 with pgvector): a vector table beside the memory table is snapshotted and restored with it', async () => {
+    const server = await startPgvectorServer();
+    const client = new pg.Client({ connectionString: server.url });
+    await client.connect();
+    try {
+      const store = pgStoreConfig({ url: server.url, name: 'pglite', client, drop: async () => {} });
+      await initPgStore(store);
+      await fillPgStore({ url: server.url, name: 'pglite', client, drop: async () => {} }, 'fleet', { live: 30, old: 4 });
+      await client.query(`CREATE TABLE fleet.memory_vec (id text PRIMARY KEY REFERENCES fleet.memory (id) ON DELETE CASCADE, embedding vector(3) NOT NULL)`);
+      await client.query(`INSERT INTO fleet.memory_vec SELECT id, format('[%s,%s,1]', length(id), length(fact))::vector FROM fleet.memory`);
+      const state = async () => ({
+        memory: (await client.query<{ r: string }>(`SELECT m::text AS r FROM fleet.memory m ORDER BY id`)).rows.map((x) => x.r),
+        vec: (await client.query<{ r: string }>(`SELECT v::text AS r FROM fleet.memory_vec v ORDER BY id`)).rows.map((x) => x.r),
+      });
+      const at = await state();
+      const snap = await store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+      expect(snap.code, snap.stderr).toBe(0);
+      expect(readManifest((JSON.parse(snap.stdout) as { dir: string }).dir).tables?.tables).toEqual({ memory: at.memory.length, memory_vec: at.vec.length });
+      await client.query(`DELETE FROM fleet.memory WHERE id LIKE 'live-1%'`);
+      await client.query(`UPDATE fleet.memory_vec SET embedding = '[0,0,0]'`);
+      const restored = await store.run(['restore', 'latest', '--store', 'fleet', '--now', '2030-01-01T00:00:00Z']);
+      expect(restored.code, restored.stderr).toBe(0);
+      expect(await state()).toEqual(at);
+      const nearest = await client.query<{ id: string }>(`SELECT id FROM fleet.memory_vec ORDER BY embedding <-> '[6,20,1]' LIMIT 1`);
+      expect(nearest.rows).toHaveLength(1);
+    } finally {
+      await client.end();
+      await server.stop();
+    }
   });
 });

@@ -40,12 +40,13 @@ WHERE superseded_by IS NULL AND (expires_at IS NULL OR expires_at > now())`;
 const schemaName = (store: PostgresStoreHandle) => store.config.postgres!.schema;
 const setting = (store: PostgresStoreHandle) => `stores.${store.name}.postgres.schema`;
 
-async function objects(store: PostgresStoreHandle): Promise<{ schema: boolean; relations: Map<string, string>; columns: Set<string>; external: Set<string> }> {
+/** What of the schema exists, read through `on` (init's own connection, inside its transaction), else the pool. */
+async function objects(store: PostgresStoreHandle, on: Pick<PostgresStoreHandle['pg'], 'query'> = store.pg): Promise<{ schema: boolean; relations: Map<string, string>; columns: Set<string>; external: Set<string> }> {
   const name = schemaName(store);
-  const schema = (await store.pg.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [name])).rows.length > 0;
-  const rel = await store.pg.query<{ relname: string; relkind: string }>(
+  const schema = (await on.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [name])).rows.length > 0;
+  const rel = await on.query<{ relname: string; relkind: string }>(
     `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`, [name]);
-  const cols = await store.pg.query<{ attname: string; attstorage: string }>(
+  const cols = await on.query<{ attname: string; attstorage: string }>(
     `SELECT a.attname, a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = $1 AND c.relname = 'memory' AND a.attnum > 0 AND NOT a.attisdropped`, [name]);
   return {
@@ -86,7 +87,8 @@ export async function initWardenPg(store: PostgresStoreHandle): Promise<Postgres
     await client.query('BEGIN');
     // Two inits at once: the second waits here rather than failing on the first's half-made objects.
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`memory-warden init ${schemaName(store)}`]);
-    const before = await objects(store);
+    // On the transaction's own connection: PGlite serves one backend, so another connection would wait on this one.
+    const before = await objects(store, { query: (sql: string, params?: unknown[]) => client.query(sql, params) } as Pick<PostgresStoreHandle['pg'], 'query'>);
     if (!before.schema) {
       await client.query(`CREATE SCHEMA ${s}`);
       created.push(`schema ${schemaName(store)}`);
