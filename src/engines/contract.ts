@@ -34,8 +34,8 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
   integrity(handle: H): Promise<EngineIntegrity>;
   /**
    * The store as one artifact of its tables at one instant, and back: what a snapshot holds of a store that is a
-   * database rather than a file (src/snapshot/tables-part.ts puts it in a snapshot folder's `tables/`, where it is
-   * verified, encrypted and pushed like any file). Absent on an engine whose store is a file on its host: a snapshot
+   * database rather than a file: src/snapshot/create.ts puts it in a snapshot folder's `tables/`, where it is
+   * verified, encrypted and pushed like any file, and src/snapshot/restore-tables.ts puts it back. Absent on an engine whose store is a file on its host: a snapshot
    * copies that file (src/snapshot/sqlite-copy.ts). The snapshot feature asks whether the engine has it, never the
    * engine's name.
    */

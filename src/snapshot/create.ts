@@ -87,8 +87,8 @@ export async function takeSnapshot(config: Config, storeName: string, opts: Snap
 /**
  * A store that is a database (its engine has `tables`): opened by its engine, its tables checked by its layout, held
  * under the engine's maintenance lock (one across the fleet), its tables read by the engine at one instant into the
- * snapshot folder's `tables/` (tables-part.ts). Qdrant collections beside such a store are not snapshotted yet: a
- * store with any is refused before anything is written.
+ * snapshot folder's `tables/` (restored by restore-tables.ts). Qdrant collections beside such a store are not
+ * snapshotted yet: a store with any is refused before anything is written.
  */
 async function tablesSnapshot(config: Config, storeName: string, storeConfig: StoreConfig, engine: StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts: SnapshotOptions): Promise<SnapshotResult> {
   const collections = snapshotCollections(storeConfig);

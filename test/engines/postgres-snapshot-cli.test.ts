@@ -164,6 +164,11 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
       state.close();
     }
     await refused(['restore', dir, '--store', 'fleet'], /restore does not support PostgreSQL stores yet/);
+    // A dry run says what it would do, and does nothing.
+    const dry = await store.run(['restore', dir, '--store', 'fleet', '--dry-run', '--without-erase-ledger']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/would replace the tables of postgres schema fleet with the memory: 18 row\(s\)/);
+    await unchanged();
 
     // A byte of the table's COPY file changed: the checksums refuse it before anything is touched.
     const file = join(dir, 'tables', '000.copy');
