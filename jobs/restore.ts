@@ -17,4 +17,4 @@ export async function restoreJob(p: RestorePayload, ctx: JobContext): Promise<Re
   return restoreSnapshot(ctx.config, p.store, p.dir, { now: ctx.now, log: ctx.log, force: p.force, dryRun: p.dryRun, withoutEraseLedger: p.withoutEraseLedger });
 }
 
-export default defineJob({ name: 'restore', writes: true, schema: payloadSchema, run: restoreJob });
+export default defineJob({ name: 'restore', writes: true, engines: ['sqlite', 'postgres'], schema: payloadSchema, run: restoreJob });

@@ -20,4 +20,4 @@ export async function snapshot(payload: SnapshotPayload, ctx: JobContext): Promi
   return { ...result, targets };
 }
 
-export default defineJob({ name: 'snapshot', writes: true, schema: payloadSchema, run: snapshot });
+export default defineJob({ name: 'snapshot', writes: true, engines: ['sqlite', 'postgres'], schema: payloadSchema, run: snapshot });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
@@ -8,7 +8,7 @@ import type { RestoreResult } from '../snapshot/restore.js';
 /** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
 export function registerSnapshotCommands(program: Command): void {
   const snapshots = program.command('snapshots').description('coordinated SQLite + Qdrant snapshots of a store');
-  addStoreOptions(snapshots.command('list'))
+  onAnyEngine(addStoreOptions(snapshots.command('list')))
     .description('list the snapshot folders of a store, oldest first (exit 1 if --verify finds a bad one)')
     .option('--verify', 'check every file against the sha256 in its manifest')
     .option('--target <name>', 'list the snapshots on this configured target instead (docs/snapshots.md#snapshots-off-the-machine)')
@@ -16,8 +16,8 @@ export function registerSnapshotCommands(program: Command): void {
     .action(async (opts: StoreOptions & { verify?: boolean; target?: string }, cmd: Command) => {
       const ctx = await storeContext(opts, cmd);
       if (opts.target) return (await import('./targets-remote.js')).listRemote(ctx, opts.target, opts.verify ?? false, opts.json ?? false);
-      const [{ storeSnapshotDir }, { proveSnapshot, snapshotFolders }, { erasedSnapshotRecords }] = await Promise.all([
-        import('../snapshot/layout.js'), import('../snapshot/folders.js'), import('../erase/restore-ledger.js'),
+      const [{ storeSnapshotDir }, { proveSnapshot, snapshotFolders }, { erasedSnapshotRecords }, { storePart }] = await Promise.all([
+        import('../snapshot/layout.js'), import('../snapshot/folders.js'), import('../erase/restore-ledger.js'), import('../snapshot/manifest.js'),
       ]);
       const dir = storeSnapshotDir(ctx.config, ctx.storeName);
       const erased = erasedSnapshotRecords(ctx.config, ctx.storeName);
@@ -28,7 +28,7 @@ export function registerSnapshotCommands(program: Command): void {
         const m = s.manifest;
         entries.push({
           name: s.name, dir: s.dir, problem: s.problem ?? null, verified: verified ?? null,
-          reason: m?.reason ?? null, seq: m?.seq ?? null, erased: erased.get(s.name) ?? null, startedAt: m?.startedAt ?? null, skewMs: m?.skewMs ?? null, rows: m?.sqlite.rows ?? null,
+          reason: m?.reason ?? null, seq: m?.seq ?? null, erased: erased.get(s.name) ?? null, startedAt: m?.startedAt ?? null, skewMs: m?.skewMs ?? null, rows: m ? storePart(m).rows : null,
           points: m ? Object.fromEntries(m.qdrant.map((p) => [p.collection, p.points])) : null,
           bytes: m ? Object.values(m.files).reduce((n, f) => n + f.bytes, 0) : null,
         });
@@ -89,8 +89,9 @@ export function registerSnapshotCommands(program: Command): void {
  * host's worker (routedToStoreHost).
  */
 function restoreCommand(cmd: Command): Command {
-  return routedToStoreHost(addStoreOptions(cmd.argument('<dir>', 'the snapshot folder, or the name of one of the store\'s snapshots, or "latest"; with --target, the snapshot name on that target (or "latest")')))
-    .description('verify every checksum, then restore SQLite and every Qdrant collection from one snapshot: both or neither; the erase ledger is re-applied to what is restored')
+  // The restore reaches the store through its engine (restore.ts, restore-tables.ts).
+  return onAnyEngine(routedToStoreHost(addStoreOptions(cmd.argument('<dir>', 'the snapshot folder, or the name of one of the store\'s snapshots, or "latest"; with --target, the snapshot name on that target (or "latest")'))))
+    .description('verify every checksum, then restore SQLite and every Qdrant collection (or a PostgreSQL store\'s tables) from one snapshot: all or nothing; the erase ledger is re-applied to what is restored')
     .option('--force', 'restore even while the store is open elsewhere, or when no pre-restore snapshot can be taken')
     .option('--dry-run', 'verify and say what would be done; change nothing')
     .option('--now <time>', 'name the pre-restore snapshot as of this ISO-8601 time')

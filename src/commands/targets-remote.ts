@@ -9,6 +9,7 @@ import { readJournal } from '../snapshot/journal.js';
 import { lastPushed } from '../snapshot/targets/pushed.js';
 import { olderFirst } from '../snapshot/folders.js';
 import { erasedSnapshotRecords } from '../erase/restore-ledger.js';
+import { storePart } from '../snapshot/manifest.js';
 import type { CheckedTarget } from '../snapshot/targets/checked.js';
 
 /**
@@ -36,7 +37,7 @@ export async function listRemote(ctx: CommandContext, targetName: string, verify
     for (const { name, m, problem } of ordered) {
       out.push({
         name, problem, verified: verify ? (problem ? problem : 'ok') : null,
-        reason: m?.reason ?? null, seq: m?.seq ?? null, startedAt: m?.startedAt ?? null, rows: m?.sqlite.rows ?? null,
+        reason: m?.reason ?? null, seq: m?.seq ?? null, startedAt: m?.startedAt ?? null, rows: m ? storePart(m).rows : null,
         bytes: m ? Object.values(m.remote.objects).reduce((n, o) => n + o.bytes, 0) : null,
         encryptedFor: m ? [...new Set(Object.values(m.remote.objects).flatMap((o) => o.encrypted?.recipients ?? []))] : null,
         erased: erased.get(name) ?? null,

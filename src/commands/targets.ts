@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
-import { addStoreOptions, print, printJson, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, storeContext, type StoreOptions } from './common.js';
 
 /** `snapshots verify`, `snapshots keygen` and `snapshots push`, under the existing `snapshots`; their code loads when they run. */
 export function registerTargetCommands(program: Command): void {
   const snapshots = program.commands.find((c) => c.name() === 'snapshots');
   if (!snapshots) throw new Error('registerTargetCommands: register the snapshot commands first (no "snapshots" command)');
-  addStoreOptions(snapshots.command('verify'))
+  // Files on a target, whichever engine's store they are a snapshot of.
+  onAnyEngine(addStoreOptions(snapshots.command('verify')))
     .description('re-read every file of every snapshot on a target and check its sha256 (exit 1 if one is bad); no identity needed')
     .requiredOption('--target <name>', 'which configured snapshot target')
     .option('--json', 'print one JSON object')
@@ -23,7 +24,7 @@ export function registerTargetCommands(program: Command): void {
       if (opts.json) return printJson({ file, keyId });
       print`wrote a target key to ${file} (key id ${keyId}); set authKeyFile: ${file} on the target`;
     });
-  addStoreOptions(snapshots.command('push'))
+  onAnyEngine(addStoreOptions(snapshots.command('push')))
     .description('upload the local snapshots a target lacks (the snapshot job does this after each snapshot), then its retention')
     .option('--target <name>', 'only this target')
     .option('--json', 'print one JSON object')

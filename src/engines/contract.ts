@@ -55,6 +55,43 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
   identity(handle: H): Promise<string | undefined>;
   /** The path an interrupted restore of the store keeps its journal by (src/snapshot/journal.ts); undefined: none. */
   restoreJournal(handle: H): string | undefined;
+  /**
+   * The store as one artifact of its tables at one instant, and back: what a snapshot holds of a store that is a
+   * database rather than a file: src/snapshot/create.ts puts it in a snapshot folder's `tables/`, where it is
+   * verified, encrypted and pushed like any file, and src/snapshot/restore-tables.ts puts it back. Absent on an engine whose store is a file on its host: a snapshot
+   * copies that file (src/snapshot/sqlite-copy.ts). The snapshot feature asks whether the engine has it, never the
+   * engine's name.
+   */
+  tables?: EngineTables<H>;
+}
+
+/** What an engine's table artifact is and holds (EngineTables). */
+export interface TablesTaken {
+  /** The artifact's format, recorded in the snapshot's manifest. */
+  format: string;
+  /** Where its tables were read from, as messages name a store (`postgres schema NAME`). */
+  source: string;
+  /** The one instant every table was read at, as the database saw it (ISO 8601). */
+  takenAt: string;
+  /** Rows per table. */
+  tables: Record<string, number>;
+  /** Every file of the artifact, relative to its folder. */
+  files: string[];
+}
+
+export interface EngineTables<H> {
+  /** Reads every table of the store into `folder` (which exists and is empty) at one instant; agents keep writing. */
+  take(handle: H, folder: string): Promise<TablesTaken>;
+  /** The artifact in `folder`, every file checked against its own record; throws a store error naming the file. */
+  verify(folder: string): Promise<TablesTaken>;
+  /** One table's rows in the artifact, the named columns' values as text (null: NULL), read as they are iterated. */
+  values(folder: string, table: string, columns: readonly string[]): Iterable<(string | null)[]>;
+  /**
+   * Puts the artifact's tables in place of the store's, in the store's configured place only (never where the artifact
+   * was read from), all or nothing, kill -9 included. `beforeSwap` is handed the restored tables (a handle on them,
+   * before they go live) and stops the restore by throwing: the store is then left as it was.
+   */
+  restore(handle: H, folder: string, opts?: { beforeSwap?: (restored: H) => Promise<void> }): Promise<TablesTaken>;
 }
 
 /** The scheduled run claimed: its id (`<scheduler>:<millis>`, src/queue/schedules.ts scheduledRunOf), its job, who runs it. */

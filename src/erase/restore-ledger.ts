@@ -22,7 +22,7 @@ import { openStateDb } from '../state/state.js';
 import { usageError, WardenError } from '../core/errors.js';
 import { openStore } from '../layouts/open.js';
 import { layoutFor } from '../layouts/registry.js';
-import type { ErasedLedger, EraseSelector } from '../layouts/contract.js';
+import type { ErasedLedger, EraseSelector, LayoutJobs } from '../layouts/contract.js';
 import { idMac, userMac } from '../snapshot/targets/holds.js';
 import { boundKeyId, eraseKey, eraseKeyId, holdsKeyedHashes } from './key.js';
 import { recordErasedIds, selectorMac } from './needles.js';
@@ -134,44 +134,77 @@ function asked(l: RestoreLedger, key: Buffer): ErasedLedger {
  * later re-applies it to its new staged copy.
  */
 export async function reapplyLedger(config: Config, storeName: string, staged: string, l: RestoreLedger, opts: { now: () => Instant; log: Logger }): Promise<KeptOut> {
-  if (l.key === null) {
-    if (l.missing === undefined) return { memories: 0, step: 're-applied the erase ledger: nothing was ever erased with this state db' };
-    opts.log.warn({ store: storeName, why: l.missing }, `restore without the erase ledger (${WITHOUT_LEDGER_FLAG}): memories erased since the snapshot was taken may be back`);
-    return { memories: 0, step: `did NOT re-apply the erase ledger (${WITHOUT_LEDGER_FLAG}): ${l.missing}; memories erased since the snapshot was taken may be back` };
-  }
-  if (!holdsAnything(l)) return { memories: 0, step: 're-applied the erase ledger: nothing was ever erased from this store' };
-  const key = l.key;
+  const none = nothingToApply(l, storeName, opts.log);
+  if (none) return none;
   const storeConfig = config.stores[storeName]!;
   const over = { ...config, stores: { ...config.stores, [storeName]: { ...storeConfig, db: staged } } } as Config;
   const layout = layoutFor(storeConfig);
   const store = openStore(over, storeName);
-  const taken = new Set<string>();
   try {
-    const selectors: EraseSelector[] = await layout.erasedIn(store, asked(l, key));
-    if (selectors.length === 0) return { memories: 0, step: `re-applied the erase ledger (${describeLedger(l)}): the snapshot holds none of it` };
     const own = layout.scrubsOwnFiles === true;
-    if (!own) store.db.pragma('secure_delete = ON');
-    const state = openStateDb(l.stateDb);
-    try {
-      for (const selector of selectors) {
-        const deletedIds = 'user' in selector ? deletedFor(state, key, storeName, selector.user) : [];
-        const erased = await layout.erase(store, { selector, dryRun: false, now: opts.now, log: opts.log, vectorsLost: true, record: false, deletedIds });
-        for (const id of erased.ids) taken.add(id);
-        if ('user' in selector) recordErasedIds(state, key, storeName, selectorMac(key, selector), erased.ids);
-      }
-    } finally {
-      state.close();
-    }
-    if (!own) {
-      store.db.pragma('temp_store = DEFAULT');
-      store.db.exec('VACUUM');
-      if (journalMode(store.db) === 'wal') truncateWal(store.db);
-    }
-    opts.log.info({ store: storeName, keptOut: taken.size }, 'restore: the erase ledger kept erased memories out');
-    return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}` };
+    return await eraseAgain(layout, store, storeName, l, opts, {
+      before: () => {
+        if (!own) store.db.pragma('secure_delete = ON');
+      },
+      after: () => {
+        if (own) return;
+        store.db.pragma('temp_store = DEFAULT');
+        store.db.exec('VACUUM');
+        if (journalMode(store.db) === 'wal') truncateWal(store.db);
+      },
+    });
   } finally {
     store.close();
   }
+}
+
+/**
+ * Re-apply the ledger to restored tables that are not live yet (`restored`: a handle on them, as the engine's restore
+ * hands it over before the swap, src/engines/contract.ts EngineTables.restore), through the layout's own `erasedIn`
+ * and `erase` on that engine. A layout that cannot do either there refuses (its error is passed on): the restore
+ * then stops with nothing swapped. An empty ledger asks nothing of the layout.
+ */
+export async function reapplyLedgerTo<H>(jobs: Pick<LayoutJobs<H>, 'erasedIn' | 'erase'>, restored: H, storeName: string, l: RestoreLedger, opts: { now: () => Instant; log: Logger }): Promise<KeptOut> {
+  const none = nothingToApply(l, storeName, opts.log);
+  if (none) return none;
+  return eraseAgain(jobs, restored, storeName, l, opts, {});
+}
+
+/** What a restore says when the ledger asks nothing of the layout: nothing erased, or not re-applied at all. */
+function nothingToApply(l: RestoreLedger, storeName: string, log: Logger): KeptOut | undefined {
+  if (l.key === null) {
+    if (l.missing === undefined) return { memories: 0, step: 're-applied the erase ledger: nothing was ever erased with this state db' };
+    log.warn({ store: storeName, why: l.missing }, `restore without the erase ledger (${WITHOUT_LEDGER_FLAG}): memories erased since the snapshot was taken may be back`);
+    return { memories: 0, step: `did NOT re-apply the erase ledger (${WITHOUT_LEDGER_FLAG}): ${l.missing}; memories erased since the snapshot was taken may be back` };
+  }
+  if (!holdsAnything(l)) return { memories: 0, step: 're-applied the erase ledger: nothing was ever erased from this store' };
+  return undefined;
+}
+
+/** What the layout finds of the ledger in a restored store, erased again there; `before`/`after` bracket the erases. */
+async function eraseAgain<H>(
+  layout: Pick<LayoutJobs<H>, 'erasedIn' | 'erase'>, store: H, storeName: string, l: RestoreLedger, opts: { now: () => Instant; log: Logger },
+  around: { before?: () => void; after?: () => void },
+): Promise<KeptOut> {
+  const key = l.key!;
+  const taken = new Set<string>();
+  const selectors: EraseSelector[] = await layout.erasedIn(store, asked(l, key));
+  if (selectors.length === 0) return { memories: 0, step: `re-applied the erase ledger (${describeLedger(l)}): the snapshot holds none of it` };
+  around.before?.();
+  const state = openStateDb(l.stateDb);
+  try {
+    for (const selector of selectors) {
+      const deletedIds = 'user' in selector ? deletedFor(state, key, storeName, selector.user) : [];
+      const erased = await layout.erase(store, { selector, dryRun: false, now: opts.now, log: opts.log, vectorsLost: true, record: false, deletedIds });
+      for (const id of erased.ids) taken.add(id);
+      if ('user' in selector) recordErasedIds(state, key, storeName, selectorMac(key, selector), erased.ids);
+    }
+  } finally {
+    state.close();
+  }
+  around.after?.();
+  opts.log.info({ store: storeName, keptOut: taken.size }, 'restore: the erase ledger kept erased memories out');
+  return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}` };
 }
 
 /**

@@ -6,7 +6,7 @@ import { readSnapshotCopy } from '../snapshot/read-copy.js';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
-import { holdsContain, idMac, snapshotHolds } from '../snapshot/targets/holds.js';
+import { holdsContain, idMac, snapshotHolds, userMac } from '../snapshot/targets/holds.js';
 
 /** The erased ids and user in plain (this run's, held in memory only) and the id hashes earlier erases kept. */
 export interface HoldsSearch {
@@ -42,10 +42,15 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
   }
   if (m.store !== h.store) return null;
   try {
+    const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
+    if (!m.sqlite) {
+      // A store's tables (a database's snapshot): its holds answer for the plain ids and user too, by their hashes.
+      const all = new Set([...mine, ...h.earlier]);
+      return (await holdsContain(snapshotHolds(dir, m, h.key), { ids: all, user: h.user === undefined ? undefined : userMac(h.key, h.user) }, dir)) ? 'holds' : null;
+    }
     if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
     const file = join(dir, m.sqlite.file);
     if (plainHolds(file, h.ids, h.user)) return 'holds';
-    const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
     const extra = new Set(h.earlier.filter((mac) => !mine.has(mac)));
     return extra.size > 0 && (await holdsContain(snapshotHolds(dir, m, h.key), { ids: extra }, dir)) ? 'holds' : null;
   } catch (err) {

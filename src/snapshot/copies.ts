@@ -59,8 +59,8 @@ export const COPY_KINDS = [
   },
   {
     name: 'partial', erase: 'leftover', where: '<snapshot.root>/<store>/.partial-<time>-<pid>-<random>/',
-    life: 'a snapshot being built; renamed into place when complete, else removed by the next snapshot run',
-    madeIn: ['src/snapshot/create.ts', 'src/snapshot/sqlite-copy.ts', 'src/vectors/qdrant/index.ts'],
+    life: 'a snapshot being built (a SQLite copy, or a database store\'s tables as COPY files in its tables/); renamed into place when complete, else removed by the next snapshot run',
+    madeIn: ['src/snapshot/create.ts', 'src/snapshot/sqlite-copy.ts', 'src/vectors/qdrant/index.ts', 'src/engines/postgres/snapshot.ts'],
   },
   {
     name: 'retired', erase: 'leftover', where: '<snapshot.root>/<store>/.partial-<time>-retired/',

@@ -6,7 +6,6 @@ import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import { toFolderStamp } from '../time/instants.js';
 import { coerceError, storeError, usageError } from '../core/errors.js';
-import { openStore } from '../layouts/open.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { makeDirPrivate } from '../store/private-file.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
@@ -18,8 +17,11 @@ import { partialFolder, removePartials } from './copies.js';
 import { eraseKey, eraseKeyId } from '../erase/key.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
-import { writeHolds } from './targets/holds.js';
-import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart } from './manifest.js';
+import { copyHolds, writeHolds } from './targets/holds.js';
+import { openStore, openStoreOnEngine } from '../layouts/open.js';
+import { engineFor } from '../engines/registry.js';
+import type { AnyStoreHandle, EngineName, EngineTables, StoreEngine } from '../engines/contract.js';
+import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, TABLES_DIR, storePart, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart, type TablesPart } from './manifest.js';
 
 export interface SnapshotOptions {
   now: Clock;
@@ -75,12 +77,38 @@ const iso = (t: number) => new Date(t).toISOString();
 export async function takeSnapshot(config: Config, storeName: string, opts: SnapshotOptions): Promise<SnapshotResult> {
   const storeConfig = config.stores[storeName];
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
+  const engine = await engineFor(storeConfig);
+  if (engine.tables) return tablesSnapshot(config, storeName, storeConfig, engine as StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts);
   openStore(config, storeName).close(); // the store must exist and be of its layout before anything is written
   const run = () => snapshotLocked(config, storeName, storeConfig, opts);
   return opts.storeLock === false ? run() : withMaintenanceLock(storeConfig.db, 'snapshot', run);
 }
 
-async function snapshotLocked(config: Config, storeName: string, storeConfig: StoreConfig, opts: SnapshotOptions): Promise<SnapshotResult> {
+/**
+ * A store that is a database (its engine has `tables`): opened by its engine, its tables checked by its layout, held
+ * under the engine's maintenance lock (one across the fleet), its tables read by the engine at one instant into the
+ * snapshot folder's `tables/` (restored by restore-tables.ts). Qdrant collections beside such a store are not
+ * snapshotted yet: a store with any is refused before anything is written.
+ */
+async function tablesSnapshot(config: Config, storeName: string, storeConfig: StoreConfig, engine: StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts: SnapshotOptions): Promise<SnapshotResult> {
+  const collections = snapshotCollections(storeConfig);
+  if (collections.length > 0) {
+    throw usageError(`snapshot ${storeName}: store ${storeName} (${engine.describe(storeConfig)}) has Qdrant collections (${collections.join(', ')}), and snapshots of a ${engine.name} store do not hold Qdrant collections yet`);
+  }
+  const handle = await openStoreOnEngine(config, storeName);
+  try {
+    const lock = opts.storeLock === false ? undefined : await engine.lock(handle, 'snapshot');
+    try {
+      return await snapshotLocked(config, storeName, storeConfig, opts, { engine: engine.name, tables: engine.tables, handle });
+    } finally {
+      await lock?.release();
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function snapshotLocked(config: Config, storeName: string, storeConfig: StoreConfig, opts: SnapshotOptions, db?: TablesSource): Promise<SnapshotResult> {
   const root = storeSnapshotDir(config, storeName);
   const lock = lockSnapshots(root, 'snapshot');
   try {
@@ -98,10 +126,10 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
     makeDirPrivate(tmp);
     try {
-      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason);
+      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason, db);
       const key = ledgerKey(config, storeName, opts.log);
       // The holds, made once here from the verified copy: every target's upload carries them, erase searches them.
-      const holds = key && (await writeHolds(join(tmp, parts.sqlite.file), key, join(tmp, HOLDS_FILE)));
+      const holds = key && (await writeHolds(copyHolds(tmp, parts, key), key, join(tmp, HOLDS_FILE)));
       const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(key ? { eraseKeyId: eraseKeyId(key) } : {}), ...(holds ? { holds } : {}) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
@@ -111,7 +139,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
       const pruned = reason === 'scheduled' ? await applyRetention(config, storeName, config.snapshot.keep, name, opts.log) : [];
       const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
       opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
-      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: manifest.sqlite.rows, points, pruned, removedPartials };
+      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, points, pruned, removedPartials };
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });
       throw err;
@@ -136,7 +164,14 @@ function ledgerKey(config: Config, storeName: string, log: Logger): Buffer | und
   }
 }
 
-async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason']): Promise<Manifest> {
+/** Where a snapshot of a database's store reads its tables: the engine's artifact, on the store's open handle. */
+interface TablesSource {
+  engine: EngineName;
+  tables: EngineTables<AnyStoreHandle>;
+  handle: AnyStoreHandle;
+}
+
+async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason'], db?: TablesSource): Promise<Manifest> {
   const collections = snapshotCollections(storeConfig);
   const q = collectionSnapshotsFor(storeConfig);
   if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
@@ -153,7 +188,25 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     const rows = copy.tables.memory ?? null;
     return { file, source, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
   };
-  const vectorFiles = layoutFor(storeConfig).vectorFiles(storeConfig);
+  const tablesPart = async (source: TablesSource): Promise<TablesPart> => {
+    const at = opts.now();
+    const folder = join(tmp, TABLES_DIR);
+    ensurePrivateDir(folder);
+    await source.tables.take(source.handle, folder);
+    // Verified as it lies on disk: every file against the artifact's own record, then hashed for the manifest.
+    const got = await source.tables.verify(folder);
+    for (const f of got.files) {
+      fsyncPath(join(folder, f));
+      files[`${TABLES_DIR}/${f}`] = await sha256File(join(folder, f));
+      opts.progress?.tick(files[`${TABLES_DIR}/${f}`]!.bytes);
+    }
+    fsyncPath(folder);
+    return {
+      engine: source.engine, dir: TABLES_DIR, format: got.format, source: got.source, startedAt: iso(at), finishedAt: iso(opts.now()),
+      takenAt: got.takenAt, tables: got.tables, rows: got.tables.memory ?? null,
+    };
+  };
+  const vectorFiles = db ? [] : layoutFor(storeConfig).vectorFiles(storeConfig);
   if (vectorFiles.length > 0) ensurePrivateDir(join(tmp, 'vectors'));
   const vectorFilePart = (source: string, i: number) => sqlitePart(source, vectorFileCopy(i, source));
 
@@ -191,20 +244,20 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
 
   // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
   opts.progress?.start('snapshot', undefined, 'bytes');
-  const settled = await Promise.allSettled([sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
+  const settled = await Promise.allSettled([db ? tablesPart(db) : sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
   opts.progress?.done();
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
   const values = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value);
-  const sqlite = values[0] as SqlitePart;
+  const store = values[0] as SqlitePart | TablesPart;
   const qdrant = values.slice(1, 1 + collections.length) as QdrantPart[];
   const vectorParts = values.slice(1 + collections.length) as SqlitePart[];
   for (const rel of Object.keys(files)) {
     const size = statSync(join(tmp, rel)).size;
     if (size !== files[rel]!.bytes) throw storeError(`snapshot ${storeName}: ${rel} is ${size} bytes on disk, ${files[rel]!.bytes} written`);
   }
-  const starts = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.startedAt));
-  const ends = [sqlite, ...qdrant, ...vectorParts].map((p) => Date.parse(p.finishedAt));
+  const starts = [store, ...qdrant, ...vectorParts].map((p) => Date.parse(p.startedAt));
+  const ends = [store, ...qdrant, ...vectorParts].map((p) => Date.parse(p.finishedAt));
   return {
     format: MANIFEST_FORMAT,
     tool: { name: 'memory-warden', version: toolVersion() },
@@ -214,7 +267,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     startedAt: iso(started),
     finishedAt: iso(opts.now()),
     skewMs: Math.max(...ends) - Math.min(...starts),
-    sqlite,
+    ...(db ? { tables: store as TablesPart } : { sqlite: store as SqlitePart }),
     qdrant,
     ...(vectorParts.length > 0 ? { vectorFiles: vectorParts } : {}),
     files,

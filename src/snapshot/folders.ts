@@ -6,7 +6,7 @@ import { lstatSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Config } from '../config/config.js';
 import { sha256File, SNAPSHOT_NAME, storeSnapshotDir } from './layout.js';
-import { MANIFEST, readManifest, type Manifest } from './manifest.js';
+import { MANIFEST, readManifest, storePart, type Manifest } from './manifest.js';
 
 export interface SnapshotFolder {
   name: string;
@@ -102,7 +102,9 @@ function judge(dir: string, store: string): SnapshotFolder {
 
 /** Why a manifest does not account for its own parts (a part with no checksum, a Qdrant checksum that differs), or undefined. */
 export function partsProblem(manifest: Manifest): string | undefined {
-  const parts = [manifest.sqlite.file, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
+  const store = storePart(manifest).files;
+  if (store.length === 0) return 'manifest lists no file of the store\'s copy';
+  const parts = [...store, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
   for (const f of parts) if (!manifest.files[f]) return `manifest lists no checksum for ${f}`;
   for (const p of manifest.qdrant) if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) return `${p.file} sha256 differs from Qdrant's checksum in the manifest`;
   return undefined;

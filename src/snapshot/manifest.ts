@@ -2,6 +2,7 @@ import { readRegularFile } from '../core/read-file.js';
 import { join } from 'node:path';
 import { storeError } from '../core/errors.js';
 import { VERSION } from '../core/version.js';
+import type { EngineName } from '../engines/contract.js';
 
 export const MANIFEST = 'manifest.json';
 export const MANIFEST_FORMAT = 'memory-warden-snapshot/1';
@@ -53,6 +54,38 @@ export interface QdrantPart {
   points: number;
 }
 
+/**
+ * The store's tables as its engine's artifact (src/engines/contract.ts, EngineTables), in the folder `tables/`: what
+ * a snapshot holds of a store that is a database rather than a file, in place of `sqlite`. Each of its files is in
+ * the manifest's `files` too, so it is verified, encrypted and pushed like any other.
+ */
+export interface TablesPart {
+  /** The engine it was read from and can only be restored into. */
+  engine: EngineName;
+  /** The artifact's folder in the snapshot folder. */
+  dir: typeof TABLES_DIR;
+  /** The engine's artifact format. */
+  format: string;
+  /** Where it was read from (`postgres schema NAME`); a restore writes into the store's configured place only. */
+  source: string;
+  startedAt: string;
+  finishedAt: string;
+  /** The one instant every table was read at, as the database saw it. */
+  takenAt: string;
+  /** Rows per table; `rows` is the memory table's (null when there is none). */
+  tables: Record<string, number>;
+  rows: number | null;
+}
+
+export const TABLES_DIR = 'tables';
+
+/** The store's part of a snapshot, whichever it holds: its rows, and the file names that make it up. */
+export function storePart(m: Manifest): { rows: number | null; startedAt: string; files: string[] } {
+  if (m.sqlite) return { rows: m.sqlite.rows, startedAt: m.sqlite.startedAt, files: [m.sqlite.file] };
+  const t = m.tables!;
+  return { rows: t.rows, startedAt: t.startedAt, files: Object.keys(m.files).filter((f) => f.startsWith(`${t.dir}/`)) };
+}
+
 /** Written last: its presence in a published folder means every part was verified. */
 export interface Manifest {
   format: typeof MANIFEST_FORMAT;
@@ -80,7 +113,10 @@ export interface Manifest {
    * the last part's finish. The agent's writes within this window may be in one part and not the other.
    */
   skewMs: number;
-  sqlite: SqlitePart;
+  /** The SQLite copy of a store that is a file; absent when `tables` holds the store. */
+  sqlite?: SqlitePart;
+  /** The store's tables, for a store that is a database (exactly one of `sqlite` and `tables` is there). */
+  tables?: TablesPart;
   qdrant: QdrantPart[];
   /** SQLite files that hold the store's vectors (mem0's TypeScript SDK), copied as the store file is; absent before. */
   vectorFiles?: SqlitePart[];
@@ -104,12 +140,13 @@ export function readManifest(folder: string): Manifest {
     throw storeError(`${folder}: no readable ${MANIFEST} (${code ?? (err as Error).message}): not a complete snapshot`, err);
   }
   const m = raw as Partial<Manifest>;
-  if (m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || typeof m.store !== 'string') {
+  if (m.format !== MANIFEST_FORMAT || !m.sqlite === !m.tables || !Array.isArray(m.qdrant) || !m.files || typeof m.store !== 'string') {
     throw storeError(`${path}: not a memory-warden snapshot manifest (format ${JSON.stringify(m.format)})`);
   }
   if (m.holds !== undefined && (m.holds?.file !== HOLDS_FILE || typeof m.holds.keyId !== 'string' || typeof m.holds.sha256 !== 'string' || !Number.isSafeInteger(m.holds.bytes))) {
     throw storeError(`${path}: its holds entry is not one memory-warden writes`);
   }
+  if (m.tables && (m.tables.dir !== TABLES_DIR || typeof m.tables.engine !== 'string')) throw storeError(`${path}: its tables entry is not one memory-warden writes`);
   for (const name of Object.keys(m.files)) {
     if (name.includes('..') || name.startsWith('/') || name === MANIFEST || name === HOLDS_FILE) throw storeError(`${path}: file entry "${name}" points outside the snapshot`);
   }

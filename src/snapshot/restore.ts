@@ -2,56 +2,19 @@ import { rmSync } from 'node:fs';
 import { layoutFor } from '../layouts/registry.js';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
-import type { Clock } from '../time/instants.js';
-import { storeError, usageError, WardenError } from '../core/errors.js';
+import { storeError, usageError } from '../core/errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { sha256File } from './layout.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
-import type { Progress } from '../progress/progress.js';
-import { takeSnapshot } from './create.js';
+import { undoSnapshot, type RestoreOptions, type RestoreResult } from './undo.js';
+import { restoresTables, restoreTablesSnapshot } from './restore-tables.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
 import { destinations, fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 import { describeLedger, erasedSnapshotRecords, loadRestoreLedger } from '../erase/restore-ledger.js';
 
 export { storeUsers, verifySnapshot } from './stage.js';
-
-export interface RestoreOptions {
-  now: Clock;
-  log: Logger;
-  /** Restore even while another process has the store open, or without a pre-restore snapshot. */
-  force?: boolean;
-  dryRun?: boolean;
-  /** Bytes verified, then bytes recovered into Qdrant, on a terminal (src/progress/progress.ts). */
-  progress?: Progress;
-  /**
-   * Restore although the erase ledger cannot be re-applied (no state db, its erase key missing or not the
-   * snapshot's): memories erased since the snapshot was taken may come back. Without it such a restore is refused.
-   */
-  withoutEraseLedger?: boolean;
-  /** The erase key id the snapshot's source names besides its manifest (a target's holds: `keyId`). */
-  madeUnderKey?: string;
-}
-
-export interface RestoreResult {
-  store: string;
-  from: string;
-  dryRun: boolean;
-  /** What was (or, dry run, would be) done, in order. */
-  steps: string[];
-  /** The snapshot of the state before the restore: restore it to undo this one. */
-  undo: string | null;
-  rows: number | null;
-  points: Record<string, number>;
-  /**
-   * Erased memories (and what the layout's erase takes with them by id) the erase ledger kept out of the restored
-   * store (src/erase/restore-ledger.ts); null for a dry run.
-   */
-  erasedKeptOut: number | null;
-  /** The erase ledger re-applied: its size, or why it was not (--without-erase-ledger). */
-  eraseLedger: string;
-}
+export type { RestoreOptions, RestoreResult } from './undo.js';
 
 /**
  * Restore one snapshot folder into its store, both stores or neither:
@@ -70,6 +33,9 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
   const from = resolve(dir);
   const manifest = await verifySnapshot(from, opts.progress);
+  // A store that is a database, or a snapshot of one: its tables are restored by its engine (restore-tables.ts).
+  if (await restoresTables(storeConfig, manifest)) return restoreTablesSnapshot(config, storeName, from, manifest, opts);
+  const sqlite = manifest.sqlite!;
   const vectorFiles = destinations(storeName, storeConfig, manifest, from);
   const inSnapshot = manifest.qdrant.map((p) => p.collection);
   if (inSnapshot.length > 0 && !storeConfig.qdrant) throw usageError(`${from} holds Qdrant collections but store "${storeName}" has no qdrant section`);
@@ -78,7 +44,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   const ledger = loadRestoreLedger(config, storeName, { madeUnder: manifest.eraseKeyId ?? opts.madeUnderKey, without: opts.withoutEraseLedger ?? false });
 
   const result: RestoreResult = {
-    store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: manifest.sqlite.rows, points: {}, erasedKeptOut: null, eraseLedger: describeLedger(ledger),
+    store: storeName, from, dryRun: opts.dryRun ?? false, steps: [], undo: null, rows: sqlite.rows, points: {}, erasedKeptOut: null, eraseLedger: describeLedger(ledger),
   };
   result.steps.push(`verified ${Object.keys(manifest.files).length} file(s) against the manifest's sha256`);
   const erasedAt = manifest.name !== undefined ? erasedSnapshotRecords(config, storeName).get(manifest.name) : undefined;
@@ -96,7 +62,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     ledger.key === null && ledger.missing !== undefined
       ? `NOT re-apply the erase ledger (${ledger.missing})`
       : `re-apply the erase ledger (${describeLedger(ledger)}) to the restored store before its file goes live`,
-    `replace ${storeConfig.db} with ${manifest.sqlite.file} (${manifest.files[manifest.sqlite.file]!.bytes} bytes, ${manifest.sqlite.rows ?? '?'} rows at ${manifest.sqlite.startedAt})`,
+    `replace ${storeConfig.db} with ${sqlite.file} (${manifest.files[sqlite.file]!.bytes} bytes, ${sqlite.rows ?? '?'} rows at ${sqlite.startedAt})`,
   ];
   if (result.dryRun) {
     result.steps.push(...plan.map((s) => `would ${s}`));
@@ -116,9 +82,9 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     const staged = stagingPath(storeConfig.db);
     const file = fileOwner(storeConfig.db);
     try {
-      stageSqlite(join(from, manifest.sqlite.file), staged, manifest, config.busyTimeoutMs, file, opts.log, layoutFor(storeConfig).sqliteEngine);
-      const check = await sha256File(join(from, manifest.sqlite.file));
-      if (check.sha256 !== manifest.files[manifest.sqlite.file]!.sha256) throw storeError(`${from}: ${manifest.sqlite.file} changed while being restored`);
+      stageSqlite(join(from, sqlite.file), staged, manifest, config.busyTimeoutMs, file, opts.log, layoutFor(storeConfig).sqliteEngine);
+      const check = await sha256File(join(from, sqlite.file));
+      if (check.sha256 !== manifest.files[sqlite.file]!.sha256) throw storeError(`${from}: ${sqlite.file} changed while being restored`);
       result.steps.push(`staged the SQLite copy at ${staged} (integrity ok)`);
 
       result.undo = await undoSnapshot(config, storeName, opts, result);
@@ -151,22 +117,3 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   return result;
 }
 
-/**
- * The pre-restore snapshot: what to restore to undo this restore, and what Qdrant is rolled back from if a
- * collection fails half-way. Without it (store file or a collection missing, say on a new machine) only --force
- * goes on.
- */
-async function undoSnapshot(config: Config, storeName: string, opts: RestoreOptions, result: RestoreResult): Promise<string | null> {
-  try {
-    const snap = await takeSnapshot(config, storeName, { now: opts.now, log: opts.log, reason: 'pre-restore', storeLock: false });
-    result.steps.push(`took the pre-restore snapshot ${snap.dir}`);
-    return snap.dir;
-  } catch (err) {
-    if (!opts.force) {
-      throw new WardenError((err as WardenError).kind ?? 'store', `could not take the pre-restore snapshot (${(err as Error).message}); nothing was changed; --force restores without one`, { cause: err });
-    }
-    opts.log.warn({ store: storeName, err: (err as Error).message }, 'restoring without a pre-restore snapshot (--force)');
-    result.steps.push('no pre-restore snapshot (--force)');
-    return null;
-  }
-}

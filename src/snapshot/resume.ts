@@ -114,6 +114,7 @@ export async function applySnapshot(
   const copy = staged ?? stagingPath(storeConfig.db);
   let keptOut: number;
   try {
+    if (!manifest.sqlite) throw storeError(`${dir}: holds no SQLite copy of the store`);
     if (!staged) stageSqlite(join(dir, manifest.sqlite.file), copy, manifest, config.busyTimeoutMs, j.file, opts.log, layoutFor(storeConfig).sqliteEngine);
     // The collections and vector files are the snapshot's now, the store file not yet: what an erase took goes from
     // all of them before the file that makes the restored store whole replaces the store's.

@@ -145,7 +145,7 @@ export function stageSqlite(source: string, staged: string, manifest: Manifest, 
   try {
     const integrity = engine ? integrityOf(staged, engine) : (db.pragma('integrity_check') as { integrity_check: string }[]).map((r) => r.integrity_check).join('; ');
     if (integrity !== 'ok') throw storeError(`${source}: integrity_check of the staged copy says "${integrity.slice(0, 200)}"`);
-    if (manifest.sqlite.journalMode === 'wal') setJournalMode(db, 'wal');
+    if (manifest.sqlite?.journalMode === 'wal') setJournalMode(db, 'wal');
   } finally {
     db.close();
   }
@@ -192,7 +192,7 @@ export function destinations(storeName: string, store: StoreConfig, manifest: Ma
   if (manifest.layout !== undefined && manifest.layout !== store.layout) throw usageError(`${from} is a snapshot of a ${String(manifest.layout)} store; store "${storeName}" is ${store.layout}`);
   // Each part's file must be the one a snapshot of that part is written to: a file swapped between two parts
   // would restore one collection's (or file's) data into another.
-  if (manifest.sqlite.file !== 'store.db') throw usageError(`${from} records its store copy as ${JSON.stringify(manifest.sqlite.file)}, not store.db: refused`);
+  if (manifest.sqlite?.file !== 'store.db') throw usageError(`${from} records its store copy as ${JSON.stringify(manifest.sqlite?.file ?? manifest.tables?.dir)}, not store.db: refused`);
   const swapped = manifest.qdrant.find((p, i) => p.file !== collectionFile(i, p.collection));
   if (swapped) throw usageError(`${from} records ${JSON.stringify(swapped.file)} as collection ${swapped.collection}'s snapshot: refused`);
   const collections = snapshotCollections(store);

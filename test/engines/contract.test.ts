@@ -1,33 +1,53 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { ENGINE_REACH, ENGINES } from '../../src/engines/registry.js';
-import type { AnyStoreHandle, EngineName, StoreEngine } from '../../src/engines/contract.js';
+import type { AnyStoreHandle, EngineName, PostgresStoreHandle, SqliteStoreHandle, StoreEngine } from '../../src/engines/contract.js';
 import { storeSchema, type StoreConfig } from '../../src/store/config.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { makeStore, tempDir } from '../queue/fixtures.js';
 
 /**
  * The engine contract, kept by every registered engine on a real store of it: a SQLite file made by the schema code,
- * a schema on the native PostgreSQL server. Open, describe, the database's own integrity check, and the maintenance
- * lock: held by one holder at a time, refused (transiently) to a second, free again once released.
+ * a schema on the native PostgreSQL server. Open, describe, the database's own integrity check, the table artifact
+ * of an engine that has one (snapshot and restore of a store that is a database), and the maintenance lock: held by
+ * one holder at a time, refused (transiently) to a second, free again once released.
  */
 interface World {
   store: StoreConfig;
   describes: string;
+  /** Adds rows of these ids to the store's memory table (the engines with a table artifact). */
+  write(ids: string[]): Promise<void>;
+  /** The memory table's rows, as this handle sees them. */
+  count(handle: AnyStoreHandle): Promise<number>;
   close(): Promise<void>;
 }
 
 const WORLDS: Record<EngineName, () => Promise<World>> = {
   async sqlite() {
     const db = makeStore(join(tempDir('engine-sqlite'), 'memory.db'), { live: 3, expired: 2 });
-    return { store: storeSchema.parse({ db }), describes: db, close: async () => {} };
+    return {
+      store: storeSchema.parse({ db }), describes: db, close: async () => {},
+      write: async () => {},
+      count: async (h) => ((h as SqliteStoreHandle).db.prepare('SELECT count(*) AS n FROM memory').get() as { n: number }).n,
+    };
   },
   async postgres() {
     const db: TestDatabase = await createTestDatabase('engine_contract');
     await db.client.query('CREATE SCHEMA fleet');
     await db.client.query('CREATE TABLE fleet.memory (id text PRIMARY KEY, subject text NOT NULL, fact text NOT NULL, source text NOT NULL)');
     await db.client.query(`CREATE EXTENSION IF NOT EXISTS amcheck`);
-    return { store: storeSchema.parse({ engine: 'postgres', postgres: { url: db.url, schema: 'fleet' } }), describes: 'postgres schema fleet', close: () => db.drop() };
+    return {
+      store: storeSchema.parse({ engine: 'postgres', postgres: { url: db.url, schema: 'fleet' } }), describes: 'postgres schema fleet', close: () => db.drop(),
+      async write(ids) {
+        await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT i, 'user', 'fact of ' || i, 'message' FROM unnest($1::text[]) i`, [ids]);
+      },
+      async count(h) {
+        const p = h as PostgresStoreHandle;
+        return Number((await p.pg.query<{ n: string }>(`SELECT count(*) AS n FROM ${p.schema}.memory`)).rows[0]!.n);
+      },
+    };
   },
 };
 
@@ -74,6 +94,46 @@ describe.each(Object.keys(ENGINES) as EngineName[])('the %s engine keeps the eng
       await other.close();
     }
     await engine.assertReadable(handle);
+  });
+
+  it('a table artifact, where the engine has one: taken at one instant, checked, read back, restored into the store, stopped before the swap by beforeSwap', async () => {
+    const tables = engine.tables;
+    if (!tables) {
+      // A store that is a file: a snapshot copies the file (src/snapshot/sqlite-copy.ts), nothing of the engine.
+      expect(engine.reach).toBe('host');
+      return;
+    }
+    const folder = await mkdtemp(join(tmpdir(), 'mw-engine-tables-'));
+    try {
+      await world.write(['a', 'b\ttab', 'c\nline']);
+      const taken = await tables.take(handle, folder);
+      expect(taken.tables).toEqual({ memory: 3 });
+      expect(taken.source).toBe(world.describes);
+      expect(await tables.verify(folder)).toEqual(taken);
+      expect([...tables.values(folder, 'memory', ['id', 'fact'])].map(([id]) => id).sort()).toEqual(['a', 'b\ttab', 'c\nline']);
+      expect([...tables.values(folder, 'memory', ['no such column'])]).toEqual([]);
+      await world.write(['d']);
+      // beforeSwap sees the restored tables, and what it throws leaves the store as it was.
+      let seen: unknown;
+      await expect(tables.restore(handle, folder, {
+        beforeSwap: async (restored) => {
+          seen = await world.count(restored);
+          throw new Error('stop');
+        },
+      })).rejects.toThrow('stop');
+      expect(seen).toBe(3);
+      expect(await world.count(handle)).toBe(4);
+      expect((await tables.restore(handle, folder)).tables).toEqual({ memory: 3 });
+      expect(await world.count(handle)).toBe(3);
+      // A file of the artifact changed: refused, naming it.
+      const file = taken.files.find((f) => f !== 'manifest.json')!;
+      await writeFile(join(folder, file), 'changed\n', { flag: 'a' });
+      await expect(tables.verify(folder)).rejects.toMatchObject({ kind: 'store', message: expect.stringContaining(file) });
+      await expect(tables.restore(handle, folder)).rejects.toMatchObject({ kind: 'store' });
+      expect(await world.count(handle)).toBe(3);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 
   it('one maintenance lock holder at a time: a second is refused, transiently; released, it is free again', async () => {

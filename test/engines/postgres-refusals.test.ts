@@ -7,27 +7,23 @@ import { fillPgStore, ids, initPgStore, pgStoreConfig, type PgStore } from './pg
 
 /**
  * Every command that takes a store, on a PostgreSQL store: those that run on one (init, check, the prune, integrity,
- * digest and drift jobs, the digest, review and serve commands) do; every other is refused in one place, exit 2, one line
- * naming the store and saying the command does not support PostgreSQL stores yet, with the database untouched. A
- * command added later fails the last test until it is in the table.
+ * digest, drift and snapshot jobs, the digest, review and serve commands, restore and the snapshots commands) do;
+ * every other is refused in one place, exit 2, one line naming the store and saying the command does not support
+ * PostgreSQL stores yet, with the database untouched. A command added later fails the last test until it is in the
+ * table.
  */
 const REFUSED: Record<string, string[]> = {
-  'run snapshot': [],
   'run erase': ['--subject', 'user'],
-  'run restore': ['/srv/snapshots/x'],
   erase: ['--subject', 'user'],
-  restore: ['/srv/snapshots/x'],
   'erase receipts': [],
   enqueue: ['prune', '--timeout', '0.5'],
   'repair dangling': [],
   'repair timestamps': [],
   'repair orphans': [],
-  'snapshots list': [],
-  'snapshots verify': ['--target', 'nas'],
-  'snapshots push': [],
 };
-// Each tested on a PostgreSQL store where it is written about: postgres-warden, postgres-review.
-const RUNS = ['init', 'check', 'run integrity', 'run prune', 'run digest', 'run drift', 'digest', 'review list', 'review confirm', 'review supersede', 'review expire', 'review delete', 'serve'];
+// Each tested on a PostgreSQL store where it is written about: postgres-warden, postgres-review, postgres-snapshot-cli.
+const RUNS = ['init', 'check', 'run integrity', 'run prune', 'run digest', 'run drift', 'digest', 'review list', 'review confirm', 'review supersede', 'review expire', 'review delete', 'serve',
+  'run snapshot', 'run restore', 'restore', 'snapshots list', 'snapshots verify', 'snapshots push'];
 
 function commands(cmd: Command, path: string[] = []): { cmd: Command; path: string }[] {
   return cmd.commands.flatMap((c) => [{ cmd: c, path: [...path, c.name()].join(' ') }, ...commands(c, [...path, c.name()])]);

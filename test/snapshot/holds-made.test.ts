@@ -57,7 +57,7 @@ describe('holds made when the snapshot is taken', () => {
     const { config, dir, manifest, key } = await snapshotted();
     const file = readFileSync(join(dir, HOLDS_FILE));
     expect(manifest.holds).toEqual({ file: HOLDS_FILE, keyId: eraseKeyId(key), ...(await digestOf((async function* () { yield file; })())) });
-    expect(file.equals(await bytesOf(holdsStream(join(dir, manifest.sqlite.file), key)))).toBe(true);
+    expect(file.equals(await bytesOf(holdsStream(join(dir, manifest.sqlite!.file), key)))).toBe(true);
     expect(Object.keys(manifest.files)).not.toContain(HOLDS_FILE); // not a part: nothing restores it
     expect(snapshotFolders(config, 'agent').map((s) => s.problem)).toEqual([undefined]);
     expect(await proveSnapshot({ dir }, 'agent')).toBeUndefined();

@@ -48,17 +48,17 @@ describe('restore takes destinations from the config only', () => {
 
     const before = { a: readFileSync(fx.dbPath), b: readFileSync(storeB), mine: await fx.pointRows(mine), theirs: await fx.pointRows(theirs) };
     const forgeries: Array<[string, Partial<Manifest> & Record<string, unknown>, RegExp]> = [
-      ['vector file naming store b\'s database', { vectorFiles: [{ ...m.sqlite, source: storeB }] }, /vector file for .*b\.db.*not one of store "agent"'s vector files/],
-      ['vector file naming the store\'s own database', { vectorFiles: [{ ...m.sqlite, source: fx.dbPath }] }, /not one of store "agent"'s vector files/],
-      ['vector file by a relative path', { vectorFiles: [{ ...m.sqlite, source: '../b.db' }] }, /not one of store "agent"'s vector files/],
-      ['vector file outside any store', { vectorFiles: [{ ...m.sqlite, source: join(fx.dir, 'new.db') }] }, /not one of store "agent"'s vector files/],
+      ['vector file naming store b\'s database', { vectorFiles: [{ ...m.sqlite!, source: storeB }] }, /vector file for .*b\.db.*not one of store "agent"'s vector files/],
+      ['vector file naming the store\'s own database', { vectorFiles: [{ ...m.sqlite!, source: fx.dbPath }] }, /not one of store "agent"'s vector files/],
+      ['vector file by a relative path', { vectorFiles: [{ ...m.sqlite!, source: '../b.db' }] }, /not one of store "agent"'s vector files/],
+      ['vector file outside any store', { vectorFiles: [{ ...m.sqlite!, source: join(fx.dir, 'new.db') }] }, /not one of store "agent"'s vector files/],
       ['a part for store b\'s collection', { qdrant: [...m.qdrant, { ...m.qdrant[0]!, collection: theirs }] }, new RegExp(`as collection ${theirs}'s snapshot: refused`)],
       ['a part for store b\'s collection, its file named for it', { qdrant: [...m.qdrant, { ...m.qdrant[0]!, collection: theirs, file: m.qdrant[0]!.file.replace(/^qdrant\/0-.*/, `qdrant/1-${theirs}.snapshot`) }], files: { ...m.files, [`qdrant/1-${theirs}.snapshot`]: m.files[m.qdrant[0]!.file]! } }, new RegExp(`collection\\(s\\) ${theirs} that store "agent" does not have`)],
       ['the collection renamed to store b\'s', { qdrant: [{ ...m.qdrant[0]!, collection: theirs }] }, /as collection .*'s snapshot: refused/],
       ['the store\'s collection twice', { qdrant: [m.qdrant[0]!, m.qdrant[0]!] }, /as collection .*'s snapshot: refused/],
       ['another layout', { layout: 'mem0' }, /snapshot of a mem0 store; store "agent" is warden/],
       ['another store', { store: 'b' }, /snapshot of store "b", not "agent"/],
-      ['the store copy named as the collection\'s file', { sqlite: { ...m.sqlite, file: m.qdrant[0]!.file } }, /records its store copy as .*not store\.db/],
+      ['the store copy named as the collection\'s file', { sqlite: { ...m.sqlite!, file: m.qdrant[0]!.file } }, /records its store copy as .*not store\.db/],
     ];
     for (const [label, change, why] of forgeries) {
       writeFileSync(manifestPath, JSON.stringify({ ...m, ...change }, null, 2));

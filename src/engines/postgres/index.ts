@@ -4,6 +4,7 @@ import type { EngineIntegrity, EngineLock, PostgresStoreHandle, StoreEngine } fr
 import { openPgSession, quoteIdent } from './session.js';
 import { rowVectorsFor } from '../../vectors/registry.js';
 import { claimPgScheduledRun } from './runs.js';
+import { postgresTables } from './tables.js';
 
 /** Advisory lock class of memory-warden's maintenance lock ('mw'); the second key is the schema's hash. */
 export const LOCK_CLASS = 0x6d77;
@@ -18,7 +19,8 @@ function pgOf(store: StoreConfig) {
  * the fleet: a session advisory lock keyed by the schema, on a connection of its own held for the job, which the
  * server releases when that connection ends (the holder killed -9 included). The integrity check is amcheck's
  * bt_index_check over the store's indexes, where the extension is installed in the database. A scheduled run of its
- * jobs is claimed in the database too (runs.ts): once across the fleet, whichever worker takes it.
+ * jobs is claimed in the database too (runs.ts): once across the fleet, whichever worker takes it. Its snapshots are
+ * its schema's tables at one instant (tables.ts).
  */
 export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
   name: 'postgres',
@@ -101,4 +103,5 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
     return `postgres:${cluster}:${r.rows[0]!.db}:${r.rows[0]!.ns}`;
   },
   restoreJournal: () => undefined,
+  tables: postgresTables,
 };

@@ -10,6 +10,8 @@
  *    the restore), the staged tables moved in (ALTER TABLE ... SET SCHEMA: indexes and TOAST go with them), the
  *    views created again, the staging schema dropped, COMMIT. Agents see the old tables until the commit and the
  *    new ones after it; the old tables are locked only for the swap at the end.
+ * `beforeSwap`, when given, is called with the staging schema's name just before step 2's swap, on this connection in
+ * this transaction (the staged tables are visible to it alone); what it throws rolls everything back.
  * Two restores of one schema queue on a transaction's advisory lock. Not carried: grants on the old tables (the new ones belong
  * to the restoring role), views in other schemas (the restore stops instead of touching them).
  */
@@ -27,6 +29,13 @@ import { MANIFEST_FILE, PG_SNAPSHOT_FORMAT, type PgSnapshotManifest } from './sn
 const STAGING_MARK = 'memory-warden restore staging';
 
 export class PgRestoreRefused extends Error {}
+
+/** What `beforeSwap` threw, passed on as it was once the transaction is rolled back. */
+class StoppedBeforeSwap extends Error {
+  constructor(readonly thrown: unknown) {
+    super('stopped before the swap');
+  }
+}
 
 export interface PgRestoreResult {
   schema: string;
@@ -69,7 +78,10 @@ export function stagingSchema(schema: string): string {
 }
 
 /** Restores the artifact in `folder` into `schema`. `client` must not be in a transaction. */
-export async function restoreTables(client: pg.ClientBase, opts: { folder: string; schema: string }): Promise<PgRestoreResult> {
+export async function restoreTables(
+  client: pg.ClientBase,
+  opts: { folder: string; schema: string; beforeSwap?: (staging: string) => Promise<void> },
+): Promise<PgRestoreResult> {
   const { folder, schema } = opts;
   const manifest = await verifyArtifact(folder);
   const staging = stagingSchema(schema);
@@ -94,12 +106,22 @@ export async function restoreTables(client: pg.ClientBase, opts: { folder: strin
     const finish = manifest.tables.map((t) => finishTableSql(t.description));
     for (const sql of [...finish.flatMap((f) => f.keys), ...finish.flatMap((f) => f.foreign), ...finish.flatMap((f) => f.indexes)]) await client.query(sql);
     for (const t of manifest.tables) await resetIdentities(client, t.description);
+    if (opts.beforeSwap) {
+      // Given the staged tables, on this connection, inside this transaction: what it throws stops the restore.
+      try {
+        await opts.beforeSwap(staging);
+      } catch (err) {
+        throw new StoppedBeforeSwap(err);
+      }
+      await client.query(`SELECT set_config('search_path', $1, true)`, [`${q(staging)}, pg_catalog`]);
+    }
     await swap(client, schema, staging, manifest);
     await client.query('COMMIT');
     return { schema, tables: loaded };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     if (err instanceof PgRestoreRefused) throw err;
+    if (err instanceof StoppedBeforeSwap) throw err.thrown;
     throw new Error(`restore into ${schema}: ${(err as Error).message}`, { cause: err });
   }
 }

@@ -85,7 +85,7 @@ export async function snapshotTables(
       views,
     };
     await client.query('COMMIT');
-    await writeFile(join(folder, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`, { flush: true });
+    await writeFile(join(folder, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`, { flush: true, mode: 0o600, flag: 'wx' });
     return manifest;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
@@ -104,7 +104,7 @@ async function copyToFile(client: pg.ClientBase, sql: string, path: string): Pro
       done(null, chunk);
     },
   });
-  const written = pipeline(tap, createWriteStream(path, { flags: 'wx', flush: true }));
+  const written = pipeline(tap, createWriteStream(path, { flags: 'wx', flush: true, mode: 0o600 }));
   written.catch(() => {}); // surfaced by the await below
   let rows: number;
   try {

@@ -6,11 +6,11 @@ import { Readable, pipeline } from 'node:stream';
 import { pipeline as pipe } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import { readSnapshotCopy } from '../read-copy.js';
-import type Database from 'better-sqlite3';
 import { storeError } from '../../core/errors.js';
 import { UnverifiedSnapshotError, type ObjectDigest } from './types.js';
 import { openRegularFile } from '../../core/read-file.js';
 import { eraseKeyId } from '../../erase/key.js';
+import { engineFor } from '../../engines/registry.js';
 import { FILE_MODE, fsyncPath } from '../layout.js';
 import { HOLDS_FILE, type HoldsEntry, type Manifest } from '../manifest.js';
 import { checkedObject, hashing } from './digest.js';
@@ -73,7 +73,7 @@ const RUN = 1 << 21;
  * of them never leave memory; beyond, sorted runs go to a temp file that is unlinked as soon as it is opened (the
  * kernel frees it however the process ends: nothing is left behind for a later run to clean).
  */
-function* sortedMacs(db: Database.Database, sqls: readonly string[], key: Buffer, runSize: number): Generator<bigint> {
+function* sortedMacs(values: Iterable<unknown>, key: Buffer, runSize: number): Generator<bigint> {
   let run = new BigUint64Array(runSize);
   let n = 0;
   const macOf = idMacBits(key);
@@ -93,12 +93,10 @@ function* sortedMacs(db: Database.Database, sqls: readonly string[], key: Buffer
     n = 0;
   };
   try {
-    for (const sql of sqls) {
-      for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) {
-        if (v === null || v === undefined) continue;
-        run[n++] = macOf(String(v));
-        if (n === runSize) flush();
-      }
+    for (const v of values) {
+      if (v === null || v === undefined) continue;
+      run[n++] = macOf(String(v));
+      if (n === runSize) flush();
     }
     if (!spill) {
       const sorted = run.subarray(0, n).sort();
@@ -150,40 +148,74 @@ function* mergeRuns(fd: number, lengths: readonly number[]): Generator<bigint> {
 }
 
 /**
+ * What a snapshot's holds are made of, read from its copy: every id (hashed as it is read, never held), the people
+ * (one per person, far fewer: held as text), and what to close once read.
+ */
+export interface HoldsValues {
+  ids: Iterable<unknown>;
+  users: Iterable<string>;
+  close(): void;
+}
+
+/**
+ * The ids and users of a snapshot's SQLite copy: the ids in the warden memory table and mem0's history, the users of
+ * the memory table (user_id, else subject) and mem0's messages. The copy is opened read-only and never written.
+ */
+function sqliteValues(dbFile: string): HoldsValues {
+  const copy = readSnapshotCopy(dbFile);
+  const db = copy.db;
+  try {
+    const tables = new Set((db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));
+    const cols = (t: string) => new Set((db.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as { name: string }[]).map((r) => r.name));
+    const users = new Set<string>();
+    const each = (sql: string, f: (v: string) => void) => {
+      for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) if (v !== null && v !== undefined) f(String(v));
+    };
+    const idSources: string[] = [];
+    if (tables.has('memory')) {
+      idSources.push(`SELECT id FROM memory`);
+      const c = cols('memory');
+      if (c.has('user_id')) each(`SELECT DISTINCT user_id FROM memory`, (v) => users.add(v));
+      else if (c.has('subject')) each(`SELECT DISTINCT subject FROM memory`, (v) => users.add(v));
+    }
+    if (tables.has('history') && cols('history').has('memory_id')) idSources.push(`SELECT memory_id FROM history`);
+    if (tables.has('messages') && cols('messages').has('session_scope')) {
+      each(`SELECT DISTINCT session_scope FROM messages`, (scope) => {
+        for (const part of scope.split('&')) if (part.startsWith('user_id=')) users.add(part.slice(8));
+      });
+    }
+    const ids = (function* () {
+      for (const sql of idSources) yield* db.prepare(sql).pluck().iterate() as Iterable<unknown>;
+    })();
+    return { ids, users, close: () => copy.close() };
+  } catch (err) {
+    copy.close();
+    throw err;
+  }
+}
+
+/**
  * `holds.json.gz` of a snapshot's SQLite copy, streamed: `{"ids":[…],"users":[…]}`, the hashes of the ids in the
  * warden memory table and mem0's history, and of the users (memory table, mem0's messages), each list deduplicated
  * and sorted. The ids are read once, each hashed as it is read, and the hashes sorted as 64-bit numbers (sortedMacs:
  * memory flat whatever the store's size); only the users (one per person, far fewer) are held as text. The
  * snapshot file is opened read-only and never written. `runSize`: how many hashes are sorted in memory (tests).
  */
-export async function* holdsStream(dbFile: string, key: Buffer, runSize = RUN): AsyncIterable<Buffer> {
+export function holdsStream(dbFile: string, key: Buffer, runSize = RUN): AsyncIterable<Buffer> {
+  return holdsOf(async () => sqliteValues(dbFile), key, runSize);
+}
+
+/** `holds.json.gz` of whatever copy `open` reads (holdsStream's, for any kind of copy): opened on the first read. */
+export async function* holdsOf(open: () => Promise<HoldsValues>, key: Buffer, runSize = RUN): AsyncIterable<Buffer> {
   async function* json(): AsyncIterable<string> {
-    const copy = readSnapshotCopy(dbFile);
-    const db = copy.db;
+    const values = await open();
     try {
-      const tables = new Set((db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));
-      const cols = (t: string) => new Set((db.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as { name: string }[]).map((r) => r.name));
       const users = new Set<string>();
-      const each = (sql: string, f: (v: string) => void) => {
-        for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) if (v !== null && v !== undefined) f(String(v));
-      };
-      const idSources: string[] = [];
-      if (tables.has('memory')) {
-        idSources.push(`SELECT id FROM memory`);
-        const c = cols('memory');
-        if (c.has('user_id')) each(`SELECT DISTINCT user_id FROM memory`, (v) => users.add(userMac(key, v)));
-        else if (c.has('subject')) each(`SELECT DISTINCT subject FROM memory`, (v) => users.add(userMac(key, v)));
-      }
-      if (tables.has('history') && cols('history').has('memory_id')) idSources.push(`SELECT memory_id FROM history`);
-      if (tables.has('messages') && cols('messages').has('session_scope')) {
-        each(`SELECT DISTINCT session_scope FROM messages`, (scope) => {
-          for (const part of scope.split('&')) if (part.startsWith('user_id=')) users.add(userMac(key, part.slice(8)));
-        });
-      }
+      for (const u of values.users) users.add(userMac(key, u));
       yield '{"ids":[';
       let batch: string[] = [];
       let first = true;
-      for (const h of sortedMacs(db, idSources, key, runSize)) {
+      for (const h of sortedMacs(values.ids, key, runSize)) {
         batch.push(`"${hex64(h)}"`);
         if (batch.length === 4096) {
           yield (first ? '' : ',') + batch.join(',');
@@ -194,10 +226,10 @@ export async function* holdsStream(dbFile: string, key: Buffer, runSize = RUN): 
       if (batch.length > 0) yield (first ? '' : ',') + batch.join(',');
       yield `],"users":${JSON.stringify([...users].sort())}}`;
     } finally {
-      copy.close();
+      values.close();
     }
   }
-  // Started on the first read, torn down (the database closed) when the reader stops, whether or not at the end.
+  // Started on the first read, torn down (the copy closed) when the reader stops, whether or not at the end.
   const source = Readable.from(json());
   const gzip = createGzip();
   pipeline(source, gzip, () => undefined); // an error reaches the reader through gzip
@@ -213,8 +245,8 @@ export async function* holdsStream(dbFile: string, key: Buffer, runSize = RUN): 
  * Make a snapshot's holds once, as it is taken: holdsStream of its SQLite copy written to `dest` (a new file, the
  * owner's only), hashed as it is written and fsynced. What the manifest records of it (`holds`).
  */
-export async function writeHolds(dbFile: string, key: Buffer, dest: string): Promise<HoldsEntry> {
-  const h = hashing(holdsStream(dbFile, key));
+export async function writeHolds(holds: AsyncIterable<Buffer>, key: Buffer, dest: string): Promise<HoldsEntry> {
+  const h = hashing(holds);
   await pipe(h.stream, createWriteStream(dest, { mode: FILE_MODE, flags: 'wx' }));
   fsyncPath(dest);
   return { file: HOLDS_FILE, keyId: eraseKeyId(key), ...h.digest() };
@@ -227,7 +259,7 @@ export async function writeHolds(dbFile: string, key: Buffer, dest: string): Pro
  */
 export function snapshotHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIterable<Uint8Array> {
   const made: HoldsEntry | undefined = manifest.holds;
-  if (!made || made.keyId !== eraseKeyId(key)) return holdsStream(join(dir, manifest.sqlite.file), key);
+  if (!made || made.keyId !== eraseKeyId(key)) return copyHolds(dir, manifest, key);
   const path = join(dir, made.file);
   const want: ObjectDigest = { bytes: made.bytes, sha256: made.sha256 };
   return (async function* () {
@@ -238,6 +270,25 @@ export function snapshotHolds(dir: string, manifest: Manifest, key: Buffer): Asy
       read.destroy();
     }
   })();
+}
+
+/**
+ * The holds of a snapshot folder's copy, made now: its SQLite copy's, or its tables' as their engine reads them back
+ * (src/engines/contract.ts, EngineTables.values): the memory table's ids, and its users (user_id, else subject).
+ */
+export function copyHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIterable<Buffer> {
+  if (manifest.sqlite) return holdsStream(join(dir, manifest.sqlite.file), key);
+  const part = manifest.tables!;
+  return holdsOf(async () => {
+    const tables = (await engineFor({ engine: part.engine })).tables;
+    if (!tables) throw storeError(`${dir}: its tables are of the ${part.engine} engine, which reads no table artifact`);
+    const folder = join(dir, part.dir);
+    const column = (c: string) => (function* () {
+      for (const [v] of tables.values(folder, 'memory', [c])) if (v !== null && v !== undefined) yield v;
+    })();
+    const byUserId = new Set(column('user_id'));
+    return { ids: column('id'), users: byUserId.size > 0 ? byUserId : new Set(column('subject')), close: () => {} };
+  }, key);
 }
 
 /**

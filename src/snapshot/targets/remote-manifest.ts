@@ -62,7 +62,7 @@ export async function readRemoteManifest(target: ManifestSource, name: string): 
     if (err instanceof UnverifiedSnapshotError) throw err;
     throw storeError(`${what}: unreadable (${(err as Error).message})`, err);
   }
-  if (!m || typeof m !== 'object' || m.format !== MANIFEST_FORMAT || !m.sqlite || !Array.isArray(m.qdrant) || !m.files || !m.remote || m.remote.format !== 'memory-warden-remote/1' || !m.remote.objects) {
+  if (!m || typeof m !== 'object' || m.format !== MANIFEST_FORMAT || !m.sqlite === !m.tables || !Array.isArray(m.qdrant) || !m.files || !m.remote || m.remote.format !== 'memory-warden-remote/1' || !m.remote.objects) {
     throw storeError(`${what}: not a memory-warden remote snapshot manifest`);
   }
   checkSeal(target.key, target.name, target.store, name, m as RemoteManifest, what);

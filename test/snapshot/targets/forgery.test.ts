@@ -293,7 +293,7 @@ describe('targets without a key, keys, and one given a key later (local folder)'
     cpSync(folderOf(tcfg, 'agent', first.name), folderOf(tcfg, 'agent', second.name), { recursive: true }); // there first
     const [run] = await replicateStore(config, 'agent', { log: silentLogger, now: () => T0 + DAY });
     expect(run!.uploaded).toEqual([second.name]);
-    await withTarget(tcfg, 'agent', async (t) => expect((await verifyRemote(t, second.name)).sqlite.startedAt).toBe(readJson(join(second.dir, 'manifest.json')).sqlite.startedAt));
+    await withTarget(tcfg, 'agent', async (t) => expect((await verifyRemote(t, second.name)).sqlite!.startedAt).toBe(readJson(join(second.dir, 'manifest.json')).sqlite!.startedAt));
   });
 
   it('a key file others can read, or that holds no key, is a config error naming it', async () => {

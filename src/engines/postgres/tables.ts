@@ -1,0 +1,135 @@
+/**
+ * The PostgreSQL engine's table artifacts (contract.ts, EngineTables): every table of the store's schema read at one
+ * instant (snapshot.ts), checked (restore.ts, verifyArtifact), read back row by row (for the holds a snapshot makes),
+ * and restored into the configured schema (restore.ts), with the staged tables handed to `beforeSwap` on the
+ * restore's own connection, inside its transaction, before they go live.
+ */
+import { closeSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { storeError, usageError } from '../../core/errors.js';
+import { openRegularFile, readRegularFile } from '../../core/read-file.js';
+import type { EngineTables, PostgresStoreHandle, TablesTaken } from '../contract.js';
+import { copiedColumns } from './copy-describe.js';
+import { PgRestoreRefused, restoreTables, unescapeCopyText, verifyArtifact } from './restore.js';
+import type { PgSession } from './session.js';
+import { quoteIdent } from './session.js';
+import { MANIFEST_FILE, snapshotTables, type PgSnapshotManifest } from './snapshot.js';
+
+const schemaOf = (handle: PostgresStoreHandle): string => {
+  if (!handle.config.postgres) throw storeError(`${handle.name}: no postgres section`);
+  return handle.config.postgres.schema;
+};
+
+const taken = (m: PgSnapshotManifest): TablesTaken => ({
+  format: m.format,
+  source: `postgres schema ${m.schema}`,
+  takenAt: m.takenAt,
+  tables: Object.fromEntries(m.tables.map((t) => [t.name, t.rows])),
+  files: [MANIFEST_FILE, ...m.tables.map((t) => t.file)],
+});
+
+async function checked(folder: string): Promise<PgSnapshotManifest> {
+  try {
+    return await verifyArtifact(folder);
+  } catch (err) {
+    if (err instanceof PgRestoreRefused) throw storeError(err.message, err);
+    throw err;
+  }
+}
+
+/** The session a `beforeSwap` is given: the restore's one connection, in its transaction (never released by it). */
+function sessionOn(client: pg.PoolClient, outer: PgSession): PgSession {
+  const held = Object.assign(Object.create(client) as pg.PoolClient, { release: () => {} });
+  return {
+    connect: async () => held,
+    async query(sql, params) {
+      try {
+        return await client.query(sql, params as unknown[]);
+      } catch (err) {
+        throw outer.explain(err, 'query');
+      }
+    },
+    explain: outer.explain,
+    end: async () => {},
+  };
+}
+
+/** Lines of a file, read synchronously a megabyte at a time (the holds are made by a synchronous sort). */
+function* linesOf(path: string): Generator<string> {
+  const fd = openRegularFile(path);
+  const buf = Buffer.alloc(1 << 20);
+  let carry = Buffer.alloc(0);
+  try {
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      let chunk = Buffer.concat([carry, buf.subarray(0, n)]);
+      let nl = chunk.indexOf(10);
+      while (nl >= 0) {
+        yield chunk.subarray(0, nl).toString('utf8');
+        chunk = chunk.subarray(nl + 1);
+        nl = chunk.indexOf(10);
+      }
+      carry = Buffer.from(chunk);
+    }
+    if (carry.length > 0) yield carry.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export const postgresTables: EngineTables<PostgresStoreHandle> = {
+  async take(handle, folder) {
+    const schema = schemaOf(handle);
+    const client = await handle.pg.connect();
+    try {
+      const found = await client.query<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`, [schema]);
+      if (found.rows.length === 0) throw usageError(`stores.${handle.name}.postgres.schema: schema ${schema} holds no table to snapshot (init creates them)`);
+      return taken(await snapshotTables(client, { schema, tables: found.rows.map((r) => r.name), folder }));
+    } catch (err) {
+      throw handle.pg.explain(err, 'snapshot');
+    } finally {
+      client.release();
+    }
+  },
+  verify: async (folder) => taken(await checked(folder)),
+  *values(folder, table, columns) {
+    const manifest = JSON.parse(readRegularFile(join(folder, MANIFEST_FILE))) as PgSnapshotManifest;
+    const t = manifest.tables.find((x) => x.name === table);
+    if (!t) return;
+    const cols = copiedColumns(t.description).map((c) => c.name);
+    const at = columns.map((c) => cols.indexOf(c));
+    if (at.some((i) => i < 0)) return;
+    for (const line of linesOf(join(folder, t.file))) {
+      const fields = line.split('\t');
+      yield at.map((i) => unescapeCopyText(fields[i] ?? '\\N'));
+    }
+  },
+  async restore(handle, folder, opts = {}) {
+    const schema = schemaOf(handle);
+    const manifest = await checked(folder);
+    const client = await handle.pg.connect();
+    let broken = false;
+    try {
+      const { beforeSwap } = opts;
+      const done = await restoreTables(client, {
+        folder, schema,
+        ...(beforeSwap ? {
+          beforeSwap: (staging: string) => beforeSwap({
+            ...handle, schema: quoteIdent(staging), path: `${handle.path} (restored tables, not yet live)`, pg: sessionOn(client, handle.pg), close: async () => {},
+          }),
+        } : {}),
+      });
+      return { ...taken(manifest), source: `postgres schema ${done.schema}`, tables: Object.fromEntries(done.tables.map((t) => [t.name, t.rows])) };
+    } catch (err) {
+      broken = !(err as { kind?: string }).kind && !(err instanceof PgRestoreRefused);
+      if (err instanceof PgRestoreRefused) throw storeError(`restore into ${schema}: ${err.message}`, err);
+      throw handle.pg.explain(err, 'restore');
+    } finally {
+      client.release(broken);
+    }
+  },
+};
+
