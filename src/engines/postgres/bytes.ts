@@ -44,7 +44,7 @@ export interface ByteFinding {
 
 export interface Unseen {
   what: 'wal' | 'wal-archive' | 'replication' | 'dumps-and-backups' | 'server-log' | 'freed-disk-blocks'
-    | 'compressed-column' | 'unreadable-relation' | 'short-remnants';
+    | 'compressed-column' | 'unreadable-relation' | 'short-remnants' | 'unvacuumed-table' | 'earlier-erases';
   /** How an operator reaches it. */
   reach: string;
   facts?: Record<string, string | number | boolean | null>;

@@ -3,6 +3,7 @@ import type { StoreConfig } from '../../store/config.js';
 import type { EngineIntegrity, EngineLock, PostgresStoreHandle, StoreEngine } from '../contract.js';
 import { openPgSession, quoteIdent } from './session.js';
 import { rowVectorsFor } from '../../vectors/registry.js';
+import { scrubErasedPg } from './scrub.js';
 
 /** Advisory lock class of memory-warden's maintenance lock ('mw'); the second key is the schema's hash. */
 export const LOCK_CLASS = 0x6d77;
@@ -83,4 +84,5 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
     }
     return { result: broken.length === 0 ? 'ok' : broken.join('; ') };
   },
+  scrubErased: (handle, opts) => scrubErasedPg(handle, pgOf(handle.config), opts),
 };

@@ -8,7 +8,7 @@ const notYet = (what: string) => async (store: PostgresStoreHandle): Promise<nev
 };
 
 /**
- * The memory table of the brief in a PostgreSQL schema: init, check and prune, beside agents writing over their own
+ * The memory table of the brief in a PostgreSQL schema: init, check, prune and erase, beside agents writing over their own
  * connections. Each job's code is loaded when that job asks for it.
  */
 export const wardenOnPostgres: PostgresLayout = {
@@ -23,6 +23,6 @@ export const wardenOnPostgres: PostgresLayout = {
   applyDrift: notYet('drift'),
   confirm: notYet('review confirm'),
   currentMemory: notYet('review'),
-  erase: notYet('erase'),
-  erasedIn: notYet('restore'),
+  erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWardenPg(store, selector, dryRun, opts),
+  erasedIn: async (store, ledger) => (await import('./erase.js')).wardenErasedInPg(store, ledger),
 };

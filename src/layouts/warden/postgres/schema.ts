@@ -6,7 +6,7 @@ import { REQUIRED_COLUMNS } from '../schema.js';
  * The memory table of the brief on PostgreSQL, in the store's schema: the same columns as on SQLite (src/layouts/
  * warden/schema.ts), times as timestamptz (an instant by type: no text form to canonicalise, none unparseable),
  * `superseded_by … ON DELETE CASCADE`, the same two indexes and the live_memory view. The text columns are stored
- * uncompressed (STORAGE EXTERNAL): a byte check of erased text reads the relation files, and a compressed TOAST value
+ * uncompressed (STORAGE EXTERNAL), ids included: a byte check of erased text reads the relation files, and a compressed TOAST value
  * never matches what it looks for.
  */
 export const memoryDdl = (s: string) => `
@@ -22,8 +22,11 @@ CREATE TABLE ${s}.memory (
   last_used_at  timestamptz
 )`;
 
-/** The text columns a byte check greps for: never compressed. */
-export const TEXT_COLUMNS = ['subject', 'fact', 'source'] as const;
+/**
+ * The text columns a byte check greps for, the ids among them (erase looks for the erased ids too): never compressed.
+ * Setting a column's storage sets it on the indexes over it (the primary key, memory_superseded) as well.
+ */
+export const TEXT_COLUMNS = ['id', 'subject', 'fact', 'source', 'superseded_by'] as const;
 
 export const indexDdl: Record<string, (s: string) => string> = {
   memory_expires: (s) => `CREATE INDEX memory_expires ON ${s}.memory(expires_at)`,
@@ -40,12 +43,13 @@ WHERE superseded_by IS NULL AND (expires_at IS NULL OR expires_at > now())`;
 const schemaName = (store: PostgresStoreHandle) => store.config.postgres!.schema;
 const setting = (store: PostgresStoreHandle) => `stores.${store.name}.postgres.schema`;
 
-async function objects(store: PostgresStoreHandle): Promise<{ schema: boolean; relations: Map<string, string>; columns: Set<string>; external: Set<string> }> {
+/** Read on `q`: init reads inside its own transaction (PGlite's one backend makes a second connection wait for it). */
+async function objects(store: PostgresStoreHandle, q: Pick<PostgresStoreHandle['pg'], 'query'> = store.pg): Promise<{ schema: boolean; relations: Map<string, string>; columns: Set<string>; external: Set<string> }> {
   const name = schemaName(store);
-  const schema = (await store.pg.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [name])).rows.length > 0;
-  const rel = await store.pg.query<{ relname: string; relkind: string }>(
+  const schema = (await q.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [name])).rows.length > 0;
+  const rel = await q.query<{ relname: string; relkind: string }>(
     `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`, [name]);
-  const cols = await store.pg.query<{ attname: string; attstorage: string }>(
+  const cols = await q.query<{ attname: string; attstorage: string }>(
     `SELECT a.attname, a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = $1 AND c.relname = 'memory' AND a.attnum > 0 AND NOT a.attisdropped`, [name]);
   return {
@@ -86,7 +90,7 @@ export async function initWardenPg(store: PostgresStoreHandle): Promise<Postgres
     await client.query('BEGIN');
     // Two inits at once: the second waits here rather than failing on the first's half-made objects.
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`memory-warden init ${schemaName(store)}`]);
-    const before = await objects(store);
+    const before = await objects(store, client);
     if (!before.schema) {
       await client.query(`CREATE SCHEMA ${s}`);
       created.push(`schema ${schemaName(store)}`);
