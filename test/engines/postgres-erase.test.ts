@@ -15,6 +15,9 @@ import { wardenErasedInPg } from '../../src/layouts/warden/postgres/erase.js';
 import { openPgSession } from '../../src/engines/postgres/session.js';
 import type { PostgresStoreHandle } from '../../src/engines/contract.js';
 import { qdrantTarget } from '../helpers/qdrant-server.js';
+import { storeFiles } from '../../src/store/files.js';
+import { localLeftovers } from '../../src/snapshot/copies.js';
+import { validateConfig } from '../../src/config/config.js';
 
 const KILL_AT = fileURLToPath(new URL('../helpers/pg-kill-at.cjs', import.meta.url));
 const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.url));
@@ -76,6 +79,15 @@ async function bytesOf(url: string, schema: string, needles: string[]) {
 }
 
 const annTexts = () => rows().filter((r) => r.subject === 'ann').map((r) => r.fact!);
+
+it('a PostgreSQL store has no file on the host: erase\'s search for copies killed runs left looks only in its snapshot folder', () => {
+  const dir = tempDir('pg-erase-files');
+  process.env.MW_PG_FILES_URL = 'postgres://127.0.0.1:1/none';
+  const config = validateConfig({ stateDb: join(dir, 'state.db'), snapshot: { root: join(dir, 'snapshots') }, stores: { fleet: { engine: 'postgres', postgres: { url: '${MW_PG_FILES_URL}', schema: 'fleet' } } } });
+  expect(storeFiles(config.stores.fleet!)).toEqual([]);
+  // Not the working directory's `..restore-*` files (what an empty store path would name), nor a journal beside no file.
+  expect(localLeftovers(config, 'fleet')).toEqual([]);
+});
 
 describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
   let db: TestDatabase | undefined;
@@ -147,8 +159,12 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       expect(dangling.rowCount).toBe(0);
       if (i > 0) expect(await ids(db, 'fleet', `subject = 'ann'`)).toEqual([]);
       if (i === 1) expect((await bytesOf(db.url, 'fleet', annTexts())).verdict).toBe('found'); // dead tuples, unvacuumed
+      // The server releases the killed holder's advisory lock once its backend sees the connection gone.
+      const held = async () => (await db!.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`)).rowCount;
+      for (let t = 0; t < 200 && (await held()) !== 0; t++) await new Promise((r) => setTimeout(r, 50));
+      expect(await held()).toBe(0);
       const again = await store.run(['erase', '--user', 'ann', '--store', 'fleet', '--json']);
-      expect(again.code, again.stderr).toBe(0);
+      expect(again.code, `${at.sql}: ${again.stderr}${again.stdout}`).toBe(0);
       const r = again.json();
       expect(r.bytes.verdict).toBe('clean');
       expect(r.vacuumed).toBe(true);
@@ -156,8 +172,6 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       expect(await ids(db, 'fleet', `subject = 'ann' OR id LIKE 'bob-old-%'`)).toEqual([]);
       expect(await ids(db, 'fleet', `id LIKE 'bob-%' AND id NOT LIKE 'bob-old-%'`)).toHaveLength(20);
       expect((await bytesOf(db.url, 'fleet', annTexts())).verdict).toBe('clean');
-      const locks = await db.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`);
-      expect(locks.rowCount).toBe(0);
       await db.drop();
       db = undefined;
     }
@@ -233,6 +247,11 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
     try {
       const ledger = { id: (id: string) => id === 'bob-3' || id === 'gone', user: (u: string) => u === 'ann' };
       expect(await wardenErasedInPg(handle, ledger)).toEqual([{ ids: ['bob-3'] }, { user: 'ann' }]);
+      expect((await ids(db, 'fleet')).length).toBe(rows().length);
+      // The job the worker runs takes the store too (a dry run here: nothing changes).
+      const job = await store.run(['run', 'erase', '--user', 'bob', '--store', 'fleet', '--dry-run', '--json']);
+      expect(job.code, job.stderr).toBe(0);
+      expect(job.json()).toMatchObject({ dryRun: true, memories: 25 });
       expect((await ids(db, 'fleet')).length).toBe(rows().length);
     } finally {
       await session.end();
