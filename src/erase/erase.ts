@@ -310,7 +310,8 @@ async function eraseOnEngine(
     recordErasedSelector(state, key, store.name, selector, sel);
     recordErasedIdMacs(state, store.name, selector, plannedMacs);
     const erased = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun });
-    const needles = [...new Set([...erased.texts, ...(erased.fields?.onlyTheirs() ?? []), ...erased.ids].filter((n) => n !== ''))];
+    // Shorter than four bytes, a needle matches bytes of any page: not looked for (docs/postgres.md says so).
+    const needles = [...new Set([...erased.texts, ...(erased.fields?.onlyTheirs() ?? []), ...erased.ids].filter((n) => Buffer.byteLength(n) >= 4))];
     const scrubbing = engine.scrubErased(store, { tables: erased.tables ?? [], needles });
     scrubbing.catch(() => {}); // awaited below; not an unhandled rejection while the copies are searched
     recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id))));

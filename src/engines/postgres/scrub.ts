@@ -4,6 +4,7 @@ import type { PostgresConfig } from './config.js';
 import { sqlState } from './session.js';
 import { quoteIdent as q } from './copy-describe.js';
 import { vacuumTouched, verifyBytesGone } from './bytes.js';
+import { bytesHits } from '../../text/needles.js';
 
 /** VACUUM FULL waits for its lock at most lockTimeoutMs each time (agents queue behind a waiting VACUUM FULL), this often. */
 const VACUUM_ATTEMPTS = 100;
@@ -30,14 +31,9 @@ export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresCo
       v.unseen.push({ what: 'unvacuumed-table', facts: { table },
         reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
     }
-    const found = [];
-    let shared = 0;
-    const heldByRows = new Map<number, boolean>();
-    for (const f of v.found) {
-      if (!heldByRows.has(f.needle)) heldByRows.set(f.needle, await heldByRemainingRow(client, cfg.schema, opts.tables, opts.needles[f.needle]!));
-      if (heldByRows.get(f.needle)) shared += 1;
-      else found.push(f);
-    }
+    const held = await heldByRemainingRows(client, cfg.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
+    const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
+    const shared = v.found.length - found.length;
     const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
     const bytes: ByteCheck = {
       verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
@@ -72,11 +68,33 @@ async function vacuumFull(client: pg.PoolClient, handle: PostgresStoreHandle, cf
   }
 }
 
-/** Whether a row of these tables holds the text (in any column, as the row reads as text). */
-async function heldByRemainingRow(client: pg.ClientBase, schema: string, tables: readonly string[], needle: string): Promise<boolean> {
-  for (const t of new Set(tables)) {
-    const r = await client.query(`SELECT 1 FROM ${q(schema)}.${q(t)} x WHERE strpos(x::text, $1) > 0 LIMIT 1`, [needle]);
-    if (r.rows.length > 0) return true;
+/**
+ * Of these texts, those a row of the tables holds (in any column, as the row reads as text): one pass over the rows,
+ * a page at a time through a cursor, every text looked for at once.
+ */
+async function heldByRemainingRows(client: pg.ClientBase, schema: string, tables: readonly string[], texts: readonly string[]): Promise<Set<string>> {
+  const held = new Set<string>();
+  if (texts.length === 0) return held;
+  const find = bytesHits(texts.map((t) => Buffer.from(t, 'utf8')));
+  const heldIdx = new Set<number>();
+  await client.query('BEGIN READ ONLY');
+  try {
+    for (const t of new Set(tables)) {
+      await client.query(`DECLARE mw_rows NO SCROLL CURSOR FOR SELECT x::text AS t FROM ${q(schema)}.${q(t)} x`);
+      for (;;) {
+        const page = (await client.query<{ t: string }>('FETCH 5000 FROM mw_rows')).rows;
+        // The page's rows joined by NUL, which no text value holds: no match spans two rows.
+        const hay = Buffer.from(page.map((r) => r.t).join('\0'), 'utf8');
+        for (const h of find(hay, heldIdx)) {
+          heldIdx.add(h.needle);
+          held.add(texts[h.needle]!);
+        }
+        if (page.length < 5000 || held.size === texts.length) break;
+      }
+      await client.query('CLOSE mw_rows');
+    }
+  } finally {
+    await client.query('COMMIT').catch(() => {});
   }
-  return false;
+  return held;
 }
