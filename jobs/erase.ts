@@ -24,4 +24,4 @@ export async function eraseJob(p: ErasePayload, ctx: JobContext): Promise<EraseR
   return erase(ctx.config, p.store, sel, { dryRun: p.dryRun, snapshots: p.snapshots, vectorsLost: p.vectorsLost, now: ctx.now, log: ctx.log });
 }
 
-export default defineJob({ name: 'erase', writes: true, schema: payloadSchema, run: eraseJob });
+export default defineJob({ name: 'erase', writes: true, engines: ['sqlite', 'postgres'], schema: payloadSchema, run: eraseJob });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { addStoreOptions, loadForCommand, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, loadForCommand, onAnyEngine, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
 import type { EraseReceipt, EraseSelector } from '../erase/erase.js';
 import { usageError } from '../core/errors.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
@@ -29,8 +29,8 @@ export function registerEraseCommands(program: Command): void {
   if (!run) throw new Error('registerEraseCommands: register the core commands first (no "run" command)');
   eraseCommand(run.command('erase'));
 
-  cmd
-    .command('receipts')
+  onAnyEngine(cmd
+    .command('receipts'))
     .description('list the stored erase receipts (no content: counts, keyed hashes, times); with --user, --subject or --ids, only the receipts of that selector')
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'only this store')
@@ -71,7 +71,7 @@ export function registerEraseCommands(program: Command): void {
 
 /** The erase command, as `erase` and as `run erase`: a store on another host is erased there (routedToStoreHost). */
 function eraseCommand(cmd: Command): Command {
-  return routedToStoreHost(addStoreOptions(cmd))
+  return onAnyEngine(routedToStoreHost(addStoreOptions(cmd)))
     .description('erase every memory of a person or subject from a store (rows, points, mem0 history), then VACUUM: exit 0 erased, 1 copies remain (snapshots, jobs still queued or Redis unreachable after queue use, WAL, bytes read back from the store), 2 could not run')
     .option('--user <id>', 'the person: mem0 user_id; warden: the user_id column, else subject equal to the id')
     .option('--subject <text>', 'every memory whose text or subject contains this (ASCII case-insensitive, at least 3 characters)')
@@ -102,13 +102,18 @@ function eraseCommand(cmd: Command): Command {
         : await (await import('../erase/erase.js')).erase(ctx.config, ctx.storeName, sel, { ...flags, now: ctx.now, log: ctx.log, progress: ctx.progress });
       if (opts.json) printJson(receipt);
       else printReceipt(receipt);
-      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || !receipt.walTruncated || !receipt.stateWalTruncated || bytesRemain(receipt));
+      // A database's WAL is the server's, never erase's to truncate: such a receipt lists it among what it cannot see.
+      const walLeft = !receipt.walTruncated && !receipt.bytes;
+      const remains = !receipt.dryRun && (receipt.snapshots.found.length > receipt.snapshots.deleted.length || walLeft || !receipt.stateWalTruncated || bytesRemain(receipt));
       process.exitCode = remains ? 1 : 0;
     });
 }
 
-/** A layout that reads its own files back (Mastra) counts what of the person it still found there, or could not scrub. */
-const bytesRemain = (r: EraseReceipt) => (r.counts.bytesLeft ?? 0) > 0 || (r.counts.pagesUnplaced ?? 0) > 0;
+/**
+ * A layout that reads its own files back (Mastra) counts what of the person it still found there, or could not scrub;
+ * an engine that reads its files back (PostgreSQL) what it found, and whether something went unread.
+ */
+const bytesRemain = (r: EraseReceipt) => (r.counts.bytesLeft ?? 0) > 0 || (r.counts.pagesUnplaced ?? 0) > 0 || (r.counts.bytesUnverified ?? 0) > 0;
 /** The start of a keyed digest, as a person reads it; a receipt from before keyed receipts has none. */
 const digestShown = (digest: string | null, n: number) => (digest === null ? '(unkeyed digest dropped)' : `HMAC ${digest.slice(0, n)}…`);
 
@@ -117,9 +122,10 @@ export function printReceipt(r: EraseReceipt): void {
   print`${r.store} (${r.layout}): ${verb} ${r.memories} memory(ies) selected by ${r.selector} (${digestShown(r.selectorSha256, 16)}) at ${r.erasedAt}${r.id !== null ? `, receipt #${r.id}` : ''}`;
   print`  ${Object.entries(r.counts).map(([k, v]) => `${k} ${v}`).join(', ')}`;
   print`  places: ${r.places.filter((p) => !p.place.startsWith('store:')).map((p) => `${p.place} ${p.count}`).join(', ')}`;
-  if (!r.dryRun) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;
+  if (!r.dryRun && !r.bytes) print`  vacuumed ${r.vacuumed ? 'yes' : 'no'}, WAL truncated ${r.walTruncated ? 'yes' : 'NO: a reader held it; run erase again when the agent is idle'}`;
+  if (!r.dryRun && r.bytes) printBytes(r, r.bytes);
   if (!r.dryRun && !r.stateWalTruncated) print`  state db WAL truncated NO: the worker held it; run erase again when it is idle`;
-  if (!r.dryRun && bytesRemain(r)) print`  store files NOT clean: ${r.counts.bytesLeft ?? 0} of the person's ids or texts still found in them, ${r.counts.pagesUnplaced ?? 0} page(s) that could not be scrubbed`;
+  if (!r.dryRun && bytesRemain(r) && !r.bytes) print`  store files NOT clean: ${r.counts.bytesLeft ?? 0} of the person's ids or texts still found in them, ${r.counts.pagesUnplaced ?? 0} page(s) that could not be scrubbed`;
   const state = (dir: string) => (r.snapshots.deleted.includes(dir) ? 'deleted' : r.snapshots.unverified?.includes(dir) ? 'cannot be ruled out, may still contain it' : 'still contains it');
   const inRedis = (dir: string) => dir.startsWith('redis:');
   for (const dir of r.snapshots.found) print`  ${inRedis(dir) ? 'redis record' : 'snapshot'} ${state(dir)}: ${dir}`;
@@ -127,4 +133,15 @@ export function printReceipt(r: EraseReceipt): void {
   if (left.length > 0 && !r.dryRun) print`  (--snapshots deletes those folders)`;
   if (r.redis && !r.redis.searched) print`  redis ${r.redis.notUsed ? 'not used' : 'NOT searched (unknown)'}: ${r.redis.reason ?? ''}`;
   for (const q of r.redis?.queued ?? []) print`  still queued: ${q} (run erase again once it is done)`;
+}
+
+/** What an engine that reads its files back verified, and what it cannot see: never "nothing left" where unknown. */
+function printBytes(r: EraseReceipt, b: NonNullable<EraseReceipt['bytes']>): void {
+  print`  vacuumed (VACUUM FULL) ${r.vacuumed ? 'yes' : 'NO: an agent held the table; run erase again'}`;
+  const verdict = b.verdict === 'clean' ? `none of them found in the ${b.relations} relation file(s) read (${b.bytes} bytes)`
+    : b.verdict === 'found' ? `${b.found.length} of them STILL FOUND (${b.found.map((f) => `${f.relation} at byte ${f.offset}`).join(', ')})`
+      : 'NOT VERIFIED: some of the store\'s files could not be read or are compressed (below)';
+  print`  byte check of the store's files: ${b.needles} erased text(s), field(s) and id(s) looked for, ${verdict}${b.shared > 0 ? `; ${b.shared} also held by rows that remain, not counted` : ''}`;
+  print`  not seen by this check, each still to be reached by the operator:`;
+  for (const u of b.unseen) print`    ${u.what}${u.facts ? ` (${Object.entries(u.facts).map(([k, v]) => `${k} ${String(v)}`).join(', ')})` : ''}: ${u.reach}`;
 }

@@ -3,6 +3,7 @@ import type { Db } from '../store/sqlite.js';
 import type { RowVectors } from '../vectors/contract.js';
 import type { PgSession } from './postgres/session.js';
 import type { EngineName } from './postgres/config.js';
+import type { ByteFinding, Unseen } from './postgres/bytes.js';
 
 export type { EngineName } from './postgres/config.js';
 
@@ -63,6 +64,51 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
    * engine's name.
    */
   tables?: EngineTables<H>;
+  /**
+   * Erase's last step on the store, once the layout's deletes have committed: leave no byte of the deleted rows where
+   * the engine can reach, and say what was verified and what it cannot see. SQLite: VACUUM, then the WAL checkpointed
+   * and truncated (secure_delete zeroed the freed pages as the rows went). PostgreSQL: VACUUM FULL of `tables`, then
+   * their relation files read back through the server for `needles` (src/engines/postgres/bytes.ts).
+   */
+  scrubErased(handle: H, opts: ScrubOptions): Promise<EngineScrub>;
+}
+
+export interface ScrubOptions {
+  /** The tables the erase deleted from (a database engine's; a SQLite file is compacted whole). */
+  tables: readonly string[];
+  /** The erased texts, fields and ids no remaining row holds: none of them may be left in what is read back. */
+  needles: readonly string[];
+}
+
+export interface EngineScrub {
+  /** The freed space rewritten: SQLite's VACUUM, PostgreSQL's VACUUM FULL of every table. */
+  vacuumed: boolean;
+  /**
+   * SQLite: the WAL emptied and truncated (false: a reader held it). PostgreSQL: always false, the WAL is the
+   * server's (listed in `bytes.unseen`).
+   */
+  walTruncated: boolean;
+  /** An engine that reads its files back: what it read, found, and cannot see. */
+  bytes?: ByteCheck;
+}
+
+/** What the read-back of the store's files found (never a needle: findings name its index). */
+export interface ByteCheck {
+  /** clean: every file read, no needle found; found: some remains; unverified: something could not be read. */
+  verdict: 'clean' | 'found' | 'unverified';
+  /** How many needles were looked for. */
+  needles: number;
+  /** Relations (files) read, and their bytes. */
+  relations: number;
+  bytes: number;
+  found: ByteFinding[];
+  /**
+   * Needles found only where rows still in the store hold the same text (another memory with the same words): not
+   * the erased rows' own bytes, so not findings; counted here.
+   */
+  shared: number;
+  /** What no file the engine reads shows (the WAL, replicas, dumps by others…), each with how an operator reaches it. */
+  unseen: Unseen[];
 }
 
 /** What an engine's table artifact is and holds (EngineTables). */

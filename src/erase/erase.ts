@@ -2,9 +2,8 @@ import { createHmac } from 'node:crypto';
 import type { Config } from '../config/config.js';
 import { expandHome } from '../config/config.js';
 import { silentLogger } from '../log/logger.js';
-import type { Db } from '../store/sqlite.js';
-import { openStore } from '../layouts/open.js';
-import { assertIntact, assertIntactLines, busyTimeoutMs, journalMode, truncateWal } from '../store/sqlite.js';
+import { openStoreOnEngine } from '../layouts/open.js';
+import { assertIntact, assertIntactLines, busyTimeoutMs, journalMode } from '../store/sqlite.js';
 import { idleWorker, startStoreWorker, type StoreWorker } from './worker.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
@@ -19,8 +18,12 @@ import { eraseKey, eraseKeyId } from './key.js';
 import { earlierIdMacs, idMacsOf, recordErasedIdMacs, recordErasedSelector, selectorMac } from './needles.js';
 import { eraseLeftovers, type Leftovers } from './leftovers.js';
 import { openStateDb, queueUsed } from '../state/state.js';
+import type { Db } from '../store/sqlite.js';
 import { usageError } from '../core/errors.js';
-import { layoutOf } from '../layouts/registry.js';
+import { jobsOf, layoutOf } from '../layouts/registry.js';
+import { engineFor } from '../engines/registry.js';
+import { storeFiles } from '../store/files.js';
+import type { ByteCheck, PostgresStoreHandle } from '../engines/contract.js';
 import { toCanonical } from '../time/instants.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../layouts/contract.js';
 
@@ -65,12 +68,14 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
-  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(config.stores[storeName]!.db);
+  // A restore's journal lies beside the store's file; a store with no file on this host (a database) has none here.
+  if (!dryRun && config.stores[storeName] && storeFiles(config.stores[storeName]!).length > 0) assertNoPendingRestore(config.stores[storeName]!.db);
   // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
   if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
   // The erase key, checked against the state db: a missing or another key is refused before anything changes.
   const key = eraseKey(config);
-  const store = openStore(config, storeName);
+  const store = await openStoreOnEngine(config, storeName);
+  let bytes: ByteCheck | undefined;
   let erased: Erased = { ids: [], counts: {}, texts: [] };
   let vacuumed = false;
   let walTruncated = false;
@@ -96,11 +101,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   };
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
-    const run = async () => {
-      // A layout that scrubs its own files needs no SQLite thread, and must not get one: its files are libsql's.
-      const worker = dryRun ? undefined : layoutOf(store).scrubsOwnFiles ? idleWorker() : startStoreWorker(store.path, busyTimeoutMs(store.db));
-      try {
-        const copies = async (texts: string[], ids: string[], earlier: string[]) => {
+    const copies = async (texts: string[], ids: string[], earlier: string[]) => {
           // Copies killed runs left (snapshot/copies.ts): removed whoever is erased, listed first.
           const left = await eraseLeftovers(config, storeName, { remove: !dryRun, log, q: collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors }) });
           fileCounts = left.counts;
@@ -120,16 +121,37 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
           unverified.push(...remote.unverified);
           remoteCleaned = remote.cleaned.length;
           remoteDeleted = remote.deleted.length - remoteCleaned;
-        };
-        ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis } = await eraseStoreAndRecords(store, { stateDb, key }, sel, dryRun, opts, worker, copies, sweepRedis));
-      } finally {
-        await worker?.close();
-      }
     };
-    if (dryRun) await run();
-    else await withMaintenanceLock(store.path, 'erase', run);
+    // A store in a database (no SQLite connection: PostgreSQL) goes through its engine and layout alone, under the
+    // engine's maintenance lock (an advisory lock every host's erase and prune take).
+    if (store.engine === 'postgres') {
+      const engine = await engineFor(store.config);
+      const onEngine = () => eraseOnEngine(store, { stateDb, key }, sel, dryRun, opts, copies, sweepRedis);
+      if (dryRun) ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, bytes, redis } = await onEngine());
+      else {
+        const lock = await engine.lock(store, 'erase');
+        try {
+          ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, bytes, redis } = await onEngine());
+        } finally {
+          await lock.release();
+        }
+      }
+    } else {
+      const sqlite = store;
+      const run = async () => {
+        // A layout that scrubs its own files needs no SQLite thread, and must not get one: its files are libsql's.
+        const worker = dryRun ? undefined : layoutOf(sqlite).scrubsOwnFiles ? idleWorker() : startStoreWorker(sqlite.path, busyTimeoutMs(sqlite.db));
+        try {
+          ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis } = await eraseStoreAndRecords(sqlite, { stateDb, key }, sel, dryRun, opts, worker, copies, sweepRedis));
+        } finally {
+          await worker?.close();
+        }
+      };
+      if (dryRun) await run();
+      else await withMaintenanceLock(sqlite.path, 'erase', run);
+    }
   } finally {
-    store.close();
+    await store.close();
   }
 
   const selector = describeSelector(key, sel);
@@ -149,7 +171,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     memories: erased.ids.length,
     idsSha256: idsMac(key, erased.ids),
     keyId: eraseKeyId(key),
-    counts: erased.counts,
+    counts: bytes ? { ...erased.counts, ...byteCounts(bytes) } : erased.counts,
     vacuumed,
     walTruncated,
     snapshots: { found, deleted, unverified },
@@ -166,6 +188,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     ],
     stateWalTruncated,
     ...(redis ? { redis: { searched: redis.searched, notUsed: redis.notUsed, queued: redis.queued, ...(redis.reason ? { reason: redis.reason } : {}) } } : {}),
+    ...(bytes ? { bytes } : {}),
   };
   if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
   log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
@@ -188,11 +211,7 @@ async function eraseStoreAndRecords(
 ) {
   const state = openStateDb(stateDb);
   try {
-    const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, key, store.name, sel.user) : [] };
-    // What earlier erases of this person found: searched for again in the snapshots, though the rows are gone.
-    const selector = selectorMac(key, sel);
-    const earlier = earlierIdMacs(state, store.name, selector);
-    const earlierIds = { key, macs: new Set(earlier) };
+    const { layoutOpts, selector, earlier, earlierIds } = erasedBefore(state, key, store.name, sel, opts);
     if (dryRun || !worker) {
       const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
       const statePlaces = scrubState(state, stateTarget(store.name, erased, sel, earlierIds), true);
@@ -252,11 +271,23 @@ async function eraseStoreAndRecords(
     if (erased.ids.some((id) => !plannedIds.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
-    const { vacuumed, walTruncated } = (await compaction) ?? compact(store.db);
+    const { vacuumed, walTruncated } = (await compaction) ?? (await (await engineFor(store.config)).scrubErased(store, { tables: [], needles: [] }));
     return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis };
   } finally {
     state.close();
   }
+}
+
+/**
+ * What memory-warden knows of this person before the erase: the memories its prune deleted for them (`--user`), the
+ * selector's keyed hash, and the ids earlier erases of it took (searched for again in the snapshots, though the rows
+ * are gone).
+ */
+function erasedBefore(state: Db, key: Buffer, store: string, sel: EraseSelector, opts: EraseOptions) {
+  const layoutOpts: EraseOptions = { ...opts, deletedIds: 'user' in sel ? deletedFor(state, key, store, sel.user) : [] };
+  const selector = selectorMac(key, sel);
+  const earlier = earlierIdMacs(state, store, selector);
+  return { layoutOpts, selector, earlier, earlierIds: { key, macs: new Set(earlier) } };
 }
 
 /** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
@@ -285,16 +316,60 @@ function mergePlaces(a: Place[], b: Place[]): Place[] {
   return out;
 }
 
-/**
- * VACUUM rewrites the file without the free pages secure_delete already zeroed; the checkpoint copies the WAL back
- * and truncates it, so no old frame keeps a copy. A reader holding the WAL makes the truncate fail: reported.
- */
-function compact(db: Db): { vacuumed: boolean; walTruncated: boolean } {
-  // VACUUM builds the new database in a TEMP file; with temp_store = MEMORY (which the deletes set, src/store/
-  // delete.ts) that copy of the whole store lived in RAM: peak RSS grew with the store (714 MB at 3M rows). Back on
-  // disk it is a few MB of page cache. This drops the deletes' TEMP objects; prepareConnection makes them again.
-  db.pragma('temp_store = DEFAULT');
-  db.exec('VACUUM');
-  return { vacuumed: true, walTruncated: journalMode(db) === 'wal' ? truncateWal(db) : true };
+/** The byte check's outcome as the receipt's counts (what the state db keeps): what was found, and what went unread. */
+function byteCounts(b: ByteCheck): Record<string, number> {
+  return { bytesLeft: b.found.length, bytesUnverified: b.verdict === 'unverified' ? 1 : 0 };
 }
 
+/**
+ * The erase of a store in a database (PostgreSQL), through its layout and engine only, with memory-warden's records
+ * of it as on SQLite: the records first (after a crash between the two the store still has the memories, so the next
+ * erase finds them, and through them these records, again), the ledger written before the deletes, then the deletes
+ * (the layout's short transactions), then the engine's scrub (VACUUM FULL of the tables, then their files read back
+ * for every erased text, field and id no remaining row holds) while this thread compacts the state db and looks for
+ * copies. A real erase always scrubs, even when it deleted nothing: an earlier erase killed before its VACUUM left
+ * the rows' bytes in the files.
+ */
+async function eraseOnEngine(
+  store: PostgresStoreHandle, { stateDb, key }: { stateDb: string; key: Buffer }, sel: EraseSelector, dryRun: boolean, opts: EraseOptions,
+  copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
+  sweepRedis: (state: Db, t: StateTarget, dryRun: boolean) => Promise<RedisSweep>,
+) {
+  const [jobs, engine] = await Promise.all([jobsOf(store), engineFor(store.config)]);
+  const state = openStateDb(stateDb);
+  try {
+    const { layoutOpts, selector, earlier, earlierIds } = erasedBefore(state, key, store.name, sel, opts);
+    const planned = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+    if (dryRun) {
+      const statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), true);
+      const redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), true);
+      await copies(planned.texts, planned.ids, earlier);
+      return { erased: planned, vacuumed: false, walTruncated: false, statePlaces, stateWalTruncated: false, bytes: undefined, redis };
+    }
+    const plannedMacs = idMacsOf(key, planned.ids);
+    state.pragma('secure_delete = ON');
+    let statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), false);
+    recordErasedSelector(state, key, store.name, selector, sel);
+    recordErasedIdMacs(state, store.name, selector, plannedMacs);
+    // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
+    let redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
+    const erased = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun });
+    // Shorter than four bytes, a needle matches bytes of any page: not looked for (docs/postgres.md says so).
+    const needles = [...new Set([...erased.texts, ...(erased.fields?.onlyTheirs() ?? []), ...erased.ids].filter((n) => Buffer.byteLength(n) >= 4))];
+    const scrubbing = engine.scrubErased(store, { tables: erased.tables ?? [], needles });
+    scrubbing.catch(() => {}); // awaited below; not an unhandled rejection while the copies are searched
+    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id))));
+    statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    if (erased.ids.some((id) => !plannedMacs.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    const stateWalTruncated = compactState(state).walTruncated;
+    await copies(erased.texts, erased.ids, earlier);
+    const { vacuumed, walTruncated, bytes } = await scrubbing;
+    if (bytes && erased.ids.length === 0 && earlier.length > 0) {
+      bytes.unseen.push({ what: 'earlier-erases', facts: { ids: earlier.length },
+        reach: 'earlier erases of this selector deleted rows whose texts are no longer known, so they were not looked for; the VACUUM FULL above rewrote the tables, which leaves no deleted row in them' });
+    }
+    return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, bytes, redis };
+  } finally {
+    state.close();
+  }
+}

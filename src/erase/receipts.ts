@@ -2,6 +2,7 @@ import type { StoreConfig } from '../store/config.js';
 import { openStateDb } from '../state/state.js';
 import { storeError } from '../core/errors.js';
 import type { Place } from './state.js';
+import type { ByteCheck } from '../engines/contract.js';
 
 /** What one erase did, as its receipt says it (never what the erased memories said). */
 export interface EraseReceipt {
@@ -40,6 +41,12 @@ export interface EraseReceipt {
    * the person (`<queue> job <id>`): exit 1 until a later erase finds them done. Absent in receipts made before.
    */
   redis?: { searched: boolean; notUsed: boolean; reason?: string; queued: string[] };
+  /**
+   * A store whose engine reads its files back after the erase (PostgreSQL): what it looked for, found and cannot see
+   * (the WAL, replicas, dumps by others, each with how an operator reaches it). Its `found` and an `unverified`
+   * verdict are kept in the state db as `counts.bytesLeft` and `counts.bytesUnverified`.
+   */
+  bytes?: ByteCheck;
 }
 
 /**

@@ -487,4 +487,10 @@ export interface Erased {
   fields?: ErasedFields;
   /** Layouts that scrub their own files (`scrubsOwnFiles`): whether every WAL was emptied and truncated. */
   walTruncated?: boolean;
+  /**
+   * On a database engine (PostgreSQL): the tables the erase deletes from, whether or not this run deleted anything
+   * (an earlier run killed before its VACUUM left the rows' bytes there). The engine vacuums them and reads them back
+   * (src/engines/contract.ts, `scrubErased`).
+   */
+  tables?: string[];
 }

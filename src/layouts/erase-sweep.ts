@@ -7,10 +7,11 @@ import { asciiLower } from '../text/needles.js';
 /**
  * Points that still carry erased text after the deletes by id — copies written around the store, orphans — in
  * every collection: any payload whose JSON holds one of the texts (or, for --subject, the subject in any case).
+ * `keep` is asked only of a point that holds one (a store on a database answers it asynchronously).
  */
 export async function sweepCollections(
   points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
-  keep: (p: Mem0Point) => boolean = () => false,
+  keep: (p: Mem0Point) => boolean | Promise<boolean> = () => false,
 ): Promise<number> {
   const holdsText = textFinder([...new Set(texts)]);
   const folded = subject === undefined ? undefined : asciiLower(subject);
@@ -23,7 +24,7 @@ export async function sweepCollections(
       for (const p of page) {
         const values = payloadStrings(p.payload);
         const holds = ids.has(p.id) || values.some((v) => holdsText(v) || (folded !== undefined && asciiLower(v).includes(folded)));
-        if (holds && !keep(p)) doomed.push(p.id);
+        if (holds && !(await keep(p))) doomed.push(p.id);
       }
     }
     await points.delete(c, doomed);

@@ -195,7 +195,8 @@ export function localLeftovers(config: Config, store: string, kinds: readonly Lo
   const root = storeSnapshotDir(config, store);
   const wanted = entries(root).filter((n) => kinds.includes(rootEntryKind(n)!));
   if (wanted.length === 0) return out;
-  const pending = wanted.some((n) => rootEntryKind(n) === 'fetch') ? readJournal(storeConfig.db)?.from : undefined;
+  // A restore's journal lies beside the store's file: a store with no file on this host (a database) has none here.
+  const pending = wanted.some((n) => rootEntryKind(n) === 'fetch') && storeFiles(storeConfig).length > 0 ? readJournal(storeConfig.db)?.from : undefined;
   for (const n of wanted) {
     const path = join(root, n);
     if (!lstatSync(path, { throwIfNoEntry: false })?.isDirectory()) continue;

@@ -8,9 +8,11 @@ import { statSync } from 'node:fs';
 
 /**
  * The files on this machine that hold a store's data: its `db`, mem0's vector files when it keeps them in SQLite,
- * and Mastra's vector file when it is another file (`mastra.vectorDb`).
+ * and Mastra's vector file when it is another file (`mastra.vectorDb`). A store in a database (`engine: postgres`)
+ * has none on any host: its data is the server's.
  */
-export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0' | 'mastra'>): string[] {
+export function storeFiles(store: Pick<StoreConfig, 'layout' | 'db' | 'mem0' | 'mastra'> & { engine?: StoreConfig['engine'] }): string[] {
+  if (store.engine === 'postgres') return [];
   const files = [store.db];
   const mem0 = store.layout === 'mem0' ? mem0Of(store) : undefined;
   if (mem0?.vectorStore === 'sqlite') files.push(mem0.vectorDb, entityVectorDbOf(mem0));

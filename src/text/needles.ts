@@ -110,6 +110,31 @@ export function bytesFinder(needles: readonly Buffer[]): (hay: Buffer) => boolea
   };
 }
 
+/**
+ * Every needle `hay` holds, each once with its first offset (`skip`: needles already found elsewhere, not reported
+ * again), in one pass whatever their number. Needles shorter than four bytes are never reported.
+ */
+export function bytesHits(needles: readonly Buffer[]): (hay: Buffer, skip: ReadonlySet<number>) => { needle: number; at: number }[] {
+  const usable = needles.map((n, idx) => ({ n, idx })).filter((x) => x.n.length >= 4);
+  if (usable.length <= FEW) {
+    return (hay, skip) => usable.filter((x) => !skip.has(x.idx)).map((x) => ({ needle: x.idx, at: hay.indexOf(x.n) })).filter((h) => h.at >= 0);
+  }
+  const tiers = tiersOf(usable.map((x) => x.n), bytes);
+  return (hay, skip) => {
+    const out = new Map<number, number>();
+    const hit = (i: number, list: number[]) => {
+      for (const k of list) {
+        const { n, idx } = usable[k]!;
+        if (!skip.has(idx) && !out.has(idx) && i + n.length <= hay.length && hay.compare(n, 0, n.length, i, i + n.length) === 0) out.set(idx, i);
+      }
+      return false; // every needle, not the first
+    };
+    const view = new Uint8Array(hay.buffer, hay.byteOffset, hay.length);
+    for (const t of tiers) scanBytes(view, t, hit);
+    return [...out].map(([needle, at]) => ({ needle, at }));
+  };
+}
+
 export function textFinder(needles: readonly string[]): (hay: string) => boolean {
   const usable = needles.filter((n) => n.length >= 4);
   if (usable.length <= FEW) return (hay) => usable.some((n) => hay.includes(n));

@@ -20,6 +20,7 @@
  */
 import type pg from 'pg';
 import { quoteIdent as q } from './copy-describe.js';
+import { bytesHits } from '../../text/needles.js';
 
 export type RelationKind = 'heap' | 'toast' | 'toast-index' | 'index';
 export type ReadVia = 'pageinspect' | 'server-file';
@@ -44,7 +45,7 @@ export interface ByteFinding {
 
 export interface Unseen {
   what: 'wal' | 'wal-archive' | 'replication' | 'dumps-and-backups' | 'server-log' | 'freed-disk-blocks'
-    | 'compressed-column' | 'unreadable-relation' | 'short-remnants';
+    | 'compressed-column' | 'unreadable-relation' | 'short-remnants' | 'unvacuumed-table' | 'earlier-erases';
   /** How an operator reaches it. */
   reach: string;
   facts?: Record<string, string | number | boolean | null>;
@@ -176,6 +177,9 @@ export async function verifyBytesGone(
   const patterns = needlePatterns(opts.needles);
   const overlap = Math.max(0, ...patterns.map((p) => p.bytes.length)) - 1;
   const rels = await relationsOf(client, schema, tables);
+  const find = bytesHits(patterns.map((p) => p.bytes));
+  // The patterns whose needle is found already in this relation: not looked for again in it.
+  const hitPatterns = (hit: ReadonlySet<number>) => new Set(patterns.flatMap((p, i) => (hit.has(p.needle) ? [i] : [])));
   const found: ByteFinding[] = [];
   const read: RelationRead[] = [];
   const unseen: Unseen[] = [];
@@ -193,13 +197,12 @@ export async function verifyBytesGone(
     for await (const piece of readRelation(client, rel, via)) {
       const window = tail.length ? Buffer.concat([tail, piece]) : piece;
       const base = offset - tail.length;
-      for (const p of patterns) {
+      // One pass over the window for every pattern (an erase of thousands of rows looks for thousands of texts).
+      for (const h of find(window, hitPatterns(hit))) {
+        const p = patterns[h.needle]!;
         if (hit.has(p.needle)) continue;
-        const at = window.indexOf(p.bytes);
-        if (at >= 0) {
-          hit.add(p.needle);
-          found.push({ table: rel.table, relation: rel.relation, kind: rel.kind, needle: p.needle, offset: base + at });
-        }
+        hit.add(p.needle);
+        found.push({ table: rel.table, relation: rel.relation, kind: rel.kind, needle: p.needle, offset: base + h.at });
       }
       offset += piece.length;
       tail = window.subarray(Math.max(0, window.length - overlap));

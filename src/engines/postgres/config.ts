@@ -17,9 +17,9 @@ export const postgresSchema = z.strictObject({
   caFile: pathField().optional()
     .describe('A CA certificate file (PEM): the connection then uses TLS and verifies the server against it.'),
   lockTimeoutMs: z.number().int().positive().max(60_000).default(50)
-    .describe('`SET lock_timeout` of each of prune\'s short transactions: a lock an agent holds longer makes that batch retry, never wait.'),
+    .describe('`SET lock_timeout` of each of prune\'s and erase\'s short transactions (and of each wait of erase\'s VACUUM FULL for its lock): a lock an agent holds longer makes that batch retry, never wait.'),
   batchSize: z.number().int().positive().max(100_000).default(500)
-    .describe('Rows prune deletes per transaction.'),
+    .describe('Rows prune deletes per transaction (erase: roots, each with its older versions).'),
 });
 
 export type PostgresConfig = z.infer<typeof postgresSchema>;

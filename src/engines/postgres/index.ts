@@ -5,6 +5,7 @@ import { openPgSession, quoteIdent } from './session.js';
 import { rowVectorsFor } from '../../vectors/registry.js';
 import { claimPgScheduledRun } from './runs.js';
 import { postgresTables } from './tables.js';
+import { scrubErasedPg } from './scrub.js';
 
 /** Advisory lock class of memory-warden's maintenance lock ('mw'); the second key is the schema's hash. */
 export const LOCK_CLASS = 0x6d77;
@@ -104,4 +105,5 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
   },
   restoreJournal: () => undefined,
   tables: postgresTables,
+  scrubErased: (handle, opts) => scrubErasedPg(handle, pgOf(handle.config), opts),
 };

@@ -6,7 +6,7 @@ import { REQUIRED_COLUMNS } from '../schema.js';
  * The memory table of the brief on PostgreSQL, in the store's schema: the same columns as on SQLite (src/layouts/
  * warden/schema.ts), times as timestamptz (an instant by type: no text form to canonicalise, none unparseable),
  * `superseded_by … ON DELETE CASCADE`, the same two indexes and the live_memory view. The text columns are stored
- * uncompressed (STORAGE EXTERNAL): a byte check of erased text reads the relation files, and a compressed TOAST value
+ * uncompressed (STORAGE EXTERNAL), ids included: a byte check of erased text reads the relation files, and a compressed TOAST value
  * never matches what it looks for.
  */
 export const memoryDdl = (s: string) => `
@@ -22,8 +22,11 @@ CREATE TABLE ${s}.memory (
   last_used_at  timestamptz
 )`;
 
-/** The text columns a byte check greps for: never compressed. */
-export const TEXT_COLUMNS = ['subject', 'fact', 'source'] as const;
+/**
+ * The text columns a byte check greps for, the ids among them (erase looks for the erased ids too): never compressed.
+ * Setting a column's storage sets it on the indexes over it (the primary key, memory_superseded) as well.
+ */
+export const TEXT_COLUMNS = ['id', 'subject', 'fact', 'source', 'superseded_by'] as const;
 
 export const indexDdl: Record<string, (s: string) => string> = {
   memory_expires: (s) => `CREATE INDEX memory_expires ON ${s}.memory(expires_at)`,
@@ -40,6 +43,7 @@ WHERE superseded_by IS NULL AND (expires_at IS NULL OR expires_at > now())`;
 const schemaName = (store: PostgresStoreHandle) => store.config.postgres!.schema;
 const setting = (store: PostgresStoreHandle) => `stores.${store.name}.postgres.schema`;
 
+/** Read on `q`: init reads inside its own transaction (PGlite's one backend makes a second connection wait for it). */
 async function objects(store: PostgresStoreHandle, q: Pick<PostgresStoreHandle['pg'], 'query'> = store.pg): Promise<{ schema: boolean; relations: Map<string, string>; columns: Set<string>; external: Set<string> }> {
   const name = schemaName(store);
   const schema = (await q.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [name])).rows.length > 0;

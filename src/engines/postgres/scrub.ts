@@ -1,0 +1,100 @@
+import type pg from 'pg';
+import type { ByteCheck, EngineScrub, PostgresStoreHandle, ScrubOptions } from '../contract.js';
+import type { PostgresConfig } from './config.js';
+import { sqlState } from './session.js';
+import { quoteIdent as q } from './copy-describe.js';
+import { vacuumTouched, verifyBytesGone } from './bytes.js';
+import { bytesHits } from '../../text/needles.js';
+
+/** VACUUM FULL waits for its lock at most lockTimeoutMs each time (agents queue behind a waiting VACUUM FULL), this often. */
+const VACUUM_ATTEMPTS = 100;
+
+/**
+ * Erase's last step on a PostgreSQL store (the engine contract's `scrubErased`): VACUUM FULL of the tables the erase
+ * deleted from, then their relation files read back through the server for the needles (bytes.ts).
+ *
+ * VACUUM FULL takes an ACCESS EXCLUSIVE lock: while it waits for it, every agent's statement on the table queues
+ * behind it, so it waits at most `lockTimeoutMs` and tries again (an agent's long transaction delays the erase, never
+ * the agents for longer than that); once it has the lock, agents wait for the rewrite to end (their writes are kept,
+ * not refused). A table it never got is reported unvacuumed: its bytes may remain, and erase exits 1.
+ *
+ * A needle found where a row still in the store holds the same text (another memory with the same words) is not a
+ * finding: it is counted as `shared`. What no relation file shows is in `unseen`.
+ */
+export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresConfig, opts: ScrubOptions): Promise<EngineScrub> {
+  const client = await handle.pg.connect();
+  try {
+    const unvacuumed: string[] = [];
+    for (const table of new Set(opts.tables)) if (!(await vacuumFull(client, handle, cfg, table))) unvacuumed.push(table);
+    const v = await verifyBytesGone(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles });
+    for (const table of unvacuumed) {
+      v.unseen.push({ what: 'unvacuumed-table', facts: { table },
+        reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
+    }
+    const held = await heldByRemainingRows(client, cfg.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
+    const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
+    const shared = v.found.length - found.length;
+    const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
+    const bytes: ByteCheck = {
+      verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
+      needles: opts.needles.length,
+      relations: v.read.length,
+      bytes: v.read.reduce((n, r) => n + r.bytes, 0),
+      found,
+      shared,
+      unseen: v.unseen,
+    };
+    return { vacuumed: unvacuumed.length === 0, walTruncated: false, bytes };
+  } finally {
+    client.release();
+  }
+}
+
+async function vacuumFull(client: pg.PoolClient, handle: PostgresStoreHandle, cfg: PostgresConfig, table: string): Promise<boolean> {
+  await client.query(`SET lock_timeout = ${Math.floor(cfg.lockTimeoutMs)}`);
+  try {
+    for (let attempt = 1; attempt <= VACUUM_ATTEMPTS; attempt++) {
+      try {
+        await vacuumTouched(client, cfg.schema, [table], 'full');
+        return true;
+      } catch (err) {
+        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw handle.pg.explain(err, `erase: VACUUM FULL ${table}`);
+        await new Promise((r) => setTimeout(r, Math.min(1000, 10 * attempt) + Math.random() * 20));
+      }
+    }
+    return false;
+  } finally {
+    await client.query('RESET lock_timeout').catch(() => {});
+  }
+}
+
+/**
+ * Of these texts, those a row of the tables holds (in any column, as the row reads as text): one pass over the rows,
+ * a page at a time through a cursor, every text looked for at once.
+ */
+async function heldByRemainingRows(client: pg.ClientBase, schema: string, tables: readonly string[], texts: readonly string[]): Promise<Set<string>> {
+  const held = new Set<string>();
+  if (texts.length === 0) return held;
+  const find = bytesHits(texts.map((t) => Buffer.from(t, 'utf8')));
+  const heldIdx = new Set<number>();
+  await client.query('BEGIN READ ONLY');
+  try {
+    for (const t of new Set(tables)) {
+      await client.query(`DECLARE mw_rows NO SCROLL CURSOR FOR SELECT x::text AS t FROM ${q(schema)}.${q(t)} x`);
+      for (;;) {
+        const page = (await client.query<{ t: string }>('FETCH 5000 FROM mw_rows')).rows;
+        // The page's rows joined by NUL, which no text value holds: no match spans two rows.
+        const hay = Buffer.from(page.map((r) => r.t).join('\0'), 'utf8');
+        for (const h of find(hay, heldIdx)) {
+          heldIdx.add(h.needle);
+          held.add(texts[h.needle]!);
+        }
+        if (page.length < 5000 || held.size === texts.length) break;
+      }
+      await client.query('CLOSE mw_rows');
+    }
+  } finally {
+    await client.query('COMMIT').catch(() => {});
+  }
+  return held;
+}

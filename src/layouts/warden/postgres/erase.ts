@@ -1,0 +1,213 @@
+import type pg from 'pg';
+import type { Mem0Point, PointStore } from '../../../vectors/contract.js';
+import { rowVectorsFor, VECTOR_STORES } from '../../../vectors/registry.js';
+import { sqlState } from '../../../engines/postgres/session.js';
+import { transientError } from '../../../core/errors.js';
+import { sweepCollections } from '../../erase-sweep.js';
+import { ledgerSelectors, type EraseOptions, type EraseSelector, type Erased, type ErasedFields, type ErasedLedger, type LayoutEraseOptions, type PostgresStoreHandle } from '../../contract.js';
+
+/**
+ * The warden layout's erase on PostgreSQL (src/erase/erase.ts runs it, then has the engine vacuum and read back the
+ * tables it names in `Erased.tables`). The same decisions as on SQLite (src/layouts/warden/erase.ts): the same
+ * roots for each selector (`--subject` matched ASCII case-insensitively in subject or fact, as SQLite's lower() and
+ * instr() do), every older version whose supersede chain leads to one of them, the points of every deleted row and
+ * the points still holding an erased text. Deleted in short transactions of `batchSize` roots under
+ * `SET LOCAL lock_timeout`, beside agents writing over their own connections: a batch that meets an agent's lock is
+ * rolled back and tried again, never waits longer than that. Each batch locks its roots and their older versions
+ * (FOR UPDATE) and deletes them in one statement, so a chain of any depth goes without the cascade recursing. kill -9
+ * at any point rolls the open batch back; the next erase finds what is left.
+ */
+
+/** The tables this erase deletes from: what the engine vacuums and reads back afterwards. */
+export const ERASE_TABLES = ['memory'] as const;
+
+/** A batch that met an agent's lock past lock_timeout is tried again this many times, then the erase fails (transient). */
+const LOCK_RETRIES = 50;
+/** A batch whose chains an agent extended meanwhile (a row whose points were not deleted first) is tried again this often. */
+const CHAIN_ATTEMPTS = 5;
+
+/** ASCII lower case, as SQLite's lower() folds: PostgreSQL's lower() also folds non-ASCII letters, which SQLite does not. */
+const asciiLowerSql = (e: string) => `translate(${e}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`;
+
+async function hasUserColumn(q: Queryable, store: PostgresStoreHandle): Promise<boolean> {
+  const r = await q.query(`SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'user_id' AND attnum > 0 AND NOT attisdropped`, [`${store.schema}.memory`]);
+  return r.rows.length > 0;
+}
+
+/** A pooled connection or the store's session: both take a query with its parameters. */
+type Queryable = { query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> };
+
+/** The rows the selector names (the roots), as warden's erase on SQLite finds them. */
+async function roots(q: Queryable, store: PostgresStoreHandle, sel: EraseSelector): Promise<string[]> {
+  const s = store.schema;
+  const ids = async (sql: string, params: unknown[]) => (await q.query<{ id: string }>(sql, params)).rows.map((r) => r.id);
+  if ('ids' in sel) return ids(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[])`, [sel.ids]);
+  if ('user' in sel) {
+    // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
+    return (await hasUserColumn(q, store)) ? ids(`SELECT id FROM ${s}.memory WHERE user_id = $1`, [sel.user]) : ids(`SELECT id FROM ${s}.memory WHERE subject = $1`, [sel.user]);
+  }
+  const needle = asciiLowerSql('$1::text');
+  return ids(`SELECT id FROM ${s}.memory WHERE strpos(${asciiLowerSql('subject')}, ${needle}) > 0 OR strpos(${asciiLowerSql('fact')}, ${needle}) > 0`, [sel.subject]);
+}
+
+/** The roots and every row whose supersede chain leads to one of them (what ON DELETE CASCADE takes), rings once. */
+const CLOSURE = (s: string) => `WITH RECURSIVE c(id) AS (
+  SELECT id FROM ${s}.memory WHERE id = ANY($1::text[])
+  UNION SELECT m.id FROM ${s}.memory m JOIN c ON m.superseded_by = c.id)
+SELECT id FROM c`;
+
+async function closureOf(q: Queryable, s: string, rootIds: readonly string[]): Promise<string[]> {
+  if (rootIds.length === 0) return [];
+  return (await q.query<{ id: string }>(CLOSURE(s), [rootIds])).rows.map((r) => r.id);
+}
+
+interface FieldsOf {
+  id: string;
+  fact: string;
+  subject: string;
+  source: string;
+}
+
+export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
+  const s = store.schema;
+  const tables = [...ERASE_TABLES];
+  const planned = await roots(store.pg, store, sel);
+  if (dryRun) {
+    const closure = await closureOf(store.pg, s, planned);
+    const rows = closure.length === 0 ? [] : (await store.pg.query<FieldsOf>(`SELECT id, fact, subject, source FROM ${s}.memory WHERE id = ANY($1::text[])`, [closure])).rows;
+    return {
+      ids: closure, counts: { rows: closure.length, cascaded: closure.length - planned.length, strayPoints: 0 },
+      texts: rows.map((r) => r.fact), fields: await fieldsOf(store, rows, closure), tables,
+    };
+  }
+  const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
+  if (planned.length === 0) return { ids: [], counts, texts: [], tables };
+  const cfg = store.config.postgres!;
+  const deleted: FieldsOf[] = [];
+  const vectorsGone = new Set<string>();
+  const client = await store.pg.connect();
+  try {
+    opts.progress?.start('erase', planned.length, 'rows');
+    for (let i = 0; i < planned.length; i += cfg.batchSize) {
+      const batch = planned.slice(i, i + cfg.batchSize);
+      for (const row of await deleteBatch(client, store, batch, vectorsGone, cfg.lockTimeoutMs)) deleted.push(row);
+      opts.afterCommit?.();
+      opts.progress?.set(Math.min(planned.length, i + batch.length));
+    }
+    opts.progress?.done();
+  } finally {
+    client.release();
+  }
+  counts.rows = deleted.length;
+  counts.cascaded = deleted.length - planned.length;
+  const texts = deleted.map((r) => r.fact);
+  const points = pointsOf(store, opts);
+  if (points && store.config.qdrant) {
+    // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
+    const vectors = store.vectors ?? rowVectorsFor(store.config)!;
+    const keep = async (p: Mem0Point) => {
+      const rowIds = vectors.rowIdsOf({ id: p.id, payload: p.payload });
+      if (rowIds.length === 0) return false;
+      return (await store.pg.query(`SELECT 1 FROM ${s}.memory WHERE id = ANY($1::text[]) LIMIT 1`, [rowIds])).rows.length > 0;
+    };
+    counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
+  }
+  return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, []), tables };
+}
+
+class ChainGrew extends Error {}
+
+/**
+ * One batch of roots with their older versions, in one short transaction: points first (outside it: an agent never
+ * waits on a network call), then the roots and versions locked and deleted in one statement. A version an agent added
+ * to a doomed chain in between has points still there: the transaction is rolled back, its points deleted, the batch
+ * tried again.
+ */
+async function deleteBatch(client: pg.PoolClient, store: PostgresStoreHandle, batch: readonly string[], vectorsGone: Set<string>, lockTimeoutMs: number): Promise<FieldsOf[]> {
+  const s = store.schema;
+  for (let attempt = 1, locked = 0; ; ) {
+    if (store.vectors) {
+      const planned = (await closureOf(client, s, batch)).filter((id) => !vectorsGone.has(id));
+      if (planned.length > 0) {
+        await store.vectors.deleteForRows(planned);
+        planned.forEach((id) => vectorsGone.add(id));
+      }
+    }
+    try {
+      await client.query('BEGIN');
+      // Erase commits durably (no synchronous_commit = off, unlike prune): what it reports gone stays gone.
+      await client.query(`SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`);
+      const rootIds = (await client.query<{ id: string }>(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [batch])).rows.map((r) => r.id);
+      // Older versions locked, then read again: one re-pointed before the lock is not taken; one an agent points at a
+      // doomed row after it goes with the foreign key's cascade, as ON DELETE CASCADE says.
+      const first = (await closureOf(client, s, rootIds)).filter((id) => !rootIds.includes(id));
+      if (first.length > 0) await client.query(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [first]);
+      const doomed = await closureOf(client, s, rootIds);
+      const gone = doomed.length === 0 ? [] : (await client.query<FieldsOf>(
+        `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) RETURNING id, fact, subject, source`, [doomed])).rows;
+      if (store.vectors && gone.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
+      await client.query('COMMIT');
+      return gone;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      if (err instanceof ChainGrew) {
+        if (++attempt > CHAIN_ATTEMPTS) throw transientError('erase: supersede chains kept changing during the attempts; try again');
+        continue;
+      }
+      // An agent held a row's lock past lock_timeout (55P03), or a deadlock was broken (40P01): let it finish.
+      if ((sqlState(err) === '55P03' || sqlState(err) === '40P01') && ++locked <= LOCK_RETRIES) {
+        await new Promise((r) => setTimeout(r, 5 + Math.random() * 20));
+        continue;
+      }
+      throw store.pg.explain(err, 'erase');
+    }
+  }
+}
+
+/**
+ * The subjects and sources of the erased rows, and which of them no row left in the store has (`excluded`: rows of a
+ * dry run's plan, still there): one pass over the table for both columns, as on SQLite. Made at once (the contract's
+ * `onlyTheirs` is synchronous; the database answers asynchronously).
+ */
+async function fieldsOf(store: PostgresStoreHandle, rows: readonly FieldsOf[], excluded: readonly string[]): Promise<ErasedFields> {
+  const [subjects, sources] = (['subject', 'source'] as const).map((col) => [...new Set(rows.map((r) => r[col]).filter((v) => typeof v === 'string' && v !== ''))]);
+  const values = [...new Set([...subjects!, ...sources!])];
+  const shared = new Set<string>();
+  if (values.length > 0) {
+    const r = await store.pg.query<{ subject: string | null; source: string | null }>(
+      `SELECT DISTINCT CASE WHEN subject = ANY($1::text[]) THEN subject END AS subject, CASE WHEN source = ANY($2::text[]) THEN source END AS source
+         FROM ${store.schema}.memory WHERE (subject = ANY($1::text[]) OR source = ANY($2::text[])) AND NOT (id = ANY($3::text[]))`, [subjects, sources, excluded]);
+    for (const row of r.rows) {
+      if (row.subject !== null) shared.add(`subject\0${row.subject}`);
+      if (row.source !== null) shared.add(`source\0${row.source}`);
+    }
+  }
+  // As on SQLite: theirs when, in a column the erased rows have it in, no other row has it there.
+  const theirs = new Set(values.filter((v) => (subjects!.includes(v) && !shared.has(`subject\0${v}`)) || (sources!.includes(v) && !shared.has(`source\0${v}`))));
+  return { values, onlyTheirs: () => theirs };
+}
+
+function pointsOf(store: PostgresStoreHandle, opts: EraseOptions): PointStore | undefined {
+  if (opts.points) return opts.points;
+  return store.vectors || store.config.qdrant ? VECTOR_STORES.qdrant({ open: store.vectors, qdrant: store.config.qdrant }) : undefined;
+}
+
+/**
+ * The warden layout's part of every restore of a PostgreSQL store: the memory ids the erase ledger names, and the
+ * people it names as erase --user takes them here (the user_id column, else the subject). Reads only, a page of ids
+ * at a time.
+ */
+export async function wardenErasedInPg(store: PostgresStoreHandle, ledger: ErasedLedger): Promise<EraseSelector[]> {
+  const s = store.schema;
+  const idList: string[] = [];
+  for (let after: string | null = null; ;) {
+    const page: string[] = (await store.pg.query<{ id: string }>(
+      `SELECT id FROM ${s}.memory WHERE $1::text IS NULL OR id > $1 ORDER BY id LIMIT 10000`, [after])).rows.map((r) => r.id);
+    for (const id of page) if (ledger.id(id)) idList.push(id);
+    if (page.length < 10000) break;
+    after = page[page.length - 1]!;
+  }
+  const col = (await hasUserColumn(store.pg, store)) ? 'user_id' : 'subject';
+  const users = (await store.pg.query<{ u: string }>(`SELECT DISTINCT ${col}::text AS u FROM ${s}.memory WHERE ${col} IS NOT NULL`)).rows.map((r) => r.u);
+  return ledgerSelectors(idList, users, ledger);
+}

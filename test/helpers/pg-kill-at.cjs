@@ -1,0 +1,27 @@
+// Preloaded (node --require) into a CLI process: kill -9 at one statement it sends to PostgreSQL, deterministically.
+// MW_PG_KILL_AT, JSON: { "sql": "<regex>", "nth": 1, "when": "before" | "after" }: the nth query whose text matches
+// the regex is the step; `before`: instead of sending it, `after`: once the server has answered it. Then SIGKILL.
+// MW_PG_KILL_LOG, a file: each matching statement's first 80 characters are appended to it.
+const fs = require('node:fs');
+const pg = require('pg');
+
+const spec = process.env.MW_PG_KILL_AT ? JSON.parse(process.env.MW_PG_KILL_AT) : null;
+const logFile = process.env.MW_PG_KILL_LOG;
+const pattern = spec ? new RegExp(spec.sql) : null;
+let seen = 0;
+const die = () => process.kill(process.pid, 'SIGKILL');
+const query = pg.Client.prototype.query;
+pg.Client.prototype.query = function (config, ...rest) {
+  const text = typeof config === 'string' ? config : config && config.text;
+  if (spec && typeof text === 'string' && pattern.test(text)) {
+    seen++;
+    if (logFile) fs.appendFileSync(logFile, `${text.replace(/\s+/g, ' ').slice(0, 80)}\n`);
+    if (seen === (spec.nth ?? 1)) {
+      if ((spec.when ?? 'before') === 'before') die();
+      const out = query.call(this, config, ...rest);
+      if (out && typeof out.then === 'function') return out.then((r) => (die(), r), (e) => (die(), Promise.reject(e)));
+      return out;
+    }
+  }
+  return query.call(this, config, ...rest);
+};
