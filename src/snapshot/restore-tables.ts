@@ -82,6 +82,12 @@ export async function restoreTablesSnapshot(config: Config, storeName: string, f
         });
         result.rows = done.tables.memory ?? part.rows;
         result.steps.push(`replaced the tables of ${here} with the snapshot's (${describeTables({ tables: done.tables })})`);
+        // The erased rows were loaded and deleted inside the restore's transaction: their bytes stay in the new tables'
+        // pages as dead tuples until the tables are rewritten, as after any erase (the engine's scrub).
+        if ((result.erasedKeptOut ?? 0) > 0) {
+          const scrub = await engine.scrubErased(handle, { tables: Object.keys(done.tables), needles: [] });
+          result.steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'})`);
+        }
       } catch (err) {
         // Refused before the swap (the layout cannot re-apply the ledger there): the store is unchanged, and the undo
         // snapshot this restore took of it goes again, so the refusal changes nothing.

@@ -13,14 +13,13 @@ import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import pg from 'pg';
 import { createTestDatabase, startPgvectorServer, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt, tempDir } from '../queue/fixtures.js';
-import { fillPgStore, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
+import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { CLI } from '../helpers/cli.js';
+import { verifyBytesGone } from '../../src/engines/postgres/bytes.js';
 import { readManifest, HOLDS_FILE } from '../../src/snapshot/manifest.js';
 import { loadConfig } from '../../src/config/config.js';
 import { snapshotFolders } from '../../src/snapshot/folders.js';
 import { eraseKey } from '../../src/erase/key.js';
-import { openStateDb } from '../../src/state/state.js';
-import { recordErasedIds, selectorMac } from '../../src/erase/needles.js';
 import { holdsContain, idMac, snapshotHolds, userMac } from '../../src/snapshot/targets/holds.js';
 
 const dbs: TestDatabase[] = [];
@@ -122,7 +121,7 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     expect(await rows(db)).toEqual(changed);
   });
 
-  it('refused, exit 2, nothing changed: another store\'s snapshot; a changed artifact; an erase ledger PostgreSQL cannot re-apply yet', async () => {
+  it('refused, exit 2, nothing changed: another store\'s snapshot; a changed artifact', async () => {
     const db = await database('pg_snap_refuse');
     const store = pgStoreConfig(db);
     const cfgFile = JSON.parse(readFileSync(store.config, 'utf8'));
@@ -154,16 +153,6 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
 
     await refused(['restore', dir, '--store', 'other'], /is a snapshot of store "fleet", not "other"/);
 
-    // The erase ledger holds an entry: re-applying it is the layout's erasedIn on PostgreSQL, which it cannot do yet.
-    const cfg = config(store);
-    const key = eraseKey(cfg);
-    const state = openStateDb(join(store.dir, 'state.db'));
-    try {
-      recordErasedIds(state, key, 'fleet', selectorMac(key, { user: 'user' }), ['live-3']);
-    } finally {
-      state.close();
-    }
-    await refused(['restore', dir, '--store', 'fleet'], /restore does not support PostgreSQL stores yet/);
     // A dry run says what it would do, and does nothing.
     const dry = await store.run(['restore', dir, '--store', 'fleet', '--dry-run', '--without-erase-ledger']);
     expect(dry.code, dry.stderr).toBe(0);
@@ -176,6 +165,48 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     bytes[10] = bytes[10]! ^ 1;
     writeFileSync(file, bytes);
     await refused(['restore', dir, '--store', 'fleet', '--without-erase-ledger'], /tables\/000\.copy does not match its checksum/);
+  });
+
+  it.each(['the local snapshot', 'the copy on a target', 'a ledger entry only (the person erased by --ids)'])('an erased person stays erased whatever restores: erase after the snapshot, restore %s: her rows stay out, everyone else\'s come back', async (from) => {
+    const db = await database('pg_snap_erased');
+    const target = tempDir('pg-snap-erased-target');
+    const store = pgStoreConfig(db);
+    const file = JSON.parse(readFileSync(store.config, 'utf8'));
+    file.snapshot.targets = [{ name: 'nas', type: 'local', path: target }];
+    writeFileSync(store.config, JSON.stringify(file));
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 20, old: 3 });
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT 'carol-' || g, 'carol', 'Carol lives at ' || g || ' Elm Street', 'message' FROM generate_series(1, 5) g`);
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source, superseded_by) VALUES ('carol-old', 'carol', 'Carol lived at 9 Oak Road', 'message', 'carol-1')`);
+    const snap = await store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+    expect(snap.code, snap.stderr).toBe(0);
+    const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+    const everyoneElse = await rows(db, 'fleet').then((r) => r.filter((line) => !line.includes('carol')));
+
+    const erase = from.startsWith('a ledger')
+      ? await store.run(['erase', '--store', 'fleet', '--ids', 'carol-1', 'carol-2', 'carol-3', 'carol-4', 'carol-5', 'carol-old', '--json'])
+      : await store.run(['erase', '--store', 'fleet', '--user', 'carol', '--json']);
+    // The snapshot (and its copy on the target) still holds her: erase says so, exit 1, and leaves them.
+    expect(erase.code, erase.stdout + erase.stderr).toBe(1);
+    expect(JSON.parse(erase.stdout)).toMatchObject({ memories: 6, snapshots: { found: expect.arrayContaining([dir]) } });
+    expect(await ids(db, 'fleet', `subject = 'carol'`)).toEqual([]);
+    await fillPgStore(db, 'fleet', { live: 2, tag: 'after' });
+
+    const restored = from === 'the copy on a target'
+      ? await store.run(['restore', 'latest', '--target', 'nas', '--store', 'fleet', '--json'])
+      : await store.run(['restore', dir, '--store', 'fleet', '--json']);
+    expect(restored.code, restored.stdout + restored.stderr).toBe(0);
+    const r = JSON.parse(restored.stdout) as { erasedKeptOut?: number; steps: string[] };
+    expect(r.steps.join('\n')).toMatch(/erase ledger/);
+    // Not one of her rows is back, whatever chain they were in; every other row of the snapshot is.
+    expect(await ids(db, 'fleet', `subject = 'carol' OR id LIKE 'carol%' OR fact LIKE '%Elm Street%' OR fact LIKE '%Oak Road%'`)).toEqual([]);
+    expect(await rows(db, 'fleet')).toEqual(everyoneElse);
+    // Nor any byte of her texts in the restored tables' files: they were loaded and deleted in the restore's
+    // transaction, and the tables rewritten after it.
+    const needles = [...[1, 2, 3, 4, 5].map((g) => `Carol lives at ${g} Elm Street`), 'Carol lived at 9 Oak Road'];
+    expect((await verifyBytesGone(db.client, { schema: 'fleet', tables: ['memory'], needles })).verdict).toBe('clean');
+    const check = await store.run(['check', '--store', 'fleet', '--json']);
+    expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 
   it('a store with Qdrant collections beside it: run snapshot refuses, one line, exit 2, before anything is written', async () => {

@@ -38,9 +38,23 @@ async function checked(folder: string): Promise<PgSnapshotManifest> {
   }
 }
 
-/** The session a `beforeSwap` is given: the restore's one connection, in its transaction (never released by it). */
+/**
+ * The session a `beforeSwap` is given: the restore's one connection, in its transaction (never released by it). What
+ * runs on it in transactions of its own (a layout's erase) gets them as savepoints of the restore's: its COMMIT
+ * cannot end the restore's transaction, and its ROLLBACK undoes only its own statements.
+ */
 function sessionOn(client: pg.PoolClient, outer: PgSession): PgSession {
-  const held = Object.assign(Object.create(client) as pg.PoolClient, { release: () => {} });
+  const nested = (sql: string): string | null => {
+    const verb = sql.trim().replace(/;$/, '').toUpperCase();
+    if (verb === 'BEGIN' || verb === 'START TRANSACTION') return 'SAVEPOINT mw_nested';
+    if (verb === 'COMMIT' || verb === 'END') return 'RELEASE SAVEPOINT mw_nested';
+    if (verb === 'ROLLBACK') return 'ROLLBACK TO SAVEPOINT mw_nested; RELEASE SAVEPOINT mw_nested';
+    return null;
+  };
+  const held = {
+    query: (sql: string, params?: unknown[]) => client.query(nested(sql) ?? sql, params),
+    release: () => {},
+  } as unknown as pg.PoolClient;
   return {
     connect: async () => held,
     async query(sql, params) {
