@@ -19,6 +19,7 @@ import type { Row } from '../helpers/store.js';
 import { localPlace, s3Place, type TargetPlace } from '../snapshot/targets/fixtures.js';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
+import { recordQueueUse } from '../../src/state/state.js';
 
 /**
  * The conformance suite over the kinds of copy memory-warden can leave (src/snapshot/copies.ts): for every kind, that
@@ -117,6 +118,8 @@ async function pushed(w: World): Promise<{ name: string; dir: string }> {
  */
 async function ranJob(w: World, queueName: string, data: unknown, result: unknown, read = false): Promise<{ queue: Queue; id: string }> {
   const connection = { url: redis.url };
+  // The worker that runs such a job records that the queue is used here, and erase then searches it.
+  recordQueueUse(w.config.stateDb, w.prefix, 'worker', Date.now());
   const queue = new Queue(queueName, { connection, prefix: w.prefix });
   const events = new QueueEvents(queueName, { connection, prefix: w.prefix });
   await events.waitUntilReady();
