@@ -209,6 +209,41 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 
+  it('a restore that re-applies the erase ledger waits for an agent\'s lock at the swap as any restore does (the erase\'s short lock_timeout ends with it)', async () => {
+    const db = await database('pg_snap_erased_wait');
+    const store = pgStoreConfig(db, { postgres: { lockTimeoutMs: 50 } });
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 10 });
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) VALUES ('dana-1', 'dana', 'Dana lives at 4 Birch Lane', 'message')`);
+    const snap = await store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+    expect(snap.code, snap.stderr).toBe(0);
+    const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+    expect((await store.run(['erase', '--store', 'fleet', '--user', 'dana'])).code).toBe(1); // the snapshot holds her
+    // An agent's transaction holds the table: the swap's DROP must wait for it, well past the 50 ms erase allows.
+    const agent = new pg.Client({ connectionString: db.url });
+    await agent.connect();
+    try {
+      await agent.query('BEGIN');
+      await agent.query('LOCK TABLE fleet.memory IN ACCESS SHARE MODE');
+      let exited = false;
+      const restoring = store.run(['restore', dir, '--store', 'fleet', '--json']).finally(() => (exited = true));
+      // Released only once the restore is seen waiting on it (or has ended: without the wait it fails at once).
+      while (!exited) {
+        const waiting = await db.client.query(`SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'memory' AND NOT l.granted`);
+        if (waiting.rowCount) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      if (!exited) await new Promise((r) => setTimeout(r, 300));
+      await agent.query('COMMIT');
+      const restored = await restoring;
+      expect(restored.code, restored.stdout + restored.stderr).toBe(0);
+    } finally {
+      await agent.end();
+    }
+    expect(await ids(db, 'fleet', `subject = 'dana'`)).toEqual([]);
+    expect(await ids(db, 'fleet')).toHaveLength(10);
+  });
+
   it('a store with Qdrant collections beside it: run snapshot refuses, one line, exit 2, before anything is written', async () => {
     const db = await database('pg_snap_qdrant');
     const store = pgStoreConfig(db, { extra: {} });

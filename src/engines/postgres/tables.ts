@@ -131,9 +131,14 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
       const done = await restoreTables(client, {
         folder, schema,
         ...(beforeSwap ? {
-          beforeSwap: (staging: string) => beforeSwap({
-            ...handle, schema: quoteIdent(staging), path: `${handle.path} (restored tables, not yet live)`, pg: sessionOn(client, handle.pg), close: async () => {},
-          }),
+          beforeSwap: async (staging: string) => {
+            await beforeSwap({
+              ...handle, schema: quoteIdent(staging), path: `${handle.path} (restored tables, not yet live)`, pg: sessionOn(client, handle.pg), close: async () => {},
+            });
+            // What ran in it may have set lock_timeout for the rest of the transaction (SET LOCAL outlives a released
+            // savepoint): the swap waits for the agents' locks as it does without it.
+            await client.query('SET LOCAL lock_timeout TO DEFAULT');
+          },
         } : {}),
       });
       return { ...taken(manifest), source: `postgres schema ${done.schema}`, tables: Object.fromEntries(done.tables.map((t) => [t.name, t.rows])) };
