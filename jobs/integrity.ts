@@ -3,7 +3,7 @@ import { storePayload } from '../src/job/payload.js';
 import { openStoreOnEngine } from '../src/layouts/open.js';
 import type { CheckReport } from '../src/layouts/contract.js';
 import { jobsOf } from '../src/layouts/registry.js';
-import { withPendingRestore } from '../src/snapshot/journal.js';
+import { restoreJournalBase, withPendingRestore } from '../src/snapshot/journal.js';
 import { engineFor } from '../src/engines/registry.js';
 
 /** `{ store }`, checked without loading zod when it is plainly that (`check`'s start-up). */
@@ -18,7 +18,7 @@ export async function integrity(payload: IntegrityPayload, ctx: JobContext): Pro
     // Which store this checks, taken before: the digest shows this report only for that same store (collect.ts).
     const file = await engine.identity(store);
     // A restore killed half-way is reported first, and the orphans it makes up are not (src/snapshot/journal.ts).
-    const report = logged(ctx, withPendingRestore(await (await jobsOf(store)).check(store, { ctx }), engine.restoreJournal(store)));
+    const report = logged(ctx, withPendingRestore(await (await jobsOf(store)).check(store, { ctx }), restoreJournalBase(ctx.config, payload.store)));
     return file === undefined ? report : { ...report, file };
   } finally {
     await store.close();

@@ -60,8 +60,8 @@ export function registerSnapshotCommands(program: Command): void {
     const o = action.opts<StoreOptions & { dryRun?: boolean }>();
     if (o.dryRun) return;
     const ctx = await storeContext(o, action);
-    const { assertNoPendingRestore } = await import('../snapshot/journal.js');
-    assertNoPendingRestore(ctx.config.stores[ctx.storeName]!.db);
+    const { assertNoPendingRestore, restoreJournalBase } = await import('../snapshot/journal.js');
+    assertNoPendingRestore(restoreJournalBase(ctx.config, ctx.storeName));
   });
   addStoreOptions(repair.command('orphans'))
     .description('delete Qdrant points whose row no longer exists (deleted memories retrieval still returns)')

@@ -5,7 +5,7 @@ import { ensurePrivateDir, lockSnapshots, storeSnapshotDir } from '../snapshot/l
 import { fetchSnapshot, targetsFor, verifyRemote, withTarget } from '../snapshot/targets/replicate.js';
 import { fetchFolder } from '../snapshot/copies.js';
 import { readRemoteManifest, type RemoteManifest } from '../snapshot/targets/remote-manifest.js';
-import { readJournal } from '../snapshot/journal.js';
+import { readJournal, restoreJournalBase } from '../snapshot/journal.js';
 import { lastPushed } from '../snapshot/targets/pushed.js';
 import { olderFirst } from '../snapshot/folders.js';
 import { erasedSnapshotRecords } from '../erase/restore-ledger.js';
@@ -111,9 +111,9 @@ export async function fetchForRestore(ctx: CommandContext, targetName: string, n
       }
       ctx.log.info({ store: ctx.storeName, target: targetName, snapshot: pick, dir }, 'remote snapshot downloaded and verified');
       // Kept while a restore journal still names it: a killed restore resumes from it (or rolls back without it).
-      const db = ctx.config.stores[ctx.storeName]!.db;
+      const journal = restoreJournalBase(ctx.config, ctx.storeName);
       const cleanup = () => {
-        if (readJournal(db)?.from === dir) return `kept the download ${dir}: the interrupted restore resumes from it (erase removes it once the restore is finished)`;
+        if (readJournal(journal)?.from === dir) return `kept the download ${dir}: the interrupted restore resumes from it (erase removes it once the restore is finished)`;
         rmSync(dir, { recursive: true, force: true });
         return `removed the download ${dir}`;
       };

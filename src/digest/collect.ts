@@ -1,5 +1,5 @@
 import type { Config } from '../config/config.js';
-import { withPendingRestore } from '../snapshot/journal.js';
+import { restoreJournalBase, withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job/job.js';
 import type { CheckReport } from '../layouts/contract.js';
@@ -121,7 +121,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     try {
       const [engine, layout] = await Promise.all([engineFor(store.config), jobsOf(store)]);
       const checked = recentCheck(state, name, await engine.identity(store), now) ?? await layout.check(store, { ctx: { config, log: opts.ctx.log, signal: opts.ctx.signal, now: () => now } });
-      const report = withPendingRestore(checked, engine.restoreJournal(store));
+      const report = withPendingRestore(checked, restoreJournalBase(config, name));
       section.maintenance.rows = report.rows;
       section.maintenance.live = report.live;
       section.maintenance.problems = report.problems;

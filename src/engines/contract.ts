@@ -54,8 +54,6 @@ export interface StoreEngine<H extends AnyStoreHandle = AnyStoreHandle> {
    * Undefined when it cannot be told (a report is then never matched).
    */
   identity(handle: H): Promise<string | undefined>;
-  /** The path an interrupted restore of the store keeps its journal by (src/snapshot/journal.ts); undefined: none. */
-  restoreJournal(handle: H): string | undefined;
   /**
    * The store as one artifact of its tables at one instant, and back: what a snapshot holds of a store that is a
    * database rather than a file: src/snapshot/create.ts puts it in a snapshot folder's `tables/`, where it is
@@ -138,6 +136,12 @@ export interface EngineTables<H> {
    * before they go live) and stops the restore by throwing: the store is then left as it was.
    */
   restore(handle: H, folder: string, opts?: { beforeSwap?: (restored: H) => Promise<void> }): Promise<TablesTaken>;
+  /**
+   * The identities of the store's tables now (PostgreSQL: their oids). `restore` replaces every one of them, so one
+   * that is gone proves a restore committed since: a restore journal records them before its tables go in, and a
+   * restore killed after the commit is not done again when it is finished (src/snapshot/restore-tables.ts).
+   */
+  generation(handle: H): Promise<string[]>;
 }
 
 /** The scheduled run claimed: its id (`<scheduler>:<millis>`, src/queue/schedules.ts scheduledRunOf), its job, who runs it. */

@@ -10,7 +10,7 @@ import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { recordReceipt } from './receipts.js';
 import { snapshotCopies } from './snapshots.js';
 import { remoteSnapshotCopies } from './targets.js';
-import { assertNoPendingRestore } from '../snapshot/journal.js';
+import { assertNoPendingRestore, restoreJournalBase } from '../snapshot/journal.js';
 import { compactState, scrubState, type Place, type StateTarget } from './state.js';
 import type { RedisSweep } from './redis.js';
 import { deletedFor } from './ledger.js';
@@ -22,7 +22,6 @@ import type { Db } from '../store/sqlite.js';
 import { usageError } from '../core/errors.js';
 import { jobsOf, layoutOf } from '../layouts/registry.js';
 import { engineFor } from '../engines/registry.js';
-import { storeFiles } from '../store/files.js';
 import type { ByteCheck, PostgresStoreHandle } from '../engines/contract.js';
 import { toCanonical } from '../time/instants.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../layouts/contract.js';
@@ -68,8 +67,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   validateSelector(sel);
   const log = opts.log ?? silentLogger;
   const dryRun = opts.dryRun ?? false;
-  // A restore's journal lies beside the store's file; a store with no file on this host (a database) has none here.
-  if (!dryRun && config.stores[storeName] && storeFiles(config.stores[storeName]!).length > 0) assertNoPendingRestore(config.stores[storeName]!.db);
+  // A restore half done keeps erase off: its journal lies beside the store's file, or among a database store's snapshots.
+  if (!dryRun && config.stores[storeName]) assertNoPendingRestore(restoreJournalBase(config, storeName));
   // The receipt must be recordable before anything is erased: a state db that cannot be written fails here.
   if (!dryRun && opts.record !== false) openStateDb(expandHome(config.stateDb)).close();
   // The erase key, checked against the state db: a missing or another key is refused before anything changes.

@@ -7,7 +7,7 @@ import { systemClock } from '../time/instants.js';
 import { isDryRun, parsePayload, type FleetView, type JobContext, type JobDefinition, type JobLoader, type JobMap, type TaskDispatch } from './job.js';
 import { coerceError, transientError, usageError, WardenError } from '../core/errors.js';
 import { redactText } from '../text/secrets.js';
-import { assertNoPendingRestore } from '../snapshot/journal.js';
+import { assertNoPendingRestore, restoreJournalBase } from '../snapshot/journal.js';
 import type { Progress } from '../progress/progress.js';
 
 export interface RunOptions {
@@ -65,7 +65,8 @@ export async function runJob(name: string, payload: unknown, opts: RunOptions): 
   }
   const storeDb = store ? opts.config.stores[store]?.db : undefined;
   if (storeDb) (await import('../store/store-path.js')).assertStorePath(storeDb, `stores.${store}.db`);
-  if (job.writes && storeDb) assertNoPendingRestore(storeDb);
+  // A restore half done (its journal: beside the store file, or among a database store's snapshots here) keeps writers off.
+  if (job.writes && store && opts.config.stores[store]) assertNoPendingRestore(restoreJournalBase(opts.config, store));
   const now = opts.now ?? systemClock;
   const ctx: JobContext = {
     config: opts.config,

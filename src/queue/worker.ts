@@ -20,7 +20,7 @@ import { openHostQueue, openQueue } from './queues.js';
 import { VERSION } from '../core/version.js';
 import { startTaskQueues, type TaskQueues } from './tasks.js';
 import { isDryRun, type JobMap, type TaskDispatch } from '../job/job.js';
-import { finishInterruptedRestores } from '../snapshot/resume.js';
+import { finishInterruptedRestores } from '../snapshot/restore.js';
 import { inOwnProcess, runsApart } from './isolate.js';
 
 export interface StartOptions {

@@ -18,7 +18,7 @@ import { storeFiles } from '../store/files.js';
 import { layoutFor } from '../layouts/registry.js';
 import type { CollectionSnapshots } from '../vectors/contract.js';
 import { PARTIAL_PREFIX, PENDING_PREFIX, storeSnapshotDir } from './layout.js';
-import { readJournal } from './journal.js';
+import { readJournal, restoreJournalBase } from './journal.js';
 
 /**
  * What erase does with a kind: `leftover` (of a run that was killed: worth nothing, so every erase that is not a dry
@@ -195,8 +195,7 @@ export function localLeftovers(config: Config, store: string, kinds: readonly Lo
   const root = storeSnapshotDir(config, store);
   const wanted = entries(root).filter((n) => kinds.includes(rootEntryKind(n)!));
   if (wanted.length === 0) return out;
-  // A restore's journal lies beside the store's file: a store with no file on this host (a database) has none here.
-  const pending = wanted.some((n) => rootEntryKind(n) === 'fetch') && storeFiles(storeConfig).length > 0 ? readJournal(storeConfig.db)?.from : undefined;
+  const pending = wanted.some((n) => rootEntryKind(n) === 'fetch') ? readJournal(restoreJournalBase(config, store))?.from : undefined;
   for (const n of wanted) {
     const path = join(root, n);
     if (!lstatSync(path, { throwIfNoEntry: false })?.isDirectory()) continue;

@@ -68,7 +68,8 @@ export function vectorFileCopy(i: number, source: string): string {
 const iso = (t: number) => new Date(t).toISOString();
 
 /**
- * One coordinated snapshot of a store: the SQLite copy and every collection's Qdrant snapshot, started together,
+ * One coordinated snapshot of a store: the SQLite copy (or a database's tables) and every collection's Qdrant
+ * snapshot, started together,
  * built in a `.partial-` folder, each part verified (integrity_check `ok`; sha256 equal to Qdrant's checksum),
  * the manifest written last, then the folder renamed into place. Any failure removes the partial folder and
  * leaves every earlier snapshot as it was. Writers of the store (prune, repair) are kept out meanwhile, so the
@@ -87,14 +88,10 @@ export async function takeSnapshot(config: Config, storeName: string, opts: Snap
 /**
  * A store that is a database (its engine has `tables`): opened by its engine, its tables checked by its layout, held
  * under the engine's maintenance lock (one across the fleet), its tables read by the engine at one instant into the
- * snapshot folder's `tables/` (restored by restore-tables.ts). Qdrant collections beside such a store are not
- * snapshotted yet: a store with any is refused before anything is written.
+ * snapshot folder's `tables/` (restored by restore-tables.ts), started together with the snapshots of the Qdrant
+ * collections beside it, exactly as a SQLite store's file is (buildParts).
  */
 async function tablesSnapshot(config: Config, storeName: string, storeConfig: StoreConfig, engine: StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts: SnapshotOptions): Promise<SnapshotResult> {
-  const collections = snapshotCollections(storeConfig);
-  if (collections.length > 0) {
-    throw usageError(`snapshot ${storeName}: store ${storeName} (${engine.describe(storeConfig)}) has Qdrant collections (${collections.join(', ')}), and snapshots of a ${engine.name} store do not hold Qdrant collections yet`);
-  }
   const handle = await openStoreOnEngine(config, storeName);
   try {
     const lock = opts.storeLock === false ? undefined : await engine.lock(handle, 'snapshot');

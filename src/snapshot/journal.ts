@@ -1,8 +1,10 @@
 import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readRegularFile } from '../core/read-file.js';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
+import type { Config } from '../config/config.js';
+import { storeFiles } from '../store/files.js';
 import { storeError, usageError } from '../core/errors.js';
-import { FILE_MODE, fsyncPath } from './layout.js';
+import { FILE_MODE, fsyncPath, storeSnapshotDir } from './layout.js';
 import { finding, type Finding } from '../job/findings.js';
 
 export const JOURNAL_FORMAT = 'memory-warden-restore/1';
@@ -35,10 +37,26 @@ export interface RestoreJournal {
    * so finishing it does not ask for one. Absent: finishing it re-applies the ledger as the restore did.
    */
   eraseLedger?: 'skipped';
+  /**
+   * A store that is a database (set from the start, for it only): its tables' generation (EngineTables.generation)
+   * before this direction's tables were restored (empty: not yet). One of them gone means that restore committed.
+   */
+  tablesBefore?: string[];
 }
 
 export function journalPath(dbPath: string): string {
   return `${dbPath}.warden-restore.json`;
+}
+
+/**
+ * What a store's restore journal is kept by (journalPath of it): the store file, beside which a SQLite store's
+ * journal lies; a store with no file on any host (a database) keeps it among its snapshots on the host that restores
+ * it (`<snapshot.root>/<store>/.restore.warden-restore.json`), where that host's next restore, worker start, check
+ * and writers find it.
+ */
+export function restoreJournalBase(config: Config, storeName: string): string {
+  const store = config.stores[storeName]!;
+  return storeFiles(store).length > 0 ? store.db : join(storeSnapshotDir(config, storeName), '.restore');
 }
 
 /** The pending restore of this store, or null. A journal that cannot be read is a failure, never ignored. */
@@ -82,8 +100,8 @@ export function finishCommand(j: RestoreJournal): string {
 
 /** One line for check, the worker and job refusals. */
 export function pendingMessage(dbPath: string, j: RestoreJournal): string {
-  return `a restore of store "${j.store}" from ${j.from} was interrupted (journal ${journalPath(dbPath)}, ${j.recovered.length} collection(s) done, SQLite ${j.sqliteDone ? 'done' : 'not yet'}): ` +
-    `SQLite and Qdrant may hold different snapshots; run \`${finishCommand(j)}\` (or start the worker) to finish it; do not repair orphans meanwhile`;
+  return `a restore of store "${j.store}" from ${j.from} was interrupted (journal ${journalPath(dbPath)}, ${j.recovered.length} collection(s) done, ${j.tablesBefore !== undefined ? 'tables' : 'SQLite'} ${j.sqliteDone ? 'done' : 'not yet'}): ` +
+    `${j.tablesBefore !== undefined ? 'the tables' : 'SQLite'} and Qdrant may hold different snapshots; run \`${finishCommand(j)}\` (or start the worker) to finish it; do not repair orphans meanwhile`;
 }
 
 /** Writers (prune, drift, snapshot, erase) stay off a store whose restore was interrupted: it is half one snapshot. */
@@ -101,10 +119,9 @@ const CROSS_STORE = new Set([
 /**
  * A check report with the store's interrupted restore first among its problems, and the cross-store findings it
  * makes up (orphans to delete, vectors lost) withheld: the cure is finishing the restore, never repair orphans.
- * `dbPath` undefined: the store's engine keeps no restore journal (StoreEngine.restoreJournal), the report as it is.
+ * `dbPath`: what the store's journal is kept by (restoreJournalBase).
  */
-export function withPendingRestore<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(report: R, dbPath: string | undefined): R & { restorePending?: RestoreJournal } {
-  if (dbPath === undefined) return report;
+export function withPendingRestore<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(report: R, dbPath: string): R & { restorePending?: RestoreJournal } {
   const j = readJournal(dbPath);
   if (!j) return report;
   const withheld = [...report.problems, ...report.notes].filter((f) => CROSS_STORE.has(f.code)).map((f) => f.code);

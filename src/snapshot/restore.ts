@@ -7,9 +7,12 @@ import { withMaintenanceLock } from '../store/lock.js';
 import { sha256File } from './layout.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { undoSnapshot, type RestoreOptions, type RestoreResult } from './undo.js';
-import { restoresTables, restoreTablesSnapshot } from './restore-tables.js';
+import { finishPendingTablesRestore, restoresTables, restoreTablesSnapshot } from './restore-tables.js';
+import { engineFor } from '../engines/registry.js';
+import type { Logger } from '../log/logger.js';
+import type { Clock } from '../time/instants.js';
 import { JOURNAL_FORMAT, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
-import { applySnapshot, clearLeftovers, finishRestore, rollBack } from './resume.js';
+import { applySnapshot, clearLeftovers, finishPendingRestore, finishRestore, rollBack, sqliteRestore } from './resume.js';
 import { destinations, fileOwner, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 import { describeLedger, erasedSnapshotRecords, loadRestoreLedger } from '../erase/restore-ledger.js';
 
@@ -73,7 +76,8 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     await clearLeftovers(config, storeName, opts.log, result.steps);
     const interrupted = readJournal(storeConfig.db);
     if (interrupted) {
-      const endedAt = await finishRestore(config, storeName, interrupted, { ...opts, ledger: interrupted.eraseLedger === 'skipped' || interrupted.from !== from ? undefined : ledger }, result.steps, result);
+      const side = sqliteRestore(config, storeName, { ...opts, ledger: interrupted.eraseLedger === 'skipped' || interrupted.from !== from ? undefined : ledger });
+      const endedAt = await finishRestore(side, interrupted, opts.log, result.steps, result);
       if (endedAt === from) {
         result.undo = interrupted.undo;
         return; // that was this very restore: it is done now
@@ -104,7 +108,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
         }
         result.erasedKeptOut = await applySnapshot(config, storeName, journal, from, manifest, staged, { ...opts, ledger }, result.steps);
       } catch (err) {
-        await rollBack(config, storeName, journal, err, { ...opts, ledger });
+        await rollBack(sqliteRestore(config, storeName, { ...opts, ledger }), journal, err, opts.log);
         throw err;
       }
       removeJournal(storeConfig.db);
@@ -117,3 +121,18 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
   return result;
 }
 
+/**
+ * Worker start: every store's interrupted restore finished, or logged as refused (its writers then stay off): a SQLite
+ * store's (resume.ts), or a database store's, whose journal lies among its snapshots on this host (restore-tables.ts).
+ */
+export async function finishInterruptedRestores(config: Config, log: Logger, now: Clock): Promise<void> {
+  for (const name of Object.keys(config.stores)) {
+    try {
+      const tables = (await engineFor(config.stores[name]!)).tables !== undefined;
+      const steps = tables ? await finishPendingTablesRestore(config, name, { now, log }) : await finishPendingRestore(config, name, { now, log });
+      if (steps && steps.length > 0) log.warn({ store: name, steps }, 'cleaned up after a restore that was interrupted');
+    } catch (err) {
+      log.error({ store: name, err: (err as Error).message }, 'a restore of this store was interrupted and cannot be finished now: its writers are refused until `memory-warden restore` finishes it');
+    }
+  }
+}

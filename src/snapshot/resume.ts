@@ -88,6 +88,28 @@ async function recoverCollection(q: CollectionSnapshots, storeRoot: string, part
 }
 
 /**
+ * Recover every collection of the snapshot `dir` the journal does not list as done, each noted in the journal (kept by
+ * `journal`, its store's journal path: journal.ts) as it is: the Qdrant half of every restore, whatever holds the
+ * store's rows (a SQLite file: applySnapshot; a database's tables: restore-tables.ts).
+ */
+export async function recoverCollections(
+  config: Config, storeName: string, j: RestoreJournal, journal: string, dir: string, manifest: Manifest, opts: ApplyOptions, steps: string[],
+): Promise<void> {
+  const q = collectionSnapshotsFor(config.stores[storeName]!);
+  const root = storeSnapshotDir(config, storeName);
+  opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
+  for (const part of manifest.qdrant) {
+    if (j.recovered.includes(part.collection)) continue;
+    await recoverCollection(q!, root, part, join(dir, part.file), opts);
+    opts.progress?.tick(manifest.files[part.file]?.bytes ?? 0);
+    j.recovered.push(part.collection);
+    writeJournal(journal, j);
+    steps.push(`recovered Qdrant collection ${part.collection} from ${dir}`);
+  }
+  opts.progress?.done();
+}
+
+/**
  * Make both stores the snapshot `dir`'s, skipping what the journal says is done and recording each step in it:
  * every collection, then the store file (from `staged`, or staged now), with the erase ledger re-applied to the
  * restored store before its file replaces the store's (src/erase/restore-ledger.ts). Returns how many erased
@@ -98,18 +120,7 @@ export async function applySnapshot(
 ): Promise<number | null> {
   const storeConfig = config.stores[storeName]!;
   const ledger = ledgerFor(config, storeName, j, opts); // before anything changes: a missing ledger changes nothing
-  const q = collectionSnapshotsFor(storeConfig);
-  const root = storeSnapshotDir(config, storeName);
-  opts.progress?.start('recover', manifest.qdrant.filter((p) => !j.recovered.includes(p.collection)).reduce((n, p) => n + (manifest.files[p.file]?.bytes ?? 0), 0), 'bytes');
-  for (const part of manifest.qdrant) {
-    if (j.recovered.includes(part.collection)) continue;
-    await recoverCollection(q!, root, part, join(dir, part.file), opts);
-    opts.progress?.tick(manifest.files[part.file]?.bytes ?? 0);
-    j.recovered.push(part.collection);
-    writeJournal(storeConfig.db, j);
-    steps.push(`recovered Qdrant collection ${part.collection} from ${dir}`);
-  }
-  opts.progress?.done();
+  await recoverCollections(config, storeName, j, storeConfig.db, dir, manifest, opts, steps);
   if (j.sqliteDone) return null;
   const copy = staged ?? stagingPath(storeConfig.db);
   let keptOut: number;
@@ -131,19 +142,45 @@ export async function applySnapshot(
   return keptOut;
 }
 
-/** Turn the journal round: from now on the pre-restore snapshot is applied, to every collection and the file. */
-function turnBack(dbPath: string, j: RestoreJournal): void {
-  j.direction = 'back';
-  j.recovered = [];
-  j.sqliteDone = false;
-  writeJournal(dbPath, j);
+/**
+ * One kind of restore as its journal's roll forward and roll back see it: where its journal is kept, how a snapshot
+ * folder is checked to be the store's, and how one is applied to both stores (collections, then what holds the rows).
+ * A SQLite store's (sqliteRestore, below); a database's tables (src/snapshot/restore-tables.ts).
+ */
+export interface RestoreSide {
+  store: string;
+  /** The journal's path, as journal.ts takes it. */
+  journal: string;
+  verify(dir: string): Promise<Manifest>;
+  /** Applies `dir` as the journal says is left to do; how many erased memories the ledger kept out (null: rows done already). */
+  apply(j: RestoreJournal, dir: string, manifest: Manifest, steps: string[]): Promise<number | null>;
 }
 
-function turnForward(dbPath: string, j: RestoreJournal): void {
-  j.direction = 'forward';
+/** A SQLite store's restore side: the journal beside its file, the store file swapped last. */
+export function sqliteRestore(config: Config, storeName: string, opts: ApplyOptions): RestoreSide {
+  return {
+    store: storeName,
+    journal: config.stores[storeName]!.db,
+    verify: (dir) => verifiedFor(config, storeName, dir),
+    apply: (j, dir, manifest, steps) => applySnapshot(config, storeName, j, dir, manifest, null, opts, steps),
+  };
+}
+
+/** Turn the journal round: from now on the pre-restore snapshot is applied, to every collection and the file. */
+function turnBack(journal: string, j: RestoreJournal): void {
+  turn(journal, j, 'back');
+}
+
+function turnForward(journal: string, j: RestoreJournal): void {
+  turn(journal, j, 'forward');
+}
+
+function turn(journal: string, j: RestoreJournal, direction: RestoreJournal['direction']): void {
+  j.direction = direction;
   j.recovered = [];
   j.sqliteDone = false;
-  writeJournal(dbPath, j);
+  if (j.tablesBefore) j.tablesBefore = [];
+  writeJournal(journal, j);
 }
 
 /**
@@ -151,26 +188,26 @@ function turnForward(dbPath: string, j: RestoreJournal): void {
  * turned round first, so a crash now is rolled back, not forward, next time). Without a pre-restore snapshot, or
  * if putting back fails too, the journal is kept and the error says what to run.
  */
-export async function rollBack(config: Config, storeName: string, j: RestoreJournal, cause: unknown, opts: ApplyOptions): Promise<void> {
-  const db = config.stores[storeName]!.db;
+export async function rollBack(side: RestoreSide, j: RestoreJournal, cause: unknown, log: Logger): Promise<void> {
+  const journal = side.journal;
   if (!j.undo) {
-    throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(db)} is kept: run \`memory-warden restore ${j.from} --store ${storeName}\` to finish it`, cause);
+    throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(journal)} is kept: run \`memory-warden restore ${j.from} --store ${side.store}\` to finish it`, cause);
   }
   try {
-    const undo = await verifiedFor(config, storeName, j.undo);
-    const sqliteReplaced = j.sqliteDone;
-    turnBack(db, j);
-    // The store file is replaced last: unless that happened, only the collections go back.
-    j.sqliteDone = !sqliteReplaced;
-    writeJournal(db, j);
-    await applySnapshot(config, storeName, j, j.undo, undo, null, opts, []);
-    removeJournal(db);
-    opts.log.warn({ store: storeName, undo: j.undo }, 'restore failed; Qdrant collections put back from the pre-restore snapshot');
+    const undo = await side.verify(j.undo);
+    const rowsReplaced = j.sqliteDone;
+    turnBack(journal, j);
+    // What holds the rows is replaced last: unless that happened, only the collections go back.
+    j.sqliteDone = !rowsReplaced;
+    writeJournal(journal, j);
+    await side.apply(j, j.undo, undo, []);
+    removeJournal(journal);
+    log.warn({ store: side.store, undo: j.undo }, 'restore failed; Qdrant collections put back from the pre-restore snapshot');
   } catch (err) {
-    opts.log.error({ store: storeName, undo: j.undo, err: (err as Error).message }, 'restore failed and putting Qdrant back failed too');
+    log.error({ store: side.store, undo: j.undo, err: (err as Error).message }, 'restore failed and putting Qdrant back failed too');
     throw storeError(
-      `restore failed (${(cause as Error).message}) and putting Qdrant back failed (${(err as Error).message}); the SQLite store is unchanged; ` +
-        `the journal ${journalPath(db)} is kept: the next \`memory-warden restore\` of this store (or a worker start) rolls it back to ${j.undo} (or, when that cannot be read, forward to ${j.from})`,
+      `restore failed (${(cause as Error).message}) and putting Qdrant back failed (${(err as Error).message}); the store's ${j.tablesBefore !== undefined ? 'tables are' : 'SQLite file is'} unchanged; ` +
+        `the journal ${journalPath(journal)} is kept: the next \`memory-warden restore\` of this store (or a worker start) rolls it back to ${j.undo} (or, when that cannot be read, forward to ${j.from})`,
       cause,
     );
   }
@@ -180,15 +217,15 @@ export async function rollBack(config: Config, storeName: string, j: RestoreJour
  * Finish a restore that was interrupted (kill -9, power loss, a failed roll back) the way its journal points (forward
  * to its snapshot, or back to the pre-restore one) when that snapshot still verifies, else the other way, else
  * refuse loudly and change nothing. Under the store's maintenance lock. Returns the snapshot folder both stores
- * now hold; `kept` is told how many erased memories the erase ledger kept out (null: the store file was done).
+ * now hold; `kept` is told how many erased memories the erase ledger kept out (null: the store's rows were done).
  */
-export async function finishRestore(config: Config, storeName: string, j: RestoreJournal, opts: ApplyOptions, steps: string[], kept?: { erasedKeptOut: number | null }): Promise<string> {
-  const db = config.stores[storeName]!.db;
+export async function finishRestore(side: RestoreSide, j: RestoreJournal, log: Logger, steps: string[], kept?: { erasedKeptOut: number | null }): Promise<string> {
+  const journal = side.journal;
   let target = j.direction === 'forward' ? j.from : j.undo;
   let manifest: Manifest | undefined;
   let why = '';
   try {
-    if (target) manifest = await verifiedFor(config, storeName, target);
+    if (target) manifest = await side.verify(target);
   } catch (err) {
     why = (err as Error).message;
   }
@@ -196,23 +233,23 @@ export async function finishRestore(config: Config, storeName: string, j: Restor
   const other = j.direction === 'forward' ? j.undo : j.from;
   if (!manifest && other) {
     try {
-      manifest = await verifiedFor(config, storeName, other);
-      opts.log.warn({ store: storeName, from: j.from, undo: j.undo, direction: j.direction, why }, 'the interrupted restore cannot go on this way; going the other way');
-      if (j.direction === 'forward') turnBack(db, j);
-      else turnForward(db, j);
+      manifest = await side.verify(other);
+      log.warn({ store: side.store, from: j.from, undo: j.undo, direction: j.direction, why }, 'the interrupted restore cannot go on this way; going the other way');
+      if (j.direction === 'forward') turnBack(journal, j);
+      else turnForward(journal, j);
       target = other;
     } catch (err) {
       why += `; ${other}: ${(err as Error).message}`;
     }
   }
   if (!manifest || !target) {
-    throw storeError(`finish the interrupted restore of store "${storeName}" (journal ${journalPath(db)}): ${why || 'no pre-restore snapshot'}; neither finishing nor rolling back is possible: nothing was changed; put the snapshot folder back, or compare both stores by hand and then delete the journal`);
+    throw storeError(`finish the interrupted restore of store "${side.store}" (journal ${journalPath(journal)}): ${why || 'no pre-restore snapshot'}; neither finishing nor rolling back is possible: nothing was changed; put the snapshot folder back, or compare both stores by hand and then delete the journal`);
   }
-  steps.push(`${j.direction === 'forward' ? 'finishing' : 'rolling back'} the restore from ${j.from} that was interrupted (journal ${journalPath(db)})`);
-  const keptOut = await applySnapshot(config, storeName, j, target, manifest, null, opts, steps);
+  steps.push(`${j.direction === 'forward' ? 'finishing' : 'rolling back'} the restore from ${j.from} that was interrupted (journal ${journalPath(journal)})`);
+  const keptOut = await side.apply(j, target, manifest, steps);
   if (kept) kept.erasedKeptOut = keptOut;
-  removeJournal(db);
-  opts.log.warn({ store: storeName, from: j.from, direction: j.direction, now: target }, 'interrupted restore finished');
+  removeJournal(journal);
+  log.warn({ store: side.store, from: j.from, direction: j.direction, now: target }, 'interrupted restore finished');
   steps.push(`both stores are now ${target}`);
   return target;
 }
@@ -230,19 +267,7 @@ export async function finishPendingRestore(config: Config, storeName: string, op
     const steps: string[] = [];
     await clearLeftovers(config, storeName, opts.log, steps);
     const j = readJournal(db);
-    if (j) await finishRestore(config, storeName, j, opts, steps);
+    if (j) await finishRestore(sqliteRestore(config, storeName, opts), j, opts.log, steps);
     return steps;
   });
-}
-
-/** Worker start: every store's interrupted restore finished, or logged as refused (its writers then stay off). */
-export async function finishInterruptedRestores(config: Config, log: Logger, now: Clock): Promise<void> {
-  for (const name of Object.keys(config.stores)) {
-    try {
-      const steps = await finishPendingRestore(config, name, { now, log });
-      if (steps && steps.length > 0) log.warn({ store: name, steps }, 'cleaned up after a restore that was interrupted');
-    } catch (err) {
-      log.error({ store: name, err: (err as Error).message }, 'a restore of this store was interrupted and cannot be finished now: its writers are refused until `memory-warden restore` finishes it');
-    }
-  }
 }

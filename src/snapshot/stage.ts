@@ -175,6 +175,22 @@ export function replaceStoreFile(staged: string, dbPath: string, busyTimeoutMs: 
   fsyncPath(dirname(dbPath));
 }
 
+/**
+ * The snapshot's collections are exactly the store's, each in the file a snapshot of it is written to: a file swapped
+ * between two collections would restore one's points into the other. A usage error, before anything changes, names
+ * what does not fit. Every restore checks it, whatever holds the store's rows.
+ */
+export function collectionDestinations(storeName: string, store: StoreConfig, manifest: Manifest, from: string): void {
+  const swapped = manifest.qdrant.find((p, i) => p.file !== collectionFile(i, p.collection));
+  if (swapped) throw usageError(`${from} records ${JSON.stringify(swapped.file)} as collection ${swapped.collection}'s snapshot: refused`);
+  const collections = snapshotCollections(store);
+  const named = manifest.qdrant.map((p) => p.collection);
+  const foreign = named.filter((c, i) => !collections.includes(c) || named.indexOf(c) !== i);
+  if (foreign.length > 0) throw usageError(`${from} names Qdrant collection(s) ${foreign.join(', ')} that store "${storeName}" does not have (or twice): refused; its collections are ${collections.join(', ') || 'none'}`);
+  const absent = collections.filter((c) => !named.includes(c));
+  if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
+}
+
 /** A vector file of the snapshot and the store file it restores: the path from the config, never the manifest's. */
 export interface VectorFileDestination {
   part: SqlitePart;
@@ -193,14 +209,7 @@ export function destinations(storeName: string, store: StoreConfig, manifest: Ma
   // Each part's file must be the one a snapshot of that part is written to: a file swapped between two parts
   // would restore one collection's (or file's) data into another.
   if (manifest.sqlite?.file !== 'store.db') throw usageError(`${from} records its store copy as ${JSON.stringify(manifest.sqlite?.file ?? manifest.tables?.dir)}, not store.db: refused`);
-  const swapped = manifest.qdrant.find((p, i) => p.file !== collectionFile(i, p.collection));
-  if (swapped) throw usageError(`${from} records ${JSON.stringify(swapped.file)} as collection ${swapped.collection}'s snapshot: refused`);
-  const collections = snapshotCollections(store);
-  const named = manifest.qdrant.map((p) => p.collection);
-  const foreign = named.filter((c, i) => !collections.includes(c) || named.indexOf(c) !== i);
-  if (foreign.length > 0) throw usageError(`${from} names Qdrant collection(s) ${foreign.join(', ')} that store "${storeName}" does not have (or twice): refused; its collections are ${collections.join(', ') || 'none'}`);
-  const absent = collections.filter((c) => !named.includes(c));
-  if (absent.length > 0) throw usageError(`${from} holds no snapshot of collection(s) ${absent.join(', ')}: it cannot restore both stores`);
+  collectionDestinations(storeName, store, manifest, from);
   // The layout's own vector files too (what create.ts copies): a Mastra store's mastra.vectorDb is one.
   const configured = [...new Set([...storeFiles(store).slice(1), ...layoutFor(store).vectorFiles(store)].map((f) => resolve(f)))];
   const out: VectorFileDestination[] = [];

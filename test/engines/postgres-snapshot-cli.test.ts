@@ -244,21 +244,6 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     expect(await ids(db, 'fleet')).toHaveLength(10);
   });
 
-  it('a store with Qdrant collections beside it: run snapshot refuses, one line, exit 2, before anything is written', async () => {
-    const db = await database('pg_snap_qdrant');
-    const store = pgStoreConfig(db, { extra: {} });
-    await initPgStore(store);
-    const file = JSON.parse(readFileSync(store.config, 'utf8'));
-    file.stores.fleet.qdrant = { url: 'http://127.0.0.1:9', collections: ['fleet_vectors'] };
-    writeFileSync(store.config, JSON.stringify(file));
-    const r = await store.run(['run', 'snapshot', '--store', 'fleet']);
-    const lines = r.stderr.split('\n').filter((l) => l.startsWith('memory-warden:'));
-    expect(r.code, r.stderr).toBe(2);
-    expect(lines, r.stderr).toHaveLength(1);
-    expect(lines[0]).toMatch(/has Qdrant collections \(fleet_vectors\), and snapshots of a postgres store do not hold Qdrant collections yet/);
-    expect(snapshotsOf(store)).toEqual([]);
-  });
-
   it('kill -9 of run snapshot mid-copy leaves no folder that counts as a snapshot; the next run removes the partial and succeeds', async () => {
     const db = await database('pg_snap_kill');
     const store = pgStoreConfig(db);

@@ -103,7 +103,6 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
     );
     return `postgres:${cluster}:${r.rows[0]!.db}:${r.rows[0]!.ns}`;
   },
-  restoreJournal: () => undefined,
   tables: postgresTables,
   scrubErased: (handle, opts) => scrubErasedPg(handle, pgOf(handle.config), opts),
 };

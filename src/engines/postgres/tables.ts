@@ -121,6 +121,11 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
       yield at.map((i) => unescapeCopyText(fields[i] ?? '\\N'));
     }
   },
+  async generation(handle) {
+    const r = await handle.pg.query<{ oid: string }>(
+      `SELECT c.oid::text AS oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.oid`, [schemaOf(handle)]);
+    return r.rows.map((x) => x.oid);
+  },
   async restore(handle, folder, opts = {}) {
     const schema = schemaOf(handle);
     const manifest = await checked(folder);

@@ -34,7 +34,6 @@ export const sqliteEngine: StoreEngine<SqliteStoreHandle> = {
   },
   assertReadable: async (handle) => assertIntact(handle.db, handle.path),
   identity: async (handle) => fileIdentity(handle.path),
-  restoreJournal: (handle) => handle.config.db,
   scrubErased: async (handle) => compactAfterErase(handle.db),
 };
 
