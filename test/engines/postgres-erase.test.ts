@@ -159,8 +159,9 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       expect(dangling.rowCount).toBe(0);
       if (i > 0) expect(await ids(db, 'fleet', `subject = 'ann'`)).toEqual([]);
       if (i === 1) expect((await bytesOf(db.url, 'fleet', annTexts())).verdict).toBe('found'); // dead tuples, unvacuumed
-      // The server releases the killed holder's advisory lock once its backend sees the connection gone.
-      const held = async () => (await db!.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`)).rowCount;
+      // The server releases the killed holder's advisory lock once its backend sees the connection gone. Only this test's
+      // database counts: pg_locks lists the whole cluster, where other tests hold advisory locks of their own.
+      const held = async () => (await db!.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rowCount;
       for (let t = 0; t < 200 && (await held()) !== 0; t++) await new Promise((r) => setTimeout(r, 50));
       expect(await held()).toBe(0);
       const again = await store.run(['erase', '--user', 'ann', '--store', 'fleet', '--json']);

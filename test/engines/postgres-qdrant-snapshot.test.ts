@@ -165,6 +165,31 @@ describe('a PostgreSQL store with Qdrant beside it: coordinated snapshots and re
     expect(await points(f)).toEqual(changed.points);
   });
 
+  it('retention keeps the newest snapshot.keep of them, collection snapshots and all, here and on the target', async () => {
+    const f = await fixture('pg_q_keep');
+    const file = JSON.parse(readFileSync(f.store.config, 'utf8'));
+    file.snapshot.keep = 2;
+    file.snapshot.targets[0].keep = 2;
+    writeFileSync(f.store.config, JSON.stringify(file));
+    await fillPgStore(f.db, 'fleet', { live: 10 });
+    await pointRows(f);
+    const names: string[] = [];
+    const pruned: string[][] = [];
+    for (const at of ['2030-01-01T02:00:00Z', '2030-01-02T02:00:00Z', '2030-01-03T02:00:00Z']) {
+      const snap = await f.store.run(['run', 'snapshot', '--store', 'fleet', '--now', at, '--json']);
+      expect(snap.code, snap.stderr).toBe(0);
+      const r = JSON.parse(snap.stdout) as { name: string; pruned: string[] };
+      names.push(r.name);
+      pruned.push(r.pruned);
+    }
+    expect(pruned).toEqual([[], [], [names[0]]]);
+    expect(snapshotFolders(config(f.store), 'fleet').map((s) => s.name)).toEqual(names.slice(1));
+    expect(readdirSync(snapshotRoot(f.store)).filter((n) => n.startsWith('2030'))).toEqual(names.slice(1));
+    const target = JSON.parse(readFileSync(f.store.config, 'utf8')).snapshot.targets[0].path as string;
+    expect(readdirSync(join(target, 'fleet')).filter((n) => n.startsWith('2030')).sort()).toEqual(names.slice(1));
+    expect(await f.q.snapshotNames(f.coll)).toEqual([]);
+  });
+
   it('agents writing rows and points during run snapshot: the tables hold one instant, the collection its own, both in the folder; restored, each is exactly what the snapshot holds', async () => {
     const f = await fixture('pg_q_agents');
     await f.db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT 'bulk-' || g, 'user', repeat('fact ' || g || ' ', 30), 'message' FROM generate_series(1, 40000) g`);
