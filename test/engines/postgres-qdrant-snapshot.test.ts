@@ -22,6 +22,8 @@ import { readManifest } from '../../src/snapshot/manifest.js';
 import { loadConfig } from '../../src/config/config.js';
 import { snapshotFolders } from '../../src/snapshot/folders.js';
 import { journalPath } from '../../src/snapshot/journal.js';
+import { finishInterruptedRestores } from '../../src/snapshot/restore.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 const dbs: TestDatabase[] = [];
 const qs: QdrantTarget[] = [];
@@ -309,7 +311,7 @@ describe('a PostgreSQL store with Qdrant beside it: coordinated snapshots and re
     expect(await f.q.snapshotNames(f.coll)).toEqual([]);
   });
 
-  it('kill -9 of restore after the collection is recovered, before the tables go live: the journal is reported by check, writers refuse the store, the next restore finishes it (rows and points the snapshot\'s)', async () => {
+  it.each(['the next restore', 'a worker start'])('kill -9 of restore after the collection is recovered, before the tables go live: the journal is reported by check, writers refuse the store, %s finishes it (rows and points the snapshot\'s)', async (by) => {
     const f = await fixture('pg_q_restore_kill');
     await fillPgStore(f.db, 'fleet', { live: 30, old: 3 });
     await pointRows(f);
@@ -356,13 +358,45 @@ describe('a PostgreSQL store with Qdrant beside it: coordinated snapshots and re
     expect(prune.stderr).toMatch(/was interrupted/);
     expect(await rows(f)).toEqual(changed.rows);
 
-    const finished = await f.store.run(['restore', dir, '--store', 'fleet', '--now', '2030-01-01T00:01:00Z', '--json']);
-    expect(finished.code, finished.stdout + finished.stderr).toBe(0);
-    expect((JSON.parse(finished.stdout) as { steps: string[] }).steps.join('\n')).toMatch(/finishing the restore/);
+    if (by === 'a worker start') {
+      await finishInterruptedRestores(config(f.store), silentLogger, () => Date.parse('2030-01-01T00:01:00Z'));
+    } else {
+      const finished = await f.store.run(['restore', dir, '--store', 'fleet', '--now', '2030-01-01T00:01:00Z', '--json']);
+      expect(finished.code, finished.stdout + finished.stderr).toBe(0);
+      expect((JSON.parse(finished.stdout) as { steps: string[] }).steps.join('\n')).toMatch(/finishing the restore/);
+    }
     expect(await rows(f)).toEqual(at.rows);
     expect(await points(f)).toEqual(at.points);
     expect(existsSync(journal)).toBe(false);
     expect((await f.store.run(['check', '--store', 'fleet', '--json'])).code).toBe(0);
+  });
+
+  it('a restore killed between the tables\' commit and its journal entry is not done again: the next restore sees the tables replaced, and an agent\'s row written since stays', async () => {
+    const f = await fixture('pg_q_after_commit');
+    await fillPgStore(f.db, 'fleet', { live: 12 });
+    await pointRows(f);
+    const snap = await f.store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+    expect(snap.code, snap.stderr).toBe(0);
+    const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+    await f.db.client.query(`DELETE FROM fleet.memory WHERE id LIKE 'live-1%'`);
+    const before = (await f.db.client.query<{ oid: string }>(`SELECT c.oid::text AS oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'fleet' AND c.relkind = 'r' ORDER BY c.oid`)).rows.map((r) => r.oid);
+    const restored = await f.store.run(['restore', dir, '--store', 'fleet', '--now', '2030-01-01T00:00:00Z', '--json']);
+    expect(restored.code, restored.stdout + restored.stderr).toBe(0);
+    const undo = (JSON.parse(restored.stdout) as { undo: string }).undo;
+    // As the journal stood when the swap had committed and the process died before recording it.
+    const journal = journalPath(join(snapshotRoot(f.store), '.restore'));
+    writeFileSync(journal, JSON.stringify({
+      format: 'memory-warden-restore/1', store: 'fleet', from: dir, undo, direction: 'forward', recovered: [f.coll], sqliteDone: false,
+      file: null, pid: 1, startedAt: '2030-01-01T00:00:00.000Z', tablesBefore: before,
+    }), { mode: 0o600 });
+    await f.db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) VALUES ('since-1', 'user', 'written after the restore', 'message')`);
+    const at = { rows: await rows(f), points: await points(f) };
+    const again = await f.store.run(['restore', dir, '--store', 'fleet', '--now', '2030-01-01T00:01:00Z', '--json']);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    expect((JSON.parse(again.stdout) as { steps: string[] }).steps.join('\n')).toMatch(/were already restored/);
+    expect(await rows(f)).toEqual(at.rows);
+    expect(await points(f)).toEqual(at.points);
+    expect(existsSync(journal)).toBe(false);
   });
 });
 
