@@ -15,14 +15,14 @@ import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt, tempDir } from '../queue/fixtures.js';
-import { qdrantTarget, type QdrantTarget } from '../helpers/qdrant-server.js';
+import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { CLI } from '../helpers/cli.js';
 import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { loadConfig } from '../../src/config/config.js';
 import { snapshotFolders } from '../../src/snapshot/folders.js';
 import { journalPath } from '../../src/snapshot/journal.js';
-import { finishInterruptedRestores } from '../../src/snapshot/restore.js';
+import { finishInterruptedRestores, restoreSnapshot } from '../../src/snapshot/restore.js';
 import { silentLogger } from '../../src/log/logger.js';
 
 const dbs: TestDatabase[] = [];
@@ -44,23 +44,26 @@ interface Fixture {
   db: TestDatabase;
   q: QdrantTarget;
   coll: string;
+  /** Every collection of the store, `coll` first. */
+  colls: string[];
   store: PgStore;
 }
 
 /** A PostgreSQL store `fleet` with one Qdrant collection beside it (and a local target `nas`, encrypted when asked). */
-async function fixture(label: string, opts: { encryptTo?: string; lockTimeoutMs?: number } = {}): Promise<Fixture> {
+async function fixture(label: string, opts: { encryptTo?: string; lockTimeoutMs?: number; collections?: number } = {}): Promise<Fixture> {
   const db = await createTestDatabase(label);
   dbs.push(db);
   const q = await qdrantTarget();
   qs.push(q);
-  const coll = q.name('fleet_mem');
-  await q.createCollection(coll);
+  const colls = Array.from({ length: opts.collections ?? 1 }, (_, i) => q.name(`fleet_mem${i}`));
+  for (const c of colls) await q.createCollection(c);
+  const coll = colls[0]!;
   const store = pgStoreConfig(db, {
     extra: {
       stores: {
         fleet: {
           engine: 'postgres', postgres: { url: `\${${URL_VAR}}`, schema: 'fleet', ...(opts.lockTimeoutMs ? { lockTimeoutMs: opts.lockTimeoutMs } : {}) },
-          qdrant: { url: q.url, ...(q.apiKey ? { apiKey: '${QDRANT_API_KEY}' } : {}), collections: [coll] },
+          qdrant: { url: q.url, ...(q.apiKey ? { apiKey: '${QDRANT_API_KEY}' } : {}), collections: colls },
         },
       },
     },
@@ -70,17 +73,19 @@ async function fixture(label: string, opts: { encryptTo?: string; lockTimeoutMs?
   file.snapshot.targets = [{ name: 'nas', type: 'local', path: tempDir('pg-q-target'), ...(opts.encryptTo ? { encrypt: { recipients: [opts.encryptTo] } } : {}) }];
   writeFileSync(store.config, JSON.stringify(file));
   await initPgStore(store);
-  return { db, q, coll, store };
+  return { db, q, coll, colls, store };
 }
 
 let pointSeq = 1;
 
-/** One point per row of the store that has none yet, payload memory_id + text, as an agent writes them. */
+/** One point per row of the store that has none yet in each collection, payload memory_id + text, as an agent writes them. */
 async function pointRows(f: Fixture, where = 'true'): Promise<void> {
-  const have = new Set((await f.q.points(f.coll)).map((p) => String(p.payload.memory_id)));
-  const rows = (await f.db.client.query<{ id: string; fact: string }>(`SELECT id, fact FROM fleet.memory WHERE ${where} ORDER BY id`)).rows.filter((r) => !have.has(r.id));
-  for (let i = 0; i < rows.length; i += 200) {
-    await f.q.upsert(f.coll, rows.slice(i, i + 200).map((r) => ({ id: pointSeq++, payload: { memory_id: r.id, text: r.fact } })));
+  for (const coll of f.colls) {
+    const have = new Set((await f.q.points(coll)).map((p) => String(p.payload.memory_id)));
+    const rows = (await f.db.client.query<{ id: string; fact: string }>(`SELECT id, fact FROM fleet.memory WHERE ${where} ORDER BY id`)).rows.filter((r) => !have.has(r.id));
+    for (let i = 0; i < rows.length; i += 200) {
+      await f.q.upsert(coll, rows.slice(i, i + 200).map((r) => ({ id: pointSeq++, payload: { memory_id: r.id, text: r.fact } })));
+    }
   }
 }
 
@@ -90,8 +95,8 @@ async function rows(f: Fixture): Promise<string[]> {
 }
 
 /** Every point as `memory_id text`, sorted: equal lists, equal collections (for what the store reads of them). */
-async function points(f: Fixture): Promise<string[]> {
-  return (await f.q.points(f.coll)).map((p) => `${String(p.payload.memory_id)} ${String(p.payload.text)}`).sort();
+async function points(f: Fixture, coll = f.coll): Promise<string[]> {
+  return (await f.q.points(coll)).map((p) => `${String(p.payload.memory_id)} ${String(p.payload.text)}`).sort();
 }
 
 const config = (store: PgStore) => loadConfig({ file: store.config, env: { ...process.env, ...store.env } });
@@ -398,14 +403,43 @@ describe('a PostgreSQL store with Qdrant beside it: coordinated snapshots and re
     expect(await points(f)).toEqual(at.points);
     expect(existsSync(journal)).toBe(false);
   });
+
+  it('both or neither: the second collection\'s upload fails: the first is put back from the undo snapshot, the tables are untouched, no journal is left', async () => {
+    const f = await fixture('pg_q_both', { collections: 2 });
+    await fillPgStore(f.db, 'fleet', { live: 15, old: 2 });
+    await pointRows(f);
+    const snap = await f.store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+    expect(snap.code, snap.stderr).toBe(0);
+    const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+    expect(readManifest(dir).qdrant.map((p) => p.collection)).toEqual(f.colls);
+    await f.db.client.query(`DELETE FROM fleet.memory WHERE id LIKE 'live-1%'`);
+    await deletePointsNotIn(f, new Set(await ids(f.db, 'fleet')));
+    const state = async () => ({ rows: await rows(f), points: await Promise.all(f.colls.map((c) => points(f, c))) });
+    const before = await state();
+    const proxy = await startFaultProxy(f.q.url);
+    try {
+      proxy.fail({ method: 'POST', path: new RegExp(`/collections/${f.colls[1]}/snapshots/upload$`), times: 1 });
+      const cfg = config(f.store);
+      cfg.stores.fleet!.qdrant!.url = proxy.url;
+      await expect(restoreSnapshot(cfg, 'fleet', dir, { now: () => Date.parse('2030-01-01T00:00:00Z'), log: silentLogger })).rejects.toMatchObject({ kind: 'transient' });
+      expect(proxy.failed).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+    expect(await state()).toEqual(before);
+    expect(existsSync(journalPath(join(snapshotRoot(f.store), '.restore')))).toBe(false);
+    for (const c of f.colls) expect(await f.q.snapshotNames(c)).toEqual([]);
+  });
 });
 
-/** Deletes every point whose row is not in `rowIds`, as an agent's delete does. */
+/** Deletes every point whose row is not in `rowIds`, in every collection, as an agent's delete does. */
 async function deletePointsNotIn(f: Fixture, rowIds: ReadonlySet<string>): Promise<void> {
-  const doomed = (await f.q.points(f.coll)).filter((p) => !rowIds.has(String(p.payload.memory_id))).map((p) => p.id);
-  if (doomed.length === 0) return;
-  const res = await fetch(`${f.q.url}/collections/${encodeURIComponent(f.coll)}/points/delete?wait=true`, {
-    method: 'POST', headers: { 'content-type': 'application/json', ...(f.q.apiKey ? { 'api-key': f.q.apiKey } : {}) }, body: JSON.stringify({ points: doomed }),
-  });
-  expect(res.ok).toBe(true);
+  for (const coll of f.colls) {
+    const doomed = (await f.q.points(coll)).filter((p) => !rowIds.has(String(p.payload.memory_id))).map((p) => p.id);
+    if (doomed.length === 0) continue;
+    const res = await fetch(`${f.q.url}/collections/${encodeURIComponent(coll)}/points/delete?wait=true`, {
+      method: 'POST', headers: { 'content-type': 'application/json', ...(f.q.apiKey ? { 'api-key': f.q.apiKey } : {}) }, body: JSON.stringify({ points: doomed }),
+    });
+    expect(res.ok).toBe(true);
+  }
 }
