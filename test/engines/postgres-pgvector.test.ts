@@ -1,9 +1,12 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { startPgvectorServer, type PgvectorServer } from '../helpers/pg.js';
+import { fileURLToPath } from 'node:url';
+import { createTestDatabase, startPgvectorServer, type PgvectorServer, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
-import { fillPgStore, initPgStore, pgStoreConfig, type PgStore } from './pg-fixture.js';
+import { CLI } from '../helpers/cli.js';
+import { fillPgStore, ids, initPgStore, pgStoreConfig, type PgStore } from './pg-fixture.js';
 import { verifyBytesGone } from '../../src/engines/postgres/bytes.js';
 
 /**
@@ -203,5 +206,82 @@ describe('a PostgreSQL warden store with its vectors in pgvector (PGlite)', { ti
     } finally {
       await c.end();
     }
+  });
+});
+
+const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.url));
+
+/**
+ * Concurrency needs the native server (PGlite runs one backend: its clients queue), and Debian's PostgreSQL 15 has no
+ * pgvector. memory-warden reads a vector table's ids and payloads only, never its vectors, and knows one by a column
+ * whose type is named `vector`: here that is a domain over real[] in the store's schema, so the same code runs.
+ */
+describe('prune with vectors in the same database, beside agents writing rows and vectors (native PostgreSQL 15)', { timeout: 300_000 }, () => {
+  let db: TestDatabase | undefined;
+  const children: ChildProcess[] = [];
+  beforeAll(() => assertBuilt());
+  afterEach(async () => {
+    for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+    await db?.drop();
+  });
+
+  it('kill -9 mid-prune and agents writing: at every instant each row has its vector and each vector its row; nothing live goes, no agent fails', async () => {
+    db = await createTestDatabase('pg_pgvector');
+    const d = db;
+    await d.client.query(`CREATE SCHEMA fleet; CREATE DOMAIN fleet.vector AS real[];
+      CREATE TABLE fleet.memory_vectors (id text PRIMARY KEY, vector fleet.vector, payload jsonb)`);
+    const store = pgStoreConfig(d, { postgres: { batchSize: 50, vectors: { tables: ['memory_vectors'], textKey: 'data' } } });
+    await initPgStore(store);
+    await fillPgStore(d, 'fleet', { live: 50, expired: 1500, old: 200 });
+    await fillPgStore(d, 'fleet', { chains: 20, depth: 20, expiredHead: true, tag: 'x' });
+    await d.client.query(`INSERT INTO fleet.memory_vectors (id, payload) SELECT id, jsonb_build_object('data', fact) FROM fleet.memory`);
+    const keep = await ids(d, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const inStep = async () => {
+      const r = await d.client.query<{ rows: string; vectors: string }>(`SELECT
+        (SELECT count(*) FROM fleet.memory m WHERE NOT EXISTS (SELECT 1 FROM fleet.memory_vectors v WHERE v.id = m.id)) AS rows,
+        (SELECT count(*) FROM fleet.memory_vectors v WHERE NOT EXISTS (SELECT 1 FROM fleet.memory m WHERE m.id = v.id)) AS vectors`);
+      expect(r.rows[0]).toEqual({ rows: '0', vectors: '0' });
+    };
+
+    const agents = Array.from({ length: 4 }, (_, i) => {
+      const child = spawn(process.execPath, [AGENT, d.url, 'fleet', `agent${i + 1}`, '1'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PG_AGENT_VECTORS: 'memory_vectors' } });
+      children.push(child);
+      let out = '';
+      child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+      const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+      return { child, ready: new Promise((resolve) => child.stdout!.once('data', resolve)), report: closed.then(() => JSON.parse(out.trim().split('\n').at(-1)!) as { writes: number; errors: string[]; live: string[] }) };
+    });
+    await Promise.all(agents.map((a) => a.ready));
+
+    // A prune killed once it has deleted a few hundred rows: what it committed is whole, rows with their vectors.
+    const total = async () => Number((await d.client.query<{ n: string }>(`SELECT count(*) AS n FROM fleet.memory WHERE id NOT LIKE 'agent%'`)).rows[0]!.n);
+    const before = await total();
+    const child = spawn(process.execPath, [CLI, 'run', 'prune', '--config', store.config], { env: { ...process.env, ...store.env, LOG_LEVEL: 'silent' }, stdio: 'ignore' });
+    children.push(child);
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let done = false;
+    void exited.then(() => (done = true));
+    while (!done && before - (await total()) < 300) await inStep().then(() => new Promise((r) => setTimeout(r, 5)));
+    child.kill('SIGKILL');
+    await exited;
+    await inStep();
+
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json().deleted).toBeGreaterThan(0); // the killed prune had not finished
+    await inStep();
+    for (const a of agents) a.child.kill('SIGTERM');
+    const reports = await Promise.all(agents.map((a) => a.report));
+    for (const rep of reports) {
+      expect(rep.errors).toEqual([]);
+      expect(rep.writes).toBeGreaterThan(0);
+    }
+    expect(await ids(d, 'fleet', `id NOT LIKE 'agent%'`)).toEqual(keep);
+    const agentLive = reports.flatMap((rep) => rep.live).sort();
+    expect(await ids(d, 'fleet', `id LIKE 'agent%' AND superseded_by IS NULL`)).toEqual(agentLive);
+    await inStep();
+    const check = await store.run(['check', '--store', 'fleet', '--json']);
+    expect(check.code, check.stderr).toBe(0);
+    expect(check.json().vectors.collections[0]).toMatchObject({ orphanPoints: 0, missingPoints: 0, payloadMismatch: 0 });
   });
 });
