@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { createTestDatabase, startPgvectorServer, type PgvectorServer, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
 import { CLI } from '../helpers/cli.js';
-import { fillPgStore, ids, initPgStore, pgStoreConfig, type PgStore } from './pg-fixture.js';
+import { qdrantTarget } from '../helpers/qdrant-server.js';
+import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { verifyBytesGone } from '../../src/engines/postgres/bytes.js';
 
 /**
@@ -283,5 +284,27 @@ describe('prune with vectors in the same database, beside agents writing rows an
     const check = await store.run(['check', '--store', 'fleet', '--json']);
     expect(check.code, check.stderr).toBe(0);
     expect(check.json().vectors.collections[0]).toMatchObject({ orphanPoints: 0, missingPoints: 0, payloadMismatch: 0 });
+  });
+
+  it('with its vectors in Qdrant instead, prune deletes the pruned rows\' points first (before each batch\'s transaction), as on SQLite', async () => {
+    const q = await qdrantTarget();
+    try {
+      db = await createTestDatabase('pg_prune_qdrant');
+      const coll = q.name('memories');
+      const store = pgStoreConfig(db, { extra: { stores: { fleet: { engine: 'postgres', postgres: { url: `\${${URL_VAR}}`, schema: 'fleet' }, qdrant: { url: q.url, ...(q.apiKey ? { apiKey: q.apiKey } : {}), collections: [coll] } } } } });
+      await initPgStore(store);
+      await fillPgStore(db, 'fleet', { live: 5, expired: 4, old: 3, chains: 2, depth: 3, expiredHead: true });
+      const all = await ids(db, 'fleet');
+      await q.createCollection(coll);
+      await q.upsert(coll, [...all, 'stranger'].map((id, i) => ({ id: i + 1, payload: { memory_id: id } })));
+      const r = await store.run(['run', 'prune', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.json().deleted).toBe(4 + 3 + 2 * 3);
+      const left = await ids(db, 'fleet');
+      expect((await q.points(coll)).map((p) => String(p.payload.memory_id)).sort()).toEqual([...left, 'stranger'].sort());
+      q.assertConforms();
+    } finally {
+      await q.close();
+    }
   });
 });

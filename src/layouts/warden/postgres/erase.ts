@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Mem0Point, PointStore } from '../../../vectors/contract.js';
-import { rowVectorsFor, VECTOR_STORES } from '../../../vectors/registry.js';
+import { rowVectorsFor, VECTOR_STORES, type PgvectorRows } from '../../../vectors/registry.js';
 import { sqlState } from '../../../engines/postgres/session.js';
 import { transientError } from '../../../core/errors.js';
 import { sweepCollections } from '../../erase-sweep.js';
@@ -203,7 +203,7 @@ function pointsOf(store: PostgresStoreHandle, opts: EraseOptions): PointStore | 
   if (opts.points) return opts.points;
   const tables = store.config.postgres?.vectors?.tables;
   // The vector tables in the schema the handle reads (a restore's staging schema while the ledger is re-applied).
-  if (tables) return VECTOR_STORES.pgvector({ pg: { sql: store.pg, schema: (store.vectors as { schema?: string } | undefined)?.schema ?? store.config.postgres!.schema, tables } });
+  if (tables) return VECTOR_STORES.pgvector({ pg: { sql: store.pg, schema: (store.vectors as PgvectorRows | undefined)?.schema ?? store.config.postgres!.schema, tables } });
   return store.vectors || store.config.qdrant ? VECTOR_STORES.qdrant({ open: store.vectors, qdrant: store.config.qdrant }) : undefined;
 }
 
