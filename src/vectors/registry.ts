@@ -45,4 +45,5 @@ export const collectionSnapshotsFor = (place: Pick<VectorPlace, 'qdrant' | 'open
  */
 export const rowVectorsFor = (place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined => qdrantOf(place);
 
-export { pgvectorRows, type PgvectorRows } from './pgvector/index.js';
+export { pgvectorRows, VECTOR_TABLES_SQL, type PgvectorRows } from './pgvector/index.js';
+export type { PgvectorConfig } from './pgvector/config.js';

@@ -2,8 +2,9 @@ import type { CheckReport, PostgresStoreHandle } from '../../contract.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../../job/findings.js';
 import type { Instant } from '../../../time/instants.js';
 import type { CollectionTally, VectorSummary } from '../consistency.js';
-import { quoteIdent, VECTOR_TABLES_SQL } from '../../../vectors/pgvector/index.js';
-import type { PgvectorConfig } from '../../../vectors/pgvector/config.js';
+import { VECTOR_TABLES_SQL } from '../../../vectors/registry.js';
+import { quoteIdent } from '../../../engines/postgres/session.js';
+import type { PgvectorConfig } from '../../../vectors/registry.js';
 import { LIVE } from './check.js';
 
 const UUID_RE = `'^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'`;

@@ -1,7 +1,8 @@
 import { storeError } from '../../../core/errors.js';
 import type { PostgresInit, PostgresStoreHandle } from '../../contract.js';
 import { REQUIRED_COLUMNS } from '../schema.js';
-import { quoteIdent, VECTOR_TABLES_SQL } from '../../../vectors/pgvector/index.js';
+import { VECTOR_TABLES_SQL } from '../../../vectors/registry.js';
+import { quoteIdent } from '../../../engines/postgres/session.js';
 
 /**
  * The memory table of the brief on PostgreSQL, in the store's schema: the same columns as on SQLite (src/layouts/
