@@ -217,7 +217,7 @@ const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.
  * pgvector. memory-warden reads a vector table's ids and payloads only, never its vectors, and knows one by a column
  * whose type is named `vector`: here that is a domain over real[] in the store's schema, so the same code runs.
  */
-describe('prune with vectors in the same database, beside agents writing rows and vectors (native PostgreSQL 15)', { timeout: 300_000 }, () => {
+describe('prune and erase with vectors in the same database, beside agents writing rows and vectors (native PostgreSQL 15)', { timeout: 300_000 }, () => {
   let db: TestDatabase | undefined;
   const children: ChildProcess[] = [];
   beforeAll(() => assertBuilt());
@@ -226,7 +226,7 @@ describe('prune with vectors in the same database, beside agents writing rows an
     await db?.drop();
   });
 
-  it('kill -9 mid-prune and agents writing: at every instant each row has its vector and each vector its row; nothing live goes, no agent fails', async () => {
+  it('kill -9 mid-prune, then erase, agents writing throughout: at every instant each row has its vector and each vector its row; nothing live goes, no agent fails, the bytes are gone', async () => {
     db = await createTestDatabase('pg_pgvector');
     const d = db;
     await d.client.query(`CREATE SCHEMA fleet; CREATE DOMAIN fleet.vector AS real[];
@@ -270,6 +270,24 @@ describe('prune with vectors in the same database, beside agents writing rows an
     const r = await store.run(['run', 'prune', '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.json().deleted).toBeGreaterThan(0); // the killed prune had not finished
+    await inStep();
+
+    // erase of a person beside the same agents: the rows and their vectors in the same transactions, then VACUUM FULL
+    // of both tables (waiting for the agents' locks) and the byte check of both, here on the native server.
+    await d.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT 'ann-' || g, 'ann', 'Ann keeps the spare key under pot ' || g, 'message' FROM generate_series(1, 40) g`);
+    await d.client.query(`INSERT INTO fleet.memory_vectors (id, payload) SELECT id, jsonb_build_object('data', fact) FROM fleet.memory WHERE subject = 'ann'`);
+    const erase = spawn(process.execPath, [CLI, 'erase', '--user', 'ann', '--store', 'fleet', '--json', '--config', store.config], { env: { ...process.env, ...store.env, LOG_LEVEL: 'silent' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(erase);
+    let receipt = '';
+    erase.stdout!.setEncoding('utf8').on('data', (c: string) => (receipt += c));
+    const erased = new Promise<number | null>((resolve) => erase.once('close', (code) => resolve(code)));
+    let finished = false;
+    void erased.then(() => (finished = true));
+    while (!finished) await inStep().then(() => new Promise((r) => setTimeout(r, 5)));
+    expect(await erased, receipt).toBe(0);
+    expect(JSON.parse(receipt).bytes.verdict).toBe('clean');
+    expect(JSON.parse(receipt).bytes.found).toEqual([]);
+    expect(await ids(d, 'fleet', `subject = 'ann'`)).toEqual([]);
     await inStep();
     for (const a of agents) a.child.kill('SIGTERM');
     const reports = await Promise.all(agents.map((a) => a.report));

@@ -86,8 +86,9 @@ async function missingVectorTables(store: PostgresStoreHandle, q: Pick<PostgresS
 }
 
 /**
- * The pgvector tables' part of init: their payload (and a text id) stored uncompressed, as memory's texts are (the
- * payload may repeat the fact: erase's byte check must be able to read it), and in payload mode a hash index on the key
+ * The pgvector tables' part of init: every column the server could compress (the payload, a text id) stored
+ * uncompressed, as memory's texts are (the payload may repeat the fact: erase's byte check must be able to read it;
+ * pgvector's own types are stored so already), and in payload mode a hash index on the key
  * naming the row (prune and erase delete a batch's vectors by it). The tables themselves are the agent's: init never
  * creates one (their vector dimension is the embedder's); a missing one is a note.
  */
@@ -99,8 +100,8 @@ async function initVectorTables(store: PostgresStoreHandle, client: Pick<Postgre
   for (const t of cfg.tables.filter((n) => !absent.includes(n))) {
     const table = `${store.schema}.${quoteIdent(t)}`;
     const cols = await client.query<{ attname: string }>(
-      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attname IN ('id', 'payload') AND attnum > 0 AND NOT attisdropped
-         AND attstorage IN ('x', 'm') ORDER BY attname`, [table]);
+      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped
+         AND attstorage IN ('x', 'm') ORDER BY attnum`, [table]);
     if (cols.rows.length > 0) {
       await client.query(`ALTER TABLE ${table} ${cols.rows.map((c) => `ALTER COLUMN ${quoteIdent(c.attname)} SET STORAGE EXTERNAL`).join(', ')}`);
       created.push(`uncompressed storage of ${t}.${cols.rows.map((c) => c.attname).join(', ')}`);
