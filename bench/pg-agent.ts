@@ -6,6 +6,10 @@
  * prune beside live agents deletes nothing live and makes no agent fail.
  *
  *   node dist/bench/pg-agent.js URL SCHEMA NAME [intervalMs] — runs until SIGTERM, then prints one JSON line.
+ *
+ * With PG_AGENT_VECTORS=TABLE, each memory's vector row goes into that table of the schema (`id` the memory's id,
+ * `payload` its text; the vector itself left NULL) in the same transaction as the memory, as an agent keeping its
+ * vectors in pgvector beside the table does.
  */
 import pg from 'pg';
 
@@ -16,6 +20,8 @@ if (!url || !schema || !name) {
 }
 const intervalMs = Number(intervalArg ?? 2);
 const s = `"${schema.replace(/"/g, '""')}"`;
+const vectors = process.env.PG_AGENT_VECTORS;
+const vectorSql = vectors ? `INSERT INTO ${s}."${vectors.replace(/"/g, '""')}" (id, payload) VALUES ($1, jsonb_build_object('data', $2::text))` : undefined;
 const client = new pg.Client({ connectionString: url, application_name: `agent ${name}` });
 const latencies: number[] = [];
 const errors: string[] = [];
@@ -32,10 +38,16 @@ async function writeOnce(i: number): Promise<void> {
     if (i % 5 === 4 && previous) {
       await client.query('BEGIN');
       await client.query(`INSERT INTO ${s}.memory (id, subject, fact, source) VALUES ($1, 'user', 'corrected during maintenance', 'message:agent')`, [id]);
+      if (vectorSql) await client.query(vectorSql, [id, 'corrected during maintenance']);
       await client.query(`UPDATE ${s}.memory SET superseded_by = $1 WHERE id = $2`, [id, previous]);
       await client.query('COMMIT');
       live.pop();
       superseded += 1;
+    } else if (vectorSql) {
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO ${s}.memory (id, subject, fact, source) VALUES ($1, 'user', 'agent wrote this during maintenance', 'message:agent')`, [id]);
+      await client.query(vectorSql, [id, 'agent wrote this during maintenance']);
+      await client.query('COMMIT');
     } else {
       await client.query(`INSERT INTO ${s}.memory (id, subject, fact, source) VALUES ($1, 'user', 'agent wrote this during maintenance', 'message:agent')`, [id]);
     }

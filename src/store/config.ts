@@ -56,6 +56,9 @@ export const storeSchema = z.strictObject({
   if (store.db !== undefined) issue(['db'], 'a PostgreSQL store has no SQLite file: leave db out');
   if (store.layout !== 'warden') issue(['layout'], `the ${store.layout} layout does not run on PostgreSQL yet (warden does)`);
   if (store.host !== undefined) issue(['host'], 'a PostgreSQL store is reachable from every host: leave host out');
+  const taken = store.postgres?.vectors?.tables.find((t) => t === 'memory' || t === 'warden_runs');
+  if (taken) issue(['postgres', 'vectors', 'tables'], `${taken} is memory-warden's own table, not a vector table`);
+  if (store.postgres?.vectors && store.qdrant) issue(['postgres', 'vectors'], 'a store\'s vectors are in pgvector tables or in Qdrant, not both: leave one out');
 }).transform(({ db, ...store }) => ({ ...store, db: db ?? '' }));
 
 export type QdrantConfig = z.infer<typeof qdrantSchema>;

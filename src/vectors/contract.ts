@@ -45,9 +45,19 @@ export async function* scrollAll(points: PointStore, collection: string, pageSiz
   } while (offset !== null && offset !== undefined);
 }
 
-/** Where a store's vectors are: its Qdrant (a client already open, or its config), or files by collection. */
+/**
+ * What a vector store in the store's own database runs its statements on: a pool, or one connection (then inside that
+ * connection's transaction). Errors come back as the driver threw them (their SQLSTATE tells a lock timeout).
+ */
+export interface SqlRunner {
+  query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount?: number | null }>;
+}
+
+/** Where a store's vectors are: its Qdrant (a client already open, or its config), files by collection, or tables. */
 export interface VectorPlace {
   qdrant?: QdrantConfig;
+  /** Tables of a PostgreSQL schema (pgvector), one per collection; `tables` limits which (default: every one of that shape). */
+  pg?: { sql: SqlRunner; schema: string; tables?: readonly string[] };
   /** The store's vector side already open (StoreHandle.vectors): reused when it is this kind's client. */
   open?: unknown;
   /** Collection name → SQLite file (mem0's TypeScript SDK keeps one file per collection). */
@@ -117,4 +127,9 @@ export interface RowVectors extends VectorSink {
   /** Of these rows, the ones that have at least one point in `collection`. */
   rowsWithPoints(collection: string, rowIds: readonly string[]): Promise<Set<string>>;
   deletePoints(collection: string, points: readonly PointId[]): Promise<void>;
+  /**
+   * A vector side in the store's own database (pgvector): the same deletes on the caller's connection, so they join
+   * its transaction (the rows and their vectors go in one commit, or neither). Absent for a vector store elsewhere.
+   */
+  inTransaction?(client: SqlRunner): VectorSink;
 }

@@ -3,6 +3,7 @@ import type { CollectionSnapshots, RowVectors, VectorPlace, VectorStoreFactory }
 import { QdrantStore } from './qdrant/index.js';
 import { qdrantPointStore } from './qdrant/points.js';
 import { sqliteVectorStore } from './mem0-sqlite/index.js';
+import { pgvectorPointStore } from './pgvector/index.js';
 
 export type { CollectionSnapshots, VectorPlace, VectorStoreFactory } from './contract.js';
 
@@ -17,10 +18,14 @@ export const VECTOR_STORES = {
     return qdrantPointStore(q);
   },
   sqlite: (place) => sqliteVectorStore(place.files ?? {}),
+  pgvector: (place) => {
+    if (!place.pg) throw storeError('pgvector vector store: no PostgreSQL schema to read its tables in');
+    return pgvectorPointStore(place.pg.sql, place.pg.schema, place.pg.tables);
+  },
 } satisfies Record<string, VectorStoreFactory>;
 
 /** The folder under src/vectors/ each registered store lives in (the registry test checks every folder has one). */
-export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdrant: 'qdrant', sqlite: 'mem0-sqlite' };
+export const VECTOR_FOLDERS: Record<keyof typeof VECTOR_STORES, string> = { qdrant: 'qdrant', sqlite: 'mem0-sqlite', pgvector: 'pgvector' };
 
 /** The store's Qdrant: the client already open (`place.open`) when it is one, else one for its config; none without. */
 function qdrantOf(place: Pick<VectorPlace, 'qdrant' | 'open'>): QdrantStore | undefined {
@@ -34,5 +39,11 @@ function qdrantOf(place: Pick<VectorPlace, 'qdrant' | 'open'>): QdrantStore | un
  */
 export const collectionSnapshotsFor = (place: Pick<VectorPlace, 'qdrant' | 'open'>): CollectionSnapshots | undefined => qdrantOf(place);
 
-/** The row-keyed vector side of a store config (its Qdrant), or undefined when it has none. */
+/**
+ * The row-keyed vector side of a store config (its Qdrant), or undefined when it has none. A PostgreSQL store's
+ * pgvector tables are opened by its engine on its own connections (pgvectorRows, src/vectors/pgvector/).
+ */
 export const rowVectorsFor = (place: Pick<VectorPlace, 'qdrant' | 'open'>): RowVectors | undefined => qdrantOf(place);
+
+export { pgvectorRows, VECTOR_TABLES_SQL, type PgvectorRows } from './pgvector/index.js';
+export type { PgvectorConfig } from './pgvector/config.js';

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { tempDir } from '../helpers/store.js';
 import { qdrantTarget, vectorFor, type QdrantTarget } from '../helpers/qdrant-server.js';
+import { startPgvectorServer } from '../helpers/pg.js';
+import pg from 'pg';
 import { VECTOR_STORES } from '../../src/vectors/registry.js';
 import { scrollAll, type PointStore, type VectorStoreFactory } from '../../src/vectors/contract.js';
 
@@ -56,6 +58,29 @@ const PLACES: Record<string, (dir: string, open: VectorStoreFactory) => Promise<
       },
       bytes: () => Object.values(files).filter((f) => existsSync(f)).map((f) => readFileSync(f).toString('latin1')).join('\n'),
       async close() {},
+    };
+  },
+
+  // Tables of a schema as mem0ai 3.3.1's pgvector store makes them (memories(id uuid PRIMARY KEY, vector vector(N),
+  // payload jsonb)), on PGlite with pgvector, read over the wire by the ordinary pg client.
+  async pgvector(_dir, open) {
+    const server = await startPgvectorServer();
+    const pool = new pg.Pool({ connectionString: server.url, max: 2 });
+    await pool.query('CREATE SCHEMA agent');
+    // A table of another shape in the same schema is no collection.
+    await pool.query('CREATE TABLE agent.notes (id text PRIMARY KEY, body text)');
+    return {
+      points: open({ pg: { sql: pool, schema: 'agent' } }),
+      name: (n) => n,
+      async seed(collection, points) {
+        await pool.query(`CREATE TABLE IF NOT EXISTS agent.${collection} (id uuid PRIMARY KEY, vector vector(4), payload jsonb)`);
+        for (const p of points) await pool.query(`INSERT INTO agent.${collection} (id, vector, payload) VALUES ($1, $2, $3)`, [p.id, JSON.stringify(vectorFor(p.id, 4)), JSON.stringify(p.payload)]);
+      },
+      bytes: () => null,
+      async close() {
+        await pool.end();
+        await server.stop();
+      },
     };
   },
 };

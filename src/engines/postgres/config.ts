@@ -1,6 +1,7 @@
 import { z } from '../../vendor/zod.js';
 import { pathField } from '../../config/path-field.js';
 import { secretField } from '../../config/secret-fields.js';
+import { pgvectorSchema } from '../../vectors/pgvector/config.js';
 
 /** A PostgreSQL identifier memory-warden writes into SQL itself (quoted, but kept to the plain form people type). */
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -20,6 +21,8 @@ export const postgresSchema = z.strictObject({
     .describe('`SET lock_timeout` of each of prune\'s and erase\'s short transactions (and of each wait of erase\'s VACUUM FULL for its lock): a lock an agent holds longer makes that batch retry, never wait.'),
   batchSize: z.number().int().positive().max(100_000).default(500)
     .describe('Rows prune deletes per transaction (erase: roots, each with its older versions).'),
+  vectors: pgvectorSchema.optional()
+    .describe('The store\'s vectors in pgvector tables of its schema, beside `memory` (instead of a `qdrant` section): docs/postgres.md#vectors-in-pgvector.'),
 });
 
 export type PostgresConfig = z.infer<typeof postgresSchema>;

@@ -2,7 +2,7 @@ import { storeError, transientError } from '../../core/errors.js';
 import type { StoreConfig } from '../../store/config.js';
 import type { EngineIntegrity, EngineLock, PostgresStoreHandle, StoreEngine } from '../contract.js';
 import { openPgSession, quoteIdent } from './session.js';
-import { rowVectorsFor } from '../../vectors/registry.js';
+import { pgStoreVectors } from './vectors.js';
 import { claimPgScheduledRun } from './runs.js';
 import { postgresTables } from './tables.js';
 import { scrubErasedPg } from './scrub.js';
@@ -37,7 +37,7 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
       await pg.end().catch(() => {});
       throw err;
     }
-    const vectors = rowVectorsFor(store);
+    const vectors = pgStoreVectors(store, pg, cfg.schema);
     return {
       engine: 'postgres', name, config: store, path: `postgres schema ${cfg.schema}`, schema: quoteIdent(cfg.schema), pg,
       ...(vectors ? { vectors } : {}),

@@ -15,6 +15,7 @@ import { PgRestoreRefused, restoreTables, unescapeCopyText, verifyArtifact } fro
 import type { PgSession } from './session.js';
 import { quoteIdent } from './session.js';
 import { MANIFEST_FILE, snapshotTables, type PgSnapshotManifest } from './snapshot.js';
+import { pgStoreVectors } from './vectors.js';
 
 const schemaOf = (handle: PostgresStoreHandle): string => {
   if (!handle.config.postgres) throw storeError(`${handle.name}: no postgres section`);
@@ -137,8 +138,11 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
         folder, schema,
         ...(beforeSwap ? {
           beforeSwap: async (staging: string) => {
+            const pg = sessionOn(client, handle.pg);
+            const vectors = pgStoreVectors(handle.config, pg, staging);
             await beforeSwap({
-              ...handle, schema: quoteIdent(staging), path: `${handle.path} (restored tables, not yet live)`, pg: sessionOn(client, handle.pg), close: async () => {},
+              ...handle, schema: quoteIdent(staging), path: `${handle.path} (restored tables, not yet live)`, pg, close: async () => {},
+              ...(vectors ? { vectors } : {}),
             });
             // What ran in it may have set lock_timeout for the rest of the transaction (SET LOCAL outlives a released
             // savepoint): the swap waits for the agents' locks as it does without it.

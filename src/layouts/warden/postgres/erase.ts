@@ -1,9 +1,10 @@
 import type pg from 'pg';
 import type { Mem0Point, PointStore } from '../../../vectors/contract.js';
-import { rowVectorsFor, VECTOR_STORES } from '../../../vectors/registry.js';
+import { rowVectorsFor, VECTOR_STORES, type PgvectorRows } from '../../../vectors/registry.js';
 import { sqlState } from '../../../engines/postgres/session.js';
 import { transientError } from '../../../core/errors.js';
 import { sweepCollections } from '../../erase-sweep.js';
+import { lockedClosure, vectorsInTransaction } from './vectors.js';
 import { ledgerSelectors, type EraseOptions, type EraseSelector, type Erased, type ErasedFields, type ErasedLedger, type LayoutEraseOptions, type PostgresStoreHandle } from '../../contract.js';
 
 /**
@@ -70,7 +71,8 @@ interface FieldsOf {
 
 export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
   const s = store.schema;
-  const tables = [...ERASE_TABLES];
+  // The vector tables beside memory too: VACUUM FULL and the byte check read them (their payloads may repeat the text).
+  const tables = [...ERASE_TABLES, ...(store.config.postgres?.vectors?.tables ?? [])];
   const planned = await roots(store.pg, store, sel);
   if (dryRun) {
     const closure = await closureOf(store.pg, s, planned);
@@ -102,7 +104,8 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
   counts.cascaded = deleted.length - planned.length;
   const texts = deleted.map((r) => r.fact);
   const points = pointsOf(store, opts);
-  if (points && store.config.qdrant) {
+  const collections = store.config.qdrant?.collections ?? store.config.postgres?.vectors?.tables;
+  if (points && collections) {
     // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
     const vectors = store.vectors ?? rowVectorsFor(store.config)!;
     const keep = async (p: Mem0Point) => {
@@ -110,7 +113,7 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
       if (rowIds.length === 0) return false;
       return (await store.pg.query(`SELECT 1 FROM ${s}.memory WHERE id = ANY($1::text[]) LIMIT 1`, [rowIds])).rows.length > 0;
     };
-    counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
+    counts.strayPoints = await sweepCollections(points, collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
   }
   return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, []), tables };
 }
@@ -125,8 +128,9 @@ class ChainGrew extends Error {}
  */
 async function deleteBatch(client: pg.PoolClient, store: PostgresStoreHandle, batch: readonly string[], vectorsGone: Set<string>, lockTimeoutMs: number): Promise<FieldsOf[]> {
   const s = store.schema;
+  const inTx = vectorsInTransaction(store, client);
   for (let attempt = 1, locked = 0; ; ) {
-    if (store.vectors) {
+    if (store.vectors && !inTx) {
       const planned = (await closureOf(client, s, batch)).filter((id) => !vectorsGone.has(id));
       if (planned.length > 0) {
         await store.vectors.deleteForRows(planned);
@@ -140,12 +144,20 @@ async function deleteBatch(client: pg.PoolClient, store: PostgresStoreHandle, ba
       const rootIds = (await client.query<{ id: string }>(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [batch])).rows.map((r) => r.id);
       // Older versions locked, then read again: one re-pointed before the lock is not taken; one an agent points at a
       // doomed row after it goes with the foreign key's cascade, as ON DELETE CASCADE says.
-      const first = (await closureOf(client, s, rootIds)).filter((id) => !rootIds.includes(id));
-      if (first.length > 0) await client.query(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [first]);
-      const doomed = await closureOf(client, s, rootIds);
+      let doomed: string[];
+      if (inTx) {
+        // Vectors in this transaction (pgvector): every version locked, so the cascade takes exactly the rows whose
+        // vectors go here, first.
+        doomed = rootIds.length === 0 ? [] : await lockedClosure(client, s, rootIds);
+        await inTx.deleteForRows(doomed);
+      } else {
+        const first = (await closureOf(client, s, rootIds)).filter((id) => !rootIds.includes(id));
+        if (first.length > 0) await client.query(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [first]);
+        doomed = await closureOf(client, s, rootIds);
+      }
       const gone = doomed.length === 0 ? [] : (await client.query<FieldsOf>(
         `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) RETURNING id, fact, subject, source`, [doomed])).rows;
-      if (store.vectors && gone.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
+      if (store.vectors && !inTx && gone.some((r) => !vectorsGone.has(r.id))) throw new ChainGrew();
       await client.query('COMMIT');
       return gone;
     } catch (err) {
@@ -189,6 +201,9 @@ async function fieldsOf(store: PostgresStoreHandle, rows: readonly FieldsOf[], e
 
 function pointsOf(store: PostgresStoreHandle, opts: EraseOptions): PointStore | undefined {
   if (opts.points) return opts.points;
+  const tables = store.config.postgres?.vectors?.tables;
+  // The vector tables in the schema the handle reads (a restore's staging schema while the ledger is re-applied).
+  if (tables) return VECTOR_STORES.pgvector({ pg: { sql: store.pg, schema: (store.vectors as PgvectorRows | undefined)?.schema ?? store.config.postgres!.schema, tables } });
   return store.vectors || store.config.qdrant ? VECTOR_STORES.qdrant({ open: store.vectors, qdrant: store.config.qdrant }) : undefined;
 }
 

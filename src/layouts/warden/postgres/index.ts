@@ -11,7 +11,11 @@ export const wardenOnPostgres: PostgresLayout = {
   init: initWardenPg,
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   prune: async (store, opts) => (await import('./prune.js')).prunePg(store, opts),
-  check: async (store, opts) => (await import('./check.js')).checkWardenPg(store, opts),
+  check: async (store, opts) => {
+    const report = await (await import('./check.js')).checkWardenPg(store, opts);
+    if (!store.config.postgres?.vectors) return report;
+    return (await import('./consistency.js')).withPgvectorConsistency(report, store, opts.ctx.now());
+  },
   newRows: async (store, opts) => (await import('./new-rows.js')).newRowsPg(store, opts),
   reviewDue: async (store, opts) => (await import('./review.js')).reviewDuePg(store, opts),
   applyDrift: async (store, opts) => (await import('./apply.js')).applyDriftPg(store, opts),

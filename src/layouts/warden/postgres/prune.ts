@@ -3,6 +3,8 @@ import type { PostgresStoreHandle, PruneOptions, PruneResult } from '../../contr
 import { DAY_MS, toCanonical, type Instant } from '../../../time/instants.js';
 import { sqlState } from '../../../engines/postgres/session.js';
 import { engineFor } from '../../../engines/registry.js';
+import type { VectorSink } from '../../../vectors/sink.js';
+import { lockedClosure, vectorsInTransaction } from './vectors.js';
 
 const ID_CAP = 1000;
 /** A batch that met an agent's lock past lock_timeout is tried again this many times, then the prune fails (transient). */
@@ -77,7 +79,10 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
         break;
       }
       const batch = candidates.slice(i, i + cfg.batchSize);
-      const done = await batchWithRetries(client, store, () => deleteBatch(client, s, batch, rules, cfg.lockTimeoutMs, opts));
+      const inTx = vectorsInTransaction(store, client);
+      // Vectors elsewhere (Qdrant) go first, before the transaction: the batch's roots and their older versions.
+      if (store.vectors && !inTx) await store.vectors.deleteForRows([...new Set([...batch.map((c) => c.id), ...await closure(store, batch.map((c) => c.id))])]);
+      const done = await batchWithRetries(client, store, () => deleteBatch(client, s, batch, rules, cfg.lockTimeoutMs, opts, inTx));
       // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
       result.expired += done.expired;
       result.superseded += done.superseded;
@@ -115,9 +120,11 @@ async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHa
   }
 }
 
+const closure = async (store: PostgresStoreHandle, ids: string[]) => (await store.pg.query<{ id: string }>(CLOSURE(store.schema), [ids])).rows.map((r) => r.id);
+
 async function deleteBatch(
   client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules, lockTimeoutMs: number,
-  opts: PruneOptions,
+  opts: PruneOptions, vectors?: VectorSink,
 ): Promise<BatchDone> {
   // Each batch's commit does not wait for its WAL flush (measured: the flush was most of a 500-row batch's time on a
   // VM disk). A server crash can lose the last batches' deletes, never make the store inconsistent: the rows come
@@ -127,7 +134,7 @@ async function deleteBatch(
   // The common batch: no candidate has an older version. One DELETE, which re-reads the rule on each row as it is
   // (an agent's renewal committed meanwhile keeps it); a version an agent points at one of them now goes with the
   // foreign key's cascade, as it would on SQLite.
-  if ((await client.query(CLOSURE(s), [ids])).rows.length === 0) {
+  if (!vectors && (await client.query(CLOSURE(s), [ids])).rows.length === 0) {
     const gone = (await client.query<{ id: string; expired: boolean }>(
       `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} RETURNING id, ($4 AND expires_at <= $2) AS expired`,
       [ids, rules.now, rules.cut, rules.expired])).rows;
@@ -142,14 +149,23 @@ async function deleteBatch(
     [ids, rules.now, rules.cut, rules.expired])).rows;
   if (roots.length === 0) return { expired: 0, superseded: 0, cascaded: 0, ids: [] };
   const rootIds = roots.map((r) => r.id);
-  // Their older versions, locked, then read again: a version re-pointed before the lock is not taken; one an agent
-  // points at a doomed row after it goes with the cascade, as ON DELETE CASCADE says.
-  const first = (await client.query<{ id: string }>(CLOSURE(s), [rootIds])).rows.map((r) => r.id);
-  const locked = first.length === 0 ? new Set<string>() : new Set((await client.query<{ id: string }>(
-    `SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [first])).rows.map((r) => r.id));
-  const versions = locked.size === 0 ? [] : (await client.query<{ id: string }>(CLOSURE(s), [rootIds])).rows.map((r) => r.id).filter((id) => locked.has(id));
+  let versions: string[];
+  if (vectors) {
+    // Vectors in the same transaction: every version locked, so the cascade takes exactly the rows whose vectors go.
+    const rootSet = new Set(rootIds);
+    versions = (await lockedClosure(client, s, rootIds)).filter((id) => !rootSet.has(id));
+  } else {
+    // Their older versions, locked, then read again: a version re-pointed before the lock is not taken; one an agent
+    // points at a doomed row after it goes with the cascade, as ON DELETE CASCADE says.
+    const first = (await client.query<{ id: string }>(CLOSURE(s), [rootIds])).rows.map((r) => r.id);
+    const locked = first.length === 0 ? new Set<string>() : new Set((await client.query<{ id: string }>(
+      `SELECT id FROM ${s}.memory WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [first])).rows.map((r) => r.id));
+    versions = locked.size === 0 ? [] : (await client.query<{ id: string }>(CLOSURE(s), [rootIds])).rows.map((r) => r.id).filter((id) => locked.has(id));
+  }
   const doomed = [...rootIds, ...versions];
   opts.beforeDelete?.(doomed.map((id) => ({ id, user: null })), opts.ctx.now());
+  // The vectors first, in this transaction (pgvector): one commit takes them with their rows.
+  await vectors?.deleteForRows(doomed);
   const deleted = await client.query<{ id: string }>(`DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) RETURNING id`, [doomed]);
   const gone = new Set(deleted.rows.map((r) => r.id));
   const taken = roots.filter((r) => gone.has(r.id));

@@ -1,6 +1,8 @@
 import { storeError } from '../../../core/errors.js';
 import type { PostgresInit, PostgresStoreHandle } from '../../contract.js';
 import { REQUIRED_COLUMNS } from '../schema.js';
+import { VECTOR_TABLES_SQL } from '../../../vectors/registry.js';
+import { quoteIdent } from '../../../engines/postgres/session.js';
 
 /**
  * The memory table of the brief on PostgreSQL, in the store's schema: the same columns as on SQLite (src/layouts/
@@ -69,7 +71,55 @@ export async function assertWardenSchemaPg(store: PostgresStoreHandle): Promise<
   if (o.relations.get('memory') !== 'r') throw storeError(`${setting(store)}: schema "${name}" has no table memory (${init})`);
   const missing = REQUIRED_COLUMNS.filter((c) => !o.columns.has(c));
   if (missing.length > 0) throw storeError(`${setting(store)}: table ${name}.memory is missing columns ${missing.join(', ')}`);
+  const absent = await missingVectorTables(store);
+  if (absent.length > 0) {
+    throw storeError(`stores.${store.name}.postgres.vectors.tables: schema "${name}" has no vector table ${absent.join(', ')} (id, a vector column, payload jsonb: the agent or its SDK creates it)`);
+  }
 }
+
+/** The configured pgvector tables the schema lacks (or has in another shape). */
+async function missingVectorTables(store: PostgresStoreHandle, q: Pick<PostgresStoreHandle['pg'], 'query'> = store.pg): Promise<string[]> {
+  const wanted = store.config.postgres?.vectors?.tables ?? [];
+  if (wanted.length === 0) return [];
+  const have = new Set((await q.query<{ name: string }>(VECTOR_TABLES_SQL, [schemaName(store)])).rows.map((r) => r.name));
+  return wanted.filter((t) => !have.has(t));
+}
+
+/**
+ * The pgvector tables' part of init: every column the server could compress (the payload, a text id) stored
+ * uncompressed, as memory's texts are (the payload may repeat the fact: erase's byte check must be able to read it;
+ * pgvector's own types are stored so already), and in payload mode a hash index on the key
+ * naming the row (prune and erase delete a batch's vectors by it). The tables themselves are the agent's: init never
+ * creates one (their vector dimension is the embedder's); a missing one is a note.
+ */
+async function initVectorTables(store: PostgresStoreHandle, client: Pick<PostgresStoreHandle['pg'], 'query'>, created: string[], notes: string[]): Promise<void> {
+  const cfg = store.config.postgres?.vectors;
+  if (!cfg) return;
+  const absent = await missingVectorTables(store, client);
+  for (const t of absent) notes.push(`vector table ${schemaName(store)}.${t} does not exist yet (the agent or its SDK creates it; run init again after, for its storage)`);
+  for (const t of cfg.tables.filter((n) => !absent.includes(n))) {
+    const table = `${store.schema}.${quoteIdent(t)}`;
+    const cols = await client.query<{ attname: string }>(
+      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped
+         AND attstorage IN ('x', 'm') ORDER BY attnum`, [table]);
+    if (cols.rows.length > 0) {
+      await client.query(`ALTER TABLE ${table} ${cols.rows.map((c) => `ALTER COLUMN ${quoteIdent(c.attname)} SET STORAGE EXTERNAL`).join(', ')}`);
+      created.push(`uncompressed storage of ${t}.${cols.rows.map((c) => c.attname).join(', ')}`);
+    }
+    if (cfg.pointId === 'payload') {
+      const index = `${t.slice(0, 50)}_mw_row`;
+      const has = await client.query(`SELECT 1 FROM pg_class WHERE relnamespace = $1::regnamespace AND relname = $2`, [schemaName(store), index]);
+      if (has.rows.length === 0) {
+        // A hash index: it holds 4-byte hashes, never the ids (nothing of an erased id in it, nothing compressed).
+        await client.query(`CREATE INDEX ${quoteIdent(index)} ON ${table} USING hash ((payload->>${literal(cfg.payloadKey)}))`);
+        created.push(`index ${index}`);
+      }
+    }
+  }
+}
+
+/** A string as an SQL literal (an index expression cannot take a parameter). */
+const literal = (v: string) => `'${v.replace(/'/g, "''")}'`;
 
 /** The view as check reads it: present, or missing (init adds it). */
 export async function liveViewPresent(store: PostgresStoreHandle): Promise<boolean> {
@@ -114,6 +164,7 @@ export async function initWardenPg(store: PostgresStoreHandle): Promise<Postgres
       await client.query(liveViewDdl(s));
       created.push('view live_memory');
     }
+    await initVectorTables(store, client, created, notes);
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
