@@ -33,7 +33,9 @@ async function fillDangling(db: TestDatabase, n: number, depth = 2): Promise<voi
 const danglingCount = async (db: TestDatabase) => Number((await db.client.query<{ n: string }>(
   `SELECT count(*) AS n FROM fleet.memory m WHERE superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM fleet.memory p WHERE p.id = m.superseded_by)`)).rows[0]!.n);
 
-const advisoryHeld = async (db: TestDatabase) => (await db.client.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`)).rowCount;
+/** Advisory locks held in the test's database (pg_locks is the whole server's). */
+const advisoryHeld = async (db: TestDatabase) => (await db.client.query(
+  `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rowCount;
 
 /**
  * repair dangling, timestamps and orphans on a PostgreSQL warden store, and enqueue of its jobs to a real worker: on
@@ -80,6 +82,9 @@ describe('repair on a PostgreSQL store', { timeout: 300_000 }, () => {
     const again = await s.run(['repair', 'dangling', '--store', 'fleet']);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toBe('fleet: deleted 0 row(s) (foreign key of superseded_by: absent)\n');
+    // The key added back without checking the rows already there: said so.
+    await db!.client.query(`ALTER TABLE fleet.memory ADD CONSTRAINT memory_superseded_by_fkey FOREIGN KEY (superseded_by) REFERENCES fleet.memory(id) ON DELETE CASCADE NOT VALID`);
+    expect((await s.run(['repair', 'dangling', '--store', 'fleet', '--json'])).json()).toMatchObject({ deleted: 0, foreignKey: 'not-valid' });
   });
 
   it('dangling with the foreign key\'s triggers disabled: said so, and the same rows go; the human output lists them', async () => {
@@ -94,6 +99,8 @@ describe('repair on a PostgreSQL store', { timeout: 300_000 }, () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('fleet: deleted 3 row(s) (foreign key of superseded_by: disabled)\n  dangling  d-1\n  dangling  y\n  cascaded  d-1-v1\n');
     expect(await ids(db!, 'fleet')).toEqual(['ok-1', 'old-1']);
+    await db!.client.query(`ALTER TABLE fleet.memory ENABLE TRIGGER ALL`);
+    expect((await s.run(['repair', 'dangling', '--store', 'fleet'])).stdout).toBe('fleet: deleted 0 row(s) (foreign key of superseded_by: enforced)\n');
   });
 
   it('dangling is refused while another maintenance job holds the store\'s advisory lock; nothing deleted', async () => {
