@@ -60,7 +60,7 @@ async function onStore<K extends keyof Repairs, T>(
   try {
     const jobs = (await jobsOf(store)) as Repairs & { name: string };
     const fn = jobs[repair];
-    if (!fn) throw usageError(`repair ${REPAIR_WORDS[repair]}: the ${jobs.name} layout has no such repair (docs/stores.md)`);
+    if (!fn) throw usageError(`repair ${REPAIR_WORDS[repair]}: store ${ctx.storeName} is of the ${jobs.name} layout, which has no such repair (the repairs are of the warden layout's supersede chains, times and Qdrant points)`);
     const journal = (await engineFor(storeConfig)).restoreJournal(store);
     if (writes && journal !== undefined) (await import('../snapshot/journal.js')).assertNoPendingRestore(journal);
     const result = await run(fn.bind(jobs) as NonNullable<Repairs[K]>, store);

@@ -1,9 +1,10 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { openDatabase } from '../../src/store/sqlite.js';
 import { cliAsync } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { qdrantTarget } from '../helpers/qdrant-server.js';
@@ -300,5 +301,23 @@ describe('enqueue on a PostgreSQL store', { timeout: 120_000 }, () => {
     const onHost = await procs.queue('maintenance.box-z', prefix).getJobCounts();
     expect(Object.values(onHost).reduce((a, b) => a + (b ?? 0), 0)).toBe(0);
     expect(w.lines.filter((l) => l.msg === 'job done' && l.store === 'fleet').map((l) => l.job).sort()).toEqual(['integrity', 'prune']);
+  });
+});
+
+/** The repairs are layout methods: a layout without one (mem0's history) refuses it, exit 2, its file unchanged. */
+describe('repair on a layout that has none', { timeout: 60_000 }, () => {
+  it.each(['dangling', 'timestamps', 'orphans'])('repair %s of a mem0 store: one line naming the store and its layout, exit 2', async (what) => {
+    const dir = tempDir('mem0-repair');
+    const file = join(dir, 'history.db');
+    const db = openDatabase(file, { create: true });
+    db.exec(`CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)`);
+    db.close();
+    const config = join(dir, 'config.yaml');
+    writeFileSync(config, JSON.stringify({ stateDb: join(dir, 'state.db'), stores: { py: { layout: 'mem0', db: file, qdrant: { url: 'http://127.0.0.1:1', collections: ['mem0'] } } } }));
+    const before = readFileSync(file);
+    const r = await cliAsync(['repair', what, '--store', 'py', '--config', config]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe(`memory-warden: repair ${what}: store py is of the mem0 layout, which has no such repair (the repairs are of the warden layout's supersede chains, times and Qdrant points)`);
+    expect(readFileSync(file).equals(before)).toBe(true);
   });
 });
