@@ -5,8 +5,9 @@ import { usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import { printCheck, printJobResult } from './run-output.js';
 import { interruptSignal } from './waiting.js';
+import { registerRepairCommands } from './repair.js';
 
-/** init, check, run, repair: everything that works on one SQLite store with no queue and no other service. */
+/** init, check, run, repair: everything that works on one store with no queue and no other service. */
 export function registerCoreCommands(program: Command): void {
   onAnyEngine(program
     .command('init'))
@@ -62,41 +63,7 @@ export function registerCoreCommands(program: Command): void {
     });
   }
 
-  const repair = program.command('repair').description('fix what check finds');
-  addStoreOptions(repair.command('dangling'))
-    .description('delete rows superseded by a row that no longer exists, with their cascade (never reset to NULL)')
-    .option('--json', 'print the result as JSON')
-    .action(async (opts: StoreOptions, cmd: Command) => {
-      const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairDangling }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
-      const store = openStore(ctx.config, ctx.storeName);
-      try {
-        const result = await repairDangling(store);
-        ctx.log.info({ store: store.name, deleted: result.deleted }, 'repair dangling done');
-        if (opts.json) return printJson(result);
-        print`${store.name}: deleted ${result.deleted} row(s)`;
-        for (const id of result.dangling) print`  dangling  ${id}`;
-        for (const id of result.cascaded) print`  cascaded  ${id}`;
-      } finally {
-        store.close();
-      }
-    });
-  addStoreOptions(repair.command('timestamps'))
-    .description('rewrite parseable non-canonical timestamps to canonical UTC (YYYY-MM-DD HH:MM:SS)')
-    .option('--json', 'print the result as JSON')
-    .action(async (opts: StoreOptions, cmd: Command) => {
-      const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairTimestamps }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/repair.js')]);
-      const store = openStore(ctx.config, ctx.storeName);
-      try {
-        const result = await repairTimestamps(store);
-        if (opts.json) return printJson(result);
-        print`${store.name}: rewrote ${result.rewritten} timestamp(s); ${result.unparseable} unparseable and ${result.outOfRange} outside the years 0000-9999 left for a person`;
-        for (const c of result.changes) print`  ${c.id} ${c.column}: ${c.from} -> ${c.to}`;
-      } finally {
-        store.close();
-      }
-    });
+  registerRepairCommands(program);
 
   onAnyEngine(program
     .command('config'))

@@ -30,11 +30,14 @@ export const COMMAND_DETAILS: Record<string, string> = {
   serve: 'The same decisions as `review`, with buttons, reached from the digest (docs/digest-and-review.md#the-review-page).',
   'repair dangling':
     'Deletes in short transactions, chains of any length, and prints what it removed. It never resets them to NULL: ' +
-    'that would put a corrected fact back into `live_memory`.',
+    'that would put a corrected fact back into `live_memory`. JSON: `deleted`, `dangling`, `cascaded`; on a PostgreSQL store ' +
+    'also `foreignKey`, what its schema says of the key (docs/postgres.md#what-works).',
   'repair timestamps':
     'Rewrites parseable non-canonical timestamps to canonical UTC `YYYY-MM-DD HH:MM:SS`; leaves for a person the ' +
     'unparseable ones and those whose UTC instant falls outside the years 0000-9999 (`9999-12-31T23:59:59-12:00`), which ' +
-    'no canonical text holds. JSON: `rewritten`, `unparseable`, `outOfRange`, `changes`.',
+    'no canonical text holds. JSON: `rewritten`, `unparseable`, `outOfRange`, `changes`. On a PostgreSQL store nothing is ' +
+    'rewritten (`timestamptz` holds instants only): infinite and out-of-range times are listed in `left`, and `notes` say ' +
+    'what the column types decide (docs/postgres.md#what-works).',
   'snapshots list': '`--target` lists that target\'s snapshots instead of the local ones (docs/snapshots.md#snapshots-off-the-machine). Snapshots an erase removed are marked `ERASED` (`erased` in `--json`) and never offered as `latest`.',
   'snapshots keygen':
     'The key is 64 hex digits, mode 0600, never written over an existing file; prints its key id. Keep a copy with the age ' +

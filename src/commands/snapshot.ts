@@ -5,7 +5,7 @@ import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
 
-/** `snapshots list`, `restore DIR`, and `repair orphans` under the existing `repair`. */
+/** `snapshots list` and `restore DIR`. */
 export function registerSnapshotCommands(program: Command): void {
   const snapshots = program.command('snapshots').description('coordinated SQLite + Qdrant snapshots of a store');
   onAnyEngine(addStoreOptions(snapshots.command('list')))
@@ -52,36 +52,6 @@ export function registerSnapshotCommands(program: Command): void {
   const run = program.commands.find((c) => c.name() === 'run');
   if (!run) throw new Error('registerSnapshotCommands: register the core commands first (no "run" command)');
   restoreCommand(run.command('restore'));
-
-  const repair = program.commands.find((c) => c.name() === 'repair');
-  if (!repair) throw new Error('registerSnapshotCommands: register the core commands first (no "repair" command)');
-  // A store half restored is not to be repaired: its orphans are the other half of the restore (journal.ts).
-  repair.hook('preAction', async (_repair: Command, action: Command) => {
-    const o = action.opts<StoreOptions & { dryRun?: boolean }>();
-    if (o.dryRun) return;
-    const ctx = await storeContext(o, action);
-    const { assertNoPendingRestore, restoreJournalBase } = await import('../snapshot/journal.js');
-    assertNoPendingRestore(restoreJournalBase(ctx.config, ctx.storeName));
-  });
-  addStoreOptions(repair.command('orphans'))
-    .description('delete Qdrant points whose row no longer exists (deleted memories retrieval still returns)')
-    .option('--dry-run', 'count them; delete nothing')
-    .option('--json', 'print the result as JSON')
-    .action(async (opts: StoreOptions & { dryRun?: boolean }, cmd: Command) => {
-      const ctx = await storeContext(opts, cmd);
-      const [{ openStore }, { repairOrphans }] = await Promise.all([import('../layouts/open.js'), import('../layouts/warden/consistency.js')]);
-      const store = openStore(ctx.config, ctx.storeName);
-      try {
-        const result = await repairOrphans(store, { dryRun: opts.dryRun ?? false });
-        ctx.log.info({ store: store.name, deleted: result.deleted, dryRun: result.dryRun }, 'repair orphans done');
-        if (opts.json) return printJson(result);
-        print`${store.name}: ${result.dryRun ? 'would delete' : 'deleted'} ${result.deleted} orphan point(s)`;
-        for (const c of result.collections) print`  ${c.collection}: ${c.deleted}`;
-        for (const id of result.ids) print`  ${id}`;
-      } finally {
-        store.close();
-      }
-    });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { line, loadForCommand, print, printJson, routedToStoreHost, show } from './common.js';
+import { line, loadForCommand, onAnyEngine, print, printJson, routedToStoreHost, show } from './common.js';
 import { usageError } from '../core/errors.js';
 import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
@@ -77,8 +77,10 @@ export function registerWorkerCommands(program: Command): void {
       }
     });
 
-  routedToStoreHost(program.command('enqueue <job>'))
-    .description("run one job now through the queue (on the store's host: a worker must be running there) and wait for its result")
+  // Any engine: the job goes where the store's engine says (its host's queue, or the shared one for a store every host
+  // reaches), and the job itself refuses an engine it does not run on (src/job/runner.ts), on the worker that takes it.
+  onAnyEngine(routedToStoreHost(program.command('enqueue <job>')))
+    .description("run one job now through the queue (on the store's host, a worker must be running there; a store every host reaches, such as a PostgreSQL store: on any worker) and wait for its result")
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'which configured store (store jobs)')
     .option('--timeout <seconds>', 'how long to wait for the result', '600')

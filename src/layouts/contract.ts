@@ -108,6 +108,83 @@ export interface LayoutJobs<H> {
    * restored files before they replace the store (src/erase/restore-ledger.ts), then `erase`s what it returned.
    */
   erasedIn(store: H, ledger: ErasedLedger): Promise<EraseSelector[]>;
+  /**
+   * `repair dangling`: delete the rows superseded by a row that no longer exists, with every older version whose chain
+   * leads to one of them (the cascade that should have happened), their vectors first, under the store's maintenance
+   * lock, in short transactions beside agents writing. Never reset to NULL: that would put the corrected fact back
+   * into live_memory. Absent where the layout has no supersede chains.
+   */
+  repairDangling?(store: H): Promise<DanglingRepair>;
+  /**
+   * `repair timestamps`: rewrite parseable non-canonical times to the layout's canonical form; leave for a person those
+   * that hold no instant it can write. Absent where the layout keeps no times of its own.
+   */
+  repairTimestamps?(store: H): Promise<TimestampRepair>;
+  /**
+   * `repair orphans`: delete the vector points whose row no longer exists, each page's rows looked up a second time
+   * right before the delete (a row an agent wrote meanwhile keeps its point); with `dryRun`, count them. Absent where
+   * the layout compares its two stores its own way.
+   */
+  repairOrphans?(store: H, opts: OrphanRepairOptions): Promise<OrphanRepair>;
+}
+
+// ---- repair
+
+export interface DanglingRepair {
+  store: string;
+  deleted: number;
+  /** Rows that pointed at nothing: the corrected versions whose correction was deleted with foreign keys off. */
+  dangling: string[];
+  /** Older versions behind them, deleted by the cascade that should have happened at the time. */
+  cascaded: string[];
+  /**
+   * What the store's schema says of the supersede chains' foreign key, where it can be without one (a database table
+   * an agent made itself): `enforced`, `absent`, `not-valid`, `disabled` (its triggers switched off). Absent on SQLite,
+   * whose foreign keys are the connection's (every connection memory-warden opens turns them on).
+   */
+  foreignKey?: 'enforced' | 'absent' | 'not-valid' | 'disabled';
+}
+
+export interface TimestampChange {
+  id: string;
+  column: string;
+  from: string;
+  to: string;
+}
+
+/** A time left for a person: the row, the column, and the value as stored (an instant: in UTC), never rewritten. */
+export interface TimestampLeft {
+  id: string;
+  column: string;
+  value: string;
+}
+
+export interface TimestampRepair {
+  store: string;
+  rewritten: number;
+  unparseable: number;
+  /** Parseable, but outside the years 0000-9999 once in UTC (`9999-12-31T23:59:59-12:00`): no canonical text holds it. */
+  outOfRange: number;
+  changes: TimestampChange[];
+  /** The times left for a person, at most ID_SAMPLE of them, where the layout lists them. */
+  left?: TimestampLeft[];
+  /** What the store's column types decide (a time column of an instant type holds nothing unparseable), one line each. */
+  notes?: string[];
+}
+
+export interface OrphanRepairOptions {
+  dryRun?: boolean;
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
+export interface OrphanRepair {
+  store: string;
+  dryRun: boolean;
+  deleted: number;
+  /** `collection:pointId`, capped at ID_SAMPLE. */
+  ids: string[];
+  collections: { collection: string; deleted: number }[];
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Db } from '../../store/sqlite.js';
-import type { StoreHandle } from '../contract.js';
+import type { OrphanRepair, OrphanRepairOptions, StoreHandle } from '../contract.js';
 import type { PointId, PointRecord, RowVectors } from '../../vectors/contract.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../job/findings.js';
 import type { Instant } from '../../time/instants.js';
@@ -122,6 +122,11 @@ export function orphansOfPage(db: Db, q: RowVectors, points: PointRecord[], opts
       if (r.rid !== undefined) opts.rowids?.set(String(r.id), r.rid);
     }
   }
+  return { ...orphansAmong(points, named, rows), rows, named };
+}
+
+/** The points of a page that name rows none of which exists (orphans), and those that name no row at all. */
+function orphansAmong(points: PointRecord[], named: string[][], rows: { has(id: string): boolean }): { orphans: PointRecord[]; unmapped: PointRecord[] } {
   const orphans: PointRecord[] = [];
   const unmapped: PointRecord[] = [];
   points.forEach((p, i) => {
@@ -129,7 +134,7 @@ export function orphansOfPage(db: Db, q: RowVectors, points: PointRecord[], opts
     if (candidates.length === 0) unmapped.push(p);
     else if (!candidates.some((id) => rows.has(id))) orphans.push(p);
   });
-  return { orphans, rows, unmapped, named };
+  return { orphans, unmapped };
 }
 
 /**
@@ -320,34 +325,45 @@ export async function withConsistency<R extends { ok: boolean; problems: Finding
   return { ...report, ok: problems.length === 0, problems, notes, vectors: { liveRows: c.liveRows, unmappableRows: c.unmappableRows, collections: c.collections } };
 }
 
-export interface OrphanRepair {
-  store: string;
-  dryRun: boolean;
-  deleted: number;
-  /** `collection:pointId`, capped at ID_SAMPLE. */
-  ids: string[];
-  collections: { collection: string; deleted: number }[];
-}
-
 /**
  * Delete the points whose row no longer exists, page by page. Each page's orphans are looked up in SQLite a
  * second time right before the delete, so a row the agent wrote meanwhile keeps its point. A point that names
  * no row is never touched: it cannot be proved an orphan. (Agents should write the row before its vector, the
  * mirror of how memory-warden deletes.)
  */
-export async function repairOrphans(store: StoreHandle, opts: { dryRun?: boolean; pageSize?: number; signal?: AbortSignal } = {}): Promise<OrphanRepair> {
+export async function repairOrphans(store: StoreHandle, opts: OrphanRepairOptions = {}): Promise<OrphanRepair> {
+  const rowsOf = async (ids: string[]) =>
+    new Set((store.db.prepare(ROWS_BY_ID(false)).all(JSON.stringify(ids)) as { id: unknown }[]).map((r) => String(r.id)));
+  return repairOrphansWith(store, rowsOf, (work) => withMaintenanceLock(store.path, 'repair orphans', work), opts);
+}
+
+/**
+ * repair orphans over any engine's rows: `rowsOf` says which of the ids are rows of the store now, `locked` runs the
+ * deletes under the store's maintenance lock (a dry run takes none).
+ */
+export async function repairOrphansWith(
+  store: { name: string; vectors?: RowVectors },
+  rowsOf: (ids: string[]) => Promise<Set<string>>,
+  locked: (work: () => Promise<void>) => Promise<void>,
+  opts: OrphanRepairOptions,
+): Promise<OrphanRepair> {
   const q = store.vectors;
   if (!q) throw usageError(`${store.name}: no qdrant section in its config: there are no points to repair`);
   const out: OrphanRepair = { store: store.name, dryRun: opts.dryRun ?? false, deleted: 0, ids: [], collections: [] };
+  const orphansOf = async (points: PointRecord[]) => {
+    const named = points.map((p) => q.rowIdsOf(p));
+    const wanted = [...new Set(named.flat())];
+    return orphansAmong(points, named, wanted.length === 0 ? new Set() : await rowsOf(wanted)).orphans;
+  };
   const work = async () => {
     for (const collection of q.collections) {
       const tally = { collection, deleted: 0 };
       out.collections.push(tally);
       for await (const page of scrollPoints(q, collection, opts.pageSize ?? 1000)) {
         opts.signal?.throwIfAborted();
-        const first = orphansOfPage(store.db, q, page).orphans;
+        const first = await orphansOf(page);
         if (first.length === 0) continue;
-        const still = out.dryRun ? first : orphansOfPage(store.db, q, first).orphans;
+        const still = out.dryRun ? first : await orphansOf(first);
         if (!out.dryRun && still.length > 0) await q.deletePoints(collection, still.map((p) => p.id));
         tally.deleted += still.length;
         out.deleted += still.length;
@@ -356,6 +372,6 @@ export async function repairOrphans(store: StoreHandle, opts: { dryRun?: boolean
     }
   };
   if (out.dryRun) await work();
-  else await withMaintenanceLock(store.path, 'repair orphans', work);
+  else await locked(work);
   return out;
 }

@@ -37,4 +37,7 @@ export const wardenLayout: Layout = {
   correct: async (store, opts) => (await import('./correct.js')).correctWarden(store, opts),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWarden(store, selector, dryRun, opts),
   erasedIn: async (store, ledger) => (await import('./erased-in.js')).wardenErasedIn(store, ledger),
+  repairDangling: async (store) => (await import('./repair.js')).repairDangling(store),
+  repairTimestamps: async (store) => (await import('./repair.js')).repairTimestamps(store),
+  repairOrphans: async (store, opts) => (await import('./consistency.js')).repairOrphans(store, opts),
 };

@@ -1,4 +1,4 @@
-import type { StoreHandle } from '../contract.js';
+import type { DanglingRepair, StoreHandle, TimestampChange, TimestampRepair } from '../contract.js';
 import { deleteRoots, type DeletedRow } from './delete.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { assertIntact } from '../../store/sqlite.js';
@@ -10,15 +10,6 @@ const STILL_DANGLING = `superseded_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM 
 /** Each repair transaction holds the write lock about this long. */
 const BATCH_MS = 40;
 const DANGLING_SQL = `SELECT m.id FROM pragma_foreign_key_check('memory') f JOIN memory m ON m.rowid = f.rowid`;
-
-export interface DanglingRepair {
-  store: string;
-  deleted: number;
-  /** Rows that pointed at nothing: the corrected versions whose correction was deleted with foreign keys off. */
-  dangling: string[];
-  /** Older versions behind them, deleted by the cascade that should have happened at the time. */
-  cascaded: string[];
-}
 
 /**
  * Delete rows whose superseded_by points at nothing, with their cascade, through both stores. Never reset them
@@ -49,22 +40,6 @@ export async function repairDangling(store: StoreHandle): Promise<DanglingRepair
     }
   });
   return out;
-}
-
-export interface TimestampChange {
-  id: string;
-  column: string;
-  from: string;
-  to: string;
-}
-
-export interface TimestampRepair {
-  store: string;
-  rewritten: number;
-  unparseable: number;
-  /** Parseable, but outside the years 0000-9999 once in UTC (`9999-12-31T23:59:59-12:00`): no canonical text holds it. */
-  outOfRange: number;
-  changes: TimestampChange[];
 }
 
 /**

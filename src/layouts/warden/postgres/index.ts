@@ -2,8 +2,8 @@ import type { PostgresLayout } from '../../contract.js';
 import { assertWardenSchemaPg, initWardenPg } from './schema.js';
 
 /**
- * The memory table of the brief in a PostgreSQL schema: init, check, prune, the digest's rows, review, drift and
- * erase, beside agents writing over their own connections. Each job's code is loaded when that job asks for it.
+ * The memory table of the brief in a PostgreSQL schema: init, check, prune, the digest's rows, review, drift, erase
+ * and the repairs, beside agents writing over their own connections. Each job's code is loaded when that job asks for it.
  */
 export const wardenOnPostgres: PostgresLayout = {
   name: 'warden',
@@ -24,4 +24,7 @@ export const wardenOnPostgres: PostgresLayout = {
   correct: async (store, opts) => (await import('./correct.js')).correctPg(store, opts),
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseWardenPg(store, selector, dryRun, opts),
   erasedIn: async (store, ledger) => (await import('./erase.js')).wardenErasedInPg(store, ledger),
+  repairDangling: async (store) => (await import('./repair.js')).repairDanglingPg(store),
+  repairTimestamps: async (store) => (await import('./repair.js')).repairTimestampsPg(store),
+  repairOrphans: async (store, opts) => (await import('./repair.js')).repairOrphansPg(store, opts),
 };
