@@ -40,17 +40,25 @@ describe('the digest\'s new rows on SQLite: the newest chosen without SQLite sor
     const rest = inOrder.filter((r) => flag(r).length === 0).map((r) => r.id);
     expect(inOrder.length).toBeGreaterThan(2500);
     const config = loadConfig({ overrides: { stateDb: join(dir, 'state.db'), stores: { t: { db: path } } } });
-    const store = openStore(config, 't', { readonly: true });
-    try {
-      for (const max of [0, 1, 2, 7, 200, 700, 5000]) {
-        const got = newRows(store.db, { start: NOW - DAY, end: NOW }, max, flag);
-        expect(got.total).toBe(inOrder.length);
-        expect(got.flagged).toBe(flagged.length);
-        expect(got.shown.map((r) => r.id), `maxRows ${max}`).toEqual([...flagged.slice(0, max), ...rest.slice(0, max)].slice(0, max));
-        expect(got.more).toBe(inOrder.length - Math.min(max, inOrder.length));
+    // Read newest rowid first off the table, or in created_at order off an index on it (no sort either way).
+    for (const index of [false, true]) {
+      if (index) {
+        const db = new Database(path);
+        db.exec('CREATE INDEX memory_created ON memory(created_at)');
+        db.close();
       }
-    } finally {
-      store.close();
+      const store = openStore(config, 't', { readonly: true });
+      try {
+        for (const max of [0, 1, 2, 7, 200, 700, 5000]) {
+          const got = newRows(store.db, { start: NOW - DAY, end: NOW }, max, flag);
+          expect(got.total).toBe(inOrder.length);
+          expect(got.flagged).toBe(flagged.length);
+          expect(got.shown.map((r) => r.id), `maxRows ${max}, index ${index}`).toEqual([...flagged.slice(0, max), ...rest.slice(0, max)].slice(0, max));
+          expect(got.more).toBe(inOrder.length - Math.min(max, inOrder.length));
+        }
+      } finally {
+        store.close();
+      }
     }
   });
 

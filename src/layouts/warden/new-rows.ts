@@ -19,8 +19,15 @@ const NEW_ROWS_SQL = `
   SELECT id, subject, fact, source, created_at, expires_at, julianday(created_at) FROM memory
   WHERE created_at >= @lower AND created_at < @upper
     AND CASE WHEN ${canonicalSql('created_at')} THEN created_at > @startBefore AND created_at <= @endBefore
-        ELSE warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end END
-  ORDER BY rowid DESC`;
+        ELSE warden_epoch(created_at) >= @start AND warden_epoch(created_at) < @end END`;
+const NEWEST_ROWID_FIRST = `${NEW_ROWS_SQL} ORDER BY rowid DESC`;
+
+/** Newest rowid first where that costs no sort (a scan of the table); read off an index on created_at, as it comes. */
+function newRowsSql(db: Db): string {
+  const plan = (db.prepare(`EXPLAIN QUERY PLAN ${NEWEST_ROWID_FIRST}`).all(PLAN_PARAMS) as { detail: string }[]).map((r) => r.detail).join('; ');
+  return /TEMP B-TREE/.test(plan) ? NEW_ROWS_SQL : NEWEST_ROWID_FIRST;
+}
+const PLAN_PARAMS = { lower: '', upper: '', start: 0, end: 0, startBefore: '', endBefore: '' };
 
 export function newRows(db: Db, period: Period, maxRows: number, lookTwice: LookTwice): NewRows {
   const lower = new Date(period.start - 2 * DAY_MS).toISOString().slice(0, 10);
@@ -30,7 +37,7 @@ export function newRows(db: Db, period: Period, maxRows: number, lookTwice: Look
   };
   const rows = newRowsOf(maxRows, lookTwice, 'newest');
   // Raw rows (arrays): tens of thousands a day pass here, and only the kept ones become objects.
-  for (const r of db.prepare(NEW_ROWS_SQL).raw().iterate(params) as Iterable<unknown[]>) rows.add(r);
+  for (const r of db.prepare(newRowsSql(db)).raw().iterate(params) as Iterable<unknown[]>) rows.add(r);
   return rows.result();
 }
 
