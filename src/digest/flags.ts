@@ -8,6 +8,13 @@ export interface LookTwiceRules {
   sources: Rule[];
   instructions: Rule[];
   secrets: Rule[];
+  /**
+   * The sources' rules, and the instructions' and secrets' (which read the same text), each as one pattern that
+   * matches where any of them does (anyOf): most rows match none, and one pass over the text tells. Null where
+   * the patterns cannot be joined without changing what one of them means.
+   */
+  anySource: Rule | null;
+  anyText: Rule | null;
 }
 
 /**
@@ -52,12 +59,39 @@ function twin(pattern: string): RegExp | null {
 
 const compile = (list: LabelledPattern[]) => list.map(compileRule);
 
+/** A backreference (its number or name would point into another pattern once joined) or a named group (two may clash). */
+const NOT_JOINABLE = /\\[1-9]|\\k<|\(\?<[^=!]/;
+
+/**
+ * One rule matching wherever any of `list` does: `(?:a)|(?:b)|…`, which matches a text iff one of them matches it
+ * (an alternative is tried at every position). Null for fewer than two patterns, or where one holds a backreference
+ * or a named group.
+ */
+function anyOf(list: LabelledPattern[]): Rule | null {
+  if (list.length < 2 || list.some((p) => NOT_JOINABLE.test(p.pattern))) return null;
+  try {
+    return compileRule({ pattern: list.map((p) => `(?:${p.pattern})`).join('|'), label: 'any' });
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * False only where no rule of the list can match `text`: the joined pattern's fast twin answered no. Where only its
+ * `iu` pattern could answer (a text that is not plain, or a pattern without a twin), the rules are tried one by one.
+ */
+const mayMatch = (any: Rule | null, text: string, kind: TextKind) =>
+  any === null || !(any.ascii && (kind === 'ascii' || (kind === 'plain' && any.plain))) || any.ascii.test(text);
+
 /** rule.re.test(text), through the ASCII twin when it may (`kind` is textKind(text)). */
 export const matches = (rule: Rule, text: string, kind: TextKind) =>
   (rule.ascii && (kind === 'ascii' || (kind === 'plain' && rule.plain)) ? rule.ascii : rule.re).test(text);
 
 export function lookTwiceRules(config: DigestConfig['lookTwice']): LookTwiceRules {
-  return { sources: compile(config.sources), instructions: compile(config.instructions), secrets: compile(config.secrets) };
+  return {
+    sources: compile(config.sources), instructions: compile(config.instructions), secrets: compile(config.secrets),
+    anySource: anyOf(config.sources), anyText: anyOf([...config.instructions, ...config.secrets]),
+  };
 }
 
 // A pathological fact can be megabytes; the patterns only need its beginning.
@@ -69,10 +103,11 @@ export function lookTwiceReasons(row: { subject: unknown; fact: unknown; source:
   if (source.trim() === '') reasons.push('no source: cannot be re-checked');
   else {
     const kind = textKind(source);
-    for (const r of rules.sources) if (matches(r, source, kind)) reasons.push(`source is ${r.label}`);
+    if (mayMatch(rules.anySource, source, kind)) for (const r of rules.sources) if (matches(r, source, kind)) reasons.push(`source is ${r.label}`);
   }
   const text = `${String(row.subject ?? '').slice(0, 500)}\n${String(row.fact ?? '').slice(0, SCAN_CHARS)}`;
   const kind = textKind(text);
+  if (!mayMatch(rules.anyText, text, kind)) return reasons;
   for (const r of rules.instructions) if (matches(r, text, kind)) reasons.push(`reads like an instruction: ${r.label}`);
   for (const r of rules.secrets) if (matches(r, text, kind)) reasons.push(r.label);
   return reasons;

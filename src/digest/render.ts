@@ -1,6 +1,6 @@
 import type { Finding } from '../job/findings.js';
 import type { Before, DigestModel, FailedJob, FlaggedRow, StoreSection } from './model.js';
-import { escapeHtml, headerText, html, maskSecrets, plain, reviewCommands } from './untrusted.js';
+import { escapeHtml, headerText, html, maskSecrets, plain, reviewCommands, sameTexts } from './untrusted.js';
 
 /**
  * Pure functions from a DigestModel to the subject, the plain-text part and the HTML part. Same content in both
@@ -19,7 +19,7 @@ export interface RenderedDigest {
 }
 
 export function renderDigest(model: DigestModel, opts: { prefix?: string } = {}): RenderedDigest {
-  return { subject: renderSubject(model, opts.prefix), text: renderText(model), html: renderHtml(model) };
+  return sameTexts(() => ({ subject: renderSubject(model, opts.prefix), text: renderText(model), html: renderHtml(model) }));
 }
 
 function totals(model: DigestModel) {

@@ -55,7 +55,27 @@ export function defang(text: string): string {
  * masking: a secret cut in half is no longer one a pattern knows), one line, defanged.
  */
 export function plain(text: unknown, max = Infinity): string {
-  return defang(oneLine(clip(maskSecretsSync(String(text ?? '').normalize('NFKC')), max)));
+  if (!memo) return plainOnce(text, max);
+  const key = `${max}:${String(text ?? '')}`;
+  let out = memo.get(key);
+  if (out === undefined) memo.set(key, (out = plainOnce(text, max)));
+  return out;
+}
+
+const plainOnce = (text: unknown, max: number) => defang(oneLine(clip(maskSecretsSync(String(text ?? '').normalize('NFKC')), max)));
+
+/** What `plain` gave each text while `sameTexts` runs: the digest's text and HTML parts show the same rows. */
+let memo: Map<string, string> | undefined;
+
+/** `f`, with each text `plain` is given made plain once (a pure function of the text and `max`). */
+export function sameTexts<T>(f: () => T): T {
+  const outer = memo;
+  memo = new Map();
+  try {
+    return f();
+  } finally {
+    memo = outer;
+  }
 }
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };

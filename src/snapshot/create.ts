@@ -17,11 +17,11 @@ import { partialFolder, removePartials } from './copies.js';
 import { eraseKey, eraseKeyId } from '../erase/key.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
-import { copyHolds, writeHolds } from './targets/holds.js';
+import { copyHolds, holdsStream, writeHolds } from './targets/holds.js';
 import { openStore, openStoreOnEngine } from '../layouts/open.js';
 import { engineFor } from '../engines/registry.js';
 import type { AnyStoreHandle, EngineName, EngineTables, StoreEngine } from '../engines/contract.js';
-import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, TABLES_DIR, storePart, toolVersion, type FileEntry, type Manifest, type QdrantPart, type SqlitePart, type TablesPart } from './manifest.js';
+import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, TABLES_DIR, storePart, toolVersion, type FileEntry, type HoldsEntry, type Manifest, type QdrantPart, type SqlitePart, type TablesPart } from './manifest.js';
 
 export interface SnapshotOptions {
   now: Clock;
@@ -122,11 +122,18 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     const tmp = partialFolder(root, name);
     mkdirSync(tmp, { mode: DIR_MODE }); // a new name: never a folder that was there
     makeDirPrivate(tmp);
+    // The holds, made once here from the copy: every target's upload carries them, erase searches them. Made from
+    // the SQLite copy while the copy's integrity_check runs on the other thread (they count only once it says ok:
+    // until then the folder is a partial one); a copy of tables, from the copy once verified.
+    const key = ledgerKey(config, storeName, opts.log);
+    let holdsMaking: Promise<HoldsEntry> | undefined;
+    const makeHolds = key && !db ? (copy: string) => {
+      holdsMaking = writeHolds(holdsStream(copy, key), key, join(tmp, HOLDS_FILE));
+      holdsMaking.catch(() => undefined); // awaited below, or before the partial folder is removed
+    } : undefined;
     try {
-      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason, db);
-      const key = ledgerKey(config, storeName, opts.log);
-      // The holds, made once here from the verified copy: every target's upload carries them, erase searches them.
-      const holds = key && (await writeHolds(copyHolds(tmp, parts, key), key, join(tmp, HOLDS_FILE)));
+      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason, db, makeHolds);
+      const holds = key && (await (holdsMaking ?? writeHolds(copyHolds(tmp, parts, key), key, join(tmp, HOLDS_FILE))));
       const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(key ? { eraseKeyId: eraseKeyId(key) } : {}), ...(holds ? { holds } : {}) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
@@ -138,6 +145,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
       opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
       return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, points, pruned, removedPartials };
     } catch (err) {
+      await holdsMaking?.catch(() => undefined); // nothing left writing into the folder as it goes
       rmSync(tmp, { recursive: true, force: true });
       throw err;
     }
@@ -168,19 +176,37 @@ interface TablesSource {
   handle: AnyStoreHandle;
 }
 
-async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason'], db?: TablesSource): Promise<Manifest> {
+/**
+ * Every part of the snapshot in `tmp`, verified. `whileChecked`: called with the store's SQLite copy once it is
+ * written, while its integrity_check runs (what reads the copy may overlap the check; it counts only if the check
+ * passes, which this awaits).
+ */
+async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason'], db?: TablesSource, whileChecked?: (copy: string) => void): Promise<Manifest> {
   const collections = snapshotCollections(storeConfig);
   const q = collectionSnapshotsFor(storeConfig);
   if (collections.length > 0) ensurePrivateDir(join(tmp, 'qdrant'));
   const files: Record<string, FileEntry> = {};
   const started = opts.now();
 
-  const sqlitePart = async (source = storeConfig.db, file = 'store.db'): Promise<SqlitePart> => {
+  const sqlitePart = async (source = storeConfig.db, file = 'store.db', copied?: (copy: string) => void): Promise<SqlitePart> => {
     const at = opts.now();
-    const copy = await copySqlite(source, join(tmp, file), config.busyTimeoutMs, layoutFor(storeConfig).sqliteEngine);
-    if (copy.integrity !== 'ok') throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
-    fsyncPath(join(tmp, file));
-    files[file] = await sha256File(join(tmp, file));
+    const path = join(tmp, file);
+    // Hashed on this thread while the copy is checked on its own (the bytes no longer change once it is written).
+    let hashed: Promise<FileEntry> | undefined;
+    const copy = await copySqlite(source, path, config.busyTimeoutMs, layoutFor(storeConfig).sqliteEngine, () => {
+      hashed = sha256File(path);
+      hashed.catch(() => undefined); // awaited below
+      copied?.(path);
+    }).catch(async (err: unknown) => {
+      await hashed?.catch(() => undefined);
+      throw err;
+    });
+    if (copy.integrity !== 'ok') {
+      await hashed?.catch(() => undefined);
+      throw storeError(`snapshot ${storeName}: integrity_check of the copy of ${source} says "${copy.integrity.slice(0, 200)}"; previous snapshots kept`);
+    }
+    fsyncPath(path);
+    files[file] = await (hashed ?? sha256File(path));
     opts.progress?.tick(files[file]!.bytes);
     const rows = copy.tables.memory ?? null;
     return { file, source, startedAt: iso(at), finishedAt: iso(opts.now()), integrity: copy.integrity, journalMode: copy.journalMode, tables: copy.tables, rows };
@@ -241,7 +267,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
 
   // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
   opts.progress?.start('snapshot', undefined, 'bytes');
-  const settled = await Promise.allSettled([db ? tablesPart(db) : sqlitePart(), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
+  const settled = await Promise.allSettled([db ? tablesPart(db) : sqlitePart(storeConfig.db, 'store.db', whileChecked), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
   opts.progress?.done();
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);

@@ -45,6 +45,8 @@ try {
   const copy = new Checker(dest, { fileMustExist: true });
   try {
     copy.pragma('journal_mode = DELETE'); // its own fresh copy: nobody else has it open
+    // Written and in its final form: the caller may read it (hash it, make its holds) while it is checked here.
+    if (threads.parentPort) reply({ copied: true });
     const integrity = copy.pragma('integrity_check').map((r) => r.integrity_check).join('; ');
     const tables = {};
     for (const { name } of copy.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()) {
@@ -64,8 +66,11 @@ try {
  * A consistent copy of the store at `dest` (VACUUM INTO: one read transaction, so one instant of the store,
  * without blocking the agent's writer in WAL mode), then `PRAGMA integrity_check` on the copy. The copy is created
  * 0600 before SQLite writes into it; it is left in rollback-journal mode so it is one self-contained file.
+ * `copied` is called once the copy is written and no longer changes, before its check ends (not for libsql): what
+ * only reads it may start then, on this thread, while the check runs on its own; the promise still says whether
+ * the copy is sound, and nothing read from it counts before it has.
  */
-export function copySqlite(source: string, dest: string, busyTimeoutMs: number, engine?: 'libsql'): Promise<SqliteCopy> {
+export function copySqlite(source: string, dest: string, busyTimeoutMs: number, engine?: 'libsql', copied?: () => void): Promise<SqliteCopy> {
   closeSync(openSync(dest, 'wx', FILE_MODE));
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   // A libsql store (Layout.sqliteEngine) is copied page by page (backup) and checked and counted through libsql.
@@ -100,7 +105,10 @@ export function copySqlite(source: string, dest: string, busyTimeoutMs: number, 
       return;
     }
     const worker = new Worker(WORKER, { eval: true, workerData: data });
-    worker.once('message', settle);
+    worker.on('message', (m: Parameters<typeof settle>[0] | { copied: true }) => {
+      if ('copied' in m) copied?.();
+      else settle(m);
+    });
     worker.once('error', failed);
     worker.once('exit', (code) => {
       if (!settled) reject(storeError(`copy ${source}: worker exited with code ${code}`));

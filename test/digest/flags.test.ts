@@ -113,3 +113,42 @@ describe('look twice: the ASCII twin of each pattern', () => {
     expect(flag('plain fact é')).toEqual([]);
   });
 });
+
+describe('look twice: the rules of a list joined into one pattern', () => {
+  const wide = ['—', '’', '“', 'é', 'ſ', '\u212A', 'Ω', 'ß', '漢字', '🐝', '\u2028'];
+  const texts = [...asciiTexts(3000), ...asciiTexts(3000, wide).map((t, i) => t + wide[i % wide.length]!)];
+  const rows = texts.map((t, i) => ({ subject: i % 5 === 0 ? t : 'someone', fact: t, source: i % 3 === 0 ? t : texts[(i * 7) % texts.length]! }));
+
+  it('gives every row the reasons the rules give one by one: defaults, user patterns, backreferences and named groups', () => {
+    const sets = [
+      { sources: DEFAULT_TOOL_SOURCES, instructions: DEFAULT_INSTRUCTIONS, secrets: DEFAULT_SECRETS },
+      { sources: ALL, instructions: USER_PATTERNS.slice(0, 7).map((pattern) => ({ pattern, label: pattern })), secrets: DEFAULT_SECRETS },
+      { sources: DEFAULT_TOOL_SOURCES, instructions: ALL, secrets: [{ pattern: '(?<a>x)\\k<a>', label: 'xx' }] },
+    ];
+    for (const config of sets) {
+      const joined = lookTwiceRules(config);
+      const oneByOne = { ...joined, anySource: null, anyText: null };
+      let flagged = 0;
+      for (const row of rows) {
+        const want = lookTwiceReasons(row, oneByOne);
+        if (want.length > 0) flagged += 1;
+        expect(lookTwiceReasons(row, joined), JSON.stringify(row)).toEqual(want);
+      }
+      expect(flagged).toBeGreaterThan(100);
+      expect(flagged).toBeLessThan(rows.length);
+    }
+  });
+
+  it('joins only what it can: no backreference or named group, at least two patterns', () => {
+    const rules = (instructions: LabelledPattern[]) => lookTwiceRules({ sources: DEFAULT_TOOL_SOURCES, instructions, secrets: [] });
+    expect(rules(DEFAULT_INSTRUCTIONS).anyText).not.toBeNull();
+    expect(rules(DEFAULT_INSTRUCTIONS).anySource).not.toBeNull();
+    expect(rules([{ pattern: 'a', label: 'a' }]).anyText).toBeNull();
+    expect(rules([{ pattern: '(s)\\1', label: 'b' }, { pattern: 'a', label: 'a' }]).anyText).toBeNull();
+    expect(rules([{ pattern: '(?<w>k)', label: 'b' }, { pattern: 'a', label: 'a' }]).anyText).toBeNull();
+    expect(rules([{ pattern: '(?<=k)s', label: 'b' }, { pattern: '(?<!k)a', label: 'a' }]).anyText).not.toBeNull();
+    // What the joined pattern says where a backreference is joined with others: its group is no longer group 1.
+    expect(new RegExp('(?:a)|(?:(s)\\1)', 'i').test('ss')).toBe(true);
+    expect(new RegExp('(?:(a))|(?:(s)\\1)', 'i').test('s')).toBe(true); // \1 names the other pattern's group, unset: matches empty
+  });
+});

@@ -3,8 +3,9 @@
  * every push uploads and what erase searches; one that differs from its record is never taken for it, and a
  * snapshot from before (no holds file) still pushes and is still found, its holds made from its copy then.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log/logger.js';
 import { takeSnapshot } from '../../src/snapshot/create.js';
@@ -53,6 +54,22 @@ async function snapshotted(): Promise<{ config: Config; dir: string; manifest: M
 const push = (config: Config) => replicateStore(config, 'agent', { log: silentLogger, now: () => T0 });
 
 describe('holds made when the snapshot is taken', () => {
+  it('made while the copy is checked, they count only once it passes: a copy that fails its check leaves no folder, partial or whole', async () => {
+    const { config, dir } = await snapshotted();
+    // An index whose definition no longer matches its entries: quick_check passes, VACUUM INTO copies the index's
+    // pages as they are, and the copy's integrity_check finds every row missing from it.
+    const db = new Database(config.stores.agent!.db);
+    db.unsafeMode(true);
+    db.pragma('writable_schema = ON');
+    db.prepare(`UPDATE sqlite_schema SET sql = 'CREATE INDEX memory_expires ON memory(subject)' WHERE name = 'memory_expires'`).run();
+    db.close();
+    const err = await failure(takeSnapshot(config, 'agent', { now: () => T0 + 3_600_000, log: silentLogger }));
+    expect(err.message).toMatch(/integrity_check of the copy .* says "row \d+ missing from index memory_expires/);
+    const root = join(dir, '..');
+    expect(readdirSync(root).filter((n) => !n.startsWith('.snapshots'))).toEqual([basename(dir)]);
+    expect(snapshotFolders(config, 'agent').map((f) => f.name)).toEqual([basename(dir)]);
+  });
+
   it('the snapshot holds holds.json.gz, recorded in its manifest with the erase key that made it; the folder is a snapshot', async () => {
     const { config, dir, manifest, key } = await snapshotted();
     const file = readFileSync(join(dir, HOLDS_FILE));

@@ -1,0 +1,31 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { hmac64 } from '../../../src/snapshot/targets/hmac64.js';
+import { idMac } from '../../../src/snapshot/targets/holds.js';
+
+const reference = (key: Buffer, text: string) => createHmac('sha256', key).update(`id:${text}`, 'utf8').digest().readBigUInt64BE(0);
+
+describe('hmac64: the holds\' keyed hash through its own SHA-256', () => {
+  it('equals HMAC-SHA256 for every length across the block boundaries, under keys shorter, equal to and longer than a block', () => {
+    for (const keyLength of [0, 1, 16, 32, 63, 64, 65, 100, 200]) {
+      const key = randomBytes(keyLength);
+      const mac = hmac64(key, 'id:');
+      for (let n = 0; n <= 300; n++) {
+        const text = 'x'.repeat(n);
+        expect(mac(text), `key ${keyLength} bytes, text ${n}`).toBe(reference(key, text));
+      }
+    }
+  });
+
+  it('encodes as UTF-8 as createHmac does: accents, emoji, lone surrogates, a long text after a short one', () => {
+    const key = randomBytes(32);
+    const mac = hmac64(key, 'id:');
+    const texts = ['', 'é', 'Zoë 🐝', `${'ü'.repeat(300)}-end`, '\ud800', 'a\udc00b', '\u0000', 'x'.repeat(5000), 'm1', '日本語'.repeat(40), 'id:nested'];
+    for (const t of texts) expect(mac(t), JSON.stringify(t.slice(0, 20))).toBe(reference(key, t));
+    for (let i = 0; i < 2000; i++) {
+      const t = `m${i}`;
+      expect(mac(t)).toBe(reference(key, t));
+      expect(mac(t).toString(16).padStart(16, '0')).toBe(idMac(key, t));
+    }
+  });
+});
