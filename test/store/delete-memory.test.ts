@@ -1,15 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { peakGrowthKb } from '../helpers/memory.js';
 import { makeStore, ids, tempDir, type Row } from '../helpers/store.js';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { deleteRoots } from '../../src/layouts/warden/delete.js';
 import { PRUNABLE_SQL, pruneParams } from '../../src/layouts/warden/rules.js';
-
-/** This process's resident memory in kB: now, or at its highest since resetPeak(). */
-const rssKb = (field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync('/proc/self/status', 'utf8'))![1]);
-/** Starts the peak (VmHWM) again from the current RSS (Linux: clear_refs 5). */
-const resetPeak = () => writeFileSync('/proc/self/clear_refs', '5');
 
 describe('a delete that touches thousands of pages in one statement', () => {
   let dir: string;
@@ -36,10 +31,7 @@ describe('a delete that touches thousands of pages in one statement', () => {
       const options = { key: 'rowid' as const, rows: 0, recheck: { sql: PRUNABLE_SQL, params } };
       // One small delete first: the connection's TEMP objects and statements exist before the peak is measured.
       await deleteRoots(db, roots.slice(0, 1), options);
-      resetPeak();
-      const before = rssKb('VmRSS');
-      const outcome = await deleteRoots(db, roots.slice(1), options);
-      const grewKb = rssKb('VmHWM') - before;
+      const { value: outcome, grewKb } = await peakGrowthKb(() => deleteRoots(db, roots.slice(1), options));
       expect(outcome.rowids).toHaveLength(EXPIRED - 1);
       expect(ids(path, 'SELECT id FROM memory WHERE expires_at IS NOT NULL')).toEqual([]);
       // With the rule in the DELETE's own WHERE, its statement journal held a copy of each page touched, in memory:
