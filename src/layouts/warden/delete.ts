@@ -171,7 +171,12 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
   prepareConnection(db);
   const params = { ...opts.recheck?.params, ...opts.classify?.params, roots: JSON.stringify(roots) };
   const key = opts.key ?? 'id';
-  const remove = statement(db, `DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))${opts.recheck ? ` AND (${opts.recheck.sql})` : ''}`);
+  const remove = statement(db, `DELETE FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots))`);
+  // The roots that still qualify are read first, in the same transaction, and the DELETE names only them. With the
+  // rule in the DELETE's own WHERE, SQLite kept a copy of every page the transaction's deletes touched in the
+  // statement journal, in memory (temp_store = MEMORY) until the commit: some 80 MB of a batch at 10M rows.
+  const due = opts.recheck ? statement(db, `SELECT json_group_array(${key}) FROM memory WHERE ${key} IN (SELECT value FROM json_each(@roots)) AND (${opts.recheck.sql})`, 'pluck') : null;
+  const removeRoots = (rootsJson: string) => remove.run({ roots: due ? due.get({ ...params, roots: rootsJson }) : rootsJson });
   const captured = statement(db, `SELECT id, rowid_ AS rowid, ${opts.classify?.sql ?? 'NULL'} AS reason FROM temp.warden_deleted LIMIT @rows`);
   const capturedRowids = statement(db, `SELECT rowid_ FROM temp.warden_deleted`, 'pluck');
   const rows = opts.vectors || opts.beforeCommit ? -1 : opts.rows ?? -1; // LIMIT -1: all of them
@@ -210,7 +215,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
         deep.length = 0;
         opts.beforeDelete?.();
         let consumed = roots.length;
-        if (!opts.budget) remove.run({ ...params, roots: takeShallow(params.roots) });
+        if (!opts.budget) removeRoots(takeShallow(params.roots));
         else {
           const { ms } = opts.budget;
           consumed = 0;
@@ -218,7 +223,7 @@ export async function deleteRoots(db: Db, roots: readonly (string | number)[], o
           let msPerWeight = 0;
           do {
             const at = performance.now();
-            remove.run({ ...params, roots: takeShallow(JSON.stringify(roots.slice(consumed, next.end))) });
+            removeRoots(takeShallow(JSON.stringify(roots.slice(consumed, next.end))));
             const took = performance.now() - at;
             // A cascade is quadratic in its depth: one chunk that alone outlasts the budget met chains deep enough
             // (hundreds of versions) to be deleted from the oldest up from the next call on.

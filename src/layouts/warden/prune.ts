@@ -4,7 +4,7 @@ import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
 import { storeBytes, THREAD_MIN_BYTES, warmStoreThread } from '../../store/thread.js';
-import { cascadeClosure, deleteRoots, type DeletedRow } from './delete.js';
+import { deleteRoots, type DeletedRow } from './delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { toCanonical } from '../../time/instants.js';
@@ -60,29 +60,37 @@ export interface Candidates {
  * neighbouring table pages, so each page is written to the WAL about once instead of once per batch. A row both
  * rules select counts as expired.
  */
-export function pruneCandidates(store: Pick<StoreHandle, 'db'>, rules: PruneRules, after: number | null = null, until: number | null = null): Candidates {
+export function pruneCandidates(
+  store: Pick<StoreHandle, 'db'>, rules: PruneRules, after: number | null, until: number | null, room: CandidateRoom,
+): Candidates {
   const range = `${after === null ? '' : 'rowid > @after AND '}${until === null ? '' : 'rowid <= @until AND '}`;
   const rows = store.db
     .prepare(`SELECT rowid, CASE WHEN @expiredOn AND ${EXPIRED_SQL} THEN 0 ELSE 1 END FROM memory WHERE ${range}${PRUNABLE_SQL} ORDER BY rowid`)
     .raw()
     .iterate({ ...pruneParams(rules), ...(after === null ? {} : { after }), ...(until === null ? {} : { until }) }) as IterableIterator<[number, number]>;
-  let rowids = new Float64Array(until === null || after === null ? 1024 : Math.min(until - after, 1 << 16));
-  let superseded = new Uint8Array(rowids.length);
   let n = 0;
   for (const [rowid, rule] of rows) {
-    if (n === rowids.length) {
-      const more = new Float64Array(2 * n);
-      more.set(rowids);
-      rowids = more;
-      const flags = new Uint8Array(2 * n);
-      flags.set(superseded);
-      superseded = flags;
+    if (n === room.rowids.length) {
+      const more = new Float64Array(Math.max(1024, 2 * n));
+      more.set(room.rowids);
+      room.rowids = more;
+      const flags = new Uint8Array(more.length);
+      flags.set(room.superseded);
+      room.superseded = flags;
     }
-    rowids[n] = rowid;
-    superseded[n++] = rule;
+    room.rowids[n] = rowid;
+    room.superseded[n++] = rule;
   }
-  return { rowids: rowids.subarray(0, n), superseded: superseded.subarray(0, n), after, until };
+  return { rowids: room.rowids.subarray(0, n), superseded: room.superseded.subarray(0, n), after, until };
 }
+
+/**
+ * Where a range's candidates are written: one room for all the ranges of a prune, grown to the most candidates
+ * a range had (at most `candidateRows`), and written over by the next range once the last is done with. A new
+ * pair of arrays per range was garbage the size of a range each time (4.5 MB at the default), outside the
+ * JavaScript heap, which V8 collects only once tens of MB of it have piled up.
+ */
+export interface CandidateRoom { rowids: Float64Array; superseded: Uint8Array }
 
 /**
  * The ranges of rowids the prune reads one at a time: `span` rowids each from the lowest, up to the highest rowid
@@ -93,9 +101,11 @@ function* candidateRanges(store: Pick<StoreHandle, 'db'>, rules: PruneRules, spa
   if (top === null) return;
   const next = store.db.prepare('SELECT min(rowid) FROM memory WHERE rowid > ?').pluck();
   let after = (store.db.prepare('SELECT min(rowid) FROM memory').pluck().get() as number) - 1;
+  const room = { rowids: new Float64Array(Math.min(span, 1 << 16)), superseded: new Uint8Array(Math.min(span, 1 << 16)) };
   while (after < top) {
     const until = Math.min(top, after + span);
-    const window = pruneCandidates(store, rules, after, until);
+    // The range before is done with: the generator is asked for the next range once every batch of it has run.
+    const window = pruneCandidates(store, rules, after, until, room);
     if (window.rowids.length > 0) yield window;
     const first = until >= top ? null : (next.get(until) as number | null);
     if (first === null) return;
@@ -188,6 +198,29 @@ function tally(
   result.idsTruncated = result.deleted > result.ids.length;
 }
 
+/**
+ * What a prune would delete, counted as it would count it: the whole closure at once (a cascade reached from two
+ * ranges would count twice), in SQL, row by row, so that nothing of it is held here but the first ID_CAP ids (it was
+ * an object per row: 3.5M at 10M rows). A row both rules select counts as expired; one no rule selects went with
+ * the cascade.
+ */
+function dryRunTally(store: Pick<StoreHandle, 'db'>, rules: PruneRules, result: PruneResult): void {
+  const rows = store.db.prepare(`
+    WITH RECURSIVE doomed(id) AS (
+      SELECT id FROM memory WHERE ${PRUNABLE_SQL}
+      UNION
+      SELECT m.id FROM memory m JOIN doomed d ON m.superseded_by = d.id
+    )
+    SELECT id, CASE WHEN @expiredOn AND ${EXPIRED_SQL} THEN 'expired' WHEN ${LONG_SUPERSEDED_SQL} THEN 'superseded' ELSE 'cascaded' END
+    FROM memory WHERE id IN (SELECT id FROM doomed)`).raw().iterate(pruneParams(rules)) as IterableIterator<[string, PruneReason]>;
+  for (const [id, reason] of rows) {
+    result[reason] += 1;
+    result.deleted += 1;
+    if (result.ids.length < ID_CAP) result.ids.push(id);
+  }
+  result.idsTruncated = result.deleted > result.ids.length;
+}
+
 /** Prune of the brief's memory table (with its Qdrant side when configured), in short batches. */
 export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun }: { dryRun: boolean }): Promise<PruneResult> {
   const started = Date.now();
@@ -206,12 +239,8 @@ export async function pruneWarden(store: StoreHandle, ctx: JobContext, { dryRun 
   // the first batch on: until it does, an agent's commit that finds 1,000 frames in the WAL copies them itself.
   const earlyCheckpoints = !dryRun && journalMode(store.db) === 'wal' && storeBytes(store.db) >= THREAD_MIN_BYTES;
   if (earlyCheckpoints) warmStoreThread();
-  if (dryRun) {
-    // The whole closure at once: a cascade reached from two ranges would count twice.
-    const candidates = pruneCandidates(store, rules);
-    const doomed = cascadeClosure(store.db, [...candidates.rowids], 'rowid');
-    tally(result, doomed.map((r) => r.rowid), doomed, candidates);
-  } else {
+  if (dryRun) dryRunTally(store, rules, result);
+  else {
     const ranges = candidateRanges(store, rules, opts.candidateRows);
     const first = ranges.next();
     if (!first.done) {
