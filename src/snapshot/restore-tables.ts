@@ -73,11 +73,13 @@ export async function restoreTablesSnapshot(config: Config, storeName: string, f
     try {
       result.undo = await undoSnapshot(config, storeName, opts, result);
       try {
+        let needles: string[] = [];
         const done = await tables.restore(handle, folder, {
           beforeSwap: async (restored) => {
             const kept = await reapplyLedgerTo(await jobsOf(restored), restored, storeName, ledger, opts);
             result.erasedKeptOut = kept.memories;
             result.steps.push(kept.step);
+            needles = kept.needles ?? [];
           },
         });
         result.rows = done.tables.memory ?? part.rows;
@@ -85,8 +87,9 @@ export async function restoreTablesSnapshot(config: Config, storeName: string, f
         // The erased rows were loaded and deleted inside the restore's transaction: their bytes stay in the new tables'
         // pages as dead tuples until the tables are rewritten, as after any erase (the engine's scrub).
         if ((result.erasedKeptOut ?? 0) > 0) {
-          const scrub = await engine.scrubErased(handle, { tables: Object.keys(done.tables), needles: [] });
-          result.steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'})`);
+          const scrub = await engine.scrubErased(handle, { tables: Object.keys(done.tables), needles });
+          const read = scrub.bytes ? `; their texts read back from the tables' files: ${scrub.bytes.verdict === 'clean' ? 'none left' : `${scrub.bytes.verdict.toUpperCase()}: run erase again for the same person`}` : '';
+          result.steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'}${read})`);
         }
       } catch (err) {
         // Refused before the swap (the layout cannot re-apply the ledger there): the store is unchanged, and the undo

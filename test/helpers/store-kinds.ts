@@ -55,6 +55,8 @@ export interface KindStore {
   settle(): void;
   /** Flags a CLI restore of this kind needs. */
   restoreFlags: string[];
+  /** The Qdrant the store's collections are on (kinds with `qdrant: true`). */
+  qdrant?: QdrantTarget;
   close(): Promise<void>;
 }
 
@@ -75,6 +77,8 @@ let pgVars = 0;
 interface KindMaker {
   engine: EngineName;
   layout: LayoutName;
+  /** Whether the store has Qdrant collections beside it. */
+  qdrant: boolean;
   make(dir: string, opts: KindOptions): Promise<KindStore>;
 }
 
@@ -89,7 +93,7 @@ function sqliteBase(kind: KindName, store: Record<string, unknown>) {
  */
 export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
   'sqlite×warden': {
-    engine: 'sqlite', layout: 'warden',
+    engine: 'sqlite', layout: 'warden', qdrant: false,
     async make(dir, { now }) {
       const db = makeStore(join(dir, 'agent.db'));
       let n = 0;
@@ -113,7 +117,7 @@ export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
   },
 
   'sqlite×mem0': {
-    engine: 'sqlite', layout: 'mem0',
+    engine: 'sqlite', layout: 'mem0', qdrant: true,
     async make(dir, { now }) {
       const q: QdrantTarget = await qdrantTarget();
       const first = await Mem0Fixture.create(q, dir);
@@ -146,6 +150,7 @@ export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
         dump,
         holds: async (text) => (await dump()).includes(text),
         settle,
+        qdrant: q,
         async close() {
           settle();
           q.assertConforms();
@@ -159,7 +164,7 @@ export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
   // expired one is a thread idle past the configured retention. One that decays is a message without working memory
   // (what drifts is working memory, reviewed; what decays is conversation, which message retention ends).
   'sqlite×mastra': {
-    engine: 'sqlite', layout: 'mastra',
+    engine: 'sqlite', layout: 'mastra', qdrant: false,
     async make(dir, { now }) {
       const db = join(dir, 'mastra.db');
       let fx: MastraFixture | undefined = MastraFixture.create(db);
@@ -190,7 +195,7 @@ export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
   // The warden table in a schema of a database of its own on the native server, made by the layout's init as
   // `memory-warden init` makes it; memories written over the test's own connection, as an agent's.
   'postgres×warden': {
-    engine: 'postgres', layout: 'warden',
+    engine: 'postgres', layout: 'warden', qdrant: false,
     async make(_dir, { now }) {
       const db: TestDatabase = await createTestDatabase('store_kind');
       const schema = 'agent_memory';
@@ -237,6 +242,28 @@ export const STORE_KINDS: Partial<Record<KindName, KindMaker>> = {
 };
 
 export const KIND_NAMES = Object.keys(STORE_KINDS) as KindName[];
+
+/**
+ * The pairs a suite leaves out, each with the product gap that fails it there (a kind is left out of one suite, never
+ * skipped in it). `MW_TEST_GAPS=1` runs a suite over them too: each fails until its gap is closed, and is then
+ * removed from here.
+ */
+export const GAPS: Record<string, Partial<Record<KindName, string>>> = {};
+
+/** The kinds `suite` runs over: every registered kind but its gaps (all of them with MW_TEST_GAPS=1). */
+export function kindsFor(suite: string): KindName[] {
+  const gaps = GAPS[suite] ?? {};
+  return process.env.MW_TEST_GAPS === '1' ? KIND_NAMES : KIND_NAMES.filter((k) => !(k in gaps));
+}
+
+/** What every suite checks first: its kinds and its gaps together are exactly the pairs the config accepts. */
+export function expectEveryPair(suite: string): void {
+  const covered = [...new Set([...kindsFor(suite), ...Object.keys(GAPS[suite] ?? {})])].sort();
+  if (JSON.stringify(covered) !== JSON.stringify(pairsTheConfigAccepts())) {
+    throw new Error(`${suite}: the store kinds (test/helpers/store-kinds.ts) and this suite's gaps are ${covered.join(', ')}; the config accepts ${pairsTheConfigAccepts().join(', ')}`);
+  }
+  for (const k of KIND_NAMES) if (STORE_KINDS[k]!.engine === 'postgres' && !(STORE_KINDS[k]!.layout in LAYOUTS_ON_POSTGRES)) throw new Error(`${k}: no PostgreSQL code registered for the layout`);
+}
 
 /**
  * Every (engine, layout) pair the config accepts, read from the config schema itself over the registered engines and
