@@ -19,7 +19,7 @@ import { MastraFixture } from '../layouts/mastra-fixture.js';
  * store of that kind, filled the way that kind's writer fills it. The suites that state a promise between features
  * (test/layouts/contract.test.ts, test/engines/contract.test.ts, test/erase/restore-ledger.test.ts,
  * test/erase/copy-kinds.test.ts, test/fleet-elsewhere.test.ts) run over STORE_KINDS, so a pair added to the config
- * without a maker here fails `pairsTheConfigAccepts()` in each of them, and a maker added here runs in all of them.
+ * without a maker here fails `expectEveryPair` in each of them, and a maker added here runs in all of them.
  * PostgreSQL stores live in a database of the native server made for the store and dropped by close().
  */
 export type LayoutName = StoreConfig['layout'];
