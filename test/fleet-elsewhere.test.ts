@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, statSync, watch, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, watch, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { Command } from 'commander';
 import { buildProgram } from '../src/program.js';
 import { validateConfig } from '../src/config/config.js';
@@ -12,13 +12,17 @@ import { reviewKey } from '../src/links/tokens.js';
 import { cliAsync, type CliResult } from './helpers/cli.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
 import { assertBuilt, countRows, makeStore, tempDir } from './queue/fixtures.js';
+import { expectEveryPair, kindsFor, makeKind, STORE_KINDS, type KindStore } from './helpers/store-kinds.js';
+import { ENGINE_REACH } from '../src/engines/registry.js';
 
 /**
  * A fleet's config on every machine: a store whose `host:` is another machine is that machine's file, whatever sits
  * at its path here. Every command on such a store runs there, through that host's queue, or is refused naming the
  * host, exit 2, before anything is opened: the file at that path here is left byte for byte, not even opened (a
  * store in WAL mode gets a -shm file from any SQLite connection, a read-only one too, and a writer's lock file).
- * Real CLI processes on "box-a" (MEMORY_WARDEN_HOST), a store of "box-b" whose path exists here.
+ * Real CLI processes on "box-a" (MEMORY_WARDEN_HOST), a store of "box-b" whose path exists here, of every kind whose
+ * store is files on a host (test/helpers/store-kinds.ts); a store every host reaches (PostgreSQL) cannot be placed on
+ * a host at all: the config refuses it.
  */
 
 const HERE = 'box-a';
@@ -81,10 +85,22 @@ const takesStore = (cmd: Command) => {
   return has('--store') || has('--link') || (has('--db') && has('--config'));
 };
 
-describe('a store that lives on another host', { timeout: 300_000 }, () => {
+const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
+const DAY = 86_400_000;
+
+it('every (engine, layout) pair the config accepts is in this suite', () => {
+  expectEveryPair('fleet-elsewhere');
+});
+
+/** The kinds whose store is files on one host (a `host:` of their own) and those a database every host reaches. */
+const onAHost = kindsFor('fleet-elsewhere').filter((k) => ENGINE_REACH[STORE_KINDS[k]!.engine] === 'host');
+const everywhere = kindsFor('fleet-elsewhere').filter((k) => ENGINE_REACH[STORE_KINDS[k]!.engine] === 'fleet');
+
+describe.each(onAHost)('a %s store that lives on another host', { timeout: 300_000 }, (kindName) => {
   let redis: TestRedis;
   let prefix: string;
   let dir: string;
+  let kind: KindStore;
   let there: string;
   let file: string;
   let env: Record<string, string>;
@@ -94,10 +110,18 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
     redis = await startTestRedis();
     prefix = uniquePrefix('fleet-elsewhere');
     dir = tempDir('fleet-elsewhere');
-    for (const d of ['a', 'srv', 'nas']) mkdirSync(join(dir, d));
-    // What is at sales-bot's path on this machine: a store with rows prune would delete and rows review would change.
-    there = makeStore(join(dir, 'srv', 'memory.db'), { expired: 4, live: 3 });
-    expect(readFileSync(there).readUInt8(18)).toBe(2); // WAL: any SQLite connection leaves a -shm beside it
+    for (const d of ['a', 'srv', 'nas', 'made']) mkdirSync(join(dir, d));
+    // What is at sales-bot's path on this machine: a store with memories prune would delete and review would change.
+    kind = await makeKind(kindName, join(dir, 'made'), { now: NOW });
+    for (let i = 0; i < 3; i++) await kind.add({ text: `likes tea ${i}`, user: 'ana', at: NOW - 40 * DAY });
+    for (let i = 0; i < 4; i++) await kind.add({ text: `in Oslo this week ${i}`, user: 'ana', at: NOW - 40 * DAY, expired: true });
+    kind.settle();
+    // The store's files copied to the watched folder: a writer of this process (libsql's driver lets go of its WAL
+    // when it is collected, not at close) never touches them there.
+    const made = kind.store.db as string;
+    there = join(dir, 'srv', basename(made));
+    for (const f of [made, `${made}-wal`]) if (existsSync(f)) copyFileSync(f, join(dir, 'srv', basename(f)));
+    if (kind.layout === 'warden') expect(readFileSync(there).readUInt8(18)).toBe(2); // WAL: any SQLite connection leaves a -shm beside it
     file = join(dir, 'fleet.yaml');
     writeFileSync(file, JSON.stringify({
       stateDb: join(dir, 'a', 'state.db'),
@@ -106,15 +130,16 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
       review: { secretEnv: 'FLEET_TEST_REVIEW_SECRET' },
       stores: {
         'support-bot': { db: makeStore(join(dir, 'a', 'memory.db'), { live: 1 }), host: HERE },
-        'sales-bot': { db: there, host: THERE },
+        'sales-bot': { ...kind.fileStore, db: there, host: THERE },
       },
     }));
-    env = { MEMORY_WARDEN_HOST: HERE, REDIS_URL: '', FLEET_TEST_REVIEW_SECRET: 'x'.repeat(40) };
+    env = { ...kind.env, MEMORY_WARDEN_HOST: HERE, REDIS_URL: '', FLEET_TEST_REVIEW_SECRET: 'x'.repeat(40) };
   });
 
   afterAll(async () => {
     if (prefix) await deletePrefix(redis.client, prefix);
     await redis?.stop();
+    await kind?.close();
   });
 
   /** The folder of the store's file as it is: each file's bytes, mode and times. */
@@ -171,7 +196,7 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
 
   it('without --store, the only store of a config that lives on box-b is refused the same way', async () => {
     const single = join(dir, 'single.yaml');
-    writeFileSync(single, JSON.stringify({ stateDb: join(dir, 'a', 'state.db'), stores: { 'sales-bot': { db: there, host: THERE } } }));
+    writeFileSync(single, JSON.stringify({ stateDb: join(dir, 'a', 'state.db'), stores: { 'sales-bot': { ...kind.fileStore, db: there, host: THERE } } }));
     const before = folder();
     for (const argv of [['check'], ['run', 'prune'], ['review', 'delete', 'l_0'], ['repair', 'dangling']]) {
       const { r, events } = await watched([...argv, '--config', single]);
@@ -197,6 +222,10 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
     const digest = await cliAsync(['run', 'digest', '--config', file, '--store', 'sales-bot'], env);
     expect(digest.stderr).toContain('(from here: memory-warden enqueue digest)');
   });
+
+  // The digest's refusal, the review page and one path held on two machines: of the commands and the fleet, not of the
+  // store's kind (each runs once, on the brief's store).
+  if (kindName !== 'sqlite×warden') return;
 
   it('run digest of a fleet config with no smtp section: the fleet refusal, not the mail settings', async () => {
     for (const argv of [['run', 'digest'], ['digest', '--send'], ['run', 'digest', '--store', 'support-bot']]) {
@@ -251,5 +280,27 @@ describe('a store that lives on another host', { timeout: 300_000 }, () => {
     expect(c.code).toBe(2);
     expect(c.stderr).toMatch(/--db .*support-bot on host box-a, sales-bot on host box-b.*this machine is box-c/);
     expect(countRows(there)).toBe(7);
+  });
+});
+
+describe.each(everywhere)('a %s store lives wherever its database is reached', { timeout: 120_000 }, (kindName) => {
+  it('no host can be named for it: the config refuses `host:`, one line naming the setting, exit 2, and its tables are left as they were', async () => {
+    const dir = tempDir('fleet-everywhere');
+    const kind = await makeKind(kindName, dir, { now: NOW });
+    try {
+      await kind.add({ text: 'in Oslo this week', user: 'ana', at: NOW - 40 * DAY, expired: true });
+      const before = await kind.dump();
+      const file = join(dir, 'fleet.yaml');
+      writeFileSync(file, JSON.stringify({ stateDb: join(dir, 'state.db'), stores: { 'sales-bot': { ...kind.fileStore, host: THERE } } }));
+      for (const argv of [['check'], ['run', 'prune'], ['review', 'delete', 'm1'], ['erase', '--user', 'ana']]) {
+        const r = await cliAsync([...argv, '--config', file], { ...kind.env, MEMORY_WARDEN_HOST: HERE });
+        expect(r.code, argv.join(' ')).toBe(2);
+        const lines = r.stderr.split('\n').filter((l) => l.startsWith('memory-warden:'));
+        expect(lines, r.stderr).toEqual([expect.stringMatching(/stores\.sales-bot\.host: .*reachable from every host/)]);
+      }
+      expect(await kind.dump()).toBe(before);
+    } finally {
+      await kind.close();
+    }
   });
 });

@@ -80,6 +80,7 @@ export function printRestore(r: RestoreResult): void {
   for (const s of r.steps) print`  ${s}`;
   if (!r.dryRun && typeof r.erasedKeptOut === 'number') print`  erased memories kept out: ${r.erasedKeptOut} (erase ledger: ${r.eraseLedger})`;
   if (r.undo) print`  to undo: memory-warden restore ${r.undo} --store ${r.store}`;
+  if (r.erasedLeft) print`  NOT DONE: ${r.erasedLeft}`;
 }
 
 /** A job this file does not know: its name and each plain value of its result, one a line. */

@@ -53,6 +53,8 @@ export interface KeptOut {
   /** Erased memories (and whatever the layout's erase takes by id: threads, messages, resources) taken out again. */
   memories: number;
   step: string;
+  /** The taken-out memories' texts and ids (four bytes or more): what a database engine's scrub reads its files back for. */
+  needles?: string[];
 }
 
 const empty = (store: string, stateDb: string, key: Buffer | null, missing?: string): RestoreLedger =>
@@ -188,6 +190,7 @@ async function eraseAgain<H>(
 ): Promise<KeptOut> {
   const key = l.key!;
   const taken = new Set<string>();
+  const texts = new Set<string>();
   const selectors: EraseSelector[] = await layout.erasedIn(store, asked(l, key));
   if (selectors.length === 0) return { memories: 0, step: `re-applied the erase ledger (${describeLedger(l)}): the snapshot holds none of it` };
   around.before?.();
@@ -197,6 +200,7 @@ async function eraseAgain<H>(
       const deletedIds = 'user' in selector ? deletedFor(state, key, storeName, selector.user) : [];
       const erased = await layout.erase(store, { selector, dryRun: false, now: opts.now, log: opts.log, vectorsLost: true, record: false, deletedIds });
       for (const id of erased.ids) taken.add(id);
+      for (const t of erased.texts) texts.add(t);
       if ('user' in selector) recordErasedIds(state, key, storeName, selectorMac(key, selector), erased.ids);
     }
   } finally {
@@ -204,7 +208,8 @@ async function eraseAgain<H>(
   }
   around.after?.();
   opts.log.info({ store: storeName, keptOut: taken.size }, 'restore: the erase ledger kept erased memories out');
-  return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}` };
+  const needles = [...texts, ...taken].filter((n) => Buffer.byteLength(n) >= 4);
+  return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}`, needles };
 }
 
 /**

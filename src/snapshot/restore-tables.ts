@@ -182,11 +182,13 @@ function tablesRestore(
       writeJournal(journal, j);
       const folder = join(dir, manifest.tables!.dir);
       let keptOut = 0;
+      let needles: string[] = [];
       const restored = await tables.restore(handle, folder, {
         beforeSwap: async (staged) => {
           // The collections are the snapshot's already: what an erase took goes from them and from the staged tables.
           const kept = await reapplyLedgerTo(await jobsOf(staged), staged, storeName, ledger, opts);
           keptOut = kept.memories;
+          needles = kept.needles ?? [];
           steps.push(kept.step);
         },
       });
@@ -197,8 +199,12 @@ function tablesRestore(
       // The erased rows were loaded and deleted inside the restore's transaction: their bytes stay in the new tables'
       // pages as dead tuples until the tables are rewritten, as after any erase (the engine's scrub).
       if (keptOut > 0) {
-        const scrub = await engine.scrubErased(handle, { tables: Object.keys(restored.tables), needles: [] });
-        steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'})`);
+        const scrub = await engine.scrubErased(handle, { tables: Object.keys(restored.tables), needles });
+        const read = scrub.bytes ? `; their texts read back from the tables' files: ${scrub.bytes.verdict === 'clean' ? 'none left' : `${scrub.bytes.verdict.toUpperCase()}: run erase again for the same person`}` : '';
+        steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'}${read})`);
+        if (result && (!scrub.vacuumed || (scrub.bytes && scrub.bytes.verdict !== 'clean'))) {
+          result.erasedLeft = `bytes of the erased memories may remain in the restored tables of ${here}: run erase again for the same person`;
+        }
       }
       return keptOut;
     },

@@ -40,6 +40,11 @@ export interface RestoreResult {
   erasedKeptOut: number | null;
   /** The erase ledger re-applied: its size, or why it was not (--without-erase-ledger). */
   eraseLedger: string;
+  /**
+   * Set when bytes of a memory the ledger kept out could still be in the restored store (a database engine's rewrite
+   * not done, or its read-back found them): what to do. The restore command exits 1 then, as erase does.
+   */
+  erasedLeft?: string;
 }
 
 /**

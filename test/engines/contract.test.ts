@@ -9,13 +9,20 @@ import { storeSchema, type StoreConfig } from '../../src/store/config.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { makeStore, tempDir } from '../queue/fixtures.js';
 import { verifyBytesGone } from '../../src/engines/postgres/bytes.js';
+import { expectEveryPair, kindsFor, makeKind, STORE_KINDS, type KindStore } from '../helpers/store-kinds.js';
+import { tempDir as tempFolder } from '../helpers/store.js';
+import { jobsOf } from '../../src/layouts/registry.js';
+import { openStoreOnEngine } from '../../src/layouts/open.js';
+import { validateConfig, type Config } from '../../src/config/config.js';
 
 /**
  * The engine contract, kept by every registered engine on a real store of it: a SQLite file made by the schema code,
  * a schema on the native PostgreSQL server. Open, describe, the database's own integrity check, the table artifact
  * of an engine that has one (snapshot and restore of a store that is a database), the maintenance lock: held by one
  * holder at a time, refused (transiently) to a second, free again once released; and erase's scrub: a row deleted, no
- * byte of its text is left where the engine's files can be read.
+ * byte of its text is left where the engine's files can be read. What an engine promises of any store of it (its name,
+ * its own check, which store a handle reaches, the lock) is kept on every (engine, layout) pair's real store as well
+ * (test/helpers/store-kinds.ts), the layout's own tables in it.
  */
 interface World {
   store: StoreConfig;
@@ -225,5 +232,63 @@ describe.each((Object.keys(ENGINES) as EngineName[]).filter((n) => ENGINE_REACH[
     expect(retry.claimed.runId).toBe(first.claimed.runId);
     await retry.claimed.end('ok');
     expect(await claim('integrity:fleet:1700000000000', 'box-a')).toMatchObject({ alreadyRan: { host: 'box-b' } });
+  });
+});
+
+it('every (engine, layout) pair the config accepts is a kind of store here', () => {
+  expectEveryPair('engine-contract');
+});
+
+describe.each(kindsFor('engine-contract'))('a %s store keeps what its engine promises of any store of it', { timeout: 120_000 }, (kindName) => {
+  const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
+  let tmp: ReturnType<typeof tempFolder>;
+  let kind: KindStore;
+  let config: Config;
+  let store: StoreConfig;
+  let engine: StoreEngine<AnyStoreHandle>;
+  let handle: AnyStoreHandle;
+  beforeAll(async () => {
+    tmp = tempFolder('mw-engine-kind-');
+    kind = await makeKind(kindName, tmp.dir, { now: NOW });
+    await kind.add({ text: 'Ana likes tea', user: 'ana', at: NOW - 86_400_000 });
+    await kind.add({ text: 'Ben reads poetry', user: 'ben', at: NOW - 86_400_000 });
+    kind.settle();
+    config = validateConfig({ stateDb: join(tmp.dir, 'state.db'), stores: { agent: kind.store } });
+    store = config.stores.agent!;
+    engine = await ENGINES[STORE_KINDS[kindName]!.engine]();
+    // Opened as the features open a store (its engine, and the driver its layout's files need: libsql for Mastra's).
+    handle = await openStoreOnEngine(config, 'agent');
+  });
+  afterAll(async () => {
+    await handle?.close();
+    await kind?.close();
+    tmp?.cleanup();
+  });
+
+  it('is opened by its engine, named as the engine names its stores, and its layout reads it through that handle', async () => {
+    expect(engine.name).toBe(kind.engine);
+    expect(handle.path).toBe(engine.describe(store));
+    expect(handle.path).toBe(kind.engine === 'postgres' ? `postgres schema ${store.postgres!.schema}` : store.db);
+    const jobs = await jobsOf(handle);
+    expect(jobs.name).toBe(kind.layout);
+    expect((await jobs.reviewDue(handle, { now: NOW, afterDays: 0 })).due).toBe(2);
+  });
+
+  it('the database\'s own check of the layout\'s tables says ok, and the store is readable', async () => {
+    expect((await engine.integrity(handle)).result).toBe('ok');
+    await engine.assertReadable(handle);
+  });
+
+  it('every handle names the same store; one maintenance lock holder at a time, refused transiently, free once released', async () => {
+    const other = await openStoreOnEngine(config, 'agent');
+    try {
+      expect(await engine.identity(other)).toBe(await engine.identity(handle));
+      const lock = await engine.lock(handle, 'first');
+      await expect(engine.lock(other, 'second')).rejects.toMatchObject({ kind: 'transient' });
+      await lock.release();
+      await (await engine.lock(other, 'second')).release();
+    } finally {
+      await other.close();
+    }
   });
 });

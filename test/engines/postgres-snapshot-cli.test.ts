@@ -209,6 +209,38 @@ describe('run snapshot of a PostgreSQL store, pushed to a local target, restored
     expect(check.code, check.stdout + check.stderr).toBe(0);
   });
 
+  it('a restore whose rewrite cannot clear the erased rows (another client\'s snapshot older than them, held throughout) says NOT DONE and exits 1, as erase does while a copy remains', async () => {
+    const db = await database('pg_snap_erased_held');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 5 });
+    await db.client.query(`INSERT INTO fleet.memory (id, subject, fact, source) SELECT 'carol-' || g, 'carol', 'Carol lives at ' || g || ' Elm Street', 'message' FROM generate_series(1, 3) g`);
+    const snap = await store.run(['run', 'snapshot', '--store', 'fleet', '--json']);
+    expect(snap.code, snap.stderr).toBe(0);
+    const dir = (JSON.parse(snap.stdout) as { dir: string }).dir;
+    expect((await store.run(['erase', '--store', 'fleet', '--user', 'carol'])).code).toBe(1);
+    // A long read (an agent's report, a pg_dump) whose snapshot predates everything the restore deletes.
+    const reader = new pg.Client({ connectionString: db.url });
+    await reader.connect();
+    try {
+      await reader.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await reader.query('SELECT 1');
+      const restored = await store.run(['restore', dir, '--store', 'fleet', '--json']);
+      expect(restored.code, restored.stdout + restored.stderr).toBe(1);
+      const r = JSON.parse(restored.stdout) as { erasedLeft?: string; steps: string[] };
+      expect(r.erasedLeft).toMatch(/run erase again for the same person/);
+      expect(r.steps.join('\n')).toMatch(/FOUND/);
+      // Her rows are out of the table all the same; only the bytes the database keeps for the reader remain.
+      expect(await ids(db, 'fleet', `subject = 'carol'`)).toEqual([]);
+    } finally {
+      await reader.query('ROLLBACK').catch(() => {});
+      await reader.end();
+    }
+    // The reader gone, erase clears them: exit 0 would need the snapshot gone too; the store's bytes are clean.
+    const again = await store.run(['erase', '--store', 'fleet', '--user', 'carol', '--json']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ bytes: { verdict: 'clean' } });
+  });
+
   it('a restore that re-applies the erase ledger waits for an agent\'s lock at the swap as any restore does (the erase\'s short lock_timeout ends with it)', async () => {
     const db = await database('pg_snap_erased_wait');
     const store = pgStoreConfig(db, { postgres: { lockTimeoutMs: 50 } });
