@@ -35,7 +35,7 @@ export const idMac = (key: Buffer, id: string) => mac(key, 'id', id);
 export const userMac = (key: Buffer, user: string) => mac(key, 'user', user);
 
 /** A keyed hash as holds.ts writes it (16 hex digits) from its 64 bits. */
-const hex64 = (v: bigint) => v.toString(16).padStart(16, '0');
+export const hex64 = (v: bigint) => v.toString(16).padStart(16, '0');
 
 /**
  * idMac's 64 bits, for sorting as numbers: the same HMAC-SHA256 (RFC 2104) written out with its two padded keys
