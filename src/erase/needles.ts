@@ -7,7 +7,7 @@ import type { Db } from '../store/sqlite.js';
 import type { EraseSelector } from '../layouts/contract.js';
 import { openStateDb } from '../state/state.js';
 import { asciiLower } from '../text/needles.js';
-import { hex64, idMac, userMac } from '../snapshot/targets/holds.js';
+import { idMacInto, userMac } from '../snapshot/targets/holds.js';
 import type { Strings } from '../text/string-list.js';
 import { toCanonical, type Instant } from '../time/instants.js';
 
@@ -40,23 +40,23 @@ export function recordErasedIds(state: Db, key: Buffer, store: string, selector:
 }
 
 /**
- * The ids' keyed hashes (holds.ts's form), as their 64 bits, eight bytes an id: an erase hashes its plan's ids while
+ * The ids' keyed hashes (holds.ts's form), as their eight bytes each: an erase hashes its plan's ids while
  * the store's check runs, records them once it has passed, and after the deletes hashes and records only the ids the
  * plan did not have. An id listed twice is hashed twice and recorded once.
  */
-export function idMacsOf(key: Buffer, ids: Strings): BigUint64Array {
-  const out = new BigUint64Array(ids.length);
-  let i = 0;
-  for (const id of ids) out[i++] = BigInt(`0x${idMac(key, id)}`);
+export function idMacsOf(key: Buffer, ids: Strings): Buffer {
+  const out = Buffer.alloc(ids.length * 8);
+  let at = 0;
+  for (const id of ids) at += idMacInto(key, id, out, at);
   return out;
 }
 
 /** recordErasedIds with the hashes made already (idMacsOf). */
-export function recordErasedIdMacs(state: Db, store: string, selector: string, macs: BigUint64Array): void {
+export function recordErasedIdMacs(state: Db, store: string, selector: string, macs: Buffer): void {
   if (macs.length === 0) return;
   const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
   state.transaction(() => {
-    for (const mac of macs) put.run(store, selector, hex64(mac));
+    for (let at = 0; at < macs.length; at += 8) put.run(store, selector, macs.toString('hex', at, at + 8));
   }).immediate();
 }
 

@@ -156,7 +156,10 @@ export function textMatcher(texts: Strings, subject?: string, fields?: ErasedFie
     for (const t of ts) if (folded(t).length >= MIN_TEXT) return true;
     return false;
   };
-  const anyText = some(texts);
+  // Asked at the first value to test: the texts may be read from the store (a plan's), and a state db without
+  // content needs none of them.
+  let someText: boolean | undefined;
+  const anyText = () => (someText ??= some(texts));
   const anyField = fields !== undefined && some(fields.values);
   const inTexts = (v: string, f: string, words: string) => {
     const k = known.get(v);
@@ -167,7 +170,7 @@ export function textMatcher(texts: Strings, subject?: string, fields?: ErasedFie
   const matcher = (v: string) => {
     const f = folded(v);
     const words = spaced(f);
-    if (anyText && inTexts(v, f, words)) return true;
+    if (anyText() && inTexts(v, f, words)) return true;
     if (anyField) {
       holdsField ??= finderOf(fields.values);
       if (holdsField(f) || holdsField(words)) {
@@ -179,13 +182,14 @@ export function textMatcher(texts: Strings, subject?: string, fields?: ErasedFie
     return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
   const prepare = (values: Iterable<string>) => {
-    if (!anyText || holdsText) return;
+    if (holdsText) return;
     const open = new Map<string, [string, string]>();
     for (const v of values) {
       if (known.has(v) || open.has(v)) continue;
       const f = folded(v);
       open.set(v, [f, spaced(f)]);
     }
+    if (open.size === 0 || !anyText()) return;
     for (let i = 0; i < texts.length && open.size > 0; i += CHUNK_TEXTS) {
       const finder = finderOf(texts.slice(i, i + CHUNK_TEXTS));
       for (const [v, [f, words]] of open) {
