@@ -5,7 +5,7 @@
  * `/usr/bin/time -v` for its peak RSS. Prints, per operation, each side's median time and peak RSS, and the
  * median and min–max of the paired ratios A/B.
  *
- *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-model,digest-cold,erase,snapshot,agent,agent-fsync,start,start-check,start-check-config --split-agent --out DIR --templates DIR]
+ *   npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,check,digest,digest-model,digest-cold,erase,erase-many,snapshot,agent,agent-fsync,start,start-check,start-check-config --split-agent --out DIR --templates DIR]
  *
  * `agent`, `agent-fsync`: the prune beside an agent inserting every 5 ms (with `synchronous = NORMAL`, the WAL
  * default, or FULL: an fsync per commit), against the CLI beside the same agent; each pair also runs the agent alone
@@ -22,7 +22,7 @@ import { buildStore, freshCopy } from './store.js';
 
 const args = process.argv.slice(2);
 if (args.includes('--help') || args.includes('-h')) {
-  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,agent-fsync,check,digest,digest-model,digest-cold,erase,snapshot,start,start-check,start-check-config --split-agent --keep --out DIR --templates DIR]');
+  console.log('npm run bench [-- --rows 1000000[,3000000] --runs 3 --only prune,agent,agent-fsync,check,digest,digest-model,digest-cold,erase,erase-many,snapshot,start,start-check,start-check-config --split-agent --keep --out DIR --templates DIR]');
   process.exit(0);
 }
 const arg = (name: string): string | undefined => {
@@ -54,10 +54,13 @@ const PRUNE_SQL = `PRAGMA foreign_keys = ON;
 DELETE FROM memory WHERE expires_at IS NOT NULL AND expires_at <= datetime('${NOW_SQL}');
 DELETE FROM memory WHERE superseded_by IS NOT NULL AND created_at < datetime('${NOW_SQL}', '-180 days');`;
 const CHECK_SQL = `PRAGMA integrity_check; PRAGMA foreign_key_check;`;
-const ERASE_SQL = `PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;
-DELETE FROM memory WHERE subject = 'user7';
+const eraseSql = (where: string) => `PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;
+DELETE FROM memory WHERE ${where};
 VACUUM;
 PRAGMA wal_checkpoint(TRUNCATE);`;
+const ERASE_SQL = eraseSql(`subject = 'user7'`);
+/** `erase --subject user1`: the subjects user1, user10 … user19, 11% of the store with their cascade. */
+const ERASE_MANY_SQL = eraseSql(`instr(lower(subject), 'user1') > 0 OR instr(lower(fact), 'user1') > 0`);
 
 interface Cmd {
   argv: string[];
@@ -104,6 +107,7 @@ function cases(config: string): Case[] {
     // No integrity run on record (the first day, or the job failing): the digest checks the store itself.
     { name: 'digest-cold', target: '(≤0.5x check)', a: (db) => mw(db, 'digest', '--preview', '--now', NOW_ISO), b: (db) => mw(db, 'check', '--json', '--now', NOW_ISO) },
     { name: 'erase', target: '≤1.2x, RSS flat', a: (db) => mw(db, 'erase', '--user', 'user7', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, ERASE_SQL) },
+    { name: 'erase-many', target: '(RSS ≤1.2x erase)', a: (db) => mw(db, 'erase', '--subject', 'user1', '--now', NOW_ISO, '--json'), b: (db) => sqlite(db, ERASE_MANY_SQL) },
     // A local snapshot folder (run snapshot: the copy, its check, the manifest) against SQLite's own online backup
     // of the same file, synced; the folder of the run before is removed first (untimed).
     { name: 'snapshot', target: '(≤10x its 1M figure at 10M)', prepare: () => ({ argv: ['rm', '-rf', join(dir, 'snapshots')] }), a: (db) => mw(db, 'run', 'snapshot', '--now', NOW_ISO, '--json'), b: (db) => ({ argv: ['sh', '-c', 'sqlite3 "$0" ".backup $1" && sync', db, join(dir, 'backup.db')] }) },

@@ -25,6 +25,7 @@ import { engineFor } from '../engines/registry.js';
 import type { ByteCheck, PostgresStoreHandle } from '../engines/contract.js';
 import { toCanonical } from '../time/instants.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../layouts/contract.js';
+import { memberOf, StringList, type Strings } from '../text/string-list.js';
 
 // The selector, options and a layout's result are the layout contract's vocabulary (src/layouts/contract.ts).
 export type { EraseOptions, EraseSelector, Erased } from '../layouts/contract.js';
@@ -54,7 +55,8 @@ function describeSelector(key: Buffer, sel: EraseSelector): { kind: EraseReceipt
   return { kind: 'user' in sel ? 'user' : 'subject' in sel ? 'subject' : 'ids', digest: selectorMac(key, sel) };
 }
 
-const idsMac = (key: Buffer, ids: readonly string[]) => createHmac('sha256', key).update(`erased ids:${[...ids].sort().join('\n')}`, 'utf8').digest('hex');
+/** Made once the copies are searched (nothing else is held by then): the ids sorted are a moment's garbage. */
+const idsMac = (key: Buffer, ids: Strings) => createHmac('sha256', key).update(`erased ids:${[...ids].sort().join('\n')}`, 'utf8').digest('hex');
 
 export function validateSelector(sel: EraseSelector): void {
   if ('user' in sel && sel.user.trim() === '') throw usageError('erase --user: an empty id would match nothing');
@@ -100,13 +102,13 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
   };
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
-    const copies = async (texts: string[], ids: string[], earlier: string[]) => {
+    const copies = async (texts: Strings, ids: Strings, earlier: string[]) => {
           // Copies killed runs left (snapshot/copies.ts): removed whoever is erased, listed first.
           const left = await eraseLeftovers(config, storeName, { remove: !dryRun, log, q: collectionSnapshotsFor({ qdrant: store.config.qdrant, open: store.vectors }) });
           fileCounts = left.counts;
           // Local and remote snapshots are searched for the same ids and user (their keyed hashes): those erased
           // now, those named by --ids, and those earlier erases of this selector erased (erase-needles.ts).
-          const person = { ids: 'ids' in sel ? [...new Set([...ids, ...sel.ids])] : ids, user: 'user' in sel ? sel.user : undefined, earlier };
+          const person = { ids: 'ids' in sel ? withNamed(ids, sel.ids) : ids, user: 'user' in sel ? sel.user : undefined, earlier };
           const remove = !dryRun && (opts.snapshots ?? false);
           const holds = { key, store: storeName, ...person };
           const local = await snapshotCopies(config, storeName, texts, subject, { remove, log, holds, stateDb, now: opts.now });
@@ -205,7 +207,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
  */
 async function eraseStoreAndRecords(
   store: StoreHandle, { stateDb, key }: { stateDb: string; key: Buffer }, sel: EraseSelector, dryRun: boolean, opts: EraseOptions, worker: StoreWorker | undefined,
-  copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
+  copies: (texts: Strings, ids: Strings, earlier: string[]) => Promise<void>,
   sweepRedis: (state: Db, t: StateTarget, dryRun: boolean) => Promise<RedisSweep>,
 ) {
   const state = openStateDb(stateDb);
@@ -238,9 +240,10 @@ async function eraseStoreAndRecords(
       recordErasedIdMacs(state, store.name, selector, plannedMacs);
       // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
       const swept = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
-      return { places, swept, plannedIds: new Set(plannedMacs.keys()) };
+      // Only the ids are kept (as the layout holds them), to tell the rows the agent added since.
+      return { places, swept, wasPlanned: memberOf(planned.ids) };
     };
-    const { places, swept, plannedIds } = await plan();
+    const { places, swept, wasPlanned } = await plan();
     let statePlaces = places;
     let redis = swept;
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
@@ -264,10 +267,11 @@ async function eraseStoreAndRecords(
     const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
-    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedIds.has(id)))); // rows the agent added since the plan
+    const added = notIn(erased.ids, wasPlanned); // rows the agent added since the plan
+    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, added));
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     // Rows the agent added since the plan: their texts searched for in Redis too.
-    if (erased.ids.some((id) => !plannedIds.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    if (added.length > 0) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? (await (await engineFor(store.config)).scrubErased(store, { tables: [], needles: [] }));
@@ -287,6 +291,23 @@ function erasedBefore(state: Db, key: Buffer, store: string, sel: EraseSelector,
   const selector = selectorMac(key, sel);
   const earlier = earlierIdMacs(state, store, selector);
   return { layoutOpts, selector, earlier, earlierIds: { key, macs: new Set(earlier) } };
+}
+
+/** The ids of `ids` that `known` does not hold, in order. */
+function notIn(ids: Strings, known: (id: string) => boolean): string[] {
+  const out: string[] = [];
+  for (const id of ids) if (!known(id)) out.push(id);
+  return out;
+}
+
+/** The erased ids with those `--ids` named that the store no longer had (the snapshots may), each once. */
+function withNamed(ids: Strings, named: readonly string[]): Strings {
+  const had = memberOf(ids);
+  const more = [...new Set(named.filter((id) => !had(id)))];
+  if (more.length === 0) return ids;
+  const out = StringList.from(ids);
+  for (const id of more) out.push(id);
+  return out;
 }
 
 /** What the state db is scrubbed of: the erased ids, texts, and the other fields (subject, source) of those rows. */
@@ -331,7 +352,7 @@ function byteCounts(b: ByteCheck): Record<string, number> {
  */
 async function eraseOnEngine(
   store: PostgresStoreHandle, { stateDb, key }: { stateDb: string; key: Buffer }, sel: EraseSelector, dryRun: boolean, opts: EraseOptions,
-  copies: (texts: string[], ids: string[], earlier: string[]) => Promise<void>,
+  copies: (texts: Strings, ids: Strings, earlier: string[]) => Promise<void>,
   sweepRedis: (state: Db, t: StateTarget, dryRun: boolean) => Promise<RedisSweep>,
 ) {
   const [jobs, engine] = await Promise.all([jobsOf(store), engineFor(store.config)]);
@@ -353,13 +374,14 @@ async function eraseOnEngine(
     // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
     let redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
     const erased = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun });
+    const added = notIn(erased.ids, memberOf(planned.ids));
     // Shorter than four bytes, a needle matches bytes of any page: not looked for (docs/postgres.md says so).
     const needles = [...new Set([...erased.texts, ...(erased.fields?.onlyTheirs() ?? []), ...erased.ids].filter((n) => Buffer.byteLength(n) >= 4))];
     const scrubbing = engine.scrubErased(store, { tables: erased.tables ?? [], needles });
     scrubbing.catch(() => {}); // awaited below; not an unhandled rejection while the copies are searched
-    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, erased.ids.filter((id) => !plannedMacs.has(id))));
+    recordErasedIdMacs(state, store.name, selector, idMacsOf(key, added));
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
-    if (erased.ids.some((id) => !plannedMacs.has(id))) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
+    if (added.length > 0) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated, bytes } = await scrubbing;

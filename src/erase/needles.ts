@@ -7,7 +7,8 @@ import type { Db } from '../store/sqlite.js';
 import type { EraseSelector } from '../layouts/contract.js';
 import { openStateDb } from '../state/state.js';
 import { asciiLower } from '../text/needles.js';
-import { idMac, userMac } from '../snapshot/targets/holds.js';
+import { idMacInto, userMac } from '../snapshot/targets/holds.js';
+import type { Strings } from '../text/string-list.js';
 import { toCanonical, type Instant } from '../time/instants.js';
 
 /*
@@ -34,26 +35,28 @@ export function earlierIdMacs(state: Db, store: string, selector: string): strin
 }
 
 /** Record the ids an erase is about to erase (before the deletes: a crash after them must not lose them). */
-export function recordErasedIds(state: Db, key: Buffer, store: string, selector: string, ids: readonly string[]): void {
+export function recordErasedIds(state: Db, key: Buffer, store: string, selector: string, ids: Strings): void {
   recordErasedIdMacs(state, store, selector, idMacsOf(key, ids));
 }
 
 /**
- * The ids' keyed hashes (holds.ts's form), each made once: an erase hashes its plan's ids while the store's check
- * runs, records them once it has passed, and after the deletes hashes and records only the ids the plan did not have.
+ * The ids' keyed hashes (holds.ts's form), as their eight bytes each: an erase hashes its plan's ids while
+ * the store's check runs, records them once it has passed, and after the deletes hashes and records only the ids the
+ * plan did not have. An id listed twice is hashed twice and recorded once.
  */
-export function idMacsOf(key: Buffer, ids: readonly string[]): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const id of ids) if (!out.has(id)) out.set(id, idMac(key, id));
+export function idMacsOf(key: Buffer, ids: Strings): Buffer {
+  const out = Buffer.alloc(ids.length * 8);
+  let at = 0;
+  for (const id of ids) at += idMacInto(key, id, out, at);
   return out;
 }
 
 /** recordErasedIds with the hashes made already (idMacsOf). */
-export function recordErasedIdMacs(state: Db, store: string, selector: string, macs: ReadonlyMap<string, string>): void {
-  if (macs.size === 0) return;
+export function recordErasedIdMacs(state: Db, store: string, selector: string, macs: Buffer): void {
+  if (macs.length === 0) return;
   const put = state.prepare(`INSERT OR IGNORE INTO erase_needles (store, selector_mac, kind, mac) VALUES (?, ?, 'id', ?)`);
   state.transaction(() => {
-    for (const mac of macs.values()) put.run(store, selector, mac);
+    for (let at = 0; at < macs.length; at += 8) put.run(store, selector, macs.toString('hex', at, at + 8));
   }).immediate();
 }
 

@@ -7,12 +7,16 @@ import { join } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
 import { holdsContain, idMac, snapshotHolds, userMac } from '../snapshot/targets/holds.js';
+import { chunksOf, type Strings } from '../text/string-list.js';
+
+/** Erased ids per query of a snapshot's copy. */
+const ID_CHUNK = 4096;
 
 /** The erased ids and user in plain (this run's, held in memory only) and the id hashes earlier erases kept. */
 export interface HoldsSearch {
   key: Buffer;
   store: string;
-  ids: readonly string[];
+  ids: Strings;
   user?: string | undefined;
   /** Keyed hashes (holds.ts's form) of ids earlier erases of this selector erased (erase-needles.ts). */
   earlier: readonly string[];
@@ -42,16 +46,23 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
   }
   if (m.store !== h.store) return null;
   try {
-    const mine = new Set(h.ids.map((id) => idMac(h.key, id)));
+    const mine = () => {
+      const out = new Set<string>();
+      for (const id of h.ids) out.add(idMac(h.key, id));
+      return out;
+    };
     if (!m.sqlite) {
       // A store's tables (a database's snapshot): its holds answer for the plain ids and user too, by their hashes.
-      const all = new Set([...mine, ...h.earlier]);
+      const all = mine();
+      for (const mac of h.earlier) all.add(mac);
       return (await holdsContain(snapshotHolds(dir, m, h.key), { ids: all, user: h.user === undefined ? undefined : userMac(h.key, h.user) }, dir)) ? 'holds' : null;
     }
     if (!Object.hasOwn(m.files, m.sqlite.file)) throw new Error(`its SQLite copy ${JSON.stringify(m.sqlite.file)} is not among its files`);
     const file = join(dir, m.sqlite.file);
     if (plainHolds(file, h.ids, h.user)) return 'holds';
-    const extra = new Set(h.earlier.filter((mac) => !mine.has(mac)));
+    // Hashed only when earlier runs left hashes to look for.
+    const these = h.earlier.length > 0 ? mine() : new Set<string>();
+    const extra = new Set(h.earlier.filter((mac) => !these.has(mac)));
     return extra.size > 0 && (await holdsContain(snapshotHolds(dir, m, h.key), { ids: extra }, dir)) ? 'holds' : null;
   } catch (err) {
     log.warn({ store: h.store, snapshot: dir, why: (err as Error).message }, 'cannot rule out that a snapshot holds the erased data');
@@ -64,15 +75,16 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
  * warden memory table and mem0's history, the user as the memory table's user_id (else subject) and as a
  * `user_id=` part of mem0's messages' session_scope. Keep in step with holdsStream.
  */
-function plainHolds(file: string, ids: readonly string[], user: string | undefined): boolean {
+function plainHolds(file: string, ids: Strings, user: string | undefined): boolean {
   const copy = readSnapshotCopy(file);
   const db = copy.db;
   try {
     const tables = new Set(db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[]);
     const cols = (t: string) => new Set(db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(t) as string[]);
     const any = (sql: string, ...args: unknown[]) => db.prepare(sql).get(...args) !== undefined;
-    const list = JSON.stringify(ids);
-    if (ids.length > 0) {
+    // The ids ID_CHUNK at a time: no JSON list of every erased id.
+    for (const chunk of chunksOf(ids, ID_CHUNK)) {
+      const list = JSON.stringify(chunk);
       if (tables.has('memory') && any(`SELECT 1 FROM memory WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
       if (tables.has('history') && cols('history').has('memory_id') && any(`SELECT 1 FROM history WHERE memory_id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
     }

@@ -11,6 +11,7 @@ import { bytesFinder } from '../text/needles.js';
 import { recordErasedSnapshots } from './needles.js';
 import { sqliteHolds, type HoldsSearch } from './snapshot-holds.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
+import type { Strings } from '../text/string-list.js';
 
 export interface SnapshotCopies {
   /** Snapshot folders holding the text, and `qdrant:<collection>/<snapshot>` for server-side snapshots. */
@@ -31,7 +32,7 @@ export interface SnapshotCopies {
  * be searched without downloading them). `remove` deletes them all. Copies killed runs left are leftovers.ts's.
  */
 export async function snapshotCopies(
-  config: Config, storeName: string, texts: string[], subject: string | undefined,
+  config: Config, storeName: string, texts: Strings, subject: string | undefined,
   opts: { remove: boolean; log: Logger; holds?: HoldsSearch; stateDb?: string; now?: () => number },
 ): Promise<SnapshotCopies> {
   const storeConfig = config.stores[storeName]!;
@@ -98,7 +99,7 @@ export async function snapshotCopies(
  * a long text split across SQLite overflow pages is still found. Symlinks are not followed.
  */
 export async function snapshotsContaining(
-  folders: string[], texts: string[], subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
+  folders: string[], texts: Strings, subject?: string, holds?: { search: HoldsSearch; log: Logger; unverified: string[] },
 ): Promise<string[]> {
   const out: string[] = [];
   for (const dir of folders) {
@@ -113,7 +114,7 @@ export async function snapshotsContaining(
   return out;
 }
 
-async function folderHoldsText(dir: string, texts: string[], subject: string | undefined): Promise<boolean> {
+async function folderHoldsText(dir: string, texts: Strings, subject: string | undefined): Promise<boolean> {
   for (const file of filesUnder(dir)) {
     // Indexed at the first file that needs it: with no snapshot, 10,000 texts are never indexed.
     const search = searchFor(texts, subject);
@@ -124,16 +125,16 @@ async function folderHoldsText(dir: string, texts: string[], subject: string | u
 }
 
 /** Whether one file holds one of the texts (or the subject, any ASCII case), by the same byte search. */
-export async function fileHolds(file: string, texts: string[], subject?: string): Promise<boolean> {
+export async function fileHolds(file: string, texts: Strings, subject?: string): Promise<boolean> {
   const search = searchFor(texts, subject);
   return search !== null && fileContains(file, search);
 }
 
 /** The search for these texts, made once per list of texts and subject: 10,000 texts take a while to index. */
-const searches = new WeakMap<readonly string[], Map<string | undefined, Search | null>>();
+const searches = new WeakMap<Strings, Map<string | undefined, Search | null>>();
 
 /** One pass over a file finds every text (src/text/needles.ts); null when there is nothing to look for. */
-function searchFor(texts: string[], subject?: string): Search | null {
+function searchFor(texts: Strings, subject?: string): Search | null {
   const known = searches.get(texts)?.get(subject);
   if (known !== undefined) return known;
   const needles = needleBytes(texts);
@@ -146,7 +147,7 @@ function searchFor(texts: string[], subject?: string): Search | null {
   return search;
 }
 
-function needleBytes(texts: string[]): Buffer[] {
+function needleBytes(texts: Iterable<string>): Buffer[] {
   const out = new Map<string, Buffer>();
   for (const t of new Set(texts)) {
     for (const form of [t, JSON.stringify(t).slice(1, -1)]) {

@@ -2,6 +2,7 @@ import { truncateWal, type Db } from '../store/sqlite.js';
 import { textFinder } from '../text/needles.js';
 import { idMac } from '../snapshot/targets/holds.js';
 import type { ErasedFields } from '../layouts/contract.js';
+import { chunksOf, memberOf, type Strings } from '../text/string-list.js';
 
 /**
  * Erase in memory-warden's own records (the state db): every copy of an erased memory that memory-warden made
@@ -22,8 +23,8 @@ export interface Place {
 
 export interface StateTarget {
   store: string;
-  ids: readonly string[];
-  texts: readonly string[];
+  ids: Strings;
+  texts: Strings;
   /** The erased rows' other fields: a record quoting one that names only them is scrubbed as for a text. */
   fields?: ErasedFields | undefined;
   subject?: string;
@@ -71,6 +72,8 @@ function contentColumns(db: Db, table: string): string[] {
 }
 
 const MIN_TEXT = 4;
+/** Erased ids per statement that takes records about them whole. */
+const ID_CHUNK = 4096;
 /**
  * A quote of an erased text is found by any WINDOW consecutive characters of it, windows starting every STEP: a
  * quote of WINDOW + STEP characters or more, cut from the start (an error's clip at 40) or from the middle (a
@@ -140,7 +143,7 @@ export interface TextMatcher {
  * The fields are found as the texts are, in two steps: any of them first; only when one is there, which of them name
  * only the erased rows, asked of the store once (ErasedFields.onlyTheirs), and those looked for again.
  */
-export function textMatcher(texts: readonly string[], subject?: string, fields?: ErasedFields): TextMatcher {
+export function textMatcher(texts: Strings, subject?: string, fields?: ErasedFields): TextMatcher {
   // Every text at once in one pass over the value. Indexed at the first value to test, so a state db without
   // content pays nothing for it, however many texts.
   let holdsText: ((v: string) => boolean) | undefined;
@@ -149,8 +152,14 @@ export function textMatcher(texts: readonly string[], subject?: string, fields?:
   const known = new Map<string, boolean>(); // prepare's answers about the texts
   const subjectForm = subject === undefined ? '' : folded(subject);
   const subjectWords = spaced(subjectForm);
-  const some = (ts: readonly string[]) => ts.some((t) => folded(t).length >= MIN_TEXT);
-  const anyText = some(texts);
+  const some = (ts: Iterable<string>) => {
+    for (const t of ts) if (folded(t).length >= MIN_TEXT) return true;
+    return false;
+  };
+  // Asked at the first value to test: the texts may be read from the store (a plan's), and a state db without
+  // content needs none of them.
+  let someText: boolean | undefined;
+  const anyText = () => (someText ??= some(texts));
   const anyField = fields !== undefined && some(fields.values);
   const inTexts = (v: string, f: string, words: string) => {
     const k = known.get(v);
@@ -161,7 +170,7 @@ export function textMatcher(texts: readonly string[], subject?: string, fields?:
   const matcher = (v: string) => {
     const f = folded(v);
     const words = spaced(f);
-    if (anyText && inTexts(v, f, words)) return true;
+    if (anyText() && inTexts(v, f, words)) return true;
     if (anyField) {
       holdsField ??= finderOf(fields.values);
       if (holdsField(f) || holdsField(words)) {
@@ -173,13 +182,14 @@ export function textMatcher(texts: readonly string[], subject?: string, fields?:
     return f.includes(subjectForm) || (subjectWords.length >= MIN_TEXT && words.includes(subjectWords));
   };
   const prepare = (values: Iterable<string>) => {
-    if (!anyText || holdsText) return;
+    if (holdsText) return;
     const open = new Map<string, [string, string]>();
     for (const v of values) {
       if (known.has(v) || open.has(v)) continue;
       const f = folded(v);
       open.set(v, [f, spaced(f)]);
     }
+    if (open.size === 0 || !anyText()) return;
     for (let i = 0; i < texts.length && open.size > 0; i += CHUNK_TEXTS) {
       const finder = finderOf(texts.slice(i, i + CHUNK_TEXTS));
       for (const [v, [f, words]] of open) {
@@ -206,7 +216,7 @@ function spaced(f: string): string {
  * Whether a string is an erased id or names one among its words (`row u1a locked`, `pruned u1a and u10a`), in any
  * of the forms a text takes (`ids` folded: JSON-escaped, percent-encoded, another case).
  */
-function namesId(raw: string, ids: ReadonlySet<string>): boolean {
+function namesId(raw: string, ids: ErasedIds): boolean {
   if (ids.size === 0) return false;
   if (ids.has(raw)) return true;
   const v = folded(raw);
@@ -218,8 +228,31 @@ function namesId(raw: string, ids: ReadonlySet<string>): boolean {
   });
 }
 
+/**
+ * The erased ids as namesId asks about them: each as it is and folded. Held as the erase's own list (no Set of every
+ * id), with the few whose folded form differs beside it.
+ */
+interface ErasedIds {
+  size: number;
+  has(s: string): boolean;
+  /** The folded forms that differ from their id (few: ids are seldom escaped or in capitals). */
+  other: ReadonlySet<string>;
+}
+
+function erasedIds(ids: Strings): ErasedIds {
+  const listed = memberOf(ids);
+  const other = new Set<string>();
+  for (const id of ids) {
+    const f = folded(id);
+    if (f !== id) other.add(f);
+  }
+  return { size: ids.length, has: (s) => listed(s) || other.has(s), other };
+}
+
+const NO_IDS: ErasedIds = { size: 0, has: () => false, other: new Set() };
+
 /** Every string of a JSON value that holds an erased text or is an erased id becomes ERASED; null if none did. */
-function scrubJson(value: unknown, holds: (s: string) => boolean, ids: ReadonlySet<string>): { value: unknown; hit: boolean } {
+function scrubJson(value: unknown, holds: (s: string) => boolean, ids: ErasedIds): { value: unknown; hit: boolean } {
   if (typeof value === 'string') return holds(value) || namesId(value, ids) ? { value: ERASED, hit: true } : { value, hit: false };
   if (Array.isArray(value)) {
     const parts = value.map((v) => scrubJson(v, holds, ids));
@@ -251,7 +284,7 @@ function parseJson(v: string): unknown {
 }
 
 /** The scrubbed form of one value, or null when it holds nothing erased. */
-export function scrubValue(v: string, holds: (s: string) => boolean, ids: ReadonlySet<string> = new Set()): string | null {
+export function scrubValue(v: string, holds: (s: string) => boolean, ids: ErasedIds = NO_IDS): string | null {
   const json = parseJson(v);
   if (json !== undefined) {
     const r = scrubJson(json, holds, ids);
@@ -268,8 +301,7 @@ const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
  */
 export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
   const holds = textMatcher(t.texts, t.subject, t.fields);
-  const ids = new Set([...t.ids, ...t.ids.map(folded)]);
-  const idList = JSON.stringify([...ids]);
+  const ids = erasedIds(t.ids);
   const places: Place[] = [];
   const add = (place: string, count: number) => {
     const p = places.find((x) => x.place === place);
@@ -280,27 +312,42 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
   const earlier = t.earlier;
   db.function('warden_erased_earlier', { deterministic: true }, (v: unknown) => (earlier && v !== null && earlier.macs.has(idMac(earlier.key, String(v))) ? 1 : 0));
   const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
+  // The ids (and their other folded forms) as JSON lists of ID_CHUNK, made once for the tables that ask: about ten
+  // bytes an id while the scrub runs.
+  let lists: string[] | undefined;
+  const idLists = () => {
+    if (lists) return lists;
+    lists = [];
+    for (const chunk of chunksOf(t.ids, ID_CHUNK)) lists.push(JSON.stringify(chunk));
+    if (ids.other.size > 0) lists.push(JSON.stringify([...ids.other]));
+    return lists;
+  };
+  // Records taken whole: those `where` names (with `args`) and those about an erased id, the ids asked ID_CHUNK at a
+  // time (an erase of 100,000 memories made one JSON list of them all, twice: every id and its folded form); a dry run
+  // counts each record once however many of its clauses it meets.
+  const takeWhole = (table: string, where: string | undefined, args: unknown[]) => {
+    const seen = new Set<number>();
+    let n = 0;
+    const take = (sql: string, ...params: unknown[]) => {
+      if (!dryRun) n += db.prepare(`DELETE FROM ${table} WHERE ${sql}`).run(...params).changes;
+      else for (const rid of db.prepare(`SELECT rowid FROM ${table} WHERE ${sql}`).pluck().iterate(...params)) seen.add(rid as number);
+    };
+    if (where) take(where, ...args);
+    for (const list of idLists()) take(`store = ? AND memory_id IN (SELECT value FROM json_each(?))`, t.store, list);
+    add(`state:${table}`, dryRun ? seen.size : n);
+  };
   const run = () => {
     // Whole records about the erased memories.
-    const erasedId = `(memory_id IN (SELECT value FROM json_each(?))${earlier && earlier.macs.size > 0 ? ' OR warden_erased_earlier(memory_id)' : ''})`;
-    const whole: [table: string, where: string][] = [
-      ['drift_verdicts', `store = ? AND ${erasedId}`],
-      ['warden_deletions', `store = ? AND ${erasedId}`],
-    ];
-    for (const [table, where] of whole) {
-      if (!tables.includes(table)) continue;
-      const sql = dryRun ? `SELECT count(*) AS n FROM ${table} WHERE ${where}` : `DELETE FROM ${table} WHERE ${where}`;
-      add(`state:${table}`, dryRun ? (db.prepare(sql).get(t.store, idList) as { n: number }).n : db.prepare(sql).run(t.store, idList).changes);
+    const byEarlier = earlier && earlier.macs.size > 0 ? 'store = ? AND warden_erased_earlier(memory_id)' : undefined;
+    for (const table of ['drift_verdicts', 'warden_deletions']) {
+      if (tables.includes(table)) takeWhole(table, byEarlier, [t.store]);
     }
     // The digest's record of what memories said (src/digest/texts.ts) holds their texts, older ones included that
     // the store no longer has: every text of an erased memory or of the person goes whole, and any record in any
     // store that holds an erased text or the subject.
     if (tables.includes('digest_texts')) {
-      const where = `(store = ? AND (${erasedId} OR subject = ?)) OR warden_erased_text(text) OR warden_erased_text(subject)`;
-      const args = [t.store, idList, t.user ?? null];
-      add('state:digest_texts', dryRun
-        ? (db.prepare(`SELECT count(*) AS n FROM digest_texts WHERE ${where}`).get(...args) as { n: number }).n
-        : db.prepare(`DELETE FROM digest_texts WHERE ${where}`).run(...args).changes);
+      const where = `(store = ? AND (${byEarlier ? 'warden_erased_earlier(memory_id) OR ' : ''}subject = ?)) OR warden_erased_text(text) OR warden_erased_text(subject)`;
+      takeWhole('digest_texts', where, [t.store, t.user ?? null]);
     }
     // Job runs of this store name its memories by id in their results (prune lists what it deleted) and errors;
     // the evidence of another memory's verdict can name one too (a drift result quoting the row it superseded).
@@ -402,7 +449,7 @@ export function compactState(db: Db): { walTruncated: boolean } {
  */
 export function recordMatcher(t: Pick<StateTarget, 'ids' | 'texts' | 'fields' | 'subject' | 'earlier'>): (v: string, ofStore: boolean) => boolean {
   const holds = textMatcher(t.texts, t.subject, t.fields);
-  const ids = new Set([...t.ids, ...t.ids.map(folded)]);
+  const ids = erasedIds(t.ids);
   const earlier = t.earlier && t.earlier.macs.size > 0 ? t.earlier : undefined;
   // An id an earlier erase of the person erased, known by its keyed hash only, as a JSON string of the record (a
   // drift task's `memory.id`): the record of a job that was still queued then is found once it has run.

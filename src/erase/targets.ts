@@ -1,4 +1,5 @@
 import type { Config } from '../config/config.js';
+import type { Strings } from '../text/string-list.js';
 import type { Logger } from '../log/logger.js';
 import { coerceError } from '../core/errors.js';
 import { expandHome } from '../config/config.js';
@@ -32,7 +33,7 @@ import type { Manifest } from '../snapshot/manifest.js';
  * `target:<name> (unreachable: …)`.
  */
 export async function remoteSnapshotCopies(
-  config: Config, store: string, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] },
+  config: Config, store: string, erased: { ids: Strings; user?: string | undefined; earlier?: readonly string[] },
   opts: { remove: boolean; cleanup?: boolean; log: Logger; now?: () => number; holding?: ReadonlyMap<string, Manifest['files']> },
 ): Promise<RemoteCopies> {
   const out: RemoteCopies = { found: [], deleted: [], unverified: [], cleaned: [] };
@@ -188,8 +189,9 @@ interface HoldsWanted {
   user?: string;
 }
 
-function holdsWanted(key: Buffer, erased: { ids: readonly string[]; user?: string | undefined; earlier?: readonly string[] }): HoldsWanted {
-  const ids = new Set([...erased.ids.map((id) => idMac(key, id)), ...(erased.earlier ?? [])]);
+function holdsWanted(key: Buffer, erased: { ids: Strings; user?: string | undefined; earlier?: readonly string[] }): HoldsWanted {
+  const ids = new Set(erased.earlier ?? []);
+  for (const id of erased.ids) ids.add(idMac(key, id));
   return erased.user === undefined ? { ids } : { ids, user: userMac(key, erased.user) };
 }
 

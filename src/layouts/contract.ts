@@ -8,6 +8,7 @@ import type { Instant } from '../time/instants.js';
 import type { Logger } from '../log/logger.js';
 import type { Progress } from '../progress/progress.js';
 import type { MemoryUnderReview, Verdict } from '../verifiers/types.js';
+import type { Strings } from '../text/string-list.js';
 
 /**
  * The store-layout plug point, whole: the Layout interface and every type its methods take and return. A layout
@@ -551,11 +552,15 @@ export interface ErasedFields {
   onlyTheirs(): ReadonlySet<string>;
 }
 
-/** What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. */
+/**
+ * What one layout's erase found and did; the texts are kept in memory only, to look for copies in snapshots. The ids
+ * and texts are read only as `Strings` (src/text/string-list.ts): a layout that takes many memories holds them as bytes
+ * (a StringList), one that takes few may hand arrays.
+ */
 export interface Erased {
-  ids: string[];
+  ids: Strings;
   counts: Record<string, number>;
-  texts: string[];
+  texts: Strings;
   /**
    * The erased memories' other fields (subject, source) and which of them name only them (no remaining row has
    * it): memory-warden's records quoting one of those are scrubbed as the texts are. Never used to find rows, points

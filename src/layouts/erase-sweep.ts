@@ -10,7 +10,7 @@ import { asciiLower } from '../text/needles.js';
  * `keep` is asked only of a point that holds one (a store on a database answers it asynchronously).
  */
 export async function sweepCollections(
-  points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: string[], subject: string | undefined, pageSize: number,
+  points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: Iterable<string>, subject: string | undefined, pageSize: number,
   keep: (p: Mem0Point) => boolean | Promise<boolean> = () => false,
 ): Promise<number> {
   const holdsText = textFinder([...new Set(texts)]);

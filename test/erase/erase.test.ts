@@ -108,27 +108,27 @@ describe('erase, warden layout', () => {
       const run = (dryRun: boolean) => layout.erase(store, { ...opts, selector: { user: 'alice' }, dryRun });
       // The dry run names the rows and their texts as they are.
       const planned = await run(true);
-      expect(planned.texts.sort()).toEqual(['Alice as planned', 'Alice older']);
+      expect([...planned.texts].sort()).toEqual(['Alice as planned', 'Alice older']);
       agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a5', 'alice', 'Alice five', 'message:t')`).run();
       // Another connection wrote after the dry run: a row added and a planned row's text changed.
       agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a2', 'alice', 'Alice added after the plan', 'message:t')`).run();
       agent.prepare(`UPDATE memory SET fact = 'Alice changed after the plan' WHERE id = 'a1'`).run();
       const r = await run(false);
-      expect(r.ids.sort()).toEqual(['a0', 'a1', 'a2', 'a5']);
-      expect(r.texts.sort()).toEqual(['Alice added after the plan', 'Alice changed after the plan', 'Alice five', 'Alice older']);
+      expect([...r.ids].sort()).toEqual(['a0', 'a1', 'a2', 'a5']);
+      expect([...r.texts].sort()).toEqual(['Alice added after the plan', 'Alice changed after the plan', 'Alice five', 'Alice older']);
       expect(r.counts).toMatchObject({ rows: 4, cascaded: 1 });
       expect(rowIds(db)).toEqual(['b1']);
       // The erase's own connection wrote after the dry run (no other connection did): looked up again too.
       await run(true);
       store.db.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a3', 'alice', 'Alice three', 'message:t')`).run();
-      expect((await run(false)).texts).toEqual(['Alice three']);
+      expect([...(await run(false)).texts]).toEqual(['Alice three']);
       expect(rowIds(db)).toEqual(['b1']);
       // Nothing wrote in between, and the plan is kept for one erase only.
       agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a4', 'alice', 'Alice four', 'message:t')`).run();
       await run(true);
-      expect((await run(false)).ids).toEqual(['a4']);
+      expect([...(await run(false)).ids]).toEqual(['a4']);
       agent.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('a6', 'alice', 'Alice six', 'message:t')`).run();
-      expect((await run(false)).ids).toEqual(['a6']);
+      expect([...(await run(false)).ids]).toEqual(['a6']);
     } finally {
       agent.close();
       store.close();

@@ -5,6 +5,7 @@ import type { Mem0Point, PointStore } from '../../vectors/contract.js';
 import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
 import type { EraseOptions, EraseSelector, Erased, ErasedFields, LayoutEraseOptions, StoreHandle } from '../contract.js';
+import { StringList, type Strings } from '../../text/string-list.js';
 
 /** The warden layout's erase (src/erase/erase.ts runs it): rows with their cascade, then points still holding the text. */
 
@@ -13,8 +14,13 @@ const ERASE_BATCH_MS = 40;
 /** Roots handed to one delete call: more than one call's time budget takes. */
 const ROOTS_AHEAD = 4096;
 
-function wardenRoots(db: Db, sel: EraseSelector): string[] {
-  const ids = (sql: string, ...args: unknown[]) => (db.prepare(sql).pluck().all(...args) as unknown[]).map(String);
+/** The rows the selector names (before their cascade), held as bytes (a StringList): an erase can name 100,000. */
+function wardenRoots(db: Db, sel: EraseSelector): StringList {
+  const ids = (sql: string, ...args: unknown[]) => {
+    const out = new StringList();
+    for (const id of db.prepare(sql).pluck().iterate(...args)) out.push(String(id));
+    return out;
+  };
   if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
   if ('user' in sel) {
     // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
@@ -30,7 +36,7 @@ function wardenRoots(db: Db, sel: EraseSelector): string[] {
  */
 interface Plan {
   selector: string;
-  roots: string[];
+  roots: StringList;
   version: string;
   /** What the plan found to name only the erased rows, if a record made it look (those records are scrubbed already). */
   onlyTheirs: () => ReadonlySet<string> | undefined;
@@ -40,16 +46,43 @@ const versionOf = (db: Db) => `${String(db.pragma('data_version', { simple: true
 const selectorKey = (db: Db, sel: EraseSelector) => JSON.stringify([sel, memoryColumns(db).has('user_id')]);
 
 /**
- * The text of every row the deletes remove, the cascade included, captured as it goes (a TEMP trigger, this
- * connection only, like the deletes' own capture in delete.ts): the texts are those of the rows deleted, even a
- * row the agent changed or added after the plan, without reading the rows a second time before the deletes.
+ * The id and text of every row the deletes remove, the cascade included, captured as it goes (a TEMP trigger, this
+ * connection only, like the deletes' own capture in delete.ts; TEMP objects are in memory, never in a file): the
+ * texts are those of the rows deleted, even a row the agent changed or added after the plan, without reading the rows
+ * a second time before the deletes. Read and emptied after each commit.
  */
-const TEXT_CAPTURE = `
-CREATE TEMP TABLE IF NOT EXISTS warden_erased_fact (fact, subject, source);
-CREATE TEMP TRIGGER IF NOT EXISTS warden_erase_fact AFTER DELETE ON main.memory BEGIN
-  INSERT INTO temp.warden_erased_fact VALUES (OLD.fact, OLD.subject, OLD.source);
+const ROW_CAPTURE = `
+CREATE TEMP TABLE IF NOT EXISTS warden_erased_row (id, fact, subject, source);
+CREATE TEMP TRIGGER IF NOT EXISTS warden_erase_row AFTER DELETE ON main.memory BEGIN
+  INSERT INTO temp.warden_erased_row VALUES (OLD.id, OLD.fact, OLD.subject, OLD.source);
 END;`;
-const TEXT_CAPTURE_DROP = `DROP TRIGGER IF EXISTS temp.warden_erase_fact; DROP TABLE IF EXISTS temp.warden_erased_fact;`;
+const ROW_CAPTURE_DROP = `DROP TRIGGER IF EXISTS temp.warden_erase_row; DROP TABLE IF EXISTS temp.warden_erased_row;`;
+
+/**
+ * The texts of the rows a plan names, read from the store when a consumer asks (ROOTS_AHEAD rows at a time), not
+ * held: until the deletes the store has them. The real erase captures the texts of what it deletes (ROW_CAPTURE). A
+ * row gone since the plan is not read; one changed since is read as it is now.
+ */
+class StoredTexts implements Strings {
+  constructor(private readonly db: Db, private readonly ids: StringList) {}
+
+  get length(): number {
+    return this.ids.length;
+  }
+
+  slice(start = 0, end = this.ids.length): string[] {
+    const read = this.db.prepare(`SELECT fact FROM memory WHERE id IN (SELECT value FROM json_each(?))`).pluck();
+    const out: string[] = [];
+    for (let i = Math.max(0, start); i < Math.min(end, this.ids.length); i += ROOTS_AHEAD) {
+      for (const fact of read.iterate(JSON.stringify(this.ids.slice(i, Math.min(end, i + ROOTS_AHEAD))))) if (typeof fact === 'string') out.push(fact);
+    }
+    return out;
+  }
+
+  *[Symbol.iterator](): Iterator<string> {
+    for (let i = 0; i < this.ids.length; i += ROOTS_AHEAD) yield* this.slice(i, i + ROOTS_AHEAD);
+  }
+}
 
 export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
   const db = store.db;
@@ -58,35 +91,43 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   plans.delete(db);
   if (dryRun) {
     const roots = wardenRoots(db, sel);
-    // The rows the deletes will take, read once, row by row: their ids, texts and fields, and no more.
-    const ids: string[] = [];
-    const rowids: number[] = [];
+    // The rows the deletes will take, read once, row by row: their ids and fields (their texts only when asked:
+    // StoredTexts). Their closure is asked ROOTS_AHEAD roots at a time (a row two roots' chains share is taken
+    // once): no list of every root is made into one JSON parameter.
     const taken = new Taken();
-    for (const [id, rowid, ...rest] of closureColumns(db, roots, 'id, rowid, fact, subject, source')) {
-      ids.push(id as string);
-      rowids.push(rowid as number);
-      taken.add(rest);
+    const rowids: number[] = [];
+    for (let i = 0; i < roots.length; i += ROOTS_AHEAD) {
+      for (const [id, rowid, subject, source] of closureColumns(db, roots.slice(i, i + ROOTS_AHEAD), 'id, rowid, subject, source')) {
+        if (i > 0 && taken.ids.has(id as string)) continue;
+        taken.ids.push(id as string);
+        rowids.push(rowid as number);
+        taken.addFields(subject, source);
+      }
     }
-    const { fields, found } = fieldsOf(db, taken.byColumn, () => JSON.stringify(rowids));
+    const { ids } = taken;
+    const { fields, found } = fieldsOf(db, taken.byColumn, () => `[${rowids.join(',')}]`);
     plans.set(db, { selector: key, roots, version: versionOf(db), onlyTheirs: found });
-    return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 }, texts: taken.texts, fields };
+    return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 }, texts: new StoredTexts(db, ids), fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
   const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
   if (roots.length === 0) return { ids: [], counts, texts: [] };
   // TEMP objects in memory, as the deletes' own (delete.ts); temp_store can only change while there are none.
   if (db.prepare(`SELECT count(*) FROM temp.sqlite_schema`).pluck().get() === 0) db.pragma('temp_store = MEMORY');
-  db.exec(TEXT_CAPTURE);
+  db.exec(ROW_CAPTURE);
+  // Only the ids and texts of what went (and their fields' distinct values): memory held per erased row is its id and
+  // its text, as bytes.
   const taken = new Taken();
-  const takeTexts = db.prepare(`SELECT fact, subject, source FROM temp.warden_erased_fact`).raw();
-  const clearTexts = db.prepare(`DELETE FROM temp.warden_erased_fact`);
-  // Only the ids of what went (not the rows' other columns): memory held per erased row is its id and its text.
-  const deleted: string[] = [];
+  const takeRows = db.prepare(`SELECT id, fact, subject, source FROM temp.warden_erased_row`).raw();
+  const clearRows = db.prepare(`DELETE FROM temp.warden_erased_row`);
+  const take = () => {
+    taken.read(takeRows);
+    clearRows.run();
+  };
   try {
-    clearTexts.run();
+    clearRows.run();
     const afterCommit = () => {
-      taken.read(takeTexts);
-      clearTexts.run();
+      take();
       opts.afterCommit?.();
     };
     // Short transactions however many rows the selector names: the agent keeps writing meanwhile. Each call is
@@ -94,16 +135,17 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     // every call serialise them all again, quadratic in the number erased.
     opts.progress?.start('erase', roots.length, 'rows');
     for (let i = 0; i < roots.length; ) {
-      const step = await deleteRoots(db, roots.slice(i, i + ROOTS_AHEAD), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 }, afterCommit });
-      for (const row of step.deleted) deleted.push(row.id);
+      // No row objects back (rows: 0): the capture has what went.
+      const step = await deleteRoots(db, roots.slice(i, i + ROOTS_AHEAD), { vectors: store.vectors, budget: { ms: ERASE_BATCH_MS, chunk: 100 }, afterCommit, rows: 0 });
       i += step.consumed;
       opts.progress?.set(i);
     }
     opts.progress?.done();
+    take(); // every commit was read already; nothing is left behind if one was not
   } finally {
-    db.exec(TEXT_CAPTURE_DROP);
+    db.exec(ROW_CAPTURE_DROP);
   }
-  const texts = taken.texts;
+  const { ids: deleted, texts } = taken;
   const { fields } = fieldsOf(db, taken.byColumn, () => '[]', plan && plan.selector === key ? plan.onlyTheirs() : undefined);
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
@@ -121,21 +163,24 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
 const FIELD_COLUMNS = ['subject', 'source'] as const;
 
 /**
- * What the erase keeps of the rows it takes, read from a statement (fact, subject, source) row by row: the texts, and
- * each column's distinct values. No row objects are kept (the rows' ids are kept by the caller).
+ * What the erase keeps of the rows it takes, row by row: their ids and texts (as bytes), and each field column's
+ * distinct values. No row objects are kept.
  */
 class Taken {
-  readonly texts: string[] = [];
+  readonly ids = new StringList();
+  readonly texts = new StringList();
   readonly byColumn: Set<string>[] = FIELD_COLUMNS.map(() => new Set<string>());
-  /** `rows`: a statement in raw mode (rows as arrays). */
-  read(rows: { iterate(...args: unknown[]): Iterable<unknown> }, ...args: unknown[]): void {
-    for (const row of rows.iterate(...args) as Iterable<unknown[]>) this.add(row);
+  /** `rows`: a statement in raw mode (rows as arrays: id, fact, subject, source). */
+  read(rows: { iterate(...args: unknown[]): Iterable<unknown> }): void {
+    for (const [id, fact, subject, source] of rows.iterate() as Iterable<unknown[]>) {
+      this.ids.push(String(id));
+      if (typeof fact === 'string') this.texts.push(fact);
+      this.addFields(subject, source);
+    }
   }
-  /** One row: [fact, subject, source]. */
-  add(row: readonly unknown[]): void {
-    this.texts.push(row[0] as string);
+  addFields(...values: unknown[]): void {
     for (let i = 0; i < FIELD_COLUMNS.length; i++) {
-      const v = row[i + 1];
+      const v = values[i];
       if (typeof v === 'string' && v !== '') this.byColumn[i]!.add(v);
     }
   }

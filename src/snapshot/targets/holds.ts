@@ -32,8 +32,11 @@ export interface Holds {
   users: string[];
 }
 
-const mac = (key: Buffer, kind: 'id' | 'user', v: string) => createHmac('sha256', key).update(`${kind}:${v}`, 'utf8').digest('hex').slice(0, 16);
+const macBytes = (key: Buffer, kind: 'id' | 'user', v: string) => createHmac('sha256', key).update(`${kind}:${v}`, 'utf8').digest();
+const mac = (key: Buffer, kind: 'id' | 'user', v: string) => macBytes(key, kind, v).toString('hex', 0, 8);
 export const idMac = (key: Buffer, id: string) => mac(key, 'id', id);
+/** idMac's eight bytes (its 16 hex digits are those bytes), written into `out` at `at`. */
+export const idMacInto = (key: Buffer, id: string, out: Buffer, at: number) => macBytes(key, 'id', id).copy(out, at, 0, 8);
 export const userMac = (key: Buffer, user: string) => mac(key, 'user', user);
 
 /** A keyed hash as holds.ts writes it (16 hex digits) from its 64 bits. */
