@@ -15,6 +15,7 @@ import { PgRestoreRefused, restoreTables, unescapeCopyText, verifyArtifact } fro
 import type { PgSession } from './session.js';
 import { quoteIdent } from './session.js';
 import { MANIFEST_FILE, snapshotTables, type PgSnapshotManifest } from './snapshot.js';
+import { RUNS_TABLE } from './runs.js';
 import { pgStoreVectors } from './vectors.js';
 
 const schemaOf = (handle: PostgresStoreHandle): string => {
@@ -100,7 +101,9 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
     const client = await handle.pg.connect();
     try {
       const found = await client.query<{ name: string }>(
-        `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`, [schema]);
+        // Not warden_runs: memory-warden's record of the fleet's scheduled runs is not the store's memory, and a restore
+        // must not rewind it (a run done since the snapshot would read as never claimed).
+        `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname <> $2 ORDER BY c.relname`, [schema, RUNS_TABLE]);
       if (found.rows.length === 0) throw usageError(`stores.${handle.name}.postgres.schema: schema ${schema} holds no table to snapshot (init creates them)`);
       return taken(await snapshotTables(client, { schema, tables: found.rows.map((r) => r.name), folder }));
     } catch (err) {
