@@ -195,7 +195,10 @@ async function fieldsOf(store: PostgresStoreHandle, rows: readonly FieldsOf[], e
     }
   }
   // As on SQLite: theirs when, in a column the erased rows have it in, no other row has it there.
-  const theirs = new Set(values.filter((v) => (subjects!.includes(v) && !shared.has(`subject\0${v}`)) || (sources!.includes(v) && !shared.has(`source\0${v}`))));
+  // (Sets: 10,000 sources looked up in an array of 10,000 took 0.45 s of CPU.)
+  const inSubjects = new Set(subjects);
+  const inSources = new Set(sources);
+  const theirs = new Set(values.filter((v) => (inSubjects.has(v) && !shared.has(`subject\0${v}`)) || (inSources.has(v) && !shared.has(`source\0${v}`))));
   return { values, onlyTheirs: () => theirs };
 }
 
