@@ -9,6 +9,9 @@ import { lockedClosure, vectorsInTransaction } from './vectors.js';
 const ID_CAP = 1000;
 /** A batch that met an agent's lock past lock_timeout is tried again this many times, then the prune fails (transient). */
 const LOCK_RETRIES = 50;
+/** The batch size's bounds as it follows `batchMs` (the upper one: the config's own bound on `batchSize`). */
+const MIN_BATCH = 10;
+const MAX_BATCH = 100_000;
 
 /**
  * The brief's two rules over timestamptz, as one condition with $1 = now, $2 = the superseded cutoff, $3 = whether
@@ -31,8 +34,10 @@ interface Rules {
 }
 
 /**
- * Prune beside live agents: short transactions of `batchSize` roots, each under `SET LOCAL lock_timeout`, so no agent
- * waits on prune longer than that; a batch that meets an agent's lock is rolled back and tried again. Each batch
+ * Prune beside live agents: short transactions under `SET LOCAL lock_timeout`, so prune never waits on an agent longer
+ * than that, each sized to last about `batchMs` (an agent touching a row prune deletes waits at most that): the first
+ * of `batchSize` roots, each next one grown or shrunk by the last one's time, at most doubled; a batch that meets an
+ * agent's lock is rolled back and tried again, and the next one is half its size. Each batch
  * re-checks its roots (FOR UPDATE: an agent's renewal commits before or after, never between), locks their older
  * versions, and deletes roots and versions in one statement: the cascade's triggers then find nothing left, so a
  * chain of any depth goes without recursion. kill -9 at any point rolls the open batch back; the next run finishes.
@@ -73,16 +78,19 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
   const cfg = store.config.postgres!;
   try {
     ctx.progress?.start('prune', candidates.length, 'rows');
+    let size = Math.min(cfg.batchSize, MAX_BATCH);
     for (let i = 0; i < candidates.length; ) {
       if (ctx.signal.aborted) {
         ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
         break;
       }
-      const batch = candidates.slice(i, i + cfg.batchSize);
+      const batch = candidates.slice(i, i + size);
       const inTx = vectorsInTransaction(store, client);
       // Vectors elsewhere (Qdrant) go first, before the transaction: the batch's roots and their older versions.
       if (store.vectors && !inTx) await store.vectors.deleteForRows([...new Set([...batch.map((c) => c.id), ...await closure(store, batch.map((c) => c.id))])]);
-      const done = await batchWithRetries(client, store, () => deleteBatch(client, s, batch, rules, cfg.lockTimeoutMs, opts, inTx));
+      const t0 = performance.now();
+      const { out: done, retried } = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => deleteBatch(client, s, batch, rules, opts, inTx));
+      size = nextSize(batch.length, performance.now() - t0, cfg.batchMs, retried);
       // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
       result.expired += done.expired;
       result.superseded += done.superseded;
@@ -103,13 +111,27 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
   return result;
 }
 
-async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHandle, run: () => Promise<T>): Promise<T> {
+/**
+ * The next batch's size: what would have taken `batchMs` at the last batch's pace, at most twice the last (a slow
+ * moment of the server, not a slow table, then costs one batch), at least MIN_BATCH; halved after a batch that met an
+ * agent's lock.
+ */
+export function nextSize(last: number, ms: number, batchMs: number, retried: boolean): number {
+  const paced = retried ? last / 2 : Math.min(2 * last, (last * batchMs) / Math.max(ms, 0.1));
+  return Math.max(MIN_BATCH, Math.min(MAX_BATCH, Math.floor(paced)));
+}
+
+async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHandle, lockTimeoutMs: number, run: () => Promise<T>): Promise<{ out: T; retried: boolean }> {
   for (let attempt = 0; ; attempt++) {
     try {
-      await client.query('BEGIN');
+      // Each batch's commit does not wait for its WAL flush (measured: the flush was most of a 500-row batch's time on
+      // a VM disk). A server crash can lose the last batches' deletes, never make the store inconsistent: the rows
+      // come back as they were, and the next prune deletes them again (prune is idempotent; erase never does this).
+      // One round trip opens the transaction and sets both.
+      await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`);
       const out = await run();
       await client.query('COMMIT');
-      return out;
+      return { out, retried: attempt > 0 };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       // An agent held a row's lock past lock_timeout (55P03), or a deadlock was broken (40P01): let it finish.
@@ -123,26 +145,36 @@ async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHa
 const closure = async (store: PostgresStoreHandle, ids: string[]) => (await store.pg.query<{ id: string }>(CLOSURE(store.schema), [ids])).rows.map((r) => r.id);
 
 async function deleteBatch(
-  client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules, lockTimeoutMs: number,
+  client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules,
   opts: PruneOptions, vectors?: VectorSink,
 ): Promise<BatchDone> {
-  // Each batch's commit does not wait for its WAL flush (measured: the flush was most of a 500-row batch's time on a
-  // VM disk). A server crash can lose the last batches' deletes, never make the store inconsistent: the rows come
-  // back as they were, and the next prune deletes them again (prune is idempotent; erase never does this).
-  await client.query(`SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`);
   const ids = batch.map((c) => c.id);
-  // The common batch: no candidate has an older version. One DELETE, which re-reads the rule on each row as it is
-  // (an agent's renewal committed meanwhile keeps it); a version an agent points at one of them now goes with the
-  // foreign key's cascade, as it would on SQLite.
-  if (!vectors && (await client.query(CLOSURE(s), [ids])).rows.length === 0) {
-    const gone = (await client.query<{ id: string; expired: boolean }>(
-      `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} RETURNING id, ($4 AND expires_at <= $2) AS expired`,
+  // The common batch: no candidate has an older version outside the batch (no row outside it points at one of it,
+  // which is the same as the closure being empty). One statement asks that and, only if so, deletes, re-reading the
+  // rule on each row as it is (an agent's renewal committed meanwhile keeps it); a version an agent points at one of
+  // them now goes with the foreign key's cascade, as it would on SQLite. Else nothing is deleted, and the batch locks
+  // its chains below.
+  if (!vectors) {
+    const res = (await client.query<{ alone: boolean; id: string | null; expired: boolean | null }>(
+      `WITH gate AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory WHERE superseded_by = ANY($1::text[]) AND NOT (id = ANY($1::text[]))) AS alone),
+      gone AS (DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} AND (SELECT alone FROM gate)
+        RETURNING id, ($4 AND expires_at <= $2) AS expired)
+      SELECT gate.alone, gone.id, gone.expired FROM gate LEFT JOIN gone ON true`,
       [ids, rules.now, rules.cut, rules.expired])).rows;
-    // Told before the commit makes the delete last: a crash before it rolls the delete back, never the record.
-    opts.beforeDelete?.(gone.map((r) => ({ id: r.id, user: null })), opts.ctx.now());
-    const expired = gone.filter((r) => r.expired).length;
-    return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+    if (res[0]!.alone) return simpleDone(res.filter((r): r is { alone: boolean; id: string; expired: boolean } => r.id !== null), opts);
   }
+  return chainedBatch(client, s, ids, rules, opts, vectors);
+}
+
+function simpleDone(gone: readonly { id: string; expired: boolean }[], opts: PruneOptions): BatchDone {
+  // Told before the commit makes the delete last: a crash before it rolls the delete back, never the record.
+  opts.beforeDelete?.(gone.map((r) => ({ id: r.id, user: null })), opts.ctx.now());
+  const expired = gone.filter((r) => r.expired).length;
+  return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+}
+
+/** A batch whose roots have older versions (or whose vectors are in pgvector): roots and versions locked, then deleted. */
+async function chainedBatch(client: pg.PoolClient, s: string, ids: string[], rules: Rules, opts: PruneOptions, vectors?: VectorSink): Promise<BatchDone> {
   // The roots still prunable now, locked until the commit: the rule re-read on the row as it is.
   const roots = (await client.query<{ id: string; expired: boolean }>(
     `SELECT id, ($4 AND expires_at <= $2) AS expired FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} ORDER BY id FOR UPDATE`,
