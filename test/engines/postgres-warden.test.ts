@@ -4,7 +4,10 @@ import { CLI } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
 import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
-import { nextSize } from '../../src/layouts/warden/postgres/prune.js';
+import { nextSize, prunePg } from '../../src/layouts/warden/postgres/prune.js';
+import { openPgSession } from '../../src/engines/postgres/session.js';
+import type { PostgresStoreHandle } from '../../src/engines/contract.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 /**
  * The warden layout on the native PostgreSQL server, through the CLI as a user runs it: init, check, prune exact on
@@ -96,6 +99,30 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     const t = await tight.run(['run', 'prune', '--json']);
     expect(t.code, t.stderr).toBe(0);
     expect(t.json()).toMatchObject({ batches: 352, expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('with a hook told each batch before its commit (erase\'s ledger), prune tells it exactly the rows it deletes, chains too', async () => {
+    db = await createTestDatabase('pg_hook');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 20, expired: 300, old: 40 });
+    await fillPgStore(db, 'fleet', { chains: 5, depth: 4, expiredHead: true, tag: 'x' });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const doomed = await ids(db, 'fleet', `NOT (id LIKE 'live-%' OR id LIKE 'new-%')`);
+    const postgres = { url: db.url, schema: 'fleet', lockTimeoutMs: 50, batchSize: 7, batchMs: 20 };
+    const session = openPgSession('fleet', postgres);
+    const handle = { engine: 'postgres', name: 'fleet', config: { engine: 'postgres', postgres } as never, path: 'postgres schema fleet', schema: '"fleet"', pg: session, close: () => session.end() } as PostgresStoreHandle;
+    const told: string[] = [];
+    try {
+      const config = { prune: { expired: true, supersededAfterDays: 180 } } as never;
+      const ctx = { config, log: silentLogger, now: () => Date.now(), signal: new AbortController().signal } as never;
+      const r = await prunePg(handle, { ctx, dryRun: false, beforeDelete: (ms) => told.push(...ms.map((m) => m.id)) });
+      expect(r).toMatchObject({ deleted: doomed.length, expired: 305, superseded: 40, cascaded: 15 });
+    } finally {
+      await session.end();
+    }
+    expect([...told].sort()).toEqual([...doomed].sort());
     expect(await ids(db, 'fleet')).toEqual(keep);
   });
 

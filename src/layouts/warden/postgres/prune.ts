@@ -89,8 +89,12 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
       // Vectors elsewhere (Qdrant) go first, before the transaction: the batch's roots and their older versions.
       if (store.vectors && !inTx) await store.vectors.deleteForRows([...new Set([...batch.map((c) => c.id), ...await closure(store, batch.map((c) => c.id))])]);
       const t0 = performance.now();
-      const { out: done, retried } = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => deleteBatch(client, s, batch, rules, opts, inTx));
-      size = nextSize(batch.length, performance.now() - t0, cfg.batchMs, retried);
+      // No hook to tell before the commit and no vectors in the transaction: the common batch in one round trip.
+      const quick = !inTx && !opts.beforeDelete ? await retrying(client, store, () => oneTripBatch(client, s, batch, rules, cfg.lockTimeoutMs)) : undefined;
+      const { out: done, retried } = quick?.out
+        ? { out: quick.out, retried: quick.retried }
+        : await batchWithRetries(client, store, cfg.lockTimeoutMs, () => deleteBatch(client, s, batch, rules, opts, inTx, quick !== undefined));
+      size = nextSize(batch.length, performance.now() - t0, cfg.batchMs, retried || quick?.retried === true);
       // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
       result.expired += done.expired;
       result.superseded += done.superseded;
@@ -121,17 +125,28 @@ export function nextSize(last: number, ms: number, batchMs: number, retried: boo
   return Math.max(MIN_BATCH, Math.min(MAX_BATCH, Math.floor(paced)));
 }
 
+/**
+ * Each batch's transaction opens with these. Its commit does not wait for its WAL flush (measured: the flush was most
+ * of a 500-row batch's time on a VM disk). A server crash can lose the last batches' deletes, never make the store
+ * inconsistent: the rows come back as they were, and the next prune deletes them again (prune is idempotent; erase
+ * never does this).
+ */
+const OPEN = (lockTimeoutMs: number) => `BEGIN; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`;
+
 async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHandle, lockTimeoutMs: number, run: () => Promise<T>): Promise<{ out: T; retried: boolean }> {
+  return retrying(client, store, async () => {
+    await client.query(OPEN(lockTimeoutMs)); // one round trip opens the transaction and sets both
+    const out = await run();
+    await client.query('COMMIT');
+    return out;
+  });
+}
+
+/** `run` (a whole transaction) tried again while it meets an agent's lock past lock_timeout; rolled back on any error. */
+async function retrying<T>(client: pg.PoolClient, store: PostgresStoreHandle, run: () => Promise<T>): Promise<{ out: T; retried: boolean }> {
   for (let attempt = 0; ; attempt++) {
     try {
-      // Each batch's commit does not wait for its WAL flush (measured: the flush was most of a 500-row batch's time on
-      // a VM disk). A server crash can lose the last batches' deletes, never make the store inconsistent: the rows
-      // come back as they were, and the next prune deletes them again (prune is idempotent; erase never does this).
-      // One round trip opens the transaction and sets both.
-      await client.query(`BEGIN; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`);
-      const out = await run();
-      await client.query('COMMIT');
-      return { out, retried: attempt > 0 };
+      return { out: await run(), retried: attempt > 0 };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       // An agent held a row's lock past lock_timeout (55P03), or a deadlock was broken (40P01): let it finish.
@@ -144,9 +159,46 @@ async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHa
 
 const closure = async (store: PostgresStoreHandle, ids: string[]) => (await store.pg.query<{ id: string }>(CLOSURE(store.schema), [ids])).rows.map((r) => r.id);
 
+/**
+ * The statement that asks whether any row outside the batch `ids` points at one of it (the same as the batch's
+ * closure being empty: then no root has an older version to lock) and only if none does, deletes the roots still
+ * prunable, the rule re-read on each row as it is. Its one row has `alone` and nothing else when it deleted nothing.
+ */
+const GATED_DELETE = (s: string, ids: string, now: string, cut: string, expired: string) => `WITH gate AS (
+    SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory WHERE superseded_by = ANY(${ids}) AND NOT (id = ANY(${ids}))) AS alone),
+  gone AS (DELETE FROM ${s}.memory WHERE id = ANY(${ids}) AND ${prunable(now, cut, expired)} AND (SELECT alone FROM gate)
+    RETURNING id, (${expired} AND expires_at <= ${now}) AS expired)
+  SELECT gate.alone, gone.id, gone.expired FROM gate LEFT JOIN gone ON true`;
+
+type GateRow = { alone: boolean; id: string | null; expired: boolean | null };
+
+/** The gated delete's rows as a batch's result (nothing told: that is the callers'). */
+function gated(rows: readonly GateRow[]): { id: string; expired: boolean }[] | null {
+  if (!rows[0]!.alone) return null;
+  return rows.filter((r): r is { alone: boolean; id: string; expired: boolean } => r.id !== null);
+}
+
+/**
+ * The common batch in one round trip: the transaction opened, the gated delete, the commit, as one simple query with
+ * the ids and instants as escaped literals (the server parses them; nothing of them is ever executed). Under load, each
+ * round trip waits for both processes to be scheduled again, and the locks are held across it: one instead of three
+ * makes the batch shorter for the agents too. Null when a root has older versions: nothing was deleted, and the
+ * batch goes the way that locks its chains.
+ */
+async function oneTripBatch(client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules, lockTimeoutMs: number): Promise<BatchDone | null> {
+  const lit = (v: string) => client.escapeLiteral(v);
+  const ids = `ARRAY[${batch.map((c) => lit(c.id)).join(',')}]::text[]`;
+  const at = (d: Date) => `${lit(d.toISOString())}::timestamptz`;
+  const results = await client.query(`${OPEN(lockTimeoutMs)}; ${GATED_DELETE(s, ids, at(rules.now), at(rules.cut), rules.expired ? 'true' : 'false')}; COMMIT`) as unknown as pg.QueryResult<GateRow>[];
+  const gone = gated(results[3]!.rows);
+  if (!gone) return null;
+  const expired = gone.filter((r) => r.expired).length;
+  return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+}
+
 async function deleteBatch(
   client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules,
-  opts: PruneOptions, vectors?: VectorSink,
+  opts: PruneOptions, vectors: VectorSink | undefined, chained: boolean,
 ): Promise<BatchDone> {
   const ids = batch.map((c) => c.id);
   // The common batch: no candidate has an older version outside the batch (no row outside it points at one of it,
@@ -154,14 +206,9 @@ async function deleteBatch(
   // rule on each row as it is (an agent's renewal committed meanwhile keeps it); a version an agent points at one of
   // them now goes with the foreign key's cascade, as it would on SQLite. Else nothing is deleted, and the batch locks
   // its chains below.
-  if (!vectors) {
-    const res = (await client.query<{ alone: boolean; id: string | null; expired: boolean | null }>(
-      `WITH gate AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory WHERE superseded_by = ANY($1::text[]) AND NOT (id = ANY($1::text[]))) AS alone),
-      gone AS (DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} AND (SELECT alone FROM gate)
-        RETURNING id, ($4 AND expires_at <= $2) AS expired)
-      SELECT gate.alone, gone.id, gone.expired FROM gate LEFT JOIN gone ON true`,
-      [ids, rules.now, rules.cut, rules.expired])).rows;
-    if (res[0]!.alone) return simpleDone(res.filter((r): r is { alone: boolean; id: string; expired: boolean } => r.id !== null), opts);
+  if (!vectors && !chained) {
+    const gone = gated((await client.query<GateRow>(GATED_DELETE(s, '$1::text[]', '$2', '$3', '$4'), [ids, rules.now, rules.cut, rules.expired])).rows);
+    if (gone) return simpleDone(gone, opts);
   }
   return chainedBatch(client, s, ids, rules, opts, vectors);
 }
