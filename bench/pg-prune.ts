@@ -5,7 +5,8 @@
  * Debian's /usr/lib/postgresql/15/bin) and `npm run build`.
  * - prune beside live agents: four agents (dist/bench/pg-agent.js) inserting and superseding over their own connections
  *   throughout, each round on a freshly loaded store, against `psql` running the same DELETE; prints the agents' max
- *   and p99 write time too;
+ *   and p99 write time too; with BENCH_PG_BEFORE=path/to/another/build/src/cli.js, that build's prune runs in each
+ *   round too (a change measured beside the code before it, under the same load);
  * - check: `memory-warden check` against `pg_amcheck` of the same indexes (bt_index_check with heapallindexed, as
  *   check runs it) plus `psql` running check's own queries;
  * - snapshot: `run snapshot` (the schema's tables at one instant into a snapshot folder, verified, holds made) against
@@ -87,19 +88,28 @@ function pgProgram(name: string): string {
 }
 
 async function benchPrune(): Promise<void> {
-  const results: Record<'warden' | 'psql', { ms: number; maxMs: number; p99Ms: number; errors: number }[]> = { warden: [], psql: [] };
+  type Tool = 'warden' | 'psql' | 'before';
+  const before = process.env.BENCH_PG_BEFORE;
+  const results: Record<Tool, { ms: number; maxMs: number; p99Ms: number; errors: number }[]> = { warden: [], psql: [], before: [] };
+  const tools: Tool[] = before ? ['warden', 'psql', 'before'] : ['warden', 'psql'];
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? (['warden', 'psql'] as const) : (['psql', 'warden'] as const);
+    const order = round % 2 === 0 ? tools : [...tools].reverse();
     for (const tool of order) {
       await load();
-      const r = await withAgents(() => (tool === 'warden' ? run(process.execPath, [CLI, 'run', 'prune', '--config', config]) : run('psql', [url, '-qc', SAME_SQL])));
+      const cli = tool === 'before' ? before! : CLI;
+      const r = await withAgents(() => (tool === 'psql' ? run('psql', [url, '-qc', SAME_SQL]) : run(process.execPath, [cli, 'run', 'prune', '--config', config])));
       results[tool].push(r);
       process.stdout.write(`prune round ${round + 1} ${tool.padEnd(6)} ${r.ms.toFixed(0).padStart(6)} ms  agents max ${r.maxMs.toFixed(1)} ms  p99 ${r.p99Ms.toFixed(1)} ms  errors ${r.errors}\n`);
     }
   }
   const ratios = results.warden.map((w, i) => w.ms / results.psql[i]!.ms);
   process.stdout.write(`${rows} rows, ${rounds} rounds: prune/psql time ratio min ${Math.min(...ratios).toFixed(2)} median ${median(ratios).toFixed(2)} max ${Math.max(...ratios).toFixed(2)}\n`);
-  for (const tool of ['warden', 'psql'] as const) {
+  if (before) {
+    const was = results.before.map((b, i) => b.ms / results.psql[i]!.ms);
+    const gain = results.warden.map((w, i) => w.ms / results.before[i]!.ms);
+    process.stdout.write(`before: prune/psql time ratio median ${median(was).toFixed(2)} (${Math.min(...was).toFixed(2)}-${Math.max(...was).toFixed(2)}); this build/before median ${median(gain).toFixed(2)} (${Math.min(...gain).toFixed(2)}-${Math.max(...gain).toFixed(2)})\n`);
+  }
+  for (const tool of tools) {
     const r = results[tool];
     process.stdout.write(`${tool}: agents' max wait median ${median(r.map((x) => x.maxMs)).toFixed(1)} ms (worst ${Math.max(...r.map((x) => x.maxMs)).toFixed(1)}), p99 median ${median(r.map((x) => x.p99Ms)).toFixed(1)} ms\n`);
   }

@@ -243,7 +243,7 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
     const store = pgStoreConfig(db);
     await initPgStore(store);
     await fillPg(db.client, 'fleet', rows());
-    const session = openPgSession('fleet', { url: db.url, schema: 'fleet', lockTimeoutMs: 50, batchSize: 500 });
+    const session = openPgSession('fleet', { url: db.url, schema: 'fleet', lockTimeoutMs: 50, batchSize: 500, batchMs: 20 });
     const handle = { engine: 'postgres', name: 'fleet', config: {} as never, path: 'postgres schema fleet', schema: '"fleet"', pg: session, close: () => session.end() } as PostgresStoreHandle;
     try {
       const ledger = { id: (id: string) => id === 'bob-3' || id === 'gone', user: (u: string) => u === 'ann' };

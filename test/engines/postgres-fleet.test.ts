@@ -62,7 +62,8 @@ describe('PostgreSQL store beside agents and other workers', { timeout: 180_000 
 
   it('two processes never prune one schema at once: the second is refused while the first holds the advisory lock; kill -9 frees it', async () => {
     db = await createTestDatabase('pg_lock');
-    const store = pgStoreConfig(db, { postgres: { batchSize: 5 } });
+    // Batches kept small (a budget no batch meets): the first prune is still running when the second starts.
+    const store = pgStoreConfig(db, { postgres: { batchSize: 5, batchMs: 0.001 } });
     await initPgStore(store);
     await fillPgStore(db, 'fleet', { live: 50, expired: 20000 });
     const kept = await ids(db, 'fleet', `id LIKE 'live-%'`);

@@ -4,6 +4,10 @@ import { CLI } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
 import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
+import { nextSize, prunePg } from '../../src/layouts/warden/postgres/prune.js';
+import { openPgSession } from '../../src/engines/postgres/session.js';
+import type { PostgresStoreHandle } from '../../src/engines/contract.js';
+import { silentLogger } from '../../src/log/logger.js';
 
 /**
  * The warden layout on the native PostgreSQL server, through the CLI as a user runs it: init, check, prune exact on
@@ -70,6 +74,65 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     expect(await ids(db, 'fleet')).toEqual(keep);
     const again = await store.run(['run', 'prune', '--json']);
     expect(again.json()).toMatchObject({ deleted: 0 });
+  });
+
+  it('batches grow from batchSize while they take less than batchMs, and prune stays exact on expiry and chains', async () => {
+    db = await createTestDatabase('pg_grow');
+    const fill = async () => {
+      await fillPgStore(db, 'fleet', { live: 20, expired: 3000, old: 500 });
+      await fillPgStore(db, 'fleet', { chains: 20, depth: 50, expiredHead: true, tag: 'x' });
+    };
+    // A budget no batch reaches: from 10 roots, each batch twice the last (10, 20, 40, ...), whatever the load.
+    const roomy = pgStoreConfig(db, { postgres: { batchSize: 10, batchMs: 10_000 } });
+    await initPgStore(roomy);
+    await fill();
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const r = await roomy.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    // 3520 roots: 10 + 20 + ... + 2560 = 5110 covers them in 9 batches; at 10 a batch it took 352.
+    expect(r.json()).toMatchObject({ batches: 9, expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+    // A budget every batch exceeds: each batch stays at the smallest size, and the result is the same.
+    await db.client.query('DELETE FROM fleet.memory');
+    await fill();
+    const tight = pgStoreConfig(db, { postgres: { batchSize: 10, batchMs: 0.001 } });
+    const t = await tight.run(['run', 'prune', '--json']);
+    expect(t.code, t.stderr).toBe(0);
+    expect(t.json()).toMatchObject({ batches: 352, expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('with a hook told each batch before its commit (erase\'s ledger), prune tells it exactly the rows it deletes, chains too', async () => {
+    db = await createTestDatabase('pg_hook');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 20, expired: 300, old: 40 });
+    await fillPgStore(db, 'fleet', { chains: 5, depth: 4, expiredHead: true, tag: 'x' });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const doomed = await ids(db, 'fleet', `NOT (id LIKE 'live-%' OR id LIKE 'new-%')`);
+    const postgres = { url: db.url, schema: 'fleet', lockTimeoutMs: 50, batchSize: 7, batchMs: 20 };
+    const session = openPgSession('fleet', postgres);
+    const handle = { engine: 'postgres', name: 'fleet', config: { engine: 'postgres', postgres } as never, path: 'postgres schema fleet', schema: '"fleet"', pg: session, close: () => session.end() } as PostgresStoreHandle;
+    const told: string[] = [];
+    try {
+      const config = { prune: { expired: true, supersededAfterDays: 180 } } as never;
+      const ctx = { config, log: silentLogger, now: () => Date.now(), signal: new AbortController().signal } as never;
+      const r = await prunePg(handle, { ctx, dryRun: false, beforeDelete: (ms) => told.push(...ms.map((m) => m.id)) });
+      expect(r).toMatchObject({ deleted: doomed.length, expired: 305, superseded: 40, cascaded: 15 });
+    } finally {
+      await session.end();
+    }
+    expect([...told].sort()).toEqual([...doomed].sort());
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('the next batch size: what fits batchMs at the last pace, at most doubled, halved after a lock wait, within bounds', () => {
+    expect(nextSize(500, 10, 20, false)).toBe(1000);
+    expect(nextSize(500, 2, 20, false)).toBe(1000);
+    expect(nextSize(500, 40, 20, false)).toBe(250);
+    expect(nextSize(500, 5, 20, true)).toBe(250);
+    expect(nextSize(10, 1000, 20, false)).toBe(10);
+    expect(nextSize(80_000, 1, 20, false)).toBe(100_000);
   });
 
   it('kill -9 of prune at several points leaves the store correct, and the next prune finishes it exactly', async () => {

@@ -20,7 +20,9 @@ export const postgresSchema = z.strictObject({
   lockTimeoutMs: z.number().int().positive().max(60_000).default(50)
     .describe('`SET lock_timeout` of each of prune\'s and erase\'s short transactions (and of each wait of erase\'s VACUUM FULL for its lock): a lock an agent holds longer makes that batch retry, never wait.'),
   batchSize: z.number().int().positive().max(100_000).default(500)
-    .describe('Rows prune deletes per transaction (erase: roots, each with its older versions).'),
+    .describe('Rows prune deletes per transaction at first (then sized by `batchMs`); erase: roots per transaction, each with its older versions.'),
+  batchMs: z.number().positive().max(10_000).default(20)
+    .describe('Prune sizes its batches so each transaction lasts about this long (an agent touching a row prune is deleting waits at most that): larger is faster, and makes that agent wait longer.'),
   vectors: pgvectorSchema.optional()
     .describe('The store\'s vectors in pgvector tables of its schema, beside `memory` (instead of a `qdrant` section): docs/postgres.md#vectors-in-pgvector.'),
 });

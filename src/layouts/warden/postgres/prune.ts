@@ -9,6 +9,9 @@ import { lockedClosure, vectorsInTransaction } from './vectors.js';
 const ID_CAP = 1000;
 /** A batch that met an agent's lock past lock_timeout is tried again this many times, then the prune fails (transient). */
 const LOCK_RETRIES = 50;
+/** The batch size's bounds as it follows `batchMs` (the upper one: the config's own bound on `batchSize`). */
+const MIN_BATCH = 10;
+const MAX_BATCH = 100_000;
 
 /**
  * The brief's two rules over timestamptz, as one condition with $1 = now, $2 = the superseded cutoff, $3 = whether
@@ -31,8 +34,10 @@ interface Rules {
 }
 
 /**
- * Prune beside live agents: short transactions of `batchSize` roots, each under `SET LOCAL lock_timeout`, so no agent
- * waits on prune longer than that; a batch that meets an agent's lock is rolled back and tried again. Each batch
+ * Prune beside live agents: short transactions under `SET LOCAL lock_timeout`, so prune never waits on an agent longer
+ * than that, each sized to last about `batchMs` (an agent touching a row prune deletes waits at most that): the first
+ * of `batchSize` roots, each next one grown or shrunk by the last one's time, at most doubled; a batch that meets an
+ * agent's lock is rolled back and tried again, and the next one is half its size. Each batch
  * re-checks its roots (FOR UPDATE: an agent's renewal commits before or after, never between), locks their older
  * versions, and deletes roots and versions in one statement: the cascade's triggers then find nothing left, so a
  * chain of any depth goes without recursion. kill -9 at any point rolls the open batch back; the next run finishes.
@@ -73,16 +78,23 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
   const cfg = store.config.postgres!;
   try {
     ctx.progress?.start('prune', candidates.length, 'rows');
+    let size = Math.min(cfg.batchSize, MAX_BATCH);
     for (let i = 0; i < candidates.length; ) {
       if (ctx.signal.aborted) {
         ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
         break;
       }
-      const batch = candidates.slice(i, i + cfg.batchSize);
+      const batch = candidates.slice(i, i + size);
       const inTx = vectorsInTransaction(store, client);
       // Vectors elsewhere (Qdrant) go first, before the transaction: the batch's roots and their older versions.
       if (store.vectors && !inTx) await store.vectors.deleteForRows([...new Set([...batch.map((c) => c.id), ...await closure(store, batch.map((c) => c.id))])]);
-      const done = await batchWithRetries(client, store, () => deleteBatch(client, s, batch, rules, cfg.lockTimeoutMs, opts, inTx));
+      const t0 = performance.now();
+      // No hook to tell before the commit and no vectors in the transaction: the common batch in one round trip.
+      const quick = !inTx && !opts.beforeDelete ? await retrying(client, store, () => oneTripBatch(client, s, batch, rules, cfg.lockTimeoutMs)) : undefined;
+      const { out: done, retried } = quick?.out
+        ? { out: quick.out, retried: quick.retried }
+        : await batchWithRetries(client, store, cfg.lockTimeoutMs, () => deleteBatch(client, s, batch, rules, opts, inTx, quick !== undefined));
+      size = nextSize(batch.length, performance.now() - t0, cfg.batchMs, retried || quick?.retried === true);
       // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
       result.expired += done.expired;
       result.superseded += done.superseded;
@@ -103,13 +115,38 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
   return result;
 }
 
-async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHandle, run: () => Promise<T>): Promise<T> {
+/**
+ * The next batch's size: what would have taken `batchMs` at the last batch's pace, at most twice the last (a slow
+ * moment of the server, not a slow table, then costs one batch), at least MIN_BATCH; halved after a batch that met an
+ * agent's lock.
+ */
+export function nextSize(last: number, ms: number, batchMs: number, retried: boolean): number {
+  const paced = retried ? last / 2 : Math.min(2 * last, (last * batchMs) / Math.max(ms, 0.1));
+  return Math.max(MIN_BATCH, Math.min(MAX_BATCH, Math.floor(paced)));
+}
+
+/**
+ * Each batch's transaction opens with these. Its commit does not wait for its WAL flush (measured: the flush was most
+ * of a 500-row batch's time on a VM disk). A server crash can lose the last batches' deletes, never make the store
+ * inconsistent: the rows come back as they were, and the next prune deletes them again (prune is idempotent; erase
+ * never does this).
+ */
+const OPEN = (lockTimeoutMs: number) => `BEGIN; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`;
+
+async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHandle, lockTimeoutMs: number, run: () => Promise<T>): Promise<{ out: T; retried: boolean }> {
+  return retrying(client, store, async () => {
+    await client.query(OPEN(lockTimeoutMs)); // one round trip opens the transaction and sets both
+    const out = await run();
+    await client.query('COMMIT');
+    return out;
+  });
+}
+
+/** `run` (a whole transaction) tried again while it meets an agent's lock past lock_timeout; rolled back on any error. */
+async function retrying<T>(client: pg.PoolClient, store: PostgresStoreHandle, run: () => Promise<T>): Promise<{ out: T; retried: boolean }> {
   for (let attempt = 0; ; attempt++) {
     try {
-      await client.query('BEGIN');
-      const out = await run();
-      await client.query('COMMIT');
-      return out;
+      return { out: await run(), retried: attempt > 0 };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       // An agent held a row's lock past lock_timeout (55P03), or a deadlock was broken (40P01): let it finish.
@@ -122,27 +159,69 @@ async function batchWithRetries<T>(client: pg.PoolClient, store: PostgresStoreHa
 
 const closure = async (store: PostgresStoreHandle, ids: string[]) => (await store.pg.query<{ id: string }>(CLOSURE(store.schema), [ids])).rows.map((r) => r.id);
 
+/**
+ * The statement that asks whether any row outside the batch `ids` points at one of it (the same as the batch's
+ * closure being empty: then no root has an older version to lock) and only if none does, deletes the roots still
+ * prunable, the rule re-read on each row as it is. Its one row has `alone` and nothing else when it deleted nothing.
+ */
+const GATED_DELETE = (s: string, ids: string, now: string, cut: string, expired: string) => `WITH gate AS (
+    SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory WHERE superseded_by = ANY(${ids}) AND NOT (id = ANY(${ids}))) AS alone),
+  gone AS (DELETE FROM ${s}.memory WHERE id = ANY(${ids}) AND ${prunable(now, cut, expired)} AND (SELECT alone FROM gate)
+    RETURNING id, (${expired} AND expires_at <= ${now}) AS expired)
+  SELECT gate.alone, gone.id, gone.expired FROM gate LEFT JOIN gone ON true`;
+
+type GateRow = { alone: boolean; id: string | null; expired: boolean | null };
+
+/** The gated delete's rows as a batch's result (nothing told: that is the callers'). */
+function gated(rows: readonly GateRow[]): { id: string; expired: boolean }[] | null {
+  if (!rows[0]!.alone) return null;
+  return rows.filter((r): r is { alone: boolean; id: string; expired: boolean } => r.id !== null);
+}
+
+/**
+ * The common batch in one round trip: the transaction opened, the gated delete, the commit, as one simple query with
+ * the ids and instants as escaped literals (the server parses them; nothing of them is ever executed). Under load, each
+ * round trip waits for both processes to be scheduled again, and the locks are held across it: one instead of three
+ * makes the batch shorter for the agents too. Null when a root has older versions: nothing was deleted, and the
+ * batch goes the way that locks its chains.
+ */
+async function oneTripBatch(client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules, lockTimeoutMs: number): Promise<BatchDone | null> {
+  const lit = (v: string) => client.escapeLiteral(v);
+  const ids = `ARRAY[${batch.map((c) => lit(c.id)).join(',')}]::text[]`;
+  const at = (d: Date) => `${lit(d.toISOString())}::timestamptz`;
+  const results = await client.query(`${OPEN(lockTimeoutMs)}; ${GATED_DELETE(s, ids, at(rules.now), at(rules.cut), rules.expired ? 'true' : 'false')}; COMMIT`) as unknown as pg.QueryResult<GateRow>[];
+  const gone = gated(results[3]!.rows);
+  if (!gone) return null;
+  const expired = gone.filter((r) => r.expired).length;
+  return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+}
+
 async function deleteBatch(
-  client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules, lockTimeoutMs: number,
-  opts: PruneOptions, vectors?: VectorSink,
+  client: pg.PoolClient, s: string, batch: readonly { id: string; expired: boolean }[], rules: Rules,
+  opts: PruneOptions, vectors: VectorSink | undefined, chained: boolean,
 ): Promise<BatchDone> {
-  // Each batch's commit does not wait for its WAL flush (measured: the flush was most of a 500-row batch's time on a
-  // VM disk). A server crash can lose the last batches' deletes, never make the store inconsistent: the rows come
-  // back as they were, and the next prune deletes them again (prune is idempotent; erase never does this).
-  await client.query(`SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}; SET LOCAL synchronous_commit = off`);
   const ids = batch.map((c) => c.id);
-  // The common batch: no candidate has an older version. One DELETE, which re-reads the rule on each row as it is
-  // (an agent's renewal committed meanwhile keeps it); a version an agent points at one of them now goes with the
-  // foreign key's cascade, as it would on SQLite.
-  if (!vectors && (await client.query(CLOSURE(s), [ids])).rows.length === 0) {
-    const gone = (await client.query<{ id: string; expired: boolean }>(
-      `DELETE FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} RETURNING id, ($4 AND expires_at <= $2) AS expired`,
-      [ids, rules.now, rules.cut, rules.expired])).rows;
-    // Told before the commit makes the delete last: a crash before it rolls the delete back, never the record.
-    opts.beforeDelete?.(gone.map((r) => ({ id: r.id, user: null })), opts.ctx.now());
-    const expired = gone.filter((r) => r.expired).length;
-    return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+  // The common batch: no candidate has an older version outside the batch (no row outside it points at one of it,
+  // which is the same as the closure being empty). One statement asks that and, only if so, deletes, re-reading the
+  // rule on each row as it is (an agent's renewal committed meanwhile keeps it); a version an agent points at one of
+  // them now goes with the foreign key's cascade, as it would on SQLite. Else nothing is deleted, and the batch locks
+  // its chains below.
+  if (!vectors && !chained) {
+    const gone = gated((await client.query<GateRow>(GATED_DELETE(s, '$1::text[]', '$2', '$3', '$4'), [ids, rules.now, rules.cut, rules.expired])).rows);
+    if (gone) return simpleDone(gone, opts);
   }
+  return chainedBatch(client, s, ids, rules, opts, vectors);
+}
+
+function simpleDone(gone: readonly { id: string; expired: boolean }[], opts: PruneOptions): BatchDone {
+  // Told before the commit makes the delete last: a crash before it rolls the delete back, never the record.
+  opts.beforeDelete?.(gone.map((r) => ({ id: r.id, user: null })), opts.ctx.now());
+  const expired = gone.filter((r) => r.expired).length;
+  return { expired, superseded: gone.length - expired, cascaded: 0, ids: gone.map((r) => r.id) };
+}
+
+/** A batch whose roots have older versions (or whose vectors are in pgvector): roots and versions locked, then deleted. */
+async function chainedBatch(client: pg.PoolClient, s: string, ids: string[], rules: Rules, opts: PruneOptions, vectors?: VectorSink): Promise<BatchDone> {
   // The roots still prunable now, locked until the commit: the rule re-read on the row as it is.
   const roots = (await client.query<{ id: string; expired: boolean }>(
     `SELECT id, ($4 AND expires_at <= $2) AS expired FROM ${s}.memory WHERE id = ANY($1::text[]) AND ${prunable('$2', '$3', '$4')} ORDER BY id FOR UPDATE`,
