@@ -1,7 +1,7 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { PointStore } from '../vectors/contract.js';
-import type { PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
+import type { ByteCheck, PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
 import type { JobContext } from '../job/job.js';
 import type { Finding } from '../job/findings.js';
 import type { Instant } from '../time/instants.js';
@@ -564,6 +564,8 @@ export interface Erased {
   fields?: ErasedFields;
   /** Layouts that scrub their own files (`scrubsOwnFiles`): whether every WAL was emptied and truncated. */
   walTruncated?: boolean;
+  /** A SQLite store whose vectors are in PostgreSQL tables (mem0's pgvector): what reading those tables' files back found. */
+  bytes?: ByteCheck;
   /**
    * On a database engine (PostgreSQL): the tables the erase deletes from, whether or not this run deleted anything
    * (an earlier run killed before its VACUUM left the rows' bytes there). The engine vacuums them and reads them back

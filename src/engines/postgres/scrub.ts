@@ -24,41 +24,54 @@ const VACUUM_ATTEMPTS = 100;
 export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresConfig, opts: ScrubOptions): Promise<EngineScrub> {
   const client = await handle.pg.connect();
   try {
-    const unvacuumed: string[] = [];
-    for (const table of new Set(opts.tables)) if (!(await vacuumFull(client, handle, cfg, table))) unvacuumed.push(table);
-    const v = await verifyBytesGone(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles });
-    for (const table of unvacuumed) {
-      v.unseen.push({ what: 'unvacuumed-table', facts: { table },
-        reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
-    }
-    const held = await heldByRemainingRows(client, cfg.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
-    const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
-    const shared = v.found.length - found.length;
-    const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
-    const bytes: ByteCheck = {
-      verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
-      needles: opts.needles.length,
-      relations: v.read.length,
-      bytes: v.read.reduce((n, r) => n + r.bytes, 0),
-      found,
-      shared,
-      unseen: v.unseen,
-    };
-    return { vacuumed: unvacuumed.length === 0, walTruncated: false, bytes };
+    const { vacuumed, bytes } = await scrubTables(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles, lockTimeoutMs: cfg.lockTimeoutMs, explain: handle.pg.explain });
+    return { vacuumed, walTruncated: false, bytes };
   } finally {
     client.release();
   }
 }
 
-async function vacuumFull(client: pg.PoolClient, handle: PostgresStoreHandle, cfg: PostgresConfig, table: string): Promise<boolean> {
-  await client.query(`SET lock_timeout = ${Math.floor(cfg.lockTimeoutMs)}`);
+/**
+ * VACUUM FULL of `tables` of `schema` (each lock waited for at most `lockTimeoutMs` a time), then their relation files
+ * read back for the needles: the PostgreSQL store's erase and any other tables an erase deleted from (mem0's pgvector
+ * tables). `client` must not be in a transaction.
+ */
+export async function scrubTables(
+  client: pg.ClientBase,
+  opts: { schema: string; tables: readonly string[]; needles: readonly string[]; lockTimeoutMs: number; explain: (err: unknown, doing: string) => Error },
+): Promise<{ vacuumed: boolean; bytes: ByteCheck }> {
+  const unvacuumed: string[] = [];
+  for (const table of new Set(opts.tables)) if (!(await vacuumFull(client, opts.schema, table, opts.lockTimeoutMs, opts.explain))) unvacuumed.push(table);
+  const v = await verifyBytesGone(client, { schema: opts.schema, tables: opts.tables, needles: opts.needles });
+  for (const table of unvacuumed) {
+    v.unseen.push({ what: 'unvacuumed-table', facts: { table },
+      reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
+  }
+  const held = await heldByRemainingRows(client, opts.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
+  const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
+  const shared = v.found.length - found.length;
+  const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
+  const bytes: ByteCheck = {
+    verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
+    needles: opts.needles.length,
+    relations: v.read.length,
+    bytes: v.read.reduce((n, r) => n + r.bytes, 0),
+    found,
+    shared,
+    unseen: v.unseen,
+  };
+  return { vacuumed: unvacuumed.length === 0, bytes };
+}
+
+async function vacuumFull(client: pg.ClientBase, schema: string, table: string, lockTimeoutMs: number, explain: (err: unknown, doing: string) => Error): Promise<boolean> {
+  await client.query(`SET lock_timeout = ${Math.floor(lockTimeoutMs)}`);
   try {
     for (let attempt = 1; attempt <= VACUUM_ATTEMPTS; attempt++) {
       try {
-        await vacuumTouched(client, cfg.schema, [table], 'full');
+        await vacuumTouched(client, schema, [table], 'full');
         return true;
       } catch (err) {
-        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw handle.pg.explain(err, `erase: VACUUM FULL ${table}`);
+        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw explain(err, `erase: VACUUM FULL ${table}`);
         await new Promise((r) => setTimeout(r, Math.min(1000, 10 * attempt) + Math.random() * 20));
       }
     }

@@ -16,7 +16,7 @@ export const mem0Layout: Layout = {
   assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
   collections(store) {
     const mem0 = mem0Of(store);
-    if (mem0.vectorStore === 'sqlite') return [...new Set(store.qdrant?.collections ?? [])];
+    if (mem0.vectorStore !== 'qdrant') return [...new Set(store.qdrant?.collections ?? [])];
     const table = historyTableOf(store);
     return [...new Set([...(store.qdrant?.collections ?? []), collectionOf(mem0, table), entityCollectionOf(mem0, table)])];
   },
