@@ -3,7 +3,7 @@ import type { ByteCheck, EngineScrub, PostgresStoreHandle, ScrubOptions } from '
 import type { PostgresConfig } from './config.js';
 import { sqlState } from './session.js';
 import { quoteIdent as q } from './copy-describe.js';
-import { vacuumTouched, verifyBytesGone } from './bytes.js';
+import { compressibleColumns, uncompressedStorageSql, vacuumTouched, verifyBytesGone } from './bytes.js';
 import { bytesHits } from '../../text/needles.js';
 
 /** VACUUM FULL waits for its lock at most lockTimeoutMs each time (agents queue behind a waiting VACUUM FULL), this often. */
@@ -38,10 +38,23 @@ export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresCo
  */
 export async function scrubTables(
   client: pg.ClientBase,
-  opts: { schema: string; tables: readonly string[]; needles: readonly string[]; lockTimeoutMs: number; explain: (err: unknown, doing: string) => Error },
+  opts: {
+    schema: string; tables: readonly string[]; needles: readonly string[]; lockTimeoutMs: number; explain: (err: unknown, doing: string) => Error;
+    /** Tables memory-warden did not create (mem0's): their compressible columns stored uncompressed first, so that the rewrite can be read. */
+    uncompress?: boolean;
+  },
 ): Promise<{ vacuumed: boolean; bytes: ByteCheck }> {
   const unvacuumed: string[] = [];
-  for (const table of new Set(opts.tables)) if (!(await vacuumFull(client, opts.schema, table, opts.lockTimeoutMs, opts.explain))) unvacuumed.push(table);
+  const tables = [...new Set(opts.tables)];
+  const own = opts.uncompress ? (await compressibleColumns(client, opts.schema, tables)).filter((c) => c.relation === c.table) : [];
+  for (const table of tables) {
+    const alter = uncompressedStorageSql(opts.schema, table, own.filter((c) => c.table === table).map((c) => c.column));
+    const done = await withLockRetries(client, opts.lockTimeoutMs, opts.explain, `erase: VACUUM FULL ${table}`, async () => {
+      for (const sql of alter) await client.query(sql);
+      await vacuumTouched(client, opts.schema, [table], 'full');
+    });
+    if (!done) unvacuumed.push(table);
+  }
   const v = await verifyBytesGone(client, { schema: opts.schema, tables: opts.tables, needles: opts.needles });
   for (const table of unvacuumed) {
     v.unseen.push({ what: 'unvacuumed-table', facts: { table },
@@ -63,15 +76,16 @@ export async function scrubTables(
   return { vacuumed: unvacuumed.length === 0, bytes };
 }
 
-async function vacuumFull(client: pg.ClientBase, schema: string, table: string, lockTimeoutMs: number, explain: (err: unknown, doing: string) => Error): Promise<boolean> {
+/** `fn` with each lock waited for at most lockTimeoutMs, tried again until it gets them; false when it never did. */
+async function withLockRetries(client: pg.ClientBase, lockTimeoutMs: number, explain: (err: unknown, doing: string) => Error, doing: string, fn: () => Promise<void>): Promise<boolean> {
   await client.query(`SET lock_timeout = ${Math.floor(lockTimeoutMs)}`);
   try {
     for (let attempt = 1; attempt <= VACUUM_ATTEMPTS; attempt++) {
       try {
-        await vacuumTouched(client, schema, [table], 'full');
+        await fn();
         return true;
       } catch (err) {
-        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw explain(err, `erase: VACUUM FULL ${table}`);
+        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw explain(err, doing);
         await new Promise((r) => setTimeout(r, Math.min(1000, 10 * attempt) + Math.random() * 20));
       }
     }

@@ -12,7 +12,9 @@ import type { Mem0Config } from './config.js';
  * (`memories(id uuid PRIMARY KEY, vector vector(N), payload jsonb)`, `memories_entities` alike), read and written
  * through the pgvector PointStore (src/vectors/pgvector/) on a pool of their own, one per opened store. Erase's last
  * step on them is the PostgreSQL store's: VACUUM FULL of both tables, then their relation files read back for the
- * erased texts, their lower-cased copies (mem0's `textLemmatized`) and the ids.
+ * erased texts, their lower-cased copies (mem0's `textLemmatized`) and the ids. Before its first VACUUM FULL of a
+ * table, erase stores its `payload` uncompressed (`SET STORAGE EXTERNAL`, as init does for a PostgreSQL store's
+ * vector tables): a compressed value cannot be read back. mem0 reads and writes the column the same either way.
  */
 export interface Mem0Pgvector {
   points: PointStore;
@@ -34,7 +36,7 @@ export function mem0Pgvector(store: StoreHandle, cfg: Mem0Config, tables: readon
       const present = await points.collections();
       const client = await session.connect();
       try {
-        return await scrubTables(client, { schema: pgv.schema, tables: tables.filter((t) => present.includes(t)), needles, lockTimeoutMs: pgv.lockTimeoutMs, explain: session.explain });
+        return await scrubTables(client, { schema: pgv.schema, tables: tables.filter((t) => present.includes(t)), needles, lockTimeoutMs: pgv.lockTimeoutMs, explain: session.explain, uncompress: true });
       } finally {
         client.release();
       }
