@@ -27,6 +27,12 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    */
   vectorFiles(store: StoreConfig): string[];
   /**
+   * The store's vectors are where a snapshot cannot take them yet (mem0's pgvector tables beside its history file):
+   * the config field that puts them there and why. Snapshot and restore then refuse, changing nothing, rather than
+   * take or put back the history without its vectors.
+   */
+  snapshotRefused?(store: StoreConfig): { field: string; why: string } | undefined;
+  /**
    * The layout's files carry what plain SQLite cannot read (Mastra's libsql vector indexes: quick_check misreports
    * them, VACUUM cannot rebuild them): erase leaves its quick_check, VACUUM and checkpoint to the layout, whose
    * `erase` checks, scrubs (secure_delete) and truncates the WALs itself and says so in `Erased.walTruncated`.
