@@ -164,6 +164,7 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     try {
       const w = await cli(['check', '--config', wrong]);
       expect(w.code).not.toBe(0);
+      expect(w.stderr.trim().split('\n')).toHaveLength(1);
       expect(w.stderr).toContain('stores.m.mem0.pgvector.url');
       expect(w.stderr).not.toContain('secretword');
     } finally {
