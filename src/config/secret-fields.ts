@@ -30,6 +30,7 @@ export const SECRET_PATHS: readonly SecretPath[] = [
   { path: ['smtp', 'password'], kind: 'value' },
   { path: ['stores', '*', 'qdrant', 'apiKey'], kind: 'value' },
   { path: ['stores', '*', 'postgres', 'url'], kind: 'value' },
+  { path: ['stores', '*', 'mem0', 'pgvector', 'url'], kind: 'value' },
   ...TARGET_SECRETS.map((f) => ({ path: ['snapshot', 'targets', '[]', f], kind: 'value' as const })),
 ];
 

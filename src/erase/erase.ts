@@ -144,6 +144,8 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
         const worker = dryRun ? undefined : layoutOf(sqlite).scrubsOwnFiles ? idleWorker() : startStoreWorker(sqlite.path, busyTimeoutMs(sqlite.db));
         try {
           ({ erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis } = await eraseStoreAndRecords(sqlite, { stateDb, key }, sel, dryRun, opts, worker, copies, sweepRedis));
+          // Its vectors in a database (mem0's pgvector tables): what the layout read back from their files.
+          bytes = erased.bytes;
         } finally {
           await worker?.close();
         }

@@ -1,7 +1,7 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { PointStore } from '../vectors/contract.js';
-import type { PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
+import type { ByteCheck, PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
 import type { JobContext } from '../job/job.js';
 import type { Finding } from '../job/findings.js';
 import type { Instant } from '../time/instants.js';
@@ -27,6 +27,12 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    * snapshots copy and restore them together with `db`. Only those that exist.
    */
   vectorFiles(store: StoreConfig): string[];
+  /**
+   * The store's vectors are where a snapshot cannot take them yet (mem0's pgvector tables beside its history file):
+   * the config field that puts them there and why. Snapshot and restore then refuse, changing nothing, rather than
+   * take or put back the history without its vectors.
+   */
+  snapshotRefused?(store: StoreConfig): { field: string; why: string } | undefined;
   /**
    * The layout's files carry what plain SQLite cannot read (Mastra's libsql vector indexes: quick_check misreports
    * them, VACUUM cannot rebuild them): erase leaves its quick_check, VACUUM and checkpoint to the layout, whose
@@ -569,6 +575,8 @@ export interface Erased {
   fields?: ErasedFields;
   /** Layouts that scrub their own files (`scrubsOwnFiles`): whether every WAL was emptied and truncated. */
   walTruncated?: boolean;
+  /** A SQLite store whose vectors are in PostgreSQL tables (mem0's pgvector): what reading those tables' files back found. */
+  bytes?: ByteCheck;
   /**
    * On a database engine (PostgreSQL): the tables the erase deletes from, whether or not this run deleted anything
    * (an earlier run killed before its VACUUM left the rows' bytes there). The engine vacuums them and reads them back

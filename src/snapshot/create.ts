@@ -5,7 +5,7 @@ import type { StoreConfig } from '../store/config.js';
 import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import { toFolderStamp } from '../time/instants.js';
-import { coerceError, storeError, usageError } from '../core/errors.js';
+import { coerceError, configError, storeError, usageError } from '../core/errors.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { makeDirPrivate } from '../store/private-file.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
@@ -78,11 +78,18 @@ const iso = (t: number) => new Date(t).toISOString();
 export async function takeSnapshot(config: Config, storeName: string, opts: SnapshotOptions): Promise<SnapshotResult> {
   const storeConfig = config.stores[storeName];
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
+  assertSnapshotsTake(storeName, storeConfig);
   const engine = await engineFor(storeConfig);
   if (engine.tables) return tablesSnapshot(config, storeName, storeConfig, engine as StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts);
   openStore(config, storeName).close(); // the store must exist and be of its layout before anything is written
   const run = () => snapshotLocked(config, storeName, storeConfig, opts);
   return opts.storeLock === false ? run() : withMaintenanceLock(storeConfig.db, 'snapshot', run);
+}
+
+/** Refused, as a config error naming the field, when the store's layout says its vectors are out of a snapshot's reach. */
+export function assertSnapshotsTake(storeName: string, store: StoreConfig): void {
+  const refused = layoutFor(store).snapshotRefused?.(store);
+  if (refused) throw configError(`config: stores.${storeName}.${refused.field}: ${refused.why}: no snapshot or restore of this store`);
 }
 
 /**

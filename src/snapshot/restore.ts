@@ -3,6 +3,7 @@ import { layoutFor } from '../layouts/registry.js';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/config.js';
 import { storeError, usageError } from '../core/errors.js';
+import { assertSnapshotsTake } from './create.js';
 import { withMaintenanceLock } from '../store/lock.js';
 import { sha256File } from './layout.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
@@ -34,6 +35,7 @@ export type { RestoreOptions, RestoreResult } from './undo.js';
 export async function restoreSnapshot(config: Config, storeName: string, dir: string, opts: RestoreOptions): Promise<RestoreResult> {
   const storeConfig = config.stores[storeName];
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
+  assertSnapshotsTake(storeName, storeConfig);
   const from = resolve(dir);
   const manifest = await verifySnapshot(from, opts.progress);
   // A store that is a database, or a snapshot of one: its tables are restored by its engine (restore-tables.ts).

@@ -2,7 +2,7 @@ import { z } from '../vendor/zod.js';
 import { timerDuration } from '../time/timer-duration.js';
 import { pathField } from '../config/path-field.js';
 import { secretField } from '../config/secret-fields.js';
-import { mem0CollectionConflict, mem0Schema } from '../layouts/mem0/config.js';
+import { mem0CollectionConflict, mem0PlaceIssues, mem0Schema } from '../layouts/mem0/config.js';
 import { mastraSchema } from '../layouts/mastra/config.js';
 import { ENGINE_NAMES, postgresSchema } from '../engines/postgres/config.js';
 
@@ -47,6 +47,7 @@ export const storeSchema = z.strictObject({
   const conflict = mem0CollectionConflict(store);
   if (conflict) ctx.addIssue({ code: 'custom', path: conflict.path, message: conflict.message });
   const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  for (const i of mem0PlaceIssues(store)) issue(i.path, i.message);
   if (store.engine === 'sqlite') {
     if (store.db === undefined) issue(['db'], 'the SQLite file of the store is required (or engine: postgres with a postgres section)');
     if (store.postgres !== undefined) issue(['postgres'], 'only for engine: postgres');

@@ -18,7 +18,10 @@ import { writeFileSync } from 'node:fs';
  * calls for `search()`: the SDK gets a QdrantClient whose `search` goes through `/points/query`, so every request
  * the test server sees is one real Qdrant answers.
  */
-export type VectorKind = 'sqlite' | 'qdrant';
+export type VectorKind = 'sqlite' | 'qdrant' | 'pgvector';
+
+/** The environment variable a pgvector store's config names its URL by (credentials from the environment only). */
+export const PG_URL_VAR = 'MW_TEST_MEM0_PG_URL';
 
 export const DIM = 64;
 
@@ -78,6 +81,8 @@ export interface SdkStore {
   collection: 'memories';
   entityCollection: 'memories_entities';
   qdrant?: { url: string; apiKey?: string };
+  /** vectorStore pgvector: the server's URL (mem0's connectionString; the config reads it from PG_URL_VAR). */
+  pgUrl?: string;
   /** A new Memory, as an agent process starting would make. */
   open(): Promise<any>;
   /** Close the SDK's SQLite connections (an agent stopping), so files can be restored under it. */
@@ -86,18 +91,21 @@ export interface SdkStore {
   configFile(extra?: Record<string, unknown>): string;
 }
 
-export async function sdkStore(kind: VectorKind, dir: string, qdrant?: { url: string; apiKey?: string }): Promise<SdkStore> {
+export async function sdkStore(kind: VectorKind, dir: string, qdrant?: { url: string; apiKey?: string }, pgUrl?: string): Promise<SdkStore> {
   const { Memory } = await loadSdk(join(dir, 'mem0home'));
   mkdirSync(join(dir, 'mem0home'), { recursive: true });
   const historyPath = join(dir, 'memory.db');
   const vectorDb = join(dir, 'vector_store.db');
   const vectorStore = kind === 'sqlite'
     ? { provider: 'memory', config: { collectionName: 'memories', dimension: DIM, dbPath: vectorDb } }
-    : { provider: 'qdrant', config: { collectionName: 'memories', dimension: DIM, client: queryingClient(qdrant!.url, qdrant!.apiKey) } };
+    : kind === 'pgvector'
+      ? { provider: 'pgvector', config: { connectionString: pgUrl!, collectionName: 'memories', embeddingModelDims: DIM } }
+      : { provider: 'qdrant', config: { collectionName: 'memories', dimension: DIM, client: queryingClient(qdrant!.url, qdrant!.apiKey) } };
   const store: SdkStore = {
     kind, dir, historyPath, vectorDb, entityVectorDb: join(dir, 'vector_store_entities.db'),
     collection: 'memories', entityCollection: 'memories_entities',
     ...(qdrant ? { qdrant } : {}),
+    ...(pgUrl ? { pgUrl } : {}),
     async open() {
       const m = new Memory({
         embedder: { provider: 'langchain', config: { model: embedder, embeddingDims: DIM } },
@@ -112,10 +120,14 @@ export async function sdkStore(kind: VectorKind, dir: string, qdrant?: { url: st
       m.db?.close?.();
       m.vectorStore?.db?.close?.();
       m._entityStore?.db?.close?.();
+      void m.vectorStore?.client?.end?.().catch?.(() => {});
+      void m._entityStore?.client?.end?.().catch?.(() => {});
     },
     configFile(extra = {}) {
       const file = join(dir, `warden-${Math.random().toString(36).slice(2, 8)}.yaml`);
-      const mem0 = kind === 'sqlite' ? { vectorStore: 'sqlite', vectorDb, pageSize: 2, ...extra } : { pageSize: 2, ...extra };
+      const mem0 = kind === 'sqlite' ? { vectorStore: 'sqlite', vectorDb, pageSize: 2, ...extra }
+        : kind === 'pgvector' ? { vectorStore: 'pgvector', pgvector: { url: `\${${PG_URL_VAR}}` }, pageSize: 2, ...extra }
+          : { pageSize: 2, ...extra };
       const qdrantSection = qdrant ? { qdrant: { url: qdrant.url, ...(qdrant.apiKey ? { apiKey: qdrant.apiKey } : {}), collections: ['memories', 'memories_entities'] } } : {};
       writeFileSync(file, YAML.stringify({
         stateDb: join(dir, 'state.db'),

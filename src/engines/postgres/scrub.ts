@@ -3,7 +3,7 @@ import type { ByteCheck, EngineScrub, PostgresStoreHandle, ScrubOptions } from '
 import type { PostgresConfig } from './config.js';
 import { sqlState } from './session.js';
 import { quoteIdent as q } from './copy-describe.js';
-import { vacuumTouched, verifyBytesGone } from './bytes.js';
+import { compressibleColumns, uncompressedStorageSql, vacuumTouched, verifyBytesGone } from './bytes.js';
 import { bytesHits } from '../../text/needles.js';
 
 /** VACUUM FULL waits for its lock at most lockTimeoutMs each time (agents queue behind a waiting VACUUM FULL), this often. */
@@ -30,49 +30,76 @@ const REWRITE_ROUNDS = 20;
 export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresConfig, opts: ScrubOptions): Promise<EngineScrub> {
   const client = await handle.pg.connect();
   try {
-    let unvacuumed: string[] = [];
-    let v: Awaited<ReturnType<typeof verifyBytesGone>>;
-    for (let round = 1; ; round++) {
-      unvacuumed = [];
-      for (const table of new Set(opts.tables)) if (!(await vacuumFull(client, handle, cfg, table))) unvacuumed.push(table);
-      v = await verifyBytesGone(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles });
-      if (v.found.length === 0 || unvacuumed.length > 0 || round >= REWRITE_ROUNDS) break;
-      const still = await heldByRemainingRows(client, cfg.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
-      if (v.found.every((f) => still.has(opts.needles[f.needle]!))) break; // only texts rows still in the store hold
-      await new Promise((r) => setTimeout(r, Math.min(2000, 100 * round)));
-    }
-    for (const table of unvacuumed) {
-      v.unseen.push({ what: 'unvacuumed-table', facts: { table },
-        reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
-    }
-    const held = await heldByRemainingRows(client, cfg.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
-    const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
-    const shared = v.found.length - found.length;
-    const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
-    const bytes: ByteCheck = {
-      verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
-      needles: opts.needles.length,
-      relations: v.read.length,
-      bytes: v.read.reduce((n, r) => n + r.bytes, 0),
-      found,
-      shared,
-      unseen: v.unseen,
-    };
-    return { vacuumed: unvacuumed.length === 0, walTruncated: false, bytes };
+    const { vacuumed, bytes } = await scrubTables(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles, lockTimeoutMs: cfg.lockTimeoutMs, explain: handle.pg.explain });
+    return { vacuumed, walTruncated: false, bytes };
   } finally {
     client.release();
   }
 }
 
-async function vacuumFull(client: pg.PoolClient, handle: PostgresStoreHandle, cfg: PostgresConfig, table: string): Promise<boolean> {
-  await client.query(`SET lock_timeout = ${Math.floor(cfg.lockTimeoutMs)}`);
+/**
+ * VACUUM FULL of `tables` of `schema` (each lock waited for at most `lockTimeoutMs` a time), then their relation files
+ * read back for the needles: the PostgreSQL store's erase and any other tables an erase deleted from (mem0's pgvector
+ * tables). `client` must not be in a transaction.
+ */
+export async function scrubTables(
+  client: pg.ClientBase,
+  opts: {
+    schema: string; tables: readonly string[]; needles: readonly string[]; lockTimeoutMs: number; explain: (err: unknown, doing: string) => Error;
+    /** Tables memory-warden did not create (mem0's): their compressible columns stored uncompressed first, so that the rewrite can be read. */
+    uncompress?: boolean;
+  },
+): Promise<{ vacuumed: boolean; bytes: ByteCheck }> {
+  let unvacuumed: string[] = [];
+  const tables = [...new Set(opts.tables)];
+  const own = opts.uncompress ? (await compressibleColumns(client, opts.schema, tables)).filter((c) => c.relation === c.table) : [];
+  let v: Awaited<ReturnType<typeof verifyBytesGone>>;
+  for (let round = 1; ; round++) {
+    unvacuumed = [];
+    for (const table of tables) {
+      const alter = round === 1 ? uncompressedStorageSql(opts.schema, table, own.filter((c) => c.table === table).map((c) => c.column)) : [];
+      const done = await withLockRetries(client, opts.lockTimeoutMs, opts.explain, `erase: VACUUM FULL ${table}`, async () => {
+        for (const sql of alter) await client.query(sql);
+        await vacuumTouched(client, opts.schema, [table], 'full');
+      });
+      if (!done) unvacuumed.push(table);
+    }
+    v = await verifyBytesGone(client, { schema: opts.schema, tables: opts.tables, needles: opts.needles });
+    if (v.found.length === 0 || unvacuumed.length > 0 || round >= REWRITE_ROUNDS) break;
+    const still = await heldByRemainingRows(client, opts.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
+    if (v.found.every((f) => still.has(opts.needles[f.needle]!))) break; // only texts rows still in the store hold
+    await new Promise((r) => setTimeout(r, Math.min(2000, 100 * round)));
+  }
+  for (const table of unvacuumed) {
+    v.unseen.push({ what: 'unvacuumed-table', facts: { table },
+      reach: 'an agent\'s transaction held the table through every attempt of VACUUM FULL: the deleted rows may still be in its pages (texts not given as needles among them); erase again when the agents are idle' });
+  }
+  const held = await heldByRemainingRows(client, opts.schema, opts.tables, [...new Set(v.found.map((f) => f.needle))].map((i) => opts.needles[i]!));
+  const found = v.found.filter((f) => !held.has(opts.needles[f.needle]!));
+  const shared = v.found.length - found.length;
+  const unreadable = v.unseen.some((u) => u.what === 'unreadable-relation' || u.what === 'compressed-column' || u.what === 'unvacuumed-table');
+  const bytes: ByteCheck = {
+    verdict: found.length > 0 ? 'found' : unreadable ? 'unverified' : 'clean',
+    needles: opts.needles.length,
+    relations: v.read.length,
+    bytes: v.read.reduce((n, r) => n + r.bytes, 0),
+    found,
+    shared,
+    unseen: v.unseen,
+  };
+  return { vacuumed: unvacuumed.length === 0, bytes };
+}
+
+/** `fn` with each lock waited for at most lockTimeoutMs, tried again until it gets them; false when it never did. */
+async function withLockRetries(client: pg.ClientBase, lockTimeoutMs: number, explain: (err: unknown, doing: string) => Error, doing: string, fn: () => Promise<void>): Promise<boolean> {
+  await client.query(`SET lock_timeout = ${Math.floor(lockTimeoutMs)}`);
   try {
     for (let attempt = 1; attempt <= VACUUM_ATTEMPTS; attempt++) {
       try {
-        await vacuumTouched(client, cfg.schema, [table], 'full');
+        await fn();
         return true;
       } catch (err) {
-        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw handle.pg.explain(err, `erase: VACUUM FULL ${table}`);
+        if (sqlState(err) !== '55P03' && sqlState(err) !== '40P01') throw explain(err, doing);
         await new Promise((r) => setTimeout(r, Math.min(1000, 10 * attempt) + Math.random() * 20));
       }
     }

@@ -17,8 +17,12 @@ export interface PgSession {
   end(): Promise<void>;
 }
 
-export function openPgSession(storeName: string, cfg: PostgresConfig, opts: { max?: number } = {}): PgSession {
-  const setting = `stores.${storeName}.postgres`;
+/**
+ * `setting`: the config path a failure names (default `stores.NAME.postgres`); `exitOnIdle`: idle connections do not
+ * keep the process alive and close after a second (a pool no one ends: a mem0 store's pgvector tables).
+ */
+export function openPgSession(storeName: string, cfg: Pick<PostgresConfig, 'url' | 'caFile'> & Partial<PostgresConfig>, opts: { max?: number; setting?: string; exitOnIdle?: boolean } = {}): PgSession {
+  const setting = opts.setting ?? `stores.${storeName}.postgres`;
   let ssl: pg.ConnectionConfig['ssl'];
   if (cfg.caFile !== undefined) {
     try {
@@ -27,7 +31,8 @@ export function openPgSession(storeName: string, cfg: PostgresConfig, opts: { ma
       throw configError(`${setting}.caFile: cannot read ${cfg.caFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   }
-  const pool = new pg.Pool({ connectionString: cfg.url, ...(ssl ? { ssl } : {}), max: opts.max ?? 4, application_name: 'memory-warden', connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ connectionString: cfg.url, ...(ssl ? { ssl } : {}), max: opts.max ?? 4, application_name: 'memory-warden', connectionTimeoutMillis: 10_000,
+    ...(opts.exitOnIdle ? { allowExitOnIdle: true, idleTimeoutMillis: 1000 } : {}) });
   // An idle connection the server drops (a restart, a terminated backend) must not crash the process.
   pool.on('error', () => {});
   const explain = (err: unknown, doing: string) => pgError(err, setting, doing);

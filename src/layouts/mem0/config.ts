@@ -1,5 +1,23 @@
 import { z } from '../../vendor/zod.js';
 import { pathField } from '../../config/path-field.js';
+import { secretField } from '../../config/secret-fields.js';
+import { SCHEMA_NAME } from '../../engines/postgres/config.js';
+
+/**
+ * mem0's pgvector provider (`vectorStore: { provider: 'pgvector', config: { connectionString, collectionName,
+ * embeddingModelDims } }`): the database its tables are in. The collection is the table (`memories`, its entities
+ * `memories_entities`, both `(id uuid PRIMARY KEY, vector vector(N), payload jsonb)`); the URL carries the
+ * credentials, so it comes from the environment only, as a PostgreSQL store's `postgres.url`.
+ */
+export const mem0PgvectorSchema = z.strictObject({
+  url: secretField().describe('From the environment only: `url: ${MEM0_PG_URL}`, the `connectionString` mem0 is given (`postgres://user:password@host:5432/db`).'),
+  schema: z.string().regex(SCHEMA_NAME, 'a schema name of lower-case letters, digits and _ (at most 63), not starting with a digit').default('public')
+    .describe('The schema mem0\'s tables are in: mem0 creates them unqualified, in the connection\'s first schema (`public` by default).'),
+  caFile: pathField().optional()
+    .describe('A CA certificate file (PEM): the connection then uses TLS and verifies the server against it.'),
+  lockTimeoutMs: z.number().int().positive().max(60_000).default(50)
+    .describe('How long erase\'s VACUUM FULL of mem0\'s tables waits for its lock each time (mem0\'s statements queue behind a waiting VACUUM FULL), before trying again.'),
+});
 
 /**
  * Where a mem0 deployment keeps what memory-warden looks after. The history file is the store's `db`; the vectors
@@ -14,8 +32,10 @@ export const mem0Schema = z.strictObject({
     .describe('mem0 derives it as `<collection>_entities`; set it only if yours differs.'),
   historyTable: z.enum(['auto', 'history', 'memory_history']).default('auto')
     .describe('`auto` finds `history` (Python mem0) or `memory_history` (the TypeScript SDK).'),
-  vectorStore: z.enum(['qdrant', 'sqlite']).default('qdrant')
-    .describe('Where the vectors are: `qdrant` (the store\'s `qdrant.url`), or `sqlite`, the TypeScript SDK\'s default `memory` provider (a `vectors` table in `vectorDb`, its entities in `<vectorDb without .db>_entities.db`).'),
+  vectorStore: z.enum(['qdrant', 'sqlite', 'pgvector']).default('qdrant')
+    .describe('Where the vectors are: `qdrant` (the store\'s `qdrant.url`), `sqlite`, the TypeScript SDK\'s default `memory` provider (a `vectors` table in `vectorDb`, its entities in `<vectorDb without .db>_entities.db`), or `pgvector`, the SDK\'s pgvector provider (tables named by the collections, in the database of `mem0.pgvector`).'),
+  pgvector: mem0PgvectorSchema.optional()
+    .describe('`vectorStore: pgvector`: the database and schema of mem0\'s tables (docs/mem0-layout.md#vectors-in-pgvector).'),
   vectorDb: pathField().default('~/.mem0/vector_store.db')
     .describe('`vectorStore: sqlite`: the SDK\'s `vectorStore.config.dbPath` (default `~/.mem0/vector_store.db`).'),
   entityVectorDb: pathField().optional()
@@ -27,6 +47,22 @@ export const mem0Schema = z.strictObject({
 });
 
 export type Mem0Config = z.infer<typeof mem0Schema>;
+export type Mem0PgvectorConfig = z.infer<typeof mem0PgvectorSchema>;
+
+/**
+ * The mem0 section's own rules across fields: `vectorStore: pgvector` and `pgvector:` go together, and a store has its
+ * vectors in one place (no `qdrant` section beside pgvector). Each as one error at the field to fix.
+ */
+export function mem0PlaceIssues(store: { layout: string; qdrant?: unknown; mem0?: { vectorStore?: string; pgvector?: unknown } | undefined }): { path: string[]; message: string }[] {
+  const m = store.mem0;
+  if (!m) return [];
+  const out: { path: string[]; message: string }[] = [];
+  if (store.layout !== 'mem0') return out;
+  if (m.vectorStore === 'pgvector' && m.pgvector === undefined) out.push({ path: ['mem0', 'pgvector'], message: 'mem0.vectorStore: pgvector needs pgvector: { url: ${SOME_VAR} } (the connectionString mem0 is given)' });
+  if (m.vectorStore !== 'pgvector' && m.pgvector !== undefined) out.push({ path: ['mem0', 'pgvector'], message: 'only for mem0.vectorStore: pgvector' });
+  if (m.vectorStore === 'pgvector' && store.qdrant !== undefined) out.push({ path: ['qdrant'], message: 'a mem0 store\'s vectors are in pgvector or in Qdrant, not both: leave the qdrant section out' });
+  return out;
+}
 
 /**
  * mem0's memory collection is named in two places, `qdrant.collections` (what is snapshotted, swept, checked) and
@@ -39,7 +75,7 @@ export function mem0CollectionConflict(
   store: { layout: string; qdrant?: { collections: string[] } | undefined; mem0?: { collection?: string | undefined; vectorStore?: string } | undefined },
   defaults: readonly string[] = ['mem0', 'memories'],
 ): { path: string[]; message: string } | undefined {
-  if (store.layout !== 'mem0' || !store.qdrant || store.mem0?.vectorStore === 'sqlite') return undefined;
+  if (store.layout !== 'mem0' || !store.qdrant || (store.mem0?.vectorStore ?? 'qdrant') !== 'qdrant') return undefined;
   const listed = store.qdrant.collections;
   const named = store.mem0?.collection;
   if (named !== undefined && !listed.includes(named)) {
@@ -63,6 +99,8 @@ export function resolveMem0Paths(mem0: unknown, abs: (p: unknown) => unknown): u
   const m = { ...(mem0 as Record<string, unknown>) };
   for (const key of ['vectorDb', 'entityVectorDb'] as const) if (m[key] !== undefined) m[key] = abs(m[key]);
   if (Array.isArray(m.vectorPaths)) m.vectorPaths = m.vectorPaths.map(abs);
+  const pgv = m.pgvector as Record<string, unknown> | undefined;
+  if (pgv && typeof pgv === 'object' && !Array.isArray(pgv) && pgv.caFile !== undefined) m.pgvector = { ...pgv, caFile: abs(pgv.caFile) };
   return m;
 }
 

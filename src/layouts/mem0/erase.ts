@@ -14,6 +14,11 @@ function containsFolded(p: Mem0Point, text: string): boolean {
   return payloadStrings(p.payload).some((v) => asciiLower(v).includes(t));
 }
 
+/** The needles of the byte check: each text, its lower-cased copy, each id; shorter than four bytes matches any page. */
+function byteNeedles(texts: readonly string[], ids: readonly string[]): string[] {
+  return [...new Set([...texts, ...texts.map((t) => t.toLowerCase()), ...ids])].filter((n) => Buffer.byteLength(n) >= 4);
+}
+
 async function selectMem0(h: Mem0Handle, sel: EraseSelector, haveCollection: boolean, deletedIds: readonly string[]): Promise<{ ids: Set<string>; texts: string[] }> {
   const ids = new Set<string>();
   const texts: string[] = [];
@@ -105,7 +110,10 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   }).immediate();
   // A vector store in SQLite files of its own (the TypeScript SDK's) keeps deleted payloads in free pages: VACUUM.
   await h.points.compact?.();
-  return { ids: idList, counts, texts };
+  // In PostgreSQL (pgvector): VACUUM FULL of its tables and their files read back, for the texts as the payload
+  // holds them, mem0's lower-cased textLemmatized copy, and the ids (entity links hold them as text).
+  const scrubbed = h.scrub ? await h.scrub(byteNeedles(texts, idList)) : undefined;
+  return { ids: idList, counts, texts, ...(scrubbed ? { bytes: scrubbed.bytes } : {}) };
 }
 
 /**

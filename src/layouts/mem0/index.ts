@@ -16,7 +16,7 @@ export const mem0Layout: Layout = {
   assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
   collections(store) {
     const mem0 = mem0Of(store);
-    if (mem0.vectorStore === 'sqlite') return [...new Set(store.qdrant?.collections ?? [])];
+    if (mem0.vectorStore !== 'qdrant') return [...new Set(store.qdrant?.collections ?? [])];
     const table = historyTableOf(store);
     return [...new Set([...(store.qdrant?.collections ?? []), collectionOf(mem0, table), entityCollectionOf(mem0, table)])];
   },
@@ -25,6 +25,9 @@ export const mem0Layout: Layout = {
     if (mem0.vectorStore !== 'sqlite') return [];
     return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
   },
+  snapshotRefused: (store) => (mem0Of(store).vectorStore === 'pgvector'
+    ? { field: 'mem0.vectorStore', why: 'mem0\'s pgvector tables are not taken by snapshots yet, and the history file alone would come back without its vectors' }
+    : undefined),
   // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).
   prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./memories.js')).mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {

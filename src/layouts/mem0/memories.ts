@@ -10,6 +10,7 @@ import { detectDialect, insertDeleteRow, type HistoryDialect } from './history.j
 import { scrollAll, type Mem0Point, type PointStore } from '../../vectors/contract.js';
 import { VECTOR_STORES } from '../../vectors/registry.js';
 import { expandHome } from '../../config/read.js';
+import { mem0Pgvector, type Mem0Pgvector } from './pgvector.js';
 import type { Progress } from '../../progress/progress.js';
 
 /**
@@ -25,6 +26,8 @@ export interface Mem0Handle {
   points: PointStore;
   collection: string;
   entityCollection: string;
+  /** Vectors in PostgreSQL (mem0's pgvector provider): VACUUM FULL of the collections' tables and their bytes read back. */
+  scrub?: Mem0Pgvector['scrub'];
 }
 
 export interface Mem0Options {
@@ -40,6 +43,10 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
   if (conflict) throw configError(`config: stores.${store.name}.${conflict.path.join('.')}: ${conflict.message} (the history file ${store.path} is the ${dialect.table === 'history' ? 'Python' : 'TypeScript'} SDK's)`);
   const collection = collectionOf(cfg, dialect.table);
   const entityCollection = entityCollectionOf(cfg, dialect.table);
+  if (cfg.vectorStore === 'pgvector') {
+    const pgv = mem0Pgvector(store, cfg, [collection, entityCollection]);
+    return { store, cfg, dialect, points: opts.points ?? pgv.points, collection, entityCollection, scrub: pgv.scrub };
+  }
   const points = opts.points ?? mem0PointStore(store, cfg, collection, entityCollection);
   return { store, cfg, dialect, points, collection, entityCollection };
 }
