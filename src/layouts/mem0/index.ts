@@ -25,6 +25,8 @@ export const mem0Layout: Layout = {
     if (mem0.vectorStore !== 'sqlite') return [];
     return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
   },
+  // History keeps every memory's id (deleted ones too); the conversation kept for the extractor names its user.
+  copyNames: [{ table: 'history', ids: [{ column: 'memory_id' }] }, { table: 'messages', ids: [], scopedUsers: 'session_scope' }],
   // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).
   prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./memories.js')).mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {
