@@ -6,7 +6,7 @@ import { readSnapshotCopy } from '../snapshot/read-copy.js';
 import { join } from 'node:path';
 import type { Logger } from '../log/logger.js';
 import { readManifest, type Manifest } from '../snapshot/manifest.js';
-import { holdsContain, idMac, snapshotHolds, userMac } from '../snapshot/targets/holds.js';
+import { copyNamesIn, holdsContain, idMac, snapshotHolds, userMac } from '../snapshot/targets/holds.js';
 import { chunksOf, type Strings } from '../text/string-list.js';
 
 /** Erased ids per query of a snapshot's copy. */
@@ -71,32 +71,28 @@ export async function sqliteHolds(dir: string, h: HoldsSearch, log: Logger): Pro
 }
 
 /**
- * What the holds of this copy would say of these plain ids and this user, asked of SQLite directly: the ids of the
- * warden memory table and mem0's history, the user as the memory table's user_id (else subject) and as a
- * `user_id=` part of mem0's messages' session_scope. Keep in step with holdsStream.
+ * What the holds of this copy would say of these plain ids and this user, asked of SQLite directly: wherever a layout
+ * says a copy names an id or a person (Layout.copyNames, as holdsStream reads them: copyNamesIn), the ids looked up
+ * among its ids, the user as its person or as a `user_id=` part of a scoped column (mem0's session_scope).
  */
 function plainHolds(file: string, ids: Strings, user: string | undefined): boolean {
   const copy = readSnapshotCopy(file);
   const db = copy.db;
   try {
-    const tables = new Set(db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).pluck().all() as string[]);
-    const cols = (t: string) => new Set(db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(t) as string[]);
     const any = (sql: string, ...args: unknown[]) => db.prepare(sql).get(...args) !== undefined;
-    // The ids ID_CHUNK at a time: no JSON list of every erased id.
-    for (const chunk of chunksOf(ids, ID_CHUNK)) {
-      const list = JSON.stringify(chunk);
-      if (tables.has('memory') && any(`SELECT 1 FROM memory WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
-      if (tables.has('history') && cols('history').has('memory_id') && any(`SELECT 1 FROM history WHERE memory_id IN (SELECT value FROM json_each(?)) LIMIT 1`, list)) return true;
+    const table = (t: string) => `"${t.replace(/"/g, '""')}"`;
+    for (const n of copyNamesIn(db)) {
+      // The ids ID_CHUNK at a time: no JSON list of every erased id.
+      for (const chunk of chunksOf(ids, ID_CHUNK)) {
+        const list = JSON.stringify(chunk);
+        if (n.ids.some((id) => any(`SELECT 1 FROM ${table(n.table)} WHERE ${id} IN (SELECT value FROM json_each(?)) LIMIT 1`, list))) return true;
+      }
+      if (user === undefined) continue;
+      if (n.user && any(`SELECT 1 FROM ${table(n.table)} WHERE ${n.user} = ? LIMIT 1`, user)) return true;
+      // holdsStream splits the scoped column at '&': a user with '&' in it is never among its users.
+      if (n.scoped && !user.includes('&') && any(`SELECT 1 FROM ${table(n.table)} WHERE instr('&' || ${n.scoped} || '&', ?) > 0 LIMIT 1`, `&user_id=${user}&`)) return true;
     }
-    if (user === undefined) return false;
-    if (tables.has('memory')) {
-      const c = cols('memory');
-      const col = c.has('user_id') ? 'user_id' : c.has('subject') ? 'subject' : undefined;
-      if (col && any(`SELECT 1 FROM memory WHERE ${col} = ? LIMIT 1`, user)) return true;
-    }
-    // holdsStream splits session_scope at '&': a user with '&' in it is never among its users.
-    return !user.includes('&') && tables.has('messages') && cols('messages').has('session_scope')
-      && any(`SELECT 1 FROM messages WHERE instr('&' || session_scope || '&', ?) > 0 LIMIT 1`, `&user_id=${user}&`);
+    return false;
   } finally {
     copy.close();
   }

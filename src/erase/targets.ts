@@ -5,7 +5,7 @@ import { coerceError } from '../core/errors.js';
 import { expandHome } from '../config/config.js';
 import { eraseKey } from './ledger.js';
 import { recordErasedSnapshots } from './needles.js';
-import { HOLDS_KEY, holdsContain, idMac, userMac } from '../snapshot/targets/holds.js';
+import { HOLDS_KEY, holdsComplete, holdsContain, idMac, userMac } from '../snapshot/targets/holds.js';
 import { hashing } from '../snapshot/targets/digest.js';
 import { lockSnapshots, storeSnapshotDir } from '../snapshot/layout.js';
 import type { withTarget } from '../snapshot/targets/replicate.js';
@@ -166,6 +166,8 @@ async function holdsMatch(t: Target, name: string, kid: string, want: HoldsWante
   const rec = m.remote.holds as Partial<typeof m.remote.holds> | undefined;
   if (!rec || typeof rec.sha256 !== 'string' || typeof rec.bytes !== 'number') return `its manifest records no ${HOLDS_KEY}`;
   if (rec.keyId !== kid) return `its holds were made with another erase key (${String(rec.keyId)})`;
+  // Pushed before holds named every layout's ids and people (a Mastra store's named nobody): they prove nothing.
+  if (!holdsComplete(rec.format, m)) return `its holds were made before they named what its copy's layout names (format ${String(rec.format ?? 1)})`;
   try {
     const stored = hashing(await t.get(name, HOLDS_KEY));
     if (await holdsContain(stored.stream, want, `${t.name}:${name}`)) return 'holds';

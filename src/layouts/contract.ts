@@ -45,6 +45,34 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    * metadata) and run integrity_check on copies through libsql's driver. Unset: plain SQLite throughout.
    */
   sqliteEngine?: 'libsql';
+  /**
+   * Where a copy of the store's SQLite file names what erase takes: the ids `erase --ids` and `erasedIn` name, and
+   * the person as `erase --user` keys them (a warden row's user_id or subject, mem0's user_id, Mastra's resource
+   * id). A snapshot's holds are made of these, and erase asks a local copy the same (src/snapshot/targets/holds.ts),
+   * so a later erase that knows the person only by keyed hashes still finds every snapshot of theirs.
+   */
+  copyNames: readonly CopyNames[];
+}
+
+/**
+ * One table of a copy and what in it names a memory or a person. A table or column the copy lacks is passed over:
+ * every layout's entries are asked of every copy.
+ */
+export interface CopyNames {
+  /** The table's name, or the columns a table of this kind has (Mastra's vector indexes are named per index). */
+  table: string | { columns: readonly string[] };
+  /** Values that are ids of what erase takes by id. */
+  ids: readonly CopyValue[];
+  /** The person: the first of these the table has. */
+  users?: readonly CopyValue[];
+  /** The person as a `user_id=<user>` part of this `&`-joined column (mem0's session_scope). */
+  scopedUsers?: string;
+}
+
+/** A column, or a key of the JSON a column holds (NULL where it holds no JSON). */
+export interface CopyValue {
+  column: string;
+  json?: string;
 }
 
 /**

@@ -23,7 +23,16 @@ export const HOLDS_FILE = 'holds.json.gz';
 export interface HoldsEntry extends FileEntry {
   file: typeof HOLDS_FILE;
   keyId: string;
+  /**
+   * HOLDS_FORMAT when the holds name what every layout's copy names (Layout.copyNames); absent in holds made before,
+   * which named only the warden memory table's and mem0's ids and users (a Mastra copy's holds named nobody). The
+   * file's own form is the same: older readers read both.
+   */
+  format?: number;
 }
+
+/** The holds' current format (HoldsEntry.format). */
+export const HOLDS_FORMAT = 2;
 
 export interface SqlitePart {
   /** File name inside the snapshot folder. */

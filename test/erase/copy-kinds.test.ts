@@ -275,18 +275,7 @@ function notMade(copy: CopyKindName, store: KindName): string | undefined {
  * Copies erase does not deal with yet on a kind of store: product gaps, each named, left out of the run (not skipped);
  * `MW_TEST_GAPS=1` runs them, failing until the gap is closed.
  */
-const COPY_GAPS: Partial<Record<KindName, Partial<Record<CopyKindName, string>>>> = {
-  // A Mastra store's snapshots are found by the first `erase --user` (exit 1), but a later run, which knows the person
-  // only by the keyed hashes the first kept, finds none of them: `erase --user carol --snapshots` lists nothing,
-  // deletes nothing and exits 0 while the snapshot still holds her thread. One pushed to a target is not found even by
-  // the first erase (its dry run lists nothing), so a leftover beside it is removed with exit 0.
-  'sqlite×mastra': {
-    snapshot: 'a later erase does not find a local snapshot holding the person (keyed hashes)',
-    undo: 'a later erase does not find a pre-restore snapshot holding the person (keyed hashes)',
-    'target-snapshot': 'erase does not find a target\'s snapshot holding the person',
-    'target-temp': 'erase does not find the target\'s snapshot beside the temp file, and exits 0',
-  },
-};
+const COPY_GAPS: Partial<Record<KindName, Partial<Record<CopyKindName, string>>>> = {};
 
 const STORES = kindsFor('copy-kinds');
 const ROWS = STORES.flatMap((store) => COPY_KINDS.filter((k) => !notMade(k.name, store))

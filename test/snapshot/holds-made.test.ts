@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log/logger.js';
 import { takeSnapshot } from '../../src/snapshot/create.js';
 import { proveSnapshot, snapshotFolders } from '../../src/snapshot/folders.js';
-import { HOLDS_FILE, readManifest, type Manifest } from '../../src/snapshot/manifest.js';
+import { HOLDS_FILE, HOLDS_FORMAT, readManifest, type Manifest } from '../../src/snapshot/manifest.js';
 import { eraseKey, eraseKeyId } from '../../src/erase/key.js';
 import { sqliteHolds } from '../../src/erase/snapshot-holds.js';
 import { remoteSnapshotCopies } from '../../src/erase/targets.js';
@@ -73,7 +73,7 @@ describe('holds made when the snapshot is taken', () => {
   it('the snapshot holds holds.json.gz, recorded in its manifest with the erase key that made it; the folder is a snapshot', async () => {
     const { config, dir, manifest, key } = await snapshotted();
     const file = readFileSync(join(dir, HOLDS_FILE));
-    expect(manifest.holds).toEqual({ file: HOLDS_FILE, keyId: eraseKeyId(key), ...(await digestOf((async function* () { yield file; })())) });
+    expect(manifest.holds).toEqual({ file: HOLDS_FILE, keyId: eraseKeyId(key), format: HOLDS_FORMAT, ...(await digestOf((async function* () { yield file; })())) });
     expect(file.equals(await bytesOf(holdsStream(join(dir, manifest.sqlite!.file), key)))).toBe(true);
     expect(Object.keys(manifest.files)).not.toContain(HOLDS_FILE); // not a part: nothing restores it
     expect(snapshotFolders(config, 'agent').map((s) => s.problem)).toEqual([undefined]);

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import type { Layout } from '../contract.js';
 import { storeError } from '../../core/errors.js';
 import { expandHome } from '../../config/read.js';
-import { REQUIRED } from './names.js';
+import { MASTRA_COPY_NAMES, REQUIRED } from './names.js';
 
 /**
  * Mastra: an agent framework's memory in `@mastra/libsql`'s file (docs/mastra-layout.md). Read and written with
@@ -22,6 +22,7 @@ export const mastraLayout: Layout = {
     return v && expandHome(v) !== expandHome(store.db) && existsSync(expandHome(v)) ? [expandHome(v)] : [];
   },
   scrubsOwnFiles: true,
+  copyNames: MASTRA_COPY_NAMES,
   sqliteEngine: 'libsql',
   prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./prune.js')).mastraPrune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {

@@ -1,4 +1,5 @@
 import type { MastraConfig } from './config.js';
+import type { CopyNames } from '../contract.js';
 
 // The section's defaults without zod (the layout's sync methods run for every store that is opened), and Mastra's
 // table names (@mastra/core's storage constants, docs/mastra-layout.md).
@@ -27,3 +28,21 @@ export const metaQuotes = (param: string) => `(NOT json_valid(metadata) AND EXIS
 
 /** The tables a Mastra memory store always has (LibSQLStore creates them at init). */
 export const REQUIRED = [THREADS, MESSAGES, RESOURCES] as const;
+
+/**
+ * What names a person in a copy of the store (Layout.copyNames): the ids of threads, messages, resources and
+ * observation records, and the resource id (the person `erase --user` takes) wherever a row carries it; an
+ * embedding's metadata names its resource, thread and message (one whose message is gone still does). As
+ * mastraErasedIn reads them (erased-in.ts).
+ */
+export const MASTRA_COPY_NAMES: readonly CopyNames[] = [
+  { table: RESOURCES, ids: [{ column: 'id' }], users: [{ column: 'id' }] },
+  { table: THREADS, ids: [{ column: 'id' }], users: [{ column: 'resourceId' }] },
+  { table: MESSAGES, ids: [{ column: 'id' }, { column: 'thread_id' }], users: [{ column: 'resourceId' }] },
+  { table: OBSERVATIONS, ids: [{ column: 'id' }], users: [{ column: 'resourceId' }] },
+  {
+    table: { columns: ['vector_id', 'embedding', 'metadata'] },
+    ids: [{ column: 'metadata', json: 'thread_id' }, { column: 'metadata', json: 'message_id' }],
+    users: [{ column: 'metadata', json: 'resource_id' }],
+  },
+];

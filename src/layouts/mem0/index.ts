@@ -28,6 +28,8 @@ export const mem0Layout: Layout = {
   snapshotRefused: (store) => (mem0Of(store).vectorStore === 'pgvector'
     ? { field: 'mem0.vectorStore', why: 'mem0\'s pgvector tables are not taken by snapshots yet, and the history file alone would come back without its vectors' }
     : undefined),
+  // History keeps every memory's id (deleted ones too); the conversation kept for the extractor names its user.
+  copyNames: [{ table: 'history', ids: [{ column: 'memory_id' }] }, { table: 'messages', ids: [], scopedUsers: 'session_scope' }],
   // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).
   prune: async (store, { ctx, dryRun, beforeDelete }) => (await import('./memories.js')).mem0Prune(store, ctx, { dryRun, ...(beforeDelete ? { beforeDelete } : {}) }),
   async check(store, { ctx }) {

@@ -13,6 +13,7 @@ export const wardenLayout: Layout = {
   assertSchema: (db, store) => assertWardenSchema(db, store.db),
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   vectorFiles: () => [],
+  copyNames: [{ table: 'memory', ids: [{ column: 'id' }], users: [{ column: 'user_id' }, { column: 'subject' }] }],
   prune: async (store, { ctx, dryRun }) => (await import('./prune.js')).pruneWarden(store, ctx, { dryRun }),
   async check(store, { ctx }) {
     const now = ctx.now();

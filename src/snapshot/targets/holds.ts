@@ -13,9 +13,11 @@ import { openRegularFile } from '../../core/read-file.js';
 import { eraseKeyId } from '../../erase/key.js';
 import { engineFor } from '../../engines/registry.js';
 import { FILE_MODE, fsyncPath } from '../layout.js';
-import { HOLDS_FILE, type HoldsEntry, type Manifest } from '../manifest.js';
+import { HOLDS_FILE, HOLDS_FORMAT, type HoldsEntry, type Manifest } from '../manifest.js';
 import { checkedObject, hashing } from './digest.js';
 import { hmac64 } from './hmac64.js';
+import { LAYOUTS } from '../../layouts/registry.js';
+import type { CopyValue } from '../../layouts/contract.js';
 
 /**
  * What a snapshot holds, as keyed hashes: the memory ids and the users in its SQLite copy, each as the first 64
@@ -160,32 +162,70 @@ export interface HoldsValues {
   close(): void;
 }
 
+/** A copy's own names (Layout.copyNames) as SQL: the table and the expressions giving its ids, its person. */
+export interface CopyNamesIn {
+  table: string;
+  ids: string[];
+  user?: string;
+  /** A column whose `&`-joined parts name the person as `user_id=<user>`. */
+  scoped?: string;
+}
+
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
 /**
- * The ids and users of a snapshot's SQLite copy: the ids in the warden memory table and mem0's history, the users of
- * the memory table (user_id, else subject) and mem0's messages. The copy is opened read-only and never written.
+ * What every layout says names a memory or a person in a copy (Layout.copyNames), resolved against this copy's
+ * tables and columns: whatever layout wrote the file, what it names is read, and what it lacks is passed over.
+ */
+export function copyNamesIn(db: Database.Database): CopyNamesIn[] {
+  const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'`).pluck().all() as string[];
+  const colsOf = new Map(tables.map((t) => [t, new Set(db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(t) as string[])]));
+  const expr = (v: CopyValue) => (v.json === undefined ? quote(v.column)
+    : `CASE WHEN json_valid(${quote(v.column)}) THEN json_extract(${quote(v.column)}, '$.${v.json}') END`);
+  const out: CopyNamesIn[] = [];
+  for (const n of Object.values(LAYOUTS).flatMap((l) => l.copyNames)) {
+    const matching = typeof n.table === 'string' ? (colsOf.has(n.table) ? [n.table] : [])
+      : tables.filter((t) => (n.table as { columns: readonly string[] }).columns.every((c) => colsOf.get(t)!.has(c)));
+    for (const table of matching) {
+      const cols = colsOf.get(table)!;
+      const user = n.users?.find((v) => cols.has(v.column));
+      out.push({
+        table, ids: n.ids.filter((v) => cols.has(v.column)).map(expr),
+        ...(user ? { user: expr(user) } : {}),
+        ...(n.scopedUsers && cols.has(n.scopedUsers) ? { scoped: quote(n.scopedUsers) } : {}),
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * The ids and users of a snapshot's SQLite copy, as every layout names them (copyNamesIn): the warden memory table's
+ * ids and users (user_id, else subject), mem0's history ids and its messages' users, Mastra's threads, messages,
+ * resources, observations and embeddings with the resource ids that are its people. The copy is opened read-only
+ * and never written.
  */
 function sqliteValues(dbFile: string): HoldsValues {
   const copy = readSnapshotCopy(dbFile);
   const db = copy.db;
   try {
-    const tables = new Set((db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));
-    const cols = (t: string) => new Set((db.prepare(`SELECT name FROM pragma_table_info(?)`).all(t) as { name: string }[]).map((r) => r.name));
     const users = new Set<string>();
     const each = (sql: string, f: (v: string) => void) => {
-      for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) if (v !== null && v !== undefined) f(String(v));
+      for (const v of db.prepare(sql).pluck().iterate() as Iterable<unknown>) if (v !== null && v !== undefined) f(Buffer.isBuffer(v) ? v.toString('utf8') : String(v));
     };
     const idSources: (string | (() => Iterable<unknown>))[] = [];
-    if (tables.has('memory')) {
-      idSources.push(idsInPages(db) ?? `SELECT id FROM memory`);
-      const c = cols('memory');
-      if (c.has('user_id')) each(`SELECT DISTINCT user_id FROM memory`, (v) => users.add(v));
-      else if (c.has('subject')) each(`SELECT DISTINCT subject FROM memory`, (v) => users.add(v));
-    }
-    if (tables.has('history') && cols('history').has('memory_id')) idSources.push(`SELECT memory_id FROM history`);
-    if (tables.has('messages') && cols('messages').has('session_scope')) {
-      each(`SELECT DISTINCT session_scope FROM messages`, (scope) => {
-        for (const part of scope.split('&')) if (part.startsWith('user_id=')) users.add(part.slice(8));
-      });
+    for (const n of copyNamesIn(db)) {
+      for (const id of n.ids) {
+        // The warden table's primary key is read a page at a time off its index (tens of millions of rows).
+        const paged = n.table === 'memory' && id === '"id"' ? idsInPages(db) : null;
+        idSources.push(paged ?? `SELECT ${id} FROM ${quote(n.table)}`);
+      }
+      if (n.user) each(`SELECT DISTINCT ${n.user} FROM ${quote(n.table)}`, (v) => users.add(v));
+      if (n.scoped) {
+        each(`SELECT DISTINCT ${n.scoped} FROM ${quote(n.table)}`, (scope) => {
+          for (const part of scope.split('&')) if (part.startsWith('user_id=')) users.add(part.slice(8));
+        });
+      }
     }
     const ids = (function* () {
       for (const source of idSources) yield* typeof source === 'string' ? db.prepare(source).pluck().iterate() as Iterable<unknown> : source();
@@ -254,7 +294,7 @@ export async function writeHolds(holds: AsyncIterable<Buffer>, key: Buffer, dest
   const h = hashing(holds);
   await pipe(h.stream, createWriteStream(dest, { mode: FILE_MODE, flags: 'wx' }));
   fsyncPath(dest);
-  return { file: HOLDS_FILE, keyId: eraseKeyId(key), ...h.digest() };
+  return { file: HOLDS_FILE, keyId: eraseKeyId(key), format: HOLDS_FORMAT, ...h.digest() };
 }
 
 /**
@@ -264,7 +304,7 @@ export async function writeHolds(holds: AsyncIterable<Buffer>, key: Buffer, dest
  */
 export function snapshotHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIterable<Uint8Array> {
   const made: HoldsEntry | undefined = manifest.holds;
-  if (!made || made.keyId !== eraseKeyId(key)) return copyHolds(dir, manifest, key);
+  if (!made || made.keyId !== eraseKeyId(key) || !holdsComplete(made.format, manifest)) return copyHolds(dir, manifest, key);
   const path = join(dir, made.file);
   const want: ObjectDigest = { bytes: made.bytes, sha256: made.sha256 };
   return (async function* () {
@@ -275,6 +315,21 @@ export function snapshotHolds(dir: string, manifest: Manifest, key: Buffer): Asy
       read.destroy();
     }
   })();
+}
+
+/** The tables a layout names its ids or people in that holds before HOLDS_FORMAT did not read. */
+const UNREAD_BEFORE_FORMAT_2 = (): string[] => Object.values(LAYOUTS).flatMap((l) => l.copyNames)
+  .map((n) => n.table).filter((t): t is string => typeof t === 'string' && !['memory', 'history', 'messages'].includes(t));
+
+/**
+ * Whether holds of this format name everything the snapshot's copy names: those made before HOLDS_FORMAT do unless
+ * the copy has a table they did not read (a Mastra store's: they named nobody of it). A database's tables were
+ * always read whole.
+ */
+export function holdsComplete(format: unknown, manifest: Pick<Manifest, 'sqlite'>): boolean {
+  if (format === HOLDS_FORMAT || !manifest.sqlite) return true;
+  const unread = new Set(UNREAD_BEFORE_FORMAT_2());
+  return !Object.keys(manifest.sqlite.tables ?? {}).some((t) => unread.has(t));
 }
 
 /**

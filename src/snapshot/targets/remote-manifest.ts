@@ -20,7 +20,7 @@ export interface RemoteRecord {
   /** Keyed by the file's name in the snapshot folder (the keys of `manifest.files`). */
   objects: Record<string, RemoteObject>;
   /** The ids/users held, as keyed hashes (holds.ts); keyId tells which erase key made them. */
-  holds: RemoteObject & { keyId: string };
+  holds: RemoteObject & { keyId: string; format?: number };
   /** The MAC of the whole manifest with the target's key (absent on a target without authKeyFile). */
   auth?: RemoteAuth;
 }

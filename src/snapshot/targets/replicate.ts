@@ -8,7 +8,7 @@ import { eraseKey, eraseKeyId as keyId } from '../../erase/key.js';
 import { erasedSnapshots } from '../../erase/needles.js';
 import { DIR_MODE, FILE_MODE, lockSnapshots, storeSnapshotDir } from '../layout.js';
 import { olderFirst, snapshotFolders } from '../folders.js';
-import { readManifest } from '../manifest.js';
+import { HOLDS_FORMAT, readManifest } from '../manifest.js';
 import { localLeftovers, removeLocalCopy } from '../copies.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
@@ -102,7 +102,7 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
     const holdsStored = await target.put(name, HOLDS_KEY, snapshotHolds(dir, manifest, key), opts.signal);
     const remote: RemoteRecord = {
       format: 'memory-warden-remote/1', target: tcfg.name, uploadedAt: new Date(opts.now()).toISOString(), objects,
-      holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key) },
+      holds: { key: HOLDS_KEY, ...holdsStored, keyId: keyId(key), format: HOLDS_FORMAT },
     };
     // The local record of the holds stays here: the remote one says where they went, and a download has no holds file.
     const { holds: _local, ...shared } = manifest;
