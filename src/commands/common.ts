@@ -292,6 +292,17 @@ export async function storeContext(opts: StoreOptions, cmd: Command): Promise<Co
   return ctx;
 }
 
+/**
+ * The words that name the store in a command printed for a person to run next (restore's undo), as this command
+ * named it: `--db PATH` (with its `--config FILE`), `--config FILE --store NAME`, or `--store NAME` when the config
+ * came from MEMORY_WARDEN_CONFIG. Paths absolute, each one shell word.
+ */
+export async function storeWords(opts: StoreOptions, storeName: string): Promise<string> {
+  const [{ shellPath }, { resolve }] = await Promise.all([import('../digest/untrusted.js'), import('node:path')]);
+  const config = opts.config !== undefined ? `--config ${shellPath(resolve(opts.config))} ` : '';
+  return opts.db !== undefined ? `${config}--db ${shellPath(resolve(opts.db))}` : `${config}--store ${storeName}`;
+}
+
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */
 async function storeNameForDb(db: string | undefined): Promise<string | undefined> {
   if (!db) return undefined;

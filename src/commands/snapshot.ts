@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, storeWords, type StoreOptions } from './common.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
@@ -97,6 +97,6 @@ function restoreCommand(cmd: Command): Command {
         if (cleanedUp) result.steps.push(cleanedUp);
       }
       if (opts.json) return printJson(result);
-      (await import('./run-output.js')).printRestore(result);
+      (await import('./run-output.js')).printRestore(result, await storeWords(opts, ctx.storeName));
     });
 }
