@@ -72,6 +72,8 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
   // The store the command works on, when it works on one: --db's, else --store, else the config's only store.
   let storeName: string | undefined;
   if (use.oneStore) {
+    // --store with no config file: say that the file is what is missing, not that it lacks the store.
+    if (dbStore === undefined && !file && opts.store !== undefined) throw usageError(`--store ${opts.store}: no config file to find it in (give --config FILE, or set MEMORY_WARDEN_CONFIG)`);
     if (dbStore === undefined) storeName = (await import('../config/read.js')).selectStore(config, opts.store).name;
     else if (opts.store !== undefined && opts.store !== dbStore) {
       throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${dbStore}); give one of them`);
