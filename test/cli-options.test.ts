@@ -183,3 +183,14 @@ describe('an error that quotes a value holding a newline or an escape is still o
     expect(r.stderr.trimEnd()).toMatch(message);
   });
 });
+
+describe('--store with no config file', () => {
+  it('says the config file is missing, in one line, exit 2, for a command of one store (as a restore undo pasted in a new shell is)', () => {
+    const env = { MEMORY_WARDEN_CONFIG: '' };
+    for (const argv of [['check', '--store', 'agent'], ['restore', 'latest', '--store', 'agent', '--dry-run'], ['review', 'list', '--store', 'agent']]) {
+      const r = cli(argv, env);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr.trim().split('\n'), argv.join(' ')).toEqual(['memory-warden: --store agent: no config file to find it in (give --config FILE, or set MEMORY_WARDEN_CONFIG)']);
+    }
+  });
+});

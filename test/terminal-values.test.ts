@@ -131,7 +131,7 @@ describe.each(Object.entries(TERMINAL_PAYLOADS))('values holding %s', { timeout:
     const r = await runMain(['restore', snapshotDir, ...w.at, '--now', '2026-11-29T03:00:00Z']);
     expect(r.code, r.stderr).toBe(0);
     expectShown(r, payload, 'restore', /^ {2}to undo: memory-warden restore /);
-    expect(r.stdout).toMatch(/^ {2}to undo: memory-warden restore .*-pre-restore --store agent$/m);
+    expect(r.stdout).toMatch(/^ {2}to undo: memory-warden restore .*-pre-restore --config \S+warden\.yaml --store agent$/m);
   });
 
   it('erase receipts: what the state db holds', async () => {

@@ -72,6 +72,8 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
   // The store the command works on, when it works on one: --db's, else --store, else the config's only store.
   let storeName: string | undefined;
   if (use.oneStore) {
+    // --store with no config file: say that the file is what is missing, not that it lacks the store.
+    if (dbStore === undefined && !file && opts.store !== undefined) throw usageError(`--store ${opts.store}: no config file to find it in (give --config FILE, or set MEMORY_WARDEN_CONFIG)`);
     if (dbStore === undefined) storeName = (await import('../config/read.js')).selectStore(config, opts.store).name;
     else if (opts.store !== undefined && opts.store !== dbStore) {
       throw usageError(`--store ${opts.store} and --db ${opts.db}: two different stores (that file is ${dbStore}); give one of them`);
@@ -290,6 +292,17 @@ export async function storeContext(opts: StoreOptions, cmd: Command): Promise<Co
     }
   }
   return ctx;
+}
+
+/**
+ * The words that name the store in a command printed for a person to run next (restore's undo), as this command
+ * named it: `--db PATH` (with its `--config FILE`), `--config FILE --store NAME`, or `--store NAME` when the config
+ * came from MEMORY_WARDEN_CONFIG. Paths absolute, each one shell word.
+ */
+export async function storeWords(opts: StoreOptions, storeName: string): Promise<string> {
+  const [{ shellPath }, { resolve }] = await Promise.all([import('../digest/untrusted.js'), import('node:path')]);
+  const config = opts.config !== undefined ? `--config ${shellPath(resolve(opts.config))} ` : '';
+  return opts.db !== undefined ? `${config}--db ${shellPath(resolve(opts.db))}` : `${config}--store ${storeName}`;
 }
 
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */

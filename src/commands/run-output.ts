@@ -75,11 +75,12 @@ export function printDigest(r: DigestResult): void {
   }
 }
 
-export function printRestore(r: RestoreResult): void {
+/** `store`: the words naming the store in the undo command (storeWords), as the restore command named it. */
+export function printRestore(r: RestoreResult, store = `--store ${r.store}`): void {
   print`${r.store}: ${r.dryRun ? 'dry run of restore' : 'restored'} from ${r.from}`;
   for (const s of r.steps) print`  ${s}`;
   if (!r.dryRun && typeof r.erasedKeptOut === 'number') print`  erased memories kept out: ${r.erasedKeptOut} (erase ledger: ${r.eraseLedger})`;
-  if (r.undo) print`  to undo: memory-warden restore ${r.undo} --store ${r.store}`;
+  if (r.undo) print`  to undo: memory-warden restore ${r.undo} ${store}`;
   if (r.erasedLeft) print`  NOT DONE: ${r.erasedLeft}`;
 }
 

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { resolve } from 'node:path';
 import { usageError } from '../core/errors.js';
 import { loadForCommand, onAnyEngine, print, type StoreOptions } from './common.js';
 
@@ -30,6 +31,9 @@ export function registerServeCommands(program: Command): void {
       const { startReviewServer } = await import('../review-web/server.js');
       const server = await startReviewServer({ config, log, now });
       print`review page at ${server.url}${config.review.url ? ` (readers reach it as ${config.review.url})` : ''}`;
+      // The page opens only from a signed link; without review.url the digest carries commands, not links.
+      const withConfig = opts.config !== undefined ? ` --config ${(await import('../digest/untrusted.js')).shellPath(resolve(opts.config))}` : '';
+      if (!config.review.url) print`  it opens from a signed link (review.url is not set, so the digest has none): memory-warden serve --link STORE${withConfig} prints one`;
       await new Promise<void>((resolve) => {
         const stop = () => void server.close().then(resolve);
         process.once('SIGTERM', stop);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, storeWords, type StoreOptions } from './common.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
@@ -99,6 +99,6 @@ function restoreCommand(cmd: Command): Command {
       // Bytes of an erased memory possibly left in the restored store: not done, as erase says while a copy remains.
       if (result.erasedLeft) process.exitCode = 1;
       if (opts.json) return printJson(result);
-      (await import('./run-output.js')).printRestore(result);
+      (await import('./run-output.js')).printRestore(result, await storeWords(opts, ctx.storeName));
     });
 }

@@ -65,6 +65,19 @@ function readCache(yamlText: string): DefaultsCache | undefined {
   return cache.sha256 === sha256(yamlText) ? cache : undefined;
 }
 
+/**
+ * The state db of a command given no config file (`--db PATH` alone): the defaults' `stateDb` with this environment
+ * (`MEMORY_WARDEN_STATE`, else under the home folder), `~` expanded. Undefined when that does not expand.
+ */
+export function stateDbWithoutConfig(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  try {
+    const v = expandEnv((readDefaults() as Record<string, unknown>).stateDb, env, ['stateDb']);
+    return typeof v === 'string' && isPathText(v) ? resolve(expandHome(v, env)) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The built-in defaults: from the build's cache while default.yaml is unchanged, else parsed. */
 export function readDefaults(): unknown {
   const text = readText(DEFAULT_CONFIG_PATH);

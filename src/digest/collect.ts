@@ -1,4 +1,6 @@
 import type { Config } from '../config/config.js';
+import { expandHome, stateDbWithoutConfig } from '../config/read.js';
+import { resolve } from 'node:path';
 import { restoreJournalBase, withPendingRestore } from '../snapshot/journal.js';
 import type { Db } from '../store/sqlite.js';
 import type { JobContext } from '../job/job.js';
@@ -114,7 +116,7 @@ async function collectStore(name: string, rules: LookTwiceRules, opts: CollectOp
     section.error = 'not in config';
     return section;
   }
-  section.select = storeSelector(name, storeConfig);
+  section.select = storeSelector(name, storeConfig, resolve(expandHome(config.stateDb)) === stateDbWithoutConfig());
   try {
     // Through the store's engine: a SQLite file here, or a schema of a database every host reaches.
     const store = await openStoreOnEngine(config, name, { readonly: true });

@@ -123,7 +123,7 @@ export function shellWord(id: string): string {
 }
 
 /** A path from config (trusted, but it may hold spaces) as one shell word: bare when plain, else single-quoted. */
-function shellPath(path: string): string {
+export function shellPath(path: string): string {
   return /^[A-Za-z0-9_./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
 }
 

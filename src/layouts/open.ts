@@ -71,10 +71,13 @@ export interface StoreSelector {
 
 /**
  * How a command a person pastes (the digest's review commands) names this store: `--db PATH` when the path
- * alone says everything about it (the brief's layout and no vector store, exactly what `--db` builds), so the
- * command works with no config file; otherwise `--store NAME`, which needs the same config.
+ * alone says everything about it (the brief's layout and no vector store, exactly what `--db` builds; a store named
+ * as `--db` names it, after its file; its records in the state db `--db` alone uses, `stateDbIsDefault`), so the
+ * command works with no config file and records the decision where the digest and review list read it; otherwise
+ * `--store NAME`, which needs the same config.
  */
-export function storeSelector(name: string, store: StoreConfig): StoreSelector {
+export function storeSelector(name: string, store: StoreConfig, stateDbIsDefault: boolean): StoreSelector {
   // storeSchema.parse({ db }), written out: this module opens every store and loads no zod (test/store/open.test.ts).
-  return isDeepStrictEqual(store, { engine: 'sqlite', layout: 'warden', db: store.db }) ? { flag: '--db', value: store.db } : { flag: '--store', value: name };
+  const byPath = isDeepStrictEqual(store, { engine: 'sqlite', layout: 'warden', db: store.db }) && storeNameForPath(store.db) === name && stateDbIsDefault;
+  return byPath ? { flag: '--db', value: store.db } : { flag: '--store', value: name };
 }

@@ -145,6 +145,33 @@ describe('memory-warden digest', () => {
     expect(readdirSync(tmp.dir).filter((f) => f.startsWith('PWNED'))).toEqual([]);
   }, 120_000); // eight CLI processes, one per printed command
 
+  it('a review command it prints decides on the store it lists and is recorded in the state db it reads, pasted in a shell with no config', () => {
+    const old = at(NOW - 300 * 24 * HOUR);
+    const home = join(tmp.dir, 'home');
+    mkdirSync(home);
+    const env = { ...process.env, LOG_LEVEL: 'silent', HOME: home, MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: '' };
+    const printed = (config: unknown, db: string) => {
+      makeStore(join(tmp.dir, db), [{ id: 'r_old', confirmed_at: old, created_at: old }, { id: 'n_new', created_at: at(NOW - HOUR) }]);
+      writeFileSync(configFile, YAML.stringify(config));
+      const preview = spawnSync(process.execPath, [CLI, 'digest', '--preview', '--config', configFile, '--now', NOW_ISO], { encoding: 'utf8', env });
+      expect(preview.status, preview.stderr).toBe(0);
+      return /^ {5}\$ (memory-warden review confirm r_old .+)$/m.exec(preview.stdout)?.[1];
+    };
+    // Its own state db, or a store named otherwise than its file: --db alone would record the decision in the default
+    // state db (under HOME), under the file's name, where neither the digest nor review list of this store looks.
+    expect(printed({ stateDb: 'state.db', stores: { review: { db: 'review.db' } } }, 'review.db')).toBe('memory-warden review confirm r_old --store review');
+    expect(printed({ stores: { agent: { db: 'memory2.db' } } }, 'memory2.db')).toBe('memory-warden review confirm r_old --store agent');
+    // Named as its file and recorded in the default state db: --db alone is the same store, pasted anywhere.
+    const command = printed({ stores: { memory: { db: 'memory.db' } } }, 'memory.db');
+    expect(command).toBe(`memory-warden review confirm r_old --db ${join(tmp.dir, 'memory.db')}`);
+    const r = spawnSync('bash', ['--norc', '--noprofile', '-c', `memory-warden() { "${process.execPath}" "${CLI}" "$@"; }\n${command}`], { cwd: home, encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    const state = new Database(join(home, '.local/state/memory-warden/state.db'), { readonly: true });
+    const decided = state.prepare(`SELECT store, memory_id AS id, resolution FROM drift_verdicts`).all();
+    state.close();
+    expect(decided).toEqual([{ store: 'memory', id: 'r_old', resolution: 'confirmed' }]);
+  }, 60_000);
+
   it('bad SMTP config: exit 2 and one line naming the field', () => {
     writeFileSync(configFile, YAML.stringify({ stateDb: 'state.db', stores: { agent: { db: 'agent.db' } }, smtp: { host: '127.0.0.1', port: smtp.port, user: 'warden' }, digest: { to: ['owner@example.org'] } }));
     const r = cli(['digest', '--send', '--config', configFile, '--now', NOW_ISO]);

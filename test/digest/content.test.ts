@@ -1,9 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { cli } from '../helpers/cli.js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir } from '../helpers/store.js';
 import { NOW, HOUR, DAY, at, world, runDigestJob, rowsBefore, withState } from './fixtures.js';
@@ -17,6 +16,7 @@ beforeEach(async () => {
   tmp = tempDir('mw-digest-');
 });
 afterEach(async () => {
+  vi.unstubAllEnvs();
   await smtp.close();
   tmp.cleanup();
 });
@@ -205,6 +205,8 @@ describe('digest content, as received by a real SMTP server', () => {
       v.run('agent', 'r_04', 'manual', null, null, at(NOW - 9 * HOUR), 1, at(NOW - 8 * HOUR));
       v.run('agent', 'r_05', 'confirmed', 'repo', null, at(NOW - 9 * HOUR), 0, null);
     });
+    // Its state db is the one --db alone uses here (MEMORY_WARDEN_STATE): a store that is only a path is named by --db.
+    vi.stubEnv('MEMORY_WARDEN_STATE', w.config.stateDb);
     await runDigestJob(w.config, NOW);
     const m = the(smtp);
     expect(m.parsed.subject).toBe('memory-warden digest 2026-11-29: 1 new, 3 failed jobs');
@@ -224,7 +226,7 @@ describe('digest content, as received by a real SMTP server', () => {
     // Pasted into a shell as printed, both commands run and confirm their row, with no config file at all.
     for (const line of reviewIds.slice(0, 2)) {
       const words = spawnSync('bash', ['--norc', '--noprofile', '-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' }).stdout.split('\0').slice(0, -1);
-      const r = cli(['review', 'confirm', ...words], { MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(tmp.dir, 'review-state.db') });
+      const r = cli(['review', 'confirm', ...words], { MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: w.config.stateDb });
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
     }

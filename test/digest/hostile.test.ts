@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { tempDir, type Row } from '../helpers/store.js';
 import { linksIn, htmlToText } from '../helpers/linkify.js';
@@ -15,6 +15,7 @@ beforeEach(async () => {
   tmp = tempDir('mw-hostile-');
 });
 afterEach(async () => {
+  vi.unstubAllEnvs();
   await smtp.close();
   tmp.cleanup();
 });
@@ -140,6 +141,7 @@ describe('ids that hold a credential', () => {
     });
     rows.push({ id: 'm_plain', subject: 'user', fact: 'prefers pnpm', source: 'message', created_at: at(NOW - 500 * DAY), confirmed_at: at(NOW - 400 * DAY) });
     const w = world(tmp.dir, { agent: rows }, smtp, {}, { review: { batch: ids.length + 1 } });
+    vi.stubEnv('MEMORY_WARDEN_STATE', w.config.stateDb); // the state db --db alone uses: the commands name the store by --db
     await runDigestJob(w.config, NOW);
     const m = smtp.received[0]!;
     const text = String(m.parsed.text ?? '');

@@ -88,7 +88,7 @@ describe('a PostgreSQL store\'s config', { timeout: 120_000 }, () => {
     const nodb = await refused(['check', '--config', store.config], { [URL_VAR]: withPassword(db.url.replace(db.name, `${db.name}_gone`)) });
     expect(nodb).toMatch(/stores\.fleet\.postgres\.url: database ".*_gone" does not exist/);
     const noschema = await refused(['run', 'prune', '--config', store.config], { [URL_VAR]: withPassword(db.url) });
-    expect(noschema).toContain('stores.fleet.postgres.schema: no schema "fleet" in the database (memory-warden init --store fleet creates it)');
+    expect(noschema).toContain('stores.fleet.postgres.schema: no schema "fleet" in the database (memory-warden init --config FILE --store fleet creates it)');
     await db.client.query('CREATE SCHEMA fleet');
     const notable = await refused(['check', '--config', store.config], { [URL_VAR]: withPassword(db.url) });
     expect(notable).toContain('stores.fleet.postgres.schema: schema "fleet" has no table memory');

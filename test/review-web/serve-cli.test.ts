@@ -48,15 +48,17 @@ describe('memory-warden serve', { timeout: 90_000 }, () => {
   it('serves the page on loopback until told to stop', async () => {
     writeFileSync(join(dir, 'users'), spawnSync(process.execPath, [CLI, 'serve', '--hash-password', 'bob'], { input: 'a long password\n', encoding: 'utf8' }).stdout);
     child = spawn(process.execPath, [CLI, 'serve', '--config', config], { env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_REVIEW_KEY: KEY }, stdio: ['ignore', 'pipe', 'pipe'] });
-    const url = await new Promise<string>((resolve, reject) => {
+    const [url, next] = await new Promise<string[]>((resolve, reject) => {
       let out = '';
       child!.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
-        const m = /review page at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (m) resolve(m[1]!);
+        const m = /review page at (http:\/\/127\.0\.0\.1:\d+)\n(.*)\n/.exec(out);
+        if (m) resolve(m.slice(1));
       });
       child!.on('exit', (code) => reject(new Error(`serve exited ${code}`)));
     });
+    // Without review.url, the next line says how to get in: the page opens only from a signed link.
+    expect(next).toBe(`  it opens from a signed link (review.url is not set, so the digest has none): memory-warden serve --link STORE --config ${config} prints one`);
     const res = await fetch(`${url}/store/agent`);
     expect(res.status).toBe(401);
     expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");

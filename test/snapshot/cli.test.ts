@@ -105,6 +105,23 @@ describe('the CLI', { timeout: 90_000 }, () => {
     expect(await fx.pointRows()).toEqual(ROWS.map((r) => r.id));
     expect(ids(fx.dbPath)).toEqual(ROWS.map((r) => r.id));
 
+    // The undo it prints names the store as the restore was told to (its --config too): pasted, it runs.
+    const text = await cli(['restore', dir, '--config', config, '--store', 'agent', '--now', '2026-11-29T08:00:00Z']);
+    expect(text.code, text.stderr).toBe(0);
+    const undo = /^ {2}to undo: (memory-warden restore .+)$/m.exec(text.stdout)?.[1];
+    expect(undo).toBe(`memory-warden restore ${join(backups(), '2026-11-29T080000Z-pre-restore')} --config ${config} --store agent`);
+    // In bash, as a person pastes it; asynchronously: the Qdrant test server answers from this process.
+    const shell = spawn('bash', ['--norc', '--noprofile', '-c', `memory-warden() { "${process.execPath}" "${CLI}" "$@"; }\n${undo} --dry-run`], {
+      cwd: fx.dir, env: { ...process.env, LOG_LEVEL: 'silent', MEMORY_WARDEN_CONFIG: '', MEMORY_WARDEN_STATE: join(fx.dir, 'state.db') },
+    });
+    let out = '';
+    let err = '';
+    shell.stdout.on('data', (d) => (out += d));
+    shell.stderr.on('data', (d) => (err += d));
+    const pasted = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => shell.on('close', (status) => resolve({ status, stdout: out, stderr: err })));
+    expect(pasted.status, pasted.stderr).toBe(0);
+    expect(pasted.stdout).toMatch(/^agent: dry run of restore from .*2026-11-29T080000Z-pre-restore$/m);
+
     const bad = await cli(['restore', join(backups(), 'nope'), '--config', config, '--store', 'agent']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/manifest/);

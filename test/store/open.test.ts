@@ -93,10 +93,13 @@ describe('refusing what is not a memory store', { timeout: 120_000 }, () => {
 describe('how a pasted command names a store', () => {
   it('by --db when the path says everything, by --store when config says more', () => {
     const parse = (raw: unknown) => storeSchema.parse(raw);
-    expect(storeSelector('agent', parse({ db: '/var/lib/agent/m.db' }))).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
-    expect(storeSelector('agent', parse({ db: '/var/lib/agent/m.db', layout: 'warden' }))).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
+    expect(storeSelector('m', parse({ db: '/var/lib/agent/m.db' }), true)).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
+    expect(storeSelector('m', parse({ db: '/var/lib/agent/m.db', layout: 'warden' }), true)).toEqual({ flag: '--db', value: '/var/lib/agent/m.db' });
     // Without the config, --db would miss the vectors (a delete would orphan them) or read mem0 as the brief's table.
-    expect(storeSelector('agent', parse({ db: '/m.db', qdrant: { url: 'http://127.0.0.1:6333', collections: ['memories'] } }))).toEqual({ flag: '--store', value: 'agent' });
-    expect(storeSelector('mem', parse({ db: '/history.db', layout: 'mem0' }))).toEqual({ flag: '--store', value: 'mem' });
+    expect(storeSelector('agent', parse({ db: '/m.db', qdrant: { url: 'http://127.0.0.1:6333', collections: ['memories'] } }), true)).toEqual({ flag: '--store', value: 'agent' });
+    expect(storeSelector('mem', parse({ db: '/history.db', layout: 'mem0' }), true)).toEqual({ flag: '--store', value: 'mem' });
+    // --db names the store after its file and records in the default state db: another name or state db is another store's record.
+    expect(storeSelector('agent', parse({ db: '/var/lib/agent/m.db' }), true)).toEqual({ flag: '--store', value: 'agent' });
+    expect(storeSelector('m', parse({ db: '/var/lib/agent/m.db' }), false)).toEqual({ flag: '--store', value: 'm' });
   });
 });

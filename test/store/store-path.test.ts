@@ -34,7 +34,7 @@ describe('a store file that is no file', () => {
       const r = cli([...args, '--config', config, '--store', 'agent'], { MEMORY_WARDEN_CONFIG: '' });
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
       expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
-      expect(r.stderr, args.join(' ')).toContain(`memory-warden: config ${config}: stores.agent.db: ${db} is ${kind}, not a SQLite file`);
+      expect(r.stderr, args.join(' ')).toContain(`memory-warden: config ${config}: stores.agent.db: ${db} is ${kind}, not a SQLite file (give the store's file)\n`);
     }
     if (kind === 'a directory') expect(readdirSync(db)).toEqual([]);
   });

@@ -66,7 +66,7 @@ async function objects(store: PostgresStoreHandle, q: Pick<PostgresStoreHandle['
 export async function assertWardenSchemaPg(store: PostgresStoreHandle): Promise<void> {
   const o = await objects(store);
   const name = schemaName(store);
-  const init = `memory-warden init --store ${store.name} creates it`;
+  const init = `memory-warden init --config FILE --store ${store.name} creates it`;
   if (!o.schema) throw storeError(`${setting(store)}: no schema "${name}" in the database (${init})`);
   if (o.relations.get('memory') !== 'r') throw storeError(`${setting(store)}: schema "${name}" has no table memory (${init})`);
   const missing = REQUIRED_COLUMNS.filter((c) => !o.columns.has(c));
