@@ -1,7 +1,7 @@
 import type { Mem0Point, PointId, PointRecord, PointStore, RowVectors, SqlRunner } from '../contract.js';
 import type { PgvectorConfig } from './config.js';
 
-export { pgvectorSchema, type PgvectorConfig } from './config.js';
+export type { PgvectorConfig } from './config.js';
 
 /**
  * Vectors in pgvector tables of a PostgreSQL schema, one table per collection, in the shape mem0's pgvector store
