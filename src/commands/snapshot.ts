@@ -44,7 +44,7 @@ export function registerSnapshotCommands(program: Command): void {
         }
         const points = Object.entries(e.points ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
         const gone = e.erased ? `  ${(await import('./targets-remote.js')).erasedNote(e.erased)}` : '';
-        print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes  skew ${e.skewMs} ms${e.verified ? `  verify: ${e.verified}` : ''}${gone}`;
+        print`  ${e.name}  ${e.reason}  rows ${e.rows ?? '?'}${points ? `  points ${points}` : ''}  ${e.bytes} bytes${points ? `  skew ${e.skewMs} ms` : ''}${e.verified ? `  verify: ${e.verified}` : ''}${gone}`;
       }
     });
 
