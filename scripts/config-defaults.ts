@@ -1,4 +1,4 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { DEFAULT_CONFIG_PATH, DEFAULTS_CACHE_PATH, defaultsCacheText } from '../src/config/config.js';
 
 /**
@@ -14,3 +14,7 @@ if (text === undefined) {
   writeFileSync(DEFAULTS_CACHE_PATH, text);
   process.stdout.write(`wrote ${DEFAULTS_CACHE_PATH}\n`);
 }
+
+// The package's command (package.json "bin"): tsc writes it without the execute bit, and `npx memory-warden` in a
+// clone runs it as a file.
+chmodSync(new URL('../src/cli.js', import.meta.url), 0o755);

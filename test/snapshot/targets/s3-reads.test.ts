@@ -123,7 +123,7 @@ describe('fetch and verify from an S3 storage that streams for ever', () => {
       expect((await failure(fetchSnapshot(t, tcfg, local.name, dest))).message).toMatch(/store\.db: larger than its recorded \d+ bytes; not read further/);
       const written = join(dest, 'store.db');
       expect(existsSync(written) ? statSync(written).size : 0).toBeLessThanOrEqual(recorded);
-      rmSync(fetchDir, { recursive: true, force: true });
+      rmSync(fetchDir, { recursive: true, force: true, maxRetries: 10 });
     });
   });
 });
