@@ -3,23 +3,23 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { basename, dirname, join } from 'node:path';
 import YAML from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../src/config/config.js';
-import { validateConfig } from '../../src/config/config.js';
-import { silentLogger } from '../../src/log/logger.js';
-import { COPY_KINDS, copyKind, localLeftovers, type CopyKindName, type EraseTreatment } from '../../src/snapshot/copies.js';
-import { takeSnapshot } from '../../src/snapshot/create.js';
-import { noteServerSnapshot } from '../../src/snapshot/server-snapshots.js';
-import { replicateStore } from '../../src/snapshot/targets/replicate.js';
-import { uploadJournalFor } from '../../src/snapshot/targets/s3/journal.js';
-import type { S3TargetConfig } from '../../src/snapshot/targets/s3/schema.js';
-import { collectionSnapshotsFor } from '../../src/vectors/registry.js';
-import { cliAsync } from '../helpers/cli.js';
-import { tempDir } from '../helpers/store.js';
-import { expectEveryPair, kindsFor, makeKind, STORE_KINDS, type KindName, type KindStore } from '../helpers/store-kinds.js';
-import { localPlace, s3Place, type TargetPlace } from '../snapshot/targets/fixtures.js';
+import type { Config } from '../../../src/config/config.js';
+import { validateConfig } from '../../../src/config/config.js';
+import { silentLogger } from '../../../src/log/logger.js';
+import { COPY_KINDS, copyKind, localLeftovers, type CopyKindName, type EraseTreatment } from '../../../src/snapshot/copies.js';
+import { takeSnapshot } from '../../../src/snapshot/create.js';
+import { noteServerSnapshot } from '../../../src/snapshot/server-snapshots.js';
+import { replicateStore } from '../../../src/snapshot/targets/replicate.js';
+import { uploadJournalFor } from '../../../src/snapshot/targets/s3/journal.js';
+import type { S3TargetConfig } from '../../../src/snapshot/targets/s3/schema.js';
+import { collectionSnapshotsFor } from '../../../src/vectors/registry.js';
+import { cliAsync } from '../../helpers/cli.js';
+import { tempDir } from '../../helpers/store.js';
+import { expectEveryPair, expectShards, kindsFor, kindsOfShard, makeKind, shardOf, STORE_KINDS, type KindName, type KindStore } from '../../helpers/store-kinds.js';
+import { localPlace, s3Place, type TargetPlace } from '../../snapshot/targets/fixtures.js';
 import { Queue, QueueEvents, Worker } from 'bullmq';
-import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { recordQueueUse } from '../../src/state/state.js';
+import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../../helpers/redis.js';
+import { recordQueueUse } from '../../../src/state/state.js';
 
 /**
  * The conformance suite over the kinds of copy memory-warden can leave (src/snapshot/copies.ts): for every kind, that
@@ -39,24 +39,6 @@ let kind: KindStore | undefined;
 let tmp: ReturnType<typeof tempDir> | undefined;
 let redis: TestRedis;
 let prefix: string | undefined;
-beforeAll(async () => {
-  disk = await localPlace();
-  bucket = await s3Place();
-  redis = await startTestRedis();
-}, 60_000);
-afterAll(async () => {
-  await disk.stop();
-  await bucket.stop();
-  await redis.stop();
-});
-afterEach(async () => {
-  await kind?.close();
-  kind = undefined;
-  tmp?.cleanup();
-  tmp = undefined;
-  if (prefix) await deletePrefix(redis.client, prefix);
-  prefix = undefined;
-});
 
 interface World {
   kind: KindStore;
@@ -277,90 +259,117 @@ function notMade(copy: CopyKindName, store: KindName): string | undefined {
  */
 const COPY_GAPS: Partial<Record<KindName, Partial<Record<CopyKindName, string>>>> = {};
 
-const STORES = kindsFor('copy-kinds');
-const ROWS = STORES.flatMap((store) => COPY_KINDS.filter((k) => !notMade(k.name, store))
+const rowsOf = (stores: KindName[]) => stores.flatMap((store) => COPY_KINDS.filter((k) => !notMade(k.name, store))
   .filter((k) => process.env.MW_TEST_GAPS === '1' || !COPY_GAPS[store]?.[k.name]).map((k) => [k.name, k.erase, store] as const));
+const ROWS = rowsOf(kindsFor('copy-kinds'));
 
-describe('every kind of copy memory-warden can leave is found by erase, and dealt with as its kind says', { timeout: 120_000 }, () => {
-  it('every (engine, layout) pair the config accepts is a kind of store here, and every kind of copy is made of one at least', () => {
-    expectEveryPair('copy-kinds');
-    for (const k of COPY_KINDS) expect(ROWS.some(([copy]) => copy === k.name), k.name).toBe(true);
+/** The suite's files: shard-1.test.ts … shard-N.test.ts, each running the rows of its kinds (shard 1 the rest too). */
+export const SHARDS = 4;
+
+export function copyKindsSuite(fileUrl: string): void {
+  const shard = shardOf(fileUrl, SHARDS);
+  beforeAll(async () => {
+    disk = await localPlace();
+    bucket = await s3Place();
+    redis = await startTestRedis();
+  }, 60_000);
+  afterAll(async () => {
+    await disk.stop();
+    await bucket.stop();
+    await redis.stop();
+  });
+  afterEach(async () => {
+    await kind?.close();
+    kind = undefined;
+    tmp?.cleanup();
+    tmp = undefined;
+    if (prefix) await deletePrefix(redis.client, prefix);
+    prefix = undefined;
   });
 
-  it('the suite covers the registry: one maker per kind, each kind made somewhere in src', () => {
-    expect(Object.keys(MAKERS).sort()).toEqual(COPY_KINDS.map((k) => k.name).sort());
-    for (const k of COPY_KINDS) for (const f of k.madeIn) expect(existsSync(f), `${k.name}: ${f}`).toBe(true);
-    // docs/erase.md lists every kind with what erase does with it.
-    const doc = readFileSync('docs/erase.md', 'utf8');
-    for (const k of COPY_KINDS) expect(doc, k.name).toMatch(new RegExp(`^\\| \`${esc(k.name)}\` \\|.*\\| ${k.erase} \\|$`, 'm'));
-  });
-
-  it.each(ROWS)('%s (%s) of a %s store', async (kind, _treatment, store) => {
-    const w = await world(store);
-    const made = await MAKERS[kind](w);
-    const treatment = copyKind(kind).erase; // what happens to this copy
-    const exit = strongest(made.kinds); // what erase's exit code says of all the maker made
-    expect(await made.present(), 'the maker made it').toBe(true);
-
-    const dry = await erase(w, '--dry-run');
-    expect(dry.code).toBe(0);
-    expect(dry.found, 'the dry run lists it').toContainEqual(expect.stringMatching(made.label));
-    expect(await made.present(), 'a dry run changes nothing').toBe(true);
-
-    const plain = await erase(w);
-    if (goes(treatment)) {
-      expect(await made.present(), 'a leftover goes with any erase').toBe(false);
-      expect(plain.deleted).toContainEqual(expect.stringMatching(made.label));
-    } else {
-      expect(await made.present(), 'a backup stays without --snapshots').toBe(true);
-      expect(plain.found).toContainEqual(expect.stringMatching(made.label));
-    }
-    expect(plain.code, `exit 1 while a copy remains: ${JSON.stringify(plain)}`).toBe(goes(exit) ? 0 : 1);
-    // The next run knows her only by the keyed hashes the first kept: it still finds what remains.
-    const snaps = await erase(w, '--snapshots');
-    expect(await made.present()).toBe(treatment === 'person');
-    expect(snaps.code, JSON.stringify(snaps)).toBe(exit === 'person' ? 1 : 0);
-    if (treatment === 'person') expect(snaps.found).toContainEqual(expect.stringMatching(made.label));
-    const again = await erase(w);
-    expect(again.code).toBe(exit === 'person' ? 1 : 0);
-  });
-});
-
-describe('a copy still in use is listed and left', { timeout: 120_000 }, () => {
-  it('a download folder whose restore still runs (its pid is alive): found, cannot be ruled out, not removed, exit 1; gone once it ends', async () => {
-    const w = await world();
-    const dir = storeCopyIn(join(w.root, `.fetch-2026-11-28T020000Z-${process.pid}-0badc0de`), w); // this process: alive
-    const r = await erase(w, '--snapshots');
-    expect(r.code).toBe(1);
-    expect(r.found).toContain(dir);
-    expect(r.unverified).toContain(dir);
-    expect(r.deleted).not.toContain(dir);
-    expect(readdirSync(dir)).not.toEqual([]);
-    const ended = dir.replace(`-${process.pid}-`, `-${deadPid()}-`);
-    renameSync(dir, ended);
-    const again = await erase(w, '--snapshots');
-    expect(again.deleted).toContain(ended);
-    expect(again.code).toBe(0);
-    expect(existsSync(ended)).toBe(false);
-  });
-});
-
-describe('staging copies are looked for beside every file a restore stages', () => {
-  it('mem0\'s SQLite vector files and Mastra\'s vector file, not only the store\'s db', () => {
-    const dir = join((disk.config() as { path: string }).path, 'stores');
-    mkdirSync(dir, { recursive: true });
-    const config = validateConfig({
-      stateDb: join(dir, 'state.db'),
-      snapshot: { root: join(dir, 'backups') },
-      stores: {
-        m: { layout: 'mem0', db: join(dir, 'history.db'), mem0: { vectorStore: 'sqlite', vectorDb: join(dir, 'vector_store.db') } },
-        a: { layout: 'mastra', db: join(dir, 'mastra.db'), mastra: { vectorDb: join(dir, 'vectors.db') } },
-      },
+  const first = shard.index === 1;
+  describe('every kind of copy memory-warden can leave is found by erase, and dealt with as its kind says', { timeout: 120_000 }, () => {
+    if (first) it('every (engine, layout) pair the config accepts is a kind of store here, and every kind of copy is made of one at least', () => {
+      expectEveryPair('copy-kinds');
+      expectShards(shard);
+      for (const k of COPY_KINDS) expect(ROWS.some(([copy]) => copy === k.name), k.name).toBe(true);
     });
-    for (const f of ['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal', '.mastra.db.restore-3', '.vectors.db.restore-4']) writeFileSync(join(dir, f), CAROL);
-    const found = (store: string) => localLeftovers(config, store, ['staging']).map((c) => c.path.slice(dir.length + 1)).sort();
-    expect(found('m')).toEqual(expect.arrayContaining(['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal']));
-    expect(found('a')).toEqual(['.mastra.db.restore-3', '.vectors.db.restore-4']);
-    expect(readdirSync(dir)).toContain('.vectors.db.restore-4');
+
+    if (first) it('the suite covers the registry: one maker per kind, each kind made somewhere in src', () => {
+      expect(Object.keys(MAKERS).sort()).toEqual(COPY_KINDS.map((k) => k.name).sort());
+      for (const k of COPY_KINDS) for (const f of k.madeIn) expect(existsSync(f), `${k.name}: ${f}`).toBe(true);
+      // docs/erase.md lists every kind with what erase does with it.
+      const doc = readFileSync('docs/erase.md', 'utf8');
+      for (const k of COPY_KINDS) expect(doc, k.name).toMatch(new RegExp(`^\\| \`${esc(k.name)}\` \\|.*\\| ${k.erase} \\|$`, 'm'));
+    });
+
+    it.each(rowsOf(kindsOfShard('copy-kinds', shard)))('%s (%s) of a %s store', async (kind, _treatment, store) => {
+      const w = await world(store);
+      const made = await MAKERS[kind](w);
+      const treatment = copyKind(kind).erase; // what happens to this copy
+      const exit = strongest(made.kinds); // what erase's exit code says of all the maker made
+      expect(await made.present(), 'the maker made it').toBe(true);
+
+      const dry = await erase(w, '--dry-run');
+      expect(dry.code).toBe(0);
+      expect(dry.found, 'the dry run lists it').toContainEqual(expect.stringMatching(made.label));
+      expect(await made.present(), 'a dry run changes nothing').toBe(true);
+
+      const plain = await erase(w);
+      if (goes(treatment)) {
+        expect(await made.present(), 'a leftover goes with any erase').toBe(false);
+        expect(plain.deleted).toContainEqual(expect.stringMatching(made.label));
+      } else {
+        expect(await made.present(), 'a backup stays without --snapshots').toBe(true);
+        expect(plain.found).toContainEqual(expect.stringMatching(made.label));
+      }
+      expect(plain.code, `exit 1 while a copy remains: ${JSON.stringify(plain)}`).toBe(goes(exit) ? 0 : 1);
+      // The next run knows her only by the keyed hashes the first kept: it still finds what remains.
+      const snaps = await erase(w, '--snapshots');
+      expect(await made.present()).toBe(treatment === 'person');
+      expect(snaps.code, JSON.stringify(snaps)).toBe(exit === 'person' ? 1 : 0);
+      if (treatment === 'person') expect(snaps.found).toContainEqual(expect.stringMatching(made.label));
+      const again = await erase(w);
+      expect(again.code).toBe(exit === 'person' ? 1 : 0);
+    });
   });
-});
+
+  if (first) describe('a copy still in use is listed and left', { timeout: 120_000 }, () => {
+    it('a download folder whose restore still runs (its pid is alive): found, cannot be ruled out, not removed, exit 1; gone once it ends', async () => {
+      const w = await world();
+      const dir = storeCopyIn(join(w.root, `.fetch-2026-11-28T020000Z-${process.pid}-0badc0de`), w); // this process: alive
+      const r = await erase(w, '--snapshots');
+      expect(r.code).toBe(1);
+      expect(r.found).toContain(dir);
+      expect(r.unverified).toContain(dir);
+      expect(r.deleted).not.toContain(dir);
+      expect(readdirSync(dir)).not.toEqual([]);
+      const ended = dir.replace(`-${process.pid}-`, `-${deadPid()}-`);
+      renameSync(dir, ended);
+      const again = await erase(w, '--snapshots');
+      expect(again.deleted).toContain(ended);
+      expect(again.code).toBe(0);
+      expect(existsSync(ended)).toBe(false);
+    });
+  });
+
+  if (first) describe('staging copies are looked for beside every file a restore stages', () => {
+    it('mem0\'s SQLite vector files and Mastra\'s vector file, not only the store\'s db', () => {
+      const dir = join((disk.config() as { path: string }).path, 'stores');
+      mkdirSync(dir, { recursive: true });
+      const config = validateConfig({
+        stateDb: join(dir, 'state.db'),
+        snapshot: { root: join(dir, 'backups') },
+        stores: {
+          m: { layout: 'mem0', db: join(dir, 'history.db'), mem0: { vectorStore: 'sqlite', vectorDb: join(dir, 'vector_store.db') } },
+          a: { layout: 'mastra', db: join(dir, 'mastra.db'), mastra: { vectorDb: join(dir, 'vectors.db') } },
+        },
+      });
+      for (const f of ['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal', '.mastra.db.restore-3', '.vectors.db.restore-4']) writeFileSync(join(dir, f), CAROL);
+      const found = (store: string) => localLeftovers(config, store, ['staging']).map((c) => c.path.slice(dir.length + 1)).sort();
+      expect(found('m')).toEqual(expect.arrayContaining(['.history.db.restore-1', '.vector_store.db.restore-2', '.vector_store.db.restore-2-wal']));
+      expect(found('a')).toEqual(['.mastra.db.restore-3', '.vectors.db.restore-4']);
+      expect(readdirSync(dir)).toContain('.vectors.db.restore-4');
+    });
+  });
+}
