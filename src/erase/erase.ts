@@ -26,6 +26,7 @@ import type { ByteCheck, PostgresStoreHandle } from '../engines/contract.js';
 import { toCanonical } from '../time/instants.js';
 import type { EraseOptions, EraseSelector, Erased, StoreHandle } from '../layouts/contract.js';
 import { memberOf, StringList, type Strings } from '../text/string-list.js';
+import { holdYoungGeneration, pollYoungGeneration } from '../core/young-generation.js';
 
 // The selector, options and a layout's result are the layout contract's vocabulary (src/layouts/contract.ts).
 export type { EraseOptions, EraseSelector, Erased } from '../layouts/contract.js';
@@ -45,6 +46,8 @@ export type { EraseReceipt } from './receipts.js';
 import type { EraseReceipt } from './receipts.js';
 
 const MIN_SUBJECT = 3;
+/** The state db's page cache during an erase (eraseStoreAndRecords). */
+const STATE_CACHE_KB = 2000;
 
 /**
  * The receipt's digests, keyed: the selector's is the one the erase ledger files it under (needles.ts: `--subject`
@@ -100,6 +103,9 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     if (!use.used) return { searched: false, notUsed: true, reason: use.why, found: [], deleted: [], unverified: [], queued: [], places: [] };
     return (await import('./redis.js')).eraseRedisCopies(config, t, { dryRun: dry, log, state });
   };
+  // What the erase holds grows with the memories it takes by their bytes, not by V8's young generation
+  // (src/core/young-generation.ts).
+  const releaseYoung = holdYoungGeneration();
   try {
     // Under the store's maintenance lock, which the snapshot job holds too: no snapshot is half-written meanwhile.
     const copies = async (texts: Strings, ids: Strings, earlier: string[]) => {
@@ -154,6 +160,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
       else await withMaintenanceLock(sqlite.path, 'erase', run);
     }
   } finally {
+    releaseYoung();
     await store.close();
   }
 
@@ -213,6 +220,9 @@ async function eraseStoreAndRecords(
   sweepRedis: (state: Db, t: StateTarget, dryRun: boolean) => Promise<RedisSweep>,
 ) {
   const state = openStateDb(stateDb);
+  // The state db's pages through SQLite's default 2 MB of cache, not better-sqlite3's 16 MB: the id hashes an erase
+  // records (100,000 at 1% of a 10M-row store) filled it, so the erase held more the more memories it took.
+  state.pragma(`cache_size = -${STATE_CACHE_KB}`);
   try {
     const { layoutOpts, selector, earlier, earlierIds } = erasedBefore(state, key, store.name, sel, opts);
     if (dryRun || !worker) {
@@ -245,9 +255,9 @@ async function eraseStoreAndRecords(
       // Only the ids are kept (as the layout holds them), to tell the rows the agent added since.
       return { places, swept, wasPlanned: memberOf(planned.ids) };
     };
-    const { places, swept, wasPlanned } = await plan();
-    let statePlaces = places;
-    let redis = swept;
+    const planning: { places: Place[]; swept: RedisSweep; wasPlanned?: (id: string) => boolean } = await plan();
+    let statePlaces = planning.places;
+    let redis = planning.swept;
     // The deletes' frames stay in the WAL until the VACUUM's checkpoint(TRUNCATE): checkpointing them first would
     // copy into the file pages the VACUUM rewrites right after (at 1M rows, 22,000 pages and a second per erase).
     // Once another connection commits too (the agent), each delete's commit gets a PASSIVE checkpoint on the worker,
@@ -263,13 +273,15 @@ async function eraseStoreAndRecords(
     const alone = dataVersion();
     let shared = false;
     const afterCommit = () => {
+      pollYoungGeneration();
       shared ||= dataVersion() !== alone;
       if (shared) worker.checkpoint();
     };
     const erased = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun, afterCommit });
     const compaction = own ? Promise.resolve({ vacuumed: false, walTruncated: erased.walTruncated ?? false }) : worker.compact(); // queued behind the checkpoints
     // Meanwhile, on this thread: the state db, then the copies outside the store.
-    const added = notIn(erased.ids, wasPlanned); // rows the agent added since the plan
+    const added = notIn(erased.ids, planning.wasPlanned!); // rows the agent added since the plan
+    delete planning.wasPlanned; // the plan's ids: not held while the state db and the copies are searched
     recordErasedIdMacs(state, store.name, selector, idMacsOf(key, added));
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     // Rows the agent added since the plan: their texts searched for in Redis too.
@@ -338,6 +350,15 @@ function mergePlaces(a: Place[], b: Place[]): Place[] {
   return out;
 }
 
+/** Two read-backs as one: found if either found, unverified if either could not read, every count added. */
+function mergeByteChecks(a: ByteCheck, b: ByteCheck): ByteCheck {
+  const verdict = a.verdict === 'found' || b.verdict === 'found' ? 'found' : a.verdict === 'unverified' || b.verdict === 'unverified' ? 'unverified' : 'clean';
+  return {
+    verdict, needles: Math.max(a.needles, b.needles), relations: a.relations + b.relations, bytes: a.bytes + b.bytes,
+    found: [...a.found, ...b.found], shared: a.shared + b.shared, unseen: [...a.unseen, ...b.unseen],
+  };
+}
+
 /** The byte check's outcome as the receipt's counts (what the state db keeps): what was found, and what went unread. */
 function byteCounts(b: ByteCheck): Record<string, number> {
   return { bytesLeft: b.found.length, bytesUnverified: b.verdict === 'unverified' ? 1 : 0 };
@@ -386,7 +407,10 @@ async function eraseOnEngine(
     if (added.length > 0) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
-    const { vacuumed, walTruncated, bytes } = await scrubbing;
+    const scrubbed = await scrubbing;
+    const { vacuumed, walTruncated } = scrubbed;
+    // Tables of the store in another database (Mastra's PgVector elsewhere): what the layout read back there.
+    const bytes = erased.bytes && scrubbed.bytes ? mergeByteChecks(scrubbed.bytes, erased.bytes) : scrubbed.bytes ?? erased.bytes;
     if (bytes && erased.ids.length === 0 && earlier.length > 0) {
       bytes.unseen.push({ what: 'earlier-erases', facts: { ids: earlier.length },
         reach: 'earlier erases of this selector deleted rows whose texts are no longer known, so they were not looked for; the VACUUM FULL above rewrote the tables, which leaves no deleted row in them' });

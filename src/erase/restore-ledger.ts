@@ -55,6 +55,8 @@ export interface KeptOut {
   step: string;
   /** The taken-out memories' texts and ids (four bytes or more): what a database engine's scrub reads its files back for. */
   needles?: string[];
+  /** The tables of a database store the layout's erases deleted from (Erased.tables): what the engine's scrub rewrites and reads back. */
+  tables?: string[];
 }
 
 const empty = (store: string, stateDb: string, key: Buffer | null, missing?: string): RestoreLedger =>
@@ -191,6 +193,7 @@ async function eraseAgain<H>(
   const key = l.key!;
   const taken = new Set<string>();
   const texts = new Set<string>();
+  const tables = new Set<string>();
   const selectors: EraseSelector[] = await layout.erasedIn(store, asked(l, key));
   if (selectors.length === 0) return { memories: 0, step: `re-applied the erase ledger (${describeLedger(l)}): the snapshot holds none of it` };
   around.before?.();
@@ -201,6 +204,7 @@ async function eraseAgain<H>(
       const erased = await layout.erase(store, { selector, dryRun: false, now: opts.now, log: opts.log, vectorsLost: true, record: false, deletedIds });
       for (const id of erased.ids) taken.add(id);
       for (const t of erased.texts) texts.add(t);
+      for (const t of erased.tables ?? []) tables.add(t);
       if ('user' in selector) recordErasedIds(state, key, storeName, selectorMac(key, selector), erased.ids);
     }
   } finally {
@@ -209,7 +213,7 @@ async function eraseAgain<H>(
   around.after?.();
   opts.log.info({ store: storeName, keptOut: taken.size }, 'restore: the erase ledger kept erased memories out');
   const needles = [...texts, ...taken].filter((n) => Buffer.byteLength(n) >= 4);
-  return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}`, needles };
+  return { memories: taken.size, step: `re-applied the erase ledger (${describeLedger(l)}): kept out ${taken.size} erased memor${taken.size === 1 ? 'y' : 'ies'}`, needles, ...(tables.size > 0 ? { tables: [...tables] } : {}) };
 }
 
 /**

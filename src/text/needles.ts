@@ -132,16 +132,15 @@ function scanChars(hay: string, t: Tier, hit: (i: number, list: number[]) => boo
  * search finds the greatest needle not after the text there; a needle at i lies between itself and the text, so
  * it is that one or one of its prefixes.
  */
-function longestAtBytes(hay: Buffer, i: number, list: readonly number[], needles: readonly Buffer[], prefixOf: Int32Array): number {
+function longestAtBytes(hay: Uint8Array, i: number, list: readonly number[], needles: readonly Uint8Array[], prefixOf: Int32Array): number {
   let lo = 0;
   let hi = list.length - 1;
   let k = -1;
   let exact = false;
   while (lo <= hi) {
     const mid = (lo + hi) >>> 1;
-    const n = needles[list[mid]!]!;
-    // The text's slice against the needle: 0 when the needle is at i, below 0 when the text there sorts before it.
-    const c = hay.compare(n, 0, n.length, i, Math.min(hay.length, i + n.length));
+    // The text there against the needle: 0 when the needle is at i, below 0 when the text there sorts before it.
+    const c = compareBytesAt(hay, i, needles[list[mid]!]!);
     if (c >= 0) {
       k = list[mid]!;
       exact = c === 0;
@@ -149,11 +148,26 @@ function longestAtBytes(hay: Buffer, i: number, list: readonly number[], needles
     } else hi = mid - 1;
   }
   if (k < 0 || exact) return k;
-  for (k = prefixOf[k]!; k >= 0; k = prefixOf[k]!) {
-    const n = needles[k]!;
-    if (i + n.length <= hay.length && hay.compare(n, 0, n.length, i, i + n.length) === 0) return k;
-  }
+  for (k = prefixOf[k]!; k >= 0; k = prefixOf[k]!) if (compareBytesAt(hay, i, needles[k]!) === 0) return k;
   return -1;
+}
+
+let comparisons = 0;
+/** How many times the byte searches have compared a position with a needle, since the process started (tests). */
+export const bytesComparisons = (): number => comparisons;
+
+/**
+ * The bytes at i against the needle, as Buffer.compare orders them (0: the needle is at i), compared in place: the
+ * needles are short and most differ within a few bytes, where Buffer.compare's call and argument checks cost more.
+ */
+function compareBytesAt(hay: Uint8Array, i: number, n: Uint8Array): number {
+  comparisons++;
+  const m = Math.min(n.length, hay.length - i);
+  for (let k = 0; k < m; k++) {
+    const d = hay[i + k]! - n[k]!;
+    if (d !== 0) return d;
+  }
+  return m === n.length ? 0 : -1;
 }
 
 /** The text at i against the needle, as Buffer.compare orders them (0: the needle is at i). */
@@ -202,9 +216,10 @@ export function bytesFinder(needles: readonly Buffer[]): (hay: Buffer) => boolea
   const usable = needles.filter((n) => n.length >= 4);
   if (usable.length <= FEW) return (hay) => usable.some((n) => hay.includes(n));
   const { tiers, prefixOf } = indexOf(usable, bytes);
+  const ns = usable.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.length));
   return (hay) => {
-    const hit = (i: number, list: number[]) => longestAtBytes(hay, i, list, usable, prefixOf) >= 0;
     const view = new Uint8Array(hay.buffer, hay.byteOffset, hay.length);
+    const hit = (i: number, list: number[]) => longestAtBytes(view, i, list, ns, prefixOf) >= 0;
     return tiers.some((t) => scanBytes(view, t, hit));
   };
 }
@@ -218,19 +233,19 @@ export function bytesHits(needles: readonly Buffer[]): (hay: Buffer, skip: Reado
   if (usable.length <= FEW) {
     return (hay, skip) => usable.filter((x) => !skip.has(x.idx)).map((x) => ({ needle: x.idx, at: hay.indexOf(x.n) })).filter((h) => h.at >= 0);
   }
-  const ns = usable.map((x) => x.n);
-  const { tiers, prefixOf } = indexOf(ns, bytes);
+  const { tiers, prefixOf } = indexOf(usable.map((x) => x.n), bytes);
+  const ns = usable.map((x) => new Uint8Array(x.n.buffer, x.n.byteOffset, x.n.length));
   return (hay, skip) => {
     const out = new Map<number, number>();
+    const view = new Uint8Array(hay.buffer, hay.byteOffset, hay.length);
     const hit = (i: number, list: number[]) => {
       // The longest needle here, then its prefixes: all of them are here.
-      for (let k = longestAtBytes(hay, i, list, ns, prefixOf); k >= 0; k = prefixOf[k]!) {
+      for (let k = longestAtBytes(view, i, list, ns, prefixOf); k >= 0; k = prefixOf[k]!) {
         const { idx } = usable[k]!;
         if (!skip.has(idx) && !out.has(idx)) out.set(idx, i);
       }
       return false; // every needle, not the first
     };
-    const view = new Uint8Array(hay.buffer, hay.byteOffset, hay.length);
     for (const t of tiers) scanBytes(view, t, hit);
     return [...out].map(([needle, at]) => ({ needle, at }));
   };

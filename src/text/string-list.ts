@@ -1,3 +1,5 @@
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+
 /**
  * Many strings held as bytes, not as JavaScript strings: what erase keeps of every memory it takes (ids, texts) until
  * it has looked for their copies. As an array of strings each one cost its header, its slot, a share of the garbage
@@ -19,8 +21,15 @@ const FIRST_CHUNK = 1 << 12;
 /** The top bit of an entry's length: its bytes are UTF-16LE (else latin1, every character below 0x80). */
 const WIDE = 0x80000000;
 
+/** A full chunk of a packed list is kept deflated only if that saves at least this share of it. */
+const PACK_GAIN = 0.9;
+
 export class StringList implements Strings {
   private chunks: Buffer[] = [];
+  /** A packed list's chunks, once full, are kept deflated (level 1): the length each had before, 0 for one kept as is. */
+  private readonly rawLength: number[] = [];
+  /** The last deflated chunk read, inflated: a pass in order inflates each chunk once. */
+  private inflated: { chunk: number; bytes: Buffer } | undefined;
   /** Bytes used in the last chunk. */
   private used = 0;
   private chunkOf = new Uint32Array(64);
@@ -29,6 +38,13 @@ export class StringList implements Strings {
   private count = 0;
   /** Open addressing over the entries by a hash of their bytes (built by the first `has`, kept up by `push`). */
   private table: Int32Array | undefined;
+
+  /**
+   * `packed`: each chunk, once full, deflated (the texts an erase holds: read in order, a chunk at a time, a few
+   * times over; words repeat). Its strings are read as fast in order; a lookup out of order (`has`, `at`) may inflate
+   * a chunk for each.
+   */
+  constructor(private readonly opts: { packed?: boolean } = {}) {}
 
   static from(strings: Iterable<string>): StringList {
     const list = new StringList();
@@ -46,7 +62,9 @@ export class StringList implements Strings {
     if (this.chunks.length === 0 || this.used + bytes > this.chunks[this.chunks.length - 1]!.length) {
       // Chunks start small (a list of a few ids takes a few KiB) and double up to CHUNK.
       const size = this.chunks.length >= 8 ? CHUNK : Math.min(CHUNK, FIRST_CHUNK << this.chunks.length);
+      if (this.opts.packed && this.chunks.length > 0) this.pack(this.chunks.length - 1);
       this.chunks.push(Buffer.allocUnsafe(Math.max(size, bytes)));
+      this.rawLength.push(0);
       this.used = 0;
     }
     const chunk = this.chunks[this.chunks.length - 1]!;
@@ -95,7 +113,21 @@ export class StringList implements Strings {
     if (i < 0 || i >= this.count) throw new RangeError(`StringList: no entry ${i} of ${this.count}`);
     const len = this.lengthOf[i]!;
     const start = this.startOf[i]!;
-    return [this.chunks[this.chunkOf[i]!]!, start, start + (len & ~WIDE), (len & WIDE) !== 0];
+    return [this.chunkBytes(this.chunkOf[i]!), start, start + (len & ~WIDE), (len & WIDE) !== 0];
+  }
+
+  private pack(c: number): void {
+    const raw = this.chunks[c]!.subarray(0, this.used);
+    const packed = deflateRawSync(raw, { level: 1 });
+    if (packed.length > raw.length * PACK_GAIN) return;
+    this.chunks[c] = packed;
+    this.rawLength[c] = raw.length;
+  }
+
+  private chunkBytes(c: number): Buffer {
+    if (this.rawLength[c] === 0) return this.chunks[c]!;
+    if (this.inflated?.chunk !== c) this.inflated = { chunk: c, bytes: inflateRawSync(this.chunks[c]!) };
+    return this.inflated.bytes;
   }
 
   /** Entry i against a string, unit by unit as it is stored (no copy of either). */

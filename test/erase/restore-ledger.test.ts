@@ -119,7 +119,7 @@ it('every (engine, layout) pair the config accepts is in this suite, or a gap na
   expectEveryPair('restore-ledger');
 });
 
-describe.each(kindsFor('restore-ledger'))('a %s store: no restore brings an erased person back', { timeout: 180_000 }, (kind) => {
+describe.each(kindsFor('restore-ledger'))('a %s store: no restore brings an erased person back', { timeout: 600_000 }, (kind) => {
   it('a local snapshot by name and as latest, a target\'s by name and as latest, and a pre-restore snapshot', async () => {
     const w = await make(kind);
     const c = ['--config', w.config, '--store', 'agent'];

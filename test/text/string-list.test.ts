@@ -20,6 +20,21 @@ describe('StringList', () => {
     expect(() => list.at(all.length)).toThrow(RangeError);
   });
 
+  it('packed (its full chunks deflated), gives back the same and holds less', () => {
+    const texts = Array.from({ length: 60_000 }, (_, i) => `${SAMPLES[i % SAMPLES.length]!.slice(0, 40)} fact number ${i}: the agent learned something`);
+    const all = [...SAMPLES, ...texts, ...SAMPLES];
+    const packed = new StringList({ packed: true });
+    for (const s of all) packed.push(s);
+    expect([...packed]).toEqual(all);
+    expect([...chunksOf(packed, 4096)].flat()).toEqual(all);
+    expect(packed.at(3)).toBe(all[3]);
+    expect(packed.at(all.length - 2)).toBe(all.at(-2));
+    expect(packed.has(texts[7]!)).toBe(true);
+    expect(packed.has(`${texts[7]!} `)).toBe(false);
+    const bytes = (l: StringList) => (l as unknown as { chunks: Buffer[] }).chunks.reduce((n, c) => n + c.length, 0);
+    expect(bytes(packed)).toBeLessThan(bytes(StringList.from(all)) / 2);
+  });
+
   it('says whether it holds a string, exactly (not a prefix, not another encoding of it)', () => {
     const list = new StringList();
     for (const s of SAMPLES) list.push(s);

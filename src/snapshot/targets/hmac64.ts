@@ -71,6 +71,32 @@ function midstate(key: Buffer, pad: number, w: Int32Array): Int32Array {
  * encoded as UTF-8 (lone surrogates as U+FFFD, as Buffer and createHmac encode them).
  */
 export function hmac64(key: Buffer, prefix: string): (text: string) => bigint {
+  const h = hmacState(key, prefix);
+  return (text) => {
+    const s = h(text);
+    return (BigInt(s[0]! >>> 0) << 32n) | BigInt(s[1]! >>> 0);
+  };
+}
+
+/**
+ * hmac64's 64 bits written big-endian into `out` at `at` (what createHmac's digest holds in its first eight bytes),
+ * with no object made per text: an erase hashes every id it plans to take this way.
+ */
+export function hmac64Into(key: Buffer, prefix: string): (text: string, out: Uint8Array, at: number) => void {
+  const h = hmacState(key, prefix);
+  return (text, out, at) => {
+    const s = h(text);
+    for (let i = 0; i < 2; i++) {
+      out[at + i * 4] = s[i]! >>> 24;
+      out[at + i * 4 + 1] = (s[i]! >>> 16) & 0xff;
+      out[at + i * 4 + 2] = (s[i]! >>> 8) & 0xff;
+      out[at + i * 4 + 3] = s[i]! & 0xff;
+    }
+  };
+}
+
+/** `(text) => the state after HMAC's outer hash` (its first words are the digest's first bytes); the array is reused. */
+function hmacState(key: Buffer, prefix: string): (text: string) => Int32Array {
   const w = new Int32Array(64);
   const k = key.length > 64 ? hash('sha256', key, 'buffer') : key;
   const inner = midstate(k, 0x36, w);
@@ -122,6 +148,6 @@ export function hmac64(key: Buffer, prefix: string): (text: string) => bigint {
     }
     h.set(outer);
     compress(h, out, 0, w);
-    return (BigInt(h[0]! >>> 0) << 32n) | BigInt(h[1]! >>> 0);
+    return h;
   };
 }

@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
-import { closeSync, createReadStream, createWriteStream, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, pipeline } from 'node:stream';
-import { pipeline as pipe } from 'node:stream/promises';
+import { streamToNewFile } from '../../core/write-file.js';
 import { createGunzip, createGzip } from 'node:zlib';
 import type Database from 'better-sqlite3';
 import { readSnapshotCopy } from '../read-copy.js';
@@ -12,12 +12,13 @@ import { UnverifiedSnapshotError, type ObjectDigest } from './types.js';
 import { openRegularFile } from '../../core/read-file.js';
 import { eraseKeyId } from '../../erase/key.js';
 import { engineFor } from '../../engines/registry.js';
+import type { TableRowsWatch } from '../../engines/contract.js';
 import { FILE_MODE, fsyncPath } from '../layout.js';
 import { HOLDS_FILE, HOLDS_FORMAT, type HoldsEntry, type Manifest } from '../manifest.js';
 import { checkedObject, hashing } from './digest.js';
-import { hmac64 } from './hmac64.js';
+import { hmac64, hmac64Into } from './hmac64.js';
 import { LAYOUTS } from '../../layouts/registry.js';
-import type { CopyValue } from '../../layouts/contract.js';
+import type { CopyNames, CopyValue } from '../../layouts/contract.js';
 
 /**
  * What a snapshot holds, as keyed hashes: the memory ids and the users in its SQLite copy, each as the first 64
@@ -34,11 +35,19 @@ export interface Holds {
   users: string[];
 }
 
-const macBytes = (key: Buffer, kind: 'id' | 'user', v: string) => createHmac('sha256', key).update(`${kind}:${v}`, 'utf8').digest();
-const mac = (key: Buffer, kind: 'id' | 'user', v: string) => macBytes(key, kind, v).toString('hex', 0, 8);
-export const idMac = (key: Buffer, id: string) => mac(key, 'id', id);
-/** idMac's eight bytes (its 16 hex digits are those bytes), written into `out` at `at`. */
-export const idMacInto = (key: Buffer, id: string, out: Buffer, at: number) => macBytes(key, 'id', id).copy(out, at, 0, 8);
+const mac = (key: Buffer, kind: 'id' | 'user', v: string) => createHmac('sha256', key).update(`${kind}:${v}`, 'utf8').digest().toString('hex', 0, 8);
+/** Each key's id hash (src/snapshot/targets/hmac64.ts): its midstates made once, not a hash object per id. */
+const idMacs = new WeakMap<Buffer, (id: string) => bigint>();
+export const idMac = (key: Buffer, id: string) => {
+  let f = idMacs.get(key);
+  if (!f) idMacs.set(key, (f = hmac64(key, 'id:')));
+  return hex64(f(id));
+};
+/**
+ * `(id, out, at)`: idMac's eight bytes (its 16 hex digits are those bytes) written into `out` at `at`, for many ids
+ * under one key with no object made per id.
+ */
+export const idMacInto = (key: Buffer) => hmac64Into(key, 'id:');
 export const userMac = (key: Buffer, user: string) => mac(key, 'user', user);
 
 /** A keyed hash as holds.ts writes it (16 hex digits) from its 64 bits. */
@@ -56,40 +65,60 @@ const RUN = 1 << 21;
  * kernel frees it however the process ends: nothing is left behind for a later run to clean).
  */
 function* sortedMacs(values: Iterable<unknown>, key: Buffer, runSize: number): Generator<bigint> {
-  let run = new BigUint64Array(runSize);
-  let n = 0;
-  const macOf = hmac64(key, 'id:'); // idMac's 64 bits, as a number to sort
-  let spill: { fd: number; runs: number[] } | undefined;
-  const flush = () => {
-    const sorted = run.subarray(0, n).sort();
-    if (!spill) {
+  const macs = new IdMacs(key, runSize);
+  try {
+    for (const v of values) if (v !== null && v !== undefined) macs.add(String(v));
+    yield* macs.sorted();
+  } finally {
+    macs.close();
+  }
+}
+
+/**
+ * The keyed hashes of ids handed over one by one (as a snapshot's rows stream by), kept as sortedMacs keeps them:
+ * sorted runs of up to `runSize` in memory, spilled beyond; read once, sorted and deduplicated, by `sorted()`.
+ */
+export class IdMacs {
+  private run: BigUint64Array;
+  private n = 0;
+  private readonly macOf: (text: string) => bigint;
+  private spill: { fd: number; runs: number[] } | undefined;
+  constructor(key: Buffer, private readonly runSize = RUN) {
+    this.run = new BigUint64Array(runSize);
+    this.macOf = hmac64(key, 'id:'); // idMac's 64 bits, as a number to sort
+  }
+  add(id: string): void {
+    this.run[this.n++] = this.macOf(id);
+    if (this.n === this.runSize) this.flush();
+  }
+  private flush(): void {
+    const sorted = this.run.subarray(0, this.n).sort();
+    if (!this.spill) {
       const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
       const path = join(dir, 'runs');
       const fd = openSync(path, 'wx+', 0o600);
       rmSync(dir, { recursive: true, force: true });
-      spill = { fd, runs: [] };
+      this.spill = { fd, runs: [] };
     }
     const bytes = new Uint8Array(sorted.buffer, sorted.byteOffset, sorted.byteLength);
-    for (let off = 0; off < bytes.length; ) off += writeSync(spill.fd, bytes, off);
-    spill.runs.push(n);
-    n = 0;
-  };
-  try {
-    for (const v of values) {
-      if (v === null || v === undefined) continue;
-      run[n++] = macOf(String(v));
-      if (n === runSize) flush();
-    }
-    if (!spill) {
-      const sorted = run.subarray(0, n).sort();
-      for (let i = 0; i < n; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) yield sorted[i]!;
+    for (let off = 0; off < bytes.length; ) off += writeSync(this.spill.fd, bytes, off);
+    this.spill.runs.push(this.n);
+    this.n = 0;
+  }
+  *sorted(): Generator<bigint> {
+    if (!this.spill) {
+      const sorted = this.run.subarray(0, this.n).sort();
+      for (let i = 0; i < this.n; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) yield sorted[i]!;
       return;
     }
-    if (n > 0) flush();
-    run = new BigUint64Array(0);
-    yield* mergeRuns(spill.fd, spill.runs);
-  } finally {
-    if (spill) closeSync(spill.fd);
+    if (this.n > 0) this.flush();
+    this.run = new BigUint64Array(0);
+    yield* mergeRuns(this.spill.fd, this.spill.runs);
+  }
+  /** The spill file closed (the kernel frees it); idempotent. */
+  close(): void {
+    if (this.spill) closeSync(this.spill.fd);
+    this.spill = undefined;
   }
 }
 
@@ -157,7 +186,8 @@ function idsInPages(db: Database.Database): (() => Iterable<unknown>) | null {
  * (one per person, far fewer: held as text), and what to close once read.
  */
 export interface HoldsValues {
-  ids: Iterable<unknown>;
+  /** The ids, or their hashes already gathered. */
+  ids: Iterable<unknown> | IdMacs;
   users: Iterable<string>;
   close(): void;
 }
@@ -258,7 +288,7 @@ export async function* holdsOf(open: () => Promise<HoldsValues>, key: Buffer, ru
       yield '{"ids":[';
       let batch: string[] = [];
       let first = true;
-      for (const h of sortedMacs(values.ids, key, runSize)) {
+      for (const h of values.ids instanceof IdMacs ? values.ids.sorted() : sortedMacs(values.ids, key, runSize)) {
         batch.push(`"${hex64(h)}"`);
         if (batch.length === 4096) {
           yield (first ? '' : ',') + batch.join(',');
@@ -292,7 +322,7 @@ export async function* holdsOf(open: () => Promise<HoldsValues>, key: Buffer, ru
  */
 export async function writeHolds(holds: AsyncIterable<Buffer>, key: Buffer, dest: string): Promise<HoldsEntry> {
   const h = hashing(holds);
-  await pipe(h.stream, createWriteStream(dest, { mode: FILE_MODE, flags: 'wx' }));
+  await streamToNewFile(dest, { mode: FILE_MODE }, h.stream);
   fsyncPath(dest);
   return { file: HOLDS_FILE, keyId: eraseKeyId(key), format: HOLDS_FORMAT, ...h.digest() };
 }
@@ -337,6 +367,27 @@ export function holdsComplete(format: unknown, manifest: Pick<Manifest, 'sqlite'
  * (src/engines/contract.ts, EngineTables.values): the memory table's ids, and its users (user_id, else subject).
  */
 export function copyHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIterable<Buffer> {
+  const side = manifest.vectorTables;
+  if (manifest.sqlite && side) {
+    // The file's copy names what every layout's copy names; the vector tables beside it, each row's id and the
+    // person its payload names (`user_id`).
+    const file = join(dir, manifest.sqlite.file);
+    return holdsOf(async () => {
+      const tables = (await engineFor({ engine: side.engine })).tables;
+      if (!tables) throw storeError(`${dir}: its vector tables are of the ${side.engine} engine, which reads no table artifact`);
+      const copy = sqliteValues(file);
+      const users = new Set(copy.users);
+      const extra: string[] = [];
+      for (const table of Object.keys(side.tables)) {
+        for (const [id, payload] of tables.values(join(dir, side.dir), table, ['id', 'payload'])) {
+          if (id) extra.push(id);
+          const user = payloadUser(payload ?? null);
+          if (user !== undefined) users.add(user);
+        }
+      }
+      return { ids: (function* () { yield* copy.ids as Iterable<unknown>; yield* extra; })(), users, close: () => copy.close() }; // sqliteValues: an iterable
+    }, key);
+  }
   if (manifest.sqlite) return holdsStream(join(dir, manifest.sqlite.file), key);
   const part = manifest.tables!;
   return holdsOf(async () => {
@@ -347,8 +398,91 @@ export function copyHolds(dir: string, manifest: Manifest, key: Buffer): AsyncIt
       for (const [v] of tables.values(folder, 'memory', [c])) if (v !== null && v !== undefined) yield v;
     })();
     const byUserId = new Set(column('user_id'));
-    return { ids: column('id'), users: byUserId.size > 0 ? byUserId : new Set(column('subject')), close: () => {} };
+    const users = byUserId.size > 0 ? byUserId : new Set(column('subject'));
+    // Every other layout's names (Layout.copyNames) in the tables the artifact has: a Mastra store's threads,
+    // messages, resources and PgVector tables; and in the vector tables taken beside them (PgVector's on another
+    // server: the ids their metadata names). A table or column an artifact lacks yields nothing.
+    const named = [
+      ...namedIn(folder, Object.keys(part.tables ?? {}).filter((t) => t !== 'memory')),
+      ...(side ? namedIn(join(dir, side.dir), Object.keys(side.tables)) : []),
+    ];
+    const valuesOf = function* (folder: string, table: string, v: CopyValue) {
+      for (const [x] of tables.values(folder, table, [v.column])) {
+        if (x === null || x === undefined) continue;
+        if (v.json === undefined) {
+          yield x;
+          continue;
+        }
+        try {
+          const field = (JSON.parse(x) as Record<string, unknown> | null)?.[v.json];
+          if (typeof field === 'string') yield field;
+        } catch {
+          // not JSON: names no one by this field
+        }
+      }
+    };
+    for (const { folder: f, table, n } of named) for (const u of n.users ?? []) for (const x of valuesOf(f, table, u)) users.add(x);
+    const ids = (function* () {
+      yield* column('id');
+      for (const { folder: f, table, n } of named) for (const v of n.ids) yield* valuesOf(f, table, v);
+    })();
+    return { ids, users, close: () => {} };
   }, key);
+}
+
+/** Each layout's names (Layout.copyNames) that may be in these tables of an artifact's folder: by name, else by shape. */
+function namedIn(folder: string, present: readonly string[]): { folder: string; table: string; n: CopyNames }[] {
+  const all = Object.values(LAYOUTS).flatMap((l) => l.copyNames);
+  return all.flatMap((n) => (typeof n.table === 'string'
+    ? (present.includes(n.table) ? [{ folder, table: n.table, n }] : [])
+    : present.filter((t) => !all.some((c) => c.table === t)).map((t) => ({ folder, table: t, n }))));
+}
+
+/** The person a vector's JSON payload names (`user_id`, an older port's `userId`), or undefined. */
+function payloadUser(payload: string | null): string | undefined {
+  if (payload === null) return undefined;
+  try {
+    const p = JSON.parse(payload) as Record<string, unknown> | null;
+    const user = p?.user_id ?? p?.userId;
+    return typeof user === 'string' ? user : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What tablesHoldsWatch reads of the rows: a layout whose copies name ids and people only there can use it. */
+const WATCHED: CopyNames = { table: 'memory', ids: [{ column: 'id' }], users: [{ column: 'user_id' }, { column: 'subject' }] };
+
+/**
+ * Whether a layout's copies name ids and people only where tablesHoldsWatch reads them (the memory table's id, its
+ * user_id, else subject): else the holds are made from the artifact (copyHolds), which reads every layout's names.
+ */
+export function holdsWatchCovers(names: readonly CopyNames[]): boolean {
+  return names.length === 1 && JSON.stringify(names[0]) === JSON.stringify(WATCHED);
+}
+
+/**
+ * The holds of a database's tables made as a snapshot reads them (EngineTables.take's `rows`): copyHolds's, from the
+ * same rows, without reading the artifact back, for a layout holdsWatchCovers. `holds()` once the take is done and
+ * verified; `close()` in any case.
+ */
+export function tablesHoldsWatch(key: Buffer, runSize = RUN): { watch: TableRowsWatch; holds(): AsyncIterable<Buffer>; close(): void } {
+  const ids = new IdMacs(key, runSize);
+  const byUserId = new Set<string>();
+  const bySubject = new Set<string>();
+  return {
+    watch: {
+      table: 'memory',
+      columns: ['id', 'user_id', 'subject'],
+      row([id, user, subject]) {
+        if (id !== null && id !== undefined) ids.add(id);
+        if (user !== null && user !== undefined) byUserId.add(user);
+        if (subject !== null && subject !== undefined) bySubject.add(subject);
+      },
+    },
+    holds: () => holdsOf(async () => ({ ids, users: byUserId.size > 0 ? byUserId : bySubject, close: () => ids.close() }), key, runSize),
+    close: () => ids.close(),
+  };
 }
 
 /**

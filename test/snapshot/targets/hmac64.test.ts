@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { hmac64 } from '../../../src/snapshot/targets/hmac64.js';
-import { idMac } from '../../../src/snapshot/targets/holds.js';
+import { idMac, idMacInto } from '../../../src/snapshot/targets/holds.js';
 
 const reference = (key: Buffer, text: string) => createHmac('sha256', key).update(`id:${text}`, 'utf8').digest().readBigUInt64BE(0);
 
@@ -26,6 +26,22 @@ describe('hmac64: the holds\' keyed hash through its own SHA-256', () => {
       const t = `m${i}`;
       expect(mac(t)).toBe(reference(key, t));
       expect(mac(t).toString(16).padStart(16, '0')).toBe(idMac(key, t));
+    }
+  });
+
+  it('idMac and idMacInto, one key and many, are createHmac\'s first eight bytes', () => {
+    const keys = [randomBytes(32), randomBytes(32), randomBytes(70)];
+    const texts = ['', 'm1', 'Zoë 🐝', 'a\udc00b', 'x'.repeat(300), ...Array.from({ length: 500 }, (_, i) => `mem-${i}`)];
+    for (const key of keys) {
+      const into = idMacInto(key);
+      const out = Buffer.alloc(texts.length * 8 + 3, 0xaa);
+      texts.forEach((t, i) => into(t, out, 3 + i * 8));
+      expect(out.subarray(0, 3).equals(Buffer.alloc(3, 0xaa))).toBe(true);
+      texts.forEach((t, i) => {
+        const ref = createHmac('sha256', key).update(`id:${t}`, 'utf8').digest();
+        expect(out.subarray(3 + i * 8, 11 + i * 8).equals(ref.subarray(0, 8)), JSON.stringify(t.slice(0, 20))).toBe(true);
+        expect(idMac(key, t)).toBe(ref.toString('hex', 0, 8));
+      });
     }
   });
 });

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { holdsContain, holdsStream, idMac, userMac, type Holds } from '../../../src/snapshot/targets/holds.js';
+import { holdsContain, holdsStream, holdsWatchCovers, idMac, userMac, type Holds } from '../../../src/snapshot/targets/holds.js';
+import { LAYOUTS } from '../../../src/layouts/registry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -169,5 +170,14 @@ describe('holds.json.gz: the ids read a page at a time', () => {
       const { json } = await holdsOf(file);
       expect((JSON.parse(json) as Holds).ids, name).toEqual(sorted(ids.map((v) => idMac(key, v))));
     }
+  });
+});
+
+describe('holds made from the rows as a snapshot streams them', () => {
+  it('only for a layout whose copies name ids and people where the stream reads them (else from the artifact, every layout name)', () => {
+    expect(holdsWatchCovers(LAYOUTS.warden.copyNames)).toBe(true);
+    expect(holdsWatchCovers(LAYOUTS.mastra.copyNames)).toBe(false);
+    expect(holdsWatchCovers(LAYOUTS.mem0.copyNames)).toBe(false);
+    expect(holdsWatchCovers([...LAYOUTS.warden.copyNames, { table: 'memory_vectors', ids: [{ column: 'id' }] }])).toBe(false);
   });
 });
