@@ -28,8 +28,12 @@ export const configError = (message: string) => new WardenError('config', messag
 export const storeError = (message: string, cause?: unknown) => new WardenError('store', message, { cause });
 export const transientError = (message: string, cause?: unknown) => new WardenError('transient', message, { cause });
 
-/** SQLite codes that mean "someone else holds the lock right now", not "this store is broken". */
-const TRANSIENT_SQLITE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY']);
+/**
+ * SQLite codes that mean "someone else holds the lock right now", not "this store is broken". SQLITE_PROTOCOL is
+ * SQLite giving up on the WAL index's shared-memory locks after its own retries (other processes' connections
+ * opening and checkpointing on a loaded machine): the same question asked again succeeds.
+ */
+const TRANSIENT_SQLITE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_PROTOCOL']);
 const TRANSIENT_NET = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Normalise anything thrown into a WardenError, classifying well-known transient causes. */

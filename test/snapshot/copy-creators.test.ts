@@ -6,7 +6,7 @@ import { COPY_KINDS } from '../../src/snapshot/copies.js';
 /**
  * Every place in src (and jobs) that creates a file or folder, or a copy elsewhere (an object on a target, a
  * snapshot on the Qdrant server), is either where a registered kind of copy is made (src/snapshot/copies.ts: its
- * `madeIn`), which erase then finds (test/erase/copy-kinds.test.ts), or said here to hold no store data, and why.
+ * `madeIn`), which erase then finds (test/erase/copy-kinds/), or said here to hold no store data, and why.
  * A new creator fails this test until it is one or the other; its count per file is pinned, so a new creator in a
  * file that already makes something is looked at too.
  */
@@ -15,7 +15,16 @@ const CREATOR = new RegExp([
   String.raw`\bopenSync\([^)]*(?:'[wa]|O_CREAT)`, String.raw`\bopen\([^)]*'[wa]`, String.raw`\bopenRemote\([^)]*'[wa]`, 'VACUUM INTO',
   String.raw`\b(PutObjectCommand|CreateMultipartUploadCommand|UploadPartCommand)\(`, String.raw`\.(createSnapshot|recoverFromFile|posixRename|put)\(`,
   String.raw`\bqueue\.(add|upsertJobScheduler)\(`, // a BullMQ job in Redis: its payload, result, error and events
+  String.raw`\b(streamToNewFile)\(`, // HELPERS below: each call is a creator where it is made
 ].join('|'), 'g');
+
+/**
+ * Files whose only creators are inside a helper that others call to create files: the helper's name is a creator
+ * above, so each of its calls counts in the file that makes the call (the file decides what the new file holds).
+ */
+const HELPERS: Record<string, string> = {
+  'src/core/write-file.ts': 'streamToNewFile: a stream written into a new file, for its callers',
+};
 
 /** Files that create something that is no copy of a store's data. */
 const NOT_A_COPY: Record<string, string> = {
@@ -92,7 +101,7 @@ function creators(file: string): number {
 }
 
 describe('every creator of files and copies in src is a registered kind of copy, or holds no store data', () => {
-  const found = Object.fromEntries([...sources('src'), ...sources('jobs')].map((f) => [f, creators(f)] as const).filter(([, n]) => n > 0));
+  const found = Object.fromEntries([...sources('src'), ...sources('jobs')].filter((f) => !(f in HELPERS)).map((f) => [f, creators(f)] as const).filter(([, n]) => n > 0));
   const makers = new Set<string>(COPY_KINDS.flatMap((k) => k.madeIn));
 
   it('no file creates anything the registry and this list do not account for', () => {
