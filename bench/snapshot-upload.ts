@@ -17,8 +17,10 @@
  * of a snapshot from before holds files were made still does.
  *
  * Ratios are medians of the ratios paired within a round (each target against the tool run just before it).
+ * `--before DIR` (another checkout, built) also runs each target case with DIR's code, in the same rounds, paired
+ * against the same baseline and against this code's run beside it.
  *
- *   npm run bench:upload [-- --rows 1000000 --runs 3]
+ *   npm run bench:upload [-- --rows 1000000 --runs 3 --only local --before ../main]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -118,12 +120,13 @@ async function main(): Promise<void> {
       return targetSchema.parse({ type: 's3', name: 'bucket', bucket: s3.bucket, endpoint: s3.endpoint, forcePathStyle: true, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, prefix: `${path}/`, ...enc });
     };
     /** Each case: run it once (timed), then remove what it stored (not timed). */
-    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, mode?: '--noop' | '--holds') => async () => {
+    const before = arg('before', '');
+    const upload = (kind: 'local' | 'sftp' | 's3', encrypt: boolean, mode?: '--noop' | '--holds', script = self) => async () => {
       const where = kind === 'local' ? mkdtempSync(join(dir, 'local-')) : kind === 'sftp' ? join(sshd.home, `t-${n++}`) : `b${n++}`;
       const spec = join(dir, `spec-${n++}.json`);
       writeFileSync(spec, JSON.stringify({ snapDir: snap.dir, keyHex, target: target(kind, encrypt, where) } satisfies ChildSpec));
       try {
-        return await timed(process.execPath, [self, '--child', spec, ...(mode ? [mode] : [])]);
+        return await timed(process.execPath, [script, '--child', spec, ...(mode ? [mode] : [])]);
       } finally {
         if (kind === 's3') s3.objects.clear();
         else rmSync(where, { recursive: true, force: true });
@@ -162,6 +165,15 @@ async function main(): Promise<void> {
       ['sftp (OpenSSH client)', sftp], ['sftp target', upload('sftp', false), 'sftp (OpenSSH client)'], ['sftp target, age', upload('sftp', true), 'sftp (OpenSSH client)'],
       ['curl PUT (loopback S3)', curl], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
     ] as never;
+    if (before) { // each target case again with the code before, right after this code's
+      const script = join(before, 'dist/bench/snapshot-upload.js');
+      for (let i = cases.length - 1; i >= 0; i--) {
+        const [name, , base] = cases[i]!;
+        if (!base) continue;
+        const [kind, enc] = [name.split(' ')[0] as 'local' | 'sftp' | 's3', name.endsWith(', age')];
+        cases.splice(i + 1, 0, [`${name} (before)`, upload(kind, enc, undefined, script), base]);
+      }
+    }
     // --only: the cases whose name (or baseline's) contains it, and the baselines they are paired with.
     const picked = new Set(cases.filter(([name, , base]) => !only || name.includes(only) || base?.includes(only)).flatMap(([name, , base]) => [name, ...(base ? [base] : [])]));
     cases.splice(0, cases.length, ...cases.filter(([name]) => picked.has(name)));
@@ -201,6 +213,16 @@ async function main(): Promise<void> {
     enc('local target', 'local target, age');
     enc('sftp target', 'sftp target, age');
     enc('s3 target', 's3 target, age');
+    enc('local target (before)', 'local target, age (before)');
+    enc('sftp target (before)', 'sftp target, age (before)');
+    enc('s3 target (before)', 's3 target, age (before)');
+    const after = (name: string) => {
+      if (!samples.has(name) || !samples.has(`${name} (before)`)) return;
+      const a = samples.get(name)!;
+      const b = samples.get(`${name} (before)`)!;
+      console.log(`${name} against the code before: wall ${median(a.map((x, i) => x.wallMs / b[i]!.wallMs)).toFixed(2)}x, CPU ${median(a.map((x, i) => x.cpuS / b[i]!.cpuS)).toFixed(2)}x (paired medians)`);
+    };
+    for (const [name, , base] of cases) if (base && !name.endsWith('(before)')) after(name);
     console.log(`load average after each round: ${loads.join('; ')}`);
   } finally {
     await s3.stop();

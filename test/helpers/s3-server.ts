@@ -133,9 +133,14 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
   if (!auth.startsWith(`AWS4-HMAC-SHA256 Credential=${s3.accessKeyId}/`)) return sendError(res, 403, 'InvalidAccessKeyId', 'unknown access key');
   if (bucket !== s3.bucket) return sendError(res, 404, 'NoSuchBucket', `no bucket ${bucket}`);
   const body = await readBody(req);
+  // Each digest of the body made once, however many headers and answers use it.
+  let sha: Buffer | undefined;
+  let md5Raw: Buffer | undefined;
+  const bodySha = () => (sha ??= createHash('sha256').update(body).digest());
+  const bodyMd5 = () => (md5Raw ??= createHash('md5').update(body).digest());
   const contentSha = String(req.headers['x-amz-content-sha256'] ?? '');
   if (contentSha.startsWith('STREAMING-')) return sendError(res, 501, 'NotImplemented', 'aws-chunked bodies are not accepted here');
-  if (contentSha && contentSha !== 'UNSIGNED-PAYLOAD' && contentSha !== createHash('sha256').update(body).digest('hex')) {
+  if (contentSha && contentSha !== 'UNSIGNED-PAYLOAD' && contentSha !== bodySha().toString('hex')) {
     return sendError(res, 400, 'XAmzContentSHA256Mismatch', 'x-amz-content-sha256 does not match the body');
   }
   const lacks = new Set(opts.lacks ?? []);
@@ -152,9 +157,9 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
     else if (typeof fault.action === 'object') return sendError(res, fault.action.status, fault.action.status === 503 ? 'SlowDown' : 'InternalError', 'fault injected by the test');
   }
   const sentChecksum = lacks.has('checksums') ? undefined : (req.headers['x-amz-checksum-sha256'] as string | undefined);
-  if (sentChecksum !== undefined && sentChecksum !== b64sha(body)) return sendError(res, 400, 'BadDigest', 'x-amz-checksum-sha256 does not match the body');
+  if (sentChecksum !== undefined && sentChecksum !== bodySha().toString('base64')) return sendError(res, 400, 'BadDigest', 'x-amz-checksum-sha256 does not match the body');
   const contentMd5 = req.headers['content-md5'] as string | undefined;
-  if (!opts.ignoresContentMd5 && contentMd5 !== undefined && contentMd5 !== createHash('md5').update(body).digest('base64')) {
+  if (!opts.ignoresContentMd5 && contentMd5 !== undefined && contentMd5 !== bodyMd5().toString('base64')) {
     return sendError(res, 400, 'BadDigest', 'The Content-MD5 you specified did not match what we received.');
   }
   const report = (c: string | undefined) => (c && lie === 'wrong-checksum' ? b64sha(Buffer.from('not what was sent')) : c);
@@ -183,7 +188,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
     if (!up || up.key !== key) return sendError(res, 404, 'NoSuchUpload', 'no such upload');
     if (req.method === 'PUT') {
       const n = Number(q.get('partNumber'));
-      const etag = md5(lie === 'store-other' ? kept : body);
+      const etag = lie === 'store-other' ? md5(kept) : `"${bodyMd5().toString('hex')}"`;
       up.parts.set(n, { body: kept, checksum: sentChecksum, etag });
       res.writeHead(200, { etag, ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
       return void res.end();
@@ -199,7 +204,7 @@ async function handle(s3: Omit<TestS3, 'endpoint' | 'stop'>, opts: S3ServerOptio
   if (req.method === 'PUT') {
     const metadata = Object.fromEntries(Object.entries(req.headers).filter(([h]) => h.startsWith('x-amz-meta-')).map(([h, v]) => [h.slice(11), String(v)]));
     s3.objects.set(key, { body: kept, checksum: sentChecksum, metadata, ...(lie === 'store-other-lying' ? { etag: md5(body) } : {}) });
-    res.writeHead(200, { etag: md5(lie === 'store-other' ? kept : body), ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
+    res.writeHead(200, { etag: lie === 'store-other' ? md5(kept) : `"${bodyMd5().toString('hex')}"`, ...(sentChecksum ? { 'x-amz-checksum-sha256': report(sentChecksum)! } : {}) });
     return void res.end();
   }
   const o = s3.objects.get(key);

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, randomBytes } from 'node:crypto';
 import { configError, storeError } from '../../core/errors.js';
 import { ownerOnlyText } from './auth.js';
 import { expandTilde } from './types.js';
@@ -71,12 +71,72 @@ interface AgeRecipient {
   wrapFileKey(fileKey: Uint8Array): unknown;
 }
 
+const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
+
+/** The 32-byte key of an X25519 recipient (`age1…`, bech32), or undefined for any other kind (left to the package). */
+export function x25519Recipient(s: string): Buffer | undefined {
+  const at = s.lastIndexOf('1');
+  if (s.slice(0, at) !== 'age' || s !== s.toLowerCase()) return undefined;
+  const data = [...s.slice(at + 1)].map((c) => BECH32.indexOf(c));
+  if (data.length < 6 || data.some((v) => v < 0)) return undefined;
+  let chk = 1;
+  for (const v of [...[...'age'].map((c) => c.charCodeAt(0) >> 5), 0, ...[...'age'].map((c) => c.charCodeAt(0) & 31), ...data]) {
+    const top = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    for (const [i, g] of [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3].entries()) if ((top >>> i) & 1) chk ^= g;
+  }
+  if (chk !== 1) return undefined;
+  const bytes: number[] = [];
+  let acc = 0;
+  let bits = 0;
+  for (const v of data.slice(0, -6)) {
+    acc = (acc << 5) | v;
+    bits += 5;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes.push((acc >>> bits) & 0xff);
+    }
+  }
+  if (bits >= 5 || (acc & ((1 << bits) - 1)) !== 0 || bytes.length !== 32) return undefined;
+  return Buffer.from(bytes);
+}
+
+const b64 = (b: Buffer) => b.toString('base64').replace(/=+$/, '');
+const x25519Public = (raw: Buffer) => createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: raw.toString('base64url') }, format: 'jwk' });
+
+/** One X25519 recipient's stanza: the file key wrapped under an ephemeral key agreement, as age's spec says. */
+function x25519Stanza(fileKey: Buffer, recipient: Buffer): string {
+  const { privateKey, publicKey } = generateKeyPairSync('x25519');
+  const share = Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url');
+  const secret = diffieHellman({ privateKey, publicKey: x25519Public(recipient) });
+  if (secret.every((b) => b === 0)) throw new Error('age recipient is a low-order point');
+  const key = Buffer.from(hkdfSync('sha256', secret, Buffer.concat([share, recipient]), 'age-encryption.org/v1/X25519', 32));
+  const body = Buffer.concat(seal(key, Buffer.alloc(12), fileKey));
+  return `-> X25519 ${b64(share)}\n${b64(body)}\n`; // a 32-byte body: one line, shorter than 64 columns
+}
+
 /**
- * The header and payload nonce of a new age file to `recipients`, and its payload key. The package writes them (it
- * encrypts an empty file: header, nonce, one empty last chunk); the file key it drew is seen on its way to the
- * recipients' wrapping, and the empty chunk's tag, checked here, proves the payload key is the one it used.
+ * The header and payload nonce of a new age file to `recipients`, and its payload key. X25519 recipients (`age1…`,
+ * what age-keygen makes) are wrapped here with Node's X25519, HKDF and ChaCha20-Poly1305, as age's spec says
+ * (test/snapshot/targets/age.test.ts: the package and the `age` program read the files): the age-encryption
+ * package, a quarter of a second of CPU to load, is then not loaded by a push. Any other kind is the package's.
  */
 async function newFile(recipients: readonly string[]): Promise<{ head: Buffer; key: Buffer }> {
+  const raw = recipients.map(x25519Recipient);
+  if (raw.some((r) => !r)) return packageFile(recipients);
+  const fileKey = randomBytes(16);
+  const noMac = `age-encryption.org/v1\n${raw.map((r) => x25519Stanza(fileKey, r!)).join('')}---`;
+  const mac = createHmac('sha256', Buffer.from(hkdfSync('sha256', fileKey, Buffer.alloc(0), 'header', 32))).update(noMac).digest();
+  const nonce = randomBytes(16);
+  return { head: Buffer.concat([Buffer.from(`${noMac} ${b64(mac)}\n`), nonce]), key: payloadKey(fileKey, nonce) };
+}
+
+/**
+ * The same made by the package (any recipient it takes): it encrypts an empty file (header, nonce, one empty last
+ * chunk); the file key it drew is seen on its way to the recipients' wrapping, and the empty chunk's tag, checked
+ * here, proves the payload key is the one it used.
+ */
+async function packageFile(recipients: readonly string[]): Promise<{ head: Buffer; key: Buffer }> {
   const { Encrypter } = await import('age-encryption');
   const e = new Encrypter();
   for (const r of recipients) e.addRecipient(r);

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import { StreamHash, type Offload } from './hash-worker.js';
 import { UnverifiedSnapshotError, type FileBody, type ObjectDigest } from './types.js';
 
 /** A local file as a put's body (types.ts): read in pieces of `chunk` bytes when iterated. */
@@ -7,26 +7,34 @@ export function fileBody(file: string, chunk: number): FileBody {
   return { file, [Symbol.asyncIterator]: () => createReadStream(file, { highWaterMark: chunk })[Symbol.asyncIterator]() };
 }
 
-/** Pass bytes through while counting and hashing them; `digest()` once the stream is drained. */
-export function hashing(source: AsyncIterable<Uint8Array>): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {
-  const hash = createHash('sha256');
-  let bytes = 0;
-  let done = false;
+/**
+ * Pass bytes through while counting and hashing them; `digest()` once the stream is drained. Each piece is taken
+ * by the hash before it is handed on; a long stream may be hashed on another thread (hash-worker.ts: `offload`),
+ * and the stream ends only once its hash is known.
+ */
+export function hashing(source: AsyncIterable<Uint8Array>, offload?: Offload): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {
   let result: ObjectDigest | undefined;
   async function* stream(): AsyncIterable<Buffer> {
-    for await (const chunk of source) {
-      const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-      hash.update(b);
-      bytes += b.length;
-      yield b;
+    const hash = new StreamHash(offload);
+    let bytes = 0;
+    try {
+      for await (const chunk of source) {
+        const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+        const wait = hash.update(b);
+        if (wait) await wait;
+        bytes += b.length;
+        yield b;
+      }
+      result = { bytes, sha256: await hash.digest() };
+    } finally {
+      if (!result) hash.drop();
     }
-    done = true;
   }
   return {
     stream: stream(),
     digest() {
-      if (!done) throw new Error('hashing: digest() before the stream was drained');
-      return (result ??= { bytes, sha256: hash.digest('hex') });
+      if (!result) throw new Error('hashing: digest() before the stream was drained');
+      return result;
     },
   };
 }
@@ -36,28 +44,6 @@ export async function digestOf(source: AsyncIterable<Uint8Array>): Promise<Objec
   const h = hashing(source);
   for await (const _ of h.stream) void _;
   return h.digest();
-}
-
-/** Split a stream into buffers of exactly `size` bytes (the last one shorter), for multipart uploads. */
-export async function* chunked(source: AsyncIterable<Uint8Array>, size: number): AsyncIterable<Buffer> {
-  let parts: Buffer[] = [];
-  let have = 0;
-  for await (const chunk of source) {
-    let b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    while (have + b.length >= size) {
-      const take = size - have;
-      parts.push(b.subarray(0, take));
-      yield Buffer.concat(parts);
-      parts = [];
-      have = 0;
-      b = b.subarray(take);
-    }
-    if (b.length > 0) {
-      parts.push(Buffer.from(b)); // copied: the producer may reuse its buffer
-      have += b.length;
-    }
-  }
-  if (have > 0 || parts.length > 0) yield Buffer.concat(parts);
 }
 
 /**

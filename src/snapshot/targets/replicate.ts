@@ -1,6 +1,6 @@
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
+import { streamToNewFile } from '../../core/write-file.js';
 import { expandHome, type Config } from '../../config/config.js';
 import type { Logger } from '../../log/logger.js';
 import { coerceError, storeError, transientError, usageError, WardenError } from '../../core/errors.js';
@@ -90,8 +90,8 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
       const read = fileBody(join(dir, rel), READ_CHUNK);
       // Plain, the target's digest of what it stored is that of the file's bytes: each byte is hashed once, on the
       // way or read back from the copy (a local target copies the file in the kernel). Encrypted, the plaintext has
-      // a hash of its own.
-      const plain = recipients ? hashing(read) : undefined;
+      // a hash of its own, made on the hashing thread beside the cipher (as is the target's of the ciphertext).
+      const plain = recipients ? hashing(read, 'always') : undefined;
       const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
       const stored = await target.put(name, objectKey, plain && recipients ? encrypting(plain.stream, recipients) : read, opts.signal);
       const sent = plain ? plain.digest() : stored;
@@ -219,12 +219,11 @@ export async function fetchSnapshot(target: CheckedTarget, tcfg: TargetConfig, n
     const stored = await target.object(name, o);
     const plain = hashing(atMost(o.encrypted ? decrypting(stored, identities, what) : stored, want.bytes, `${what}: decrypted ${rel}`));
     mkdirSync(dirname(join(dest, rel)), { recursive: true, mode: DIR_MODE });
-    await pipeline(plain.stream, createWriteStream(join(dest, rel), { mode: FILE_MODE, flags: 'wx' }));
+    await streamToNewFile(join(dest, rel), { mode: FILE_MODE }, plain.stream);
     const p = plain.digest();
     if (p.sha256 !== want.sha256 || p.bytes !== want.bytes) throw new UnverifiedSnapshotError(`${what}: decrypted ${rel} does not match its checksum (sha256 ${p.sha256}; manifest ${want.sha256})`);
   }
   const { remote: _remote, ...local } = m;
-  const fd = createWriteStream(join(dest, MANIFEST_KEY), { mode: FILE_MODE, flags: 'wx' });
-  await pipeline((async function* () { yield JSON.stringify(local, null, 2) + '\n'; })(), fd);
+  await streamToNewFile(join(dest, MANIFEST_KEY), { mode: FILE_MODE }, (async function* () { yield JSON.stringify(local, null, 2) + '\n'; })());
   return m;
 }

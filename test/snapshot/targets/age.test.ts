@@ -3,9 +3,9 @@ import { createCipheriv } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Decrypter, Encrypter, generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { Decrypter, Encrypter, generateHybridIdentity, generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decrypting, encrypting, payloadKey, sealing } from '../../../src/snapshot/targets/age.js';
+import { decrypting, encrypting, payloadKey, sealing, x25519Recipient } from '../../../src/snapshot/targets/age.js';
 
 /**
  * The age files snapshots are encrypted into: the payload runs on Node's native ChaCha20-Poly1305, the header on the
@@ -96,6 +96,20 @@ describe('age encryption of snapshot files', () => {
     expect((await newDecrypt(file, K, other)).equals(plaintext(K + 5))).toBe(true);
     const stranger = await generateX25519Identity();
     await expect(newDecrypt(file, K, stranger)).rejects.toThrow(/^decrypt x\.age: no identity matched any of the file's recipients$/);
+  });
+
+  it('X25519 recipients are wrapped here (the header as age writes it); a hybrid one is the package\'s', async () => {
+    expect(x25519Recipient(recipient)?.length).toBe(32);
+    const flipped = recipient.slice(0, -1) + (recipient.endsWith('q') ? 'p' : 'q');
+    for (const bad of [flipped, recipient.toUpperCase(), `agf${recipient.slice(3)}`, recipient.slice(0, -2), 'age1']) expect(x25519Recipient(bad)).toBeUndefined();
+    const file = await newEncrypt(plaintext(100));
+    expect(file.toString('latin1').split('\n').slice(0, 4).map((l) => l.replace(/[A-Za-z0-9+/]{43}/g, 'B64'))).toEqual(['age-encryption.org/v1', '-> X25519 B64', 'B64', '--- B64']);
+    const hybrid = await generateHybridIdentity();
+    const hybridRecipient = await identityToRecipient(hybrid);
+    expect(x25519Recipient(hybridRecipient)).toBeUndefined();
+    const both = await newEncrypt(plaintext(K + 1), K, [recipient, hybridRecipient]);
+    expect((await oldDecrypt(both, hybrid)).equals(plaintext(K + 1))).toBe(true);
+    expect((await newDecrypt(both, K, identity)).equals(plaintext(K + 1))).toBe(true);
   });
 
   it('streams: ciphertext comes out while the plaintext is still being read, in pieces of about 1 MiB', async () => {

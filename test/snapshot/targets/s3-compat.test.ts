@@ -7,6 +7,8 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { fileBody } from '../../../src/snapshot/targets/digest.js';
+import { hashThreadPolicy } from '../../../src/snapshot/targets/hash-worker.js';
 import { openTarget } from '../../../src/snapshot/targets/registry.js';
 import { uploadJournalFor } from '../../../src/snapshot/targets/s3/journal.js';
 import type { S3TargetConfig } from '../../../src/snapshot/targets/s3/schema.js';
@@ -118,6 +120,67 @@ describe('uploads to a storage that reports no checksum', () => {
     const puts = s3.log.filter((r) => r.method === 'PUT');
     expect(puts).toHaveLength(4); // one object, three parts
     for (const r of puts) expect(r.headers['content-md5'], `${r.key} ${r.query}`).toMatch(/^[A-Za-z0-9+/]{22}==$/);
+  });
+});
+
+describe('what each request carries: every byte hashed once, and checked by the storage', () => {
+  const partsOf = (requests: S3Request[]) => requests.filter((r) => r.method === 'PUT' && r.query.has('partNumber'))
+    .sort((a, b) => Number(a.query.get('partNumber')) - Number(b.query.get('partNumber')));
+
+  it('each part is signed with its own sha256; once the storage has answered with the sha256 it was sent, no Content-MD5', async () => {
+    const { t, s3, requests } = await storage();
+    const big = randomBytes(BIG);
+    expect(await t.put(SNAP, 'big', bytes(big))).toEqual({ bytes: big.length, sha256: hex(big) });
+    // Nothing shown yet: the first upload's parts carry Content-MD5 as well.
+    const first = partsOf(requests('big'));
+    expect(first).toHaveLength(3);
+    for (const r of first) expect(r.headers['content-md5']).toMatch(/^[A-Za-z0-9+/]{22}==$/);
+    s3.log.length = 0;
+    expect(await t.put(SNAP, 'big', bytes(big))).toEqual({ bytes: big.length, sha256: hex(big) });
+    const parts = partsOf(requests('big'));
+    const want = [0, 1, 2].map((i) => hex(big.subarray(i * 5 * 1024 * 1024, (i + 1) * 5 * 1024 * 1024)));
+    expect(parts.map((r) => r.headers['x-amz-content-sha256'])).toEqual(want);
+    expect(parts.map((r) => r.headers['x-amz-checksum-sha256'])).toEqual(want.map((h) => Buffer.from(h, 'hex').toString('base64')));
+    expect(parts.filter((r) => r.headers['content-md5'] !== undefined)).toEqual([]);
+    expect(requests('big', 'GET')).toEqual([]); // confirmed by the sha256 the storage reports
+  });
+
+  it('the storage refuses a body that is not what its x-amz-content-sha256 or x-amz-checksum-sha256 says', async () => {
+    const { s3, key } = await storage();
+    const body = Buffer.from('the bytes sent');
+    const put = (headers: Record<string, string>) => fetch(`${(s3 as unknown as { endpoint: string }).endpoint}/${s3.bucket}/${key('x')}`, {
+      method: 'PUT', body, headers: { authorization: `AWS4-HMAC-SHA256 Credential=${s3.accessKeyId}/20261129/us-east-1/s3/aws4_request`, ...headers },
+    });
+    const other = createHash('sha256').update('other bytes').digest();
+    expect(await (await put({ 'x-amz-content-sha256': other.toString('hex') })).text()).toContain('XAmzContentSHA256Mismatch');
+    expect(await (await put({ 'x-amz-content-sha256': hex(body), 'x-amz-checksum-sha256': other.toString('base64') })).text()).toContain('BadDigest');
+    expect(s3.objects.size).toBe(0);
+    expect((await put({ 'x-amz-content-sha256': hex(body) })).status).toBe(200);
+  });
+
+  it('a storage without multipart uploads: the spooled PUT is signed with the object\'s sha256', async () => {
+    const { t, requests } = await storage({ lacks: ['multipart'] });
+    const big = randomBytes(BIG);
+    expect(await t.put(SNAP, 'big', bytes(big))).toEqual({ bytes: big.length, sha256: hex(big) });
+    expect(requests('big', 'PUT').map((r) => r.headers['x-amz-content-sha256'])).toEqual([hex(big)]);
+  });
+
+  it('parts hashed on the hashing thread or here, one or more in flight, from a file or a stream: stored byte for byte', async () => {
+    const dir = scratch();
+    const big = randomBytes(4 * 5 * 1024 * 1024 + 13);
+    writeFileSync(join(dir, 'big'), big);
+    try {
+      // One part in flight: each buffer is taken again at once, for the part after next.
+      for (const [policy, concurrency, body] of [['always', 1, () => bytes(big, 3 * 1024 * 1024 + 1)], ['always', 2, () => fileBody(join(dir, 'big'), 1 << 20)], ['never', 1, () => fileBody(join(dir, 'big'), 1 << 20)]] as const) {
+        hashThreadPolicy(policy);
+        const { t, s3, key } = await storage({}, { concurrency });
+        await t.put(SNAP, 'warm', bytes(Buffer.from('a small object first: the storage shows it takes checksums')));
+        expect(await t.put(SNAP, 'big', body())).toEqual({ bytes: big.length, sha256: hex(big) });
+        expect(s3.objects.get(key('big'))!.body.equals(big)).toBe(true);
+      }
+    } finally {
+      hashThreadPolicy('auto');
+    }
   });
 });
 

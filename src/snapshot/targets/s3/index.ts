@@ -1,11 +1,11 @@
 import { rmSync } from 'node:fs';
 import { DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { chunked } from '../digest.js';
 import { CLAIM_KEY, MANIFEST_KEY, TARGET_SNAPSHOT_NAME, checkNames, expandTilde, type ObjectDigest, type SnapshotTarget, type TargetFactory } from '../types.js';
 import { download } from './bounded.js';
 import { uploadJournalFor, type UploadEntry } from './journal.js';
 import { s3Request, unsupported } from './requests.js';
 import type { S3TargetConfig } from './schema.js';
+import { PartPool, partsOf } from './parts.js';
 import { abortUpload, putMultipart, putSingle, putSpooled, staleSpools, type Uploader } from './upload.js';
 
 /**
@@ -32,22 +32,28 @@ export class S3Target implements SnapshotTarget {
       journal: uploadJournalFor(config, store),
       spoolDir: expandTilde(config.uploadJournalDir),
       lacks: { checksums: false, multipart: false },
+      shows: { checksums: false },
     };
   }
 
   async put(snapshot: string, key: string, body: AsyncIterable<Uint8Array>, signal?: AbortSignal): Promise<ObjectDigest> {
     checkNames(this.name, snapshot, key);
     const Key = `${this.base}${snapshot}/${key}`;
-    const parts = chunked(body, this.config.partSizeMb * 1024 * 1024)[Symbol.asyncIterator]();
-    const first = await parts.next();
-    const second = first.done ? first : await parts.next();
-    if (second.done) return putSingle(this.uploader, Key, first.done ? Buffer.alloc(0) : first.value, signal);
-    const head = [first.value, second.value];
-    if (!this.uploader.lacks.multipart) {
-      const stored = await putMultipart(this.uploader, Key, head, parts, signal);
-      if (stored) return stored;
+    const pool = new PartPool(this.config.partSizeMb * 1024 * 1024);
+    const parts = partsOf(body, pool)[Symbol.asyncIterator]();
+    try {
+      const first = await parts.next();
+      const second = first.done ? first : await parts.next();
+      if (second.done) return await putSingle(this.uploader, Key, first.done ? Buffer.alloc(0) : first.value, signal);
+      const head = [first.value, second.value];
+      if (!this.uploader.lacks.multipart) {
+        const stored = await putMultipart(this.uploader, Key, head, parts, pool, signal);
+        if (stored) return stored;
+      }
+      return await putSpooled(this.uploader, Key, head, parts, pool, signal);
+    } finally {
+      await parts.return?.(); // a failed upload stops reading (the file is closed)
     }
-    return putSpooled(this.uploader, Key, head, parts, signal);
   }
 
   async list(): Promise<string[]> {

@@ -2,7 +2,7 @@
  * One S3 request's failure in one line, transient or not, and how to tell "the storage does not implement this"
  * (501, 405) from a failure; optional checksum headers, dropped once a storage refuses them.
  */
-import type { S3Client } from '@aws-sdk/client-s3';
+import type { PutObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { storeError, transientError, WardenError } from '../../../core/errors.js';
 
 /** What every request of one S3 target needs: its client, bucket and name, and what the storage has shown it lacks. */
@@ -76,4 +76,22 @@ export async function withOptionalChecksum<T>(lacks: { checksums: boolean }, sen
     lacks.checksums = true;
     return send(false);
   }
+}
+
+/**
+ * The request signed with this sha256 of its body (hex, `x-amz-content-sha256`), hashed by the caller already:
+ * the SDK does not hash the body a second time, and a body it would not hash (a stream) is signed all the same.
+ * The storage checks it against the bytes it receives (S3: XAmzContentSHA256Mismatch).
+ */
+export function signedPayload<C extends PutObjectCommand | UploadPartCommand>(command: C, sha256Hex: string): C {
+  type Args = { request: unknown };
+  const stack = command.middlewareStack as unknown as {
+    add(mw: (next: (args: Args) => Promise<unknown>) => (args: Args) => Promise<unknown>, opts: { step: 'build'; name: string }): void;
+  };
+  stack.add((next) => (args) => {
+    const req = args.request as { headers?: Record<string, string> };
+    if (req.headers) req.headers['x-amz-content-sha256'] = sha256Hex;
+    return next(args);
+  }, { step: 'build', name: 'memoryWardenPayloadSha256' });
+  return command;
 }

@@ -41,7 +41,7 @@ export class SftpTarget implements SnapshotTarget {
     return this.op('upload', final, async () => {
       await this.sftp.mkdir(dir, true);
       try {
-        const h = hashing(body);
+        const h = hashing(body, 'always'); // on the hashing thread, beside the SSH channel's cipher on this one
         const out = await openRemote(this.raw, tmp, 'wx');
         let size: number;
         try {

@@ -1,0 +1,142 @@
+import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashing } from '../../../src/snapshot/targets/digest.js';
+import { OFFLOAD_AT, PieceHash, hashThreadPolicy } from '../../../src/snapshot/targets/hash-worker.js';
+
+/**
+ * Hashes made on the hashing thread are those of the bytes handed on: whatever the pieces' sizes, whether the
+ * producer reuses its buffer once a piece is handed on, below and past the size where a stream leaves this thread.
+ */
+
+// The thread is used here whatever the machine's load (left to itself, a busy machine hashes on one thread).
+beforeAll(() => hashThreadPolicy('always'));
+afterAll(() => hashThreadPolicy('auto'));
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** `data` in pieces of `size`, each from one buffer the producer overwrites once the piece was taken. */
+async function* reused(data: Buffer, size: number): AsyncIterable<Buffer> {
+  const buf = Buffer.alloc(size);
+  for (let i = 0; i < data.length; i += size) {
+    const n = data.copy(buf, 0, i, i + size);
+    yield buf.subarray(0, n);
+    buf.fill(0xee); // what the consumer did not take before this is lost
+  }
+}
+
+async function drain(stream: AsyncIterable<Buffer>): Promise<Buffer> {
+  const out: Buffer[] = [];
+  for await (const b of stream) out.push(Buffer.from(b));
+  return Buffer.concat(out);
+}
+
+describe('hashing on the hashing thread', () => {
+  const data = randomBytes(OFFLOAD_AT * 3 + 12_345);
+
+  for (const offload of ['always', 'if-running'] as const) {
+    for (const n of [0, 17, OFFLOAD_AT - 1, OFFLOAD_AT, OFFLOAD_AT + 1, data.length]) {
+      for (const size of [16, 65_536 + 16, 3 * 1024 * 1024 + 7]) {
+        if (n > 1024 * 1024 && size === 16) continue; // a million pieces: slow, and nothing the others do not show
+        it(`${n} bytes in pieces of ${size}, ${offload}: the bytes handed on and their sha256`, async () => {
+          const want = data.subarray(0, n);
+          const h = hashing(reused(want, size), offload);
+          const got = await drain(h.stream);
+          expect(got.equals(want)).toBe(true);
+          expect(h.digest()).toEqual({ bytes: n, sha256: sha(want) });
+        });
+      }
+    }
+  }
+
+  it('a stream that fails half-way fails, and one after it is hashed', async () => {
+    const h = hashing((async function* () {
+      yield data.subarray(0, OFFLOAD_AT * 2);
+      throw new Error('disk went away');
+    })(), 'always');
+    await expect(drain(h.stream)).rejects.toThrow('disk went away');
+    expect(() => h.digest()).toThrow(/before the stream was drained/);
+    const again = hashing(reused(data, 1024 * 1024), 'always');
+    await drain(again.stream);
+    expect(again.digest().sha256).toBe(sha(data));
+  });
+
+  it('a reader that stops early leaves nothing waiting', async () => {
+    const h = hashing(reused(data, 65_536), 'always');
+    let seen = 0;
+    for await (const b of h.stream) {
+      seen += b.length;
+      if (seen > OFFLOAD_AT * 2) break;
+    }
+    const again = hashing(reused(data, 65_536), 'if-running');
+    await drain(again.stream);
+    expect(again.digest().sha256).toBe(sha(data));
+  });
+
+  it('a process whose streams are hashed exits by itself: the hashing thread holds it only while it hashes', async () => {
+    const digest = fileURLToPath(new URL('../../../dist/src/snapshot/targets/digest.js', import.meta.url));
+    const thread = fileURLToPath(new URL('../../../dist/src/snapshot/targets/hash-worker.js', import.meta.url));
+    const script = `
+      const { hashing } = await import(${JSON.stringify(digest)});
+      (await import(${JSON.stringify(thread)})).hashThreadPolicy('always');
+      for (const n of [3, ${OFFLOAD_AT * 2}, 5]) {
+        const h = hashing((async function* () { yield Buffer.alloc(n, 1); })(), 'always');
+        for await (const _ of h.stream) void _;
+        console.log(h.digest().bytes);
+      }`;
+    const out = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const p = execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 30_000 }, (err, stdout) => resolve({ code: err ? (err as { code?: number }).code ?? -1 : 0, stdout }));
+      p.stdin?.end();
+    });
+    expect(out).toEqual({ code: 0, stdout: `3\n${OFFLOAD_AT * 2}\n5\n` });
+  });
+
+  it('streams hashed at once do not mix', async () => {
+    const other = randomBytes(OFFLOAD_AT * 2 + 3);
+    const a = hashing(reused(data, 1024 * 1024 + 1), 'always');
+    const b = hashing(reused(other, 65_536), 'always');
+    await Promise.all([drain(a.stream), drain(b.stream)]);
+    expect(a.digest().sha256).toBe(sha(data));
+    expect(b.digest().sha256).toBe(sha(other));
+  });
+});
+
+describe('pieces hashed on the hashing thread (multipart parts)', () => {
+  it('each piece\'s sha256 and md5, and the whole one\'s, in the order the pieces were given', async () => {
+    const parts = [randomBytes(5 * 1024 * 1024), randomBytes(5 * 1024 * 1024), randomBytes(123)];
+    const h = new PieceHash(['sha256', 'md5'], ['sha256', 'md5']);
+    const each = await Promise.all(parts.map((p) => h.piece(p)));
+    const whole = await h.digest();
+    for (const [i, p] of parts.entries()) {
+      expect(each[i]![0]!.equals(createHash('sha256').update(p).digest())).toBe(true);
+      expect(each[i]![1]!.equals(createHash('md5').update(p).digest())).toBe(true);
+    }
+    expect(whole[0]!.toString('hex')).toBe(sha(Buffer.concat(parts)));
+    expect(whole[1]!.toString('hex')).toBe(createHash('md5').update(Buffer.concat(parts)).digest('hex'));
+  });
+
+  it('on one thread (a busy machine), the same digests', async () => {
+    hashThreadPolicy('never');
+    try {
+      const parts = [randomBytes(5 * 1024 * 1024), randomBytes(77)];
+      const h = new PieceHash(['sha256', 'md5'], ['md5']);
+      const each = await Promise.all(parts.map((p) => h.piece(p)));
+      expect(each[1]![0]!.equals(createHash('md5').update(parts[1]!).digest())).toBe(true);
+      expect((await h.digest())[0]!.toString('hex')).toBe(sha(Buffer.concat(parts)));
+      const s = hashing(reused(Buffer.concat(parts), 65_536), 'always');
+      await drain(s.stream);
+      expect(s.digest().sha256).toBe(sha(Buffer.concat(parts)));
+    } finally {
+      hashThreadPolicy('always');
+    }
+  });
+
+  it('a stopped one fails the pieces still waiting, and hashes nothing more', async () => {
+    const h = new PieceHash(['sha256'], ['sha256']);
+    const waiting = h.piece(randomBytes(8 * 1024 * 1024));
+    h.drop();
+    await expect(waiting).rejects.toThrow('hashing stopped');
+    await expect(h.piece(Buffer.from('x'))).rejects.toThrow('hashing stopped');
+  });
+});
