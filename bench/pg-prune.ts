@@ -11,6 +11,7 @@
  *   check runs it) plus `psql` running check's own queries;
  * - snapshot: `run snapshot` (the schema's tables at one instant into a snapshot folder, verified, holds made) against
  *   `pg_dump -n` of the same schema into a file;
+ * - with BENCH_PG_BEFORE, the other build runs beside check, snapshot and erase too;
  * - erase: `erase --user` of one person in ten (DELETE, VACUUM FULL, the byte check of the relation files) against
  *   `psql` running the same DELETE and VACUUM FULL, each round on a freshly loaded store.
  *
@@ -117,21 +118,29 @@ async function benchPrune(): Promise<void> {
 
 /**
  * memory-warden's command and the baseline, alternated round by round (`prepare` before each run: a fresh store where
- * the job changes it), the paired ratios' median and range printed.
+ * the job changes it), the paired ratios' median and range printed; with BENCH_PG_BEFORE, that build's command
+ * (`warden` given its cli.js) runs in each round too.
  */
-async function paired(what: string, prepare: () => Promise<void>, warden: () => Promise<number>, baseline: () => Promise<number>): Promise<void> {
-  const ms: Record<'warden' | 'baseline', number[]> = { warden: [], baseline: [] };
+async function paired(what: string, prepare: () => Promise<void>, warden: (cli: string) => Promise<number>, baseline: () => Promise<number>): Promise<void> {
+  type Tool = 'warden' | 'baseline' | 'before';
+  const before = process.env.BENCH_PG_BEFORE;
+  const tools: Tool[] = before ? ['warden', 'baseline', 'before'] : ['warden', 'baseline'];
+  const ms: Record<Tool, number[]> = { warden: [], baseline: [], before: [] };
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? (['warden', 'baseline'] as const) : (['baseline', 'warden'] as const);
+    const order = round % 2 === 0 ? tools : [...tools].reverse();
     for (const tool of order) {
       await prepare();
-      const t = await (tool === 'warden' ? warden() : baseline());
+      const t = await (tool === 'baseline' ? baseline() : warden(tool === 'before' ? before! : CLI));
       ms[tool].push(t);
       process.stdout.write(`${what} round ${round + 1} ${tool.padEnd(8)} ${t.toFixed(0).padStart(6)} ms\n`);
     }
   }
+  const range = (xs: number[]) => `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
   const ratios = ms.warden.map((w, i) => w / ms.baseline[i]!);
-  process.stdout.write(`${what}, ${rows} rows, ${rounds} rounds: memory-warden median ${median(ms.warden).toFixed(0)} ms, baseline median ${median(ms.baseline).toFixed(0)} ms, ratio median ${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)})\n`);
+  process.stdout.write(`${what}, ${rows} rows, ${rounds} rounds: memory-warden median ${median(ms.warden).toFixed(0)} ms, baseline median ${median(ms.baseline).toFixed(0)} ms, ratio median ${range(ratios)}\n`);
+  if (before) {
+    process.stdout.write(`${what} before: median ${median(ms.before).toFixed(0)} ms, ratio to the baseline ${range(ms.before.map((b, i) => b / ms.baseline[i]!))}; this build/before ${range(ms.warden.map((w, i) => w / ms.before[i]!))}\n`);
+  }
 }
 
 /** What `check` asks of the table, as check.ts asks it (its cutoffs from the default config), for psql. */
@@ -171,17 +180,17 @@ try {
   if (jobs.has('check')) {
     const amcheck = pgProgram('pg_amcheck');
     // The same verification check asks of amcheck: bt_index_check of every btree index of the schema, heapallindexed.
-    await paired('check', async () => {}, () => run(process.execPath, [CLI, 'check', '--store', 'fleet', '--config', config]),
+    await paired('check', async () => {}, (cli) => run(process.execPath, [cli, 'check', '--store', 'fleet', '--config', config]),
       async () => (await run(amcheck, ['-i', 'fleet.*', '--heapallindexed', url])) + (await run('psql', [url, '-qo', '/dev/null', '-c', CHECK_SQL])));
   }
   if (jobs.has('snapshot')) {
     const dump = join(dir, 'dump.sql');
     await paired('snapshot', async () => rmSync(join(dir, 'snapshots'), { recursive: true, force: true }),
-      () => run(process.execPath, [CLI, 'run', 'snapshot', '--store', 'fleet', '--config', config]),
+      (cli) => run(process.execPath, [cli, 'run', 'snapshot', '--store', 'fleet', '--config', config]),
       () => run(pgProgram('pg_dump'), ['-n', 'fleet', '-f', dump, url]));
   }
   if (jobs.has('erase')) {
-    await paired('erase', loadPeople, () => run(process.execPath, [CLI, 'erase', '--user', 'p0', '--store', 'fleet', '--config', config]),
+    await paired('erase', loadPeople, (cli) => run(process.execPath, [cli, 'erase', '--user', 'p0', '--store', 'fleet', '--config', config]),
       () => run('psql', [url, '-q', '-c', 'DELETE FROM fleet.memory WHERE subject = \'p0\'', '-c', 'VACUUM FULL fleet.memory']));
   }
 } finally {

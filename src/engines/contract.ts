@@ -123,11 +123,39 @@ export interface TablesTaken {
   files: string[];
 }
 
-export interface EngineTables<H> {
-  /** Reads every table of the store into `folder` (which exists and is empty) at one instant; agents keep writing. */
-  take(handle: H, folder: string): Promise<TablesTaken>;
-  /** The artifact in `folder`, every file checked against its own record; throws a store error naming the file. */
+/** A layout's tables apart from its store (a layout's vectorTables), taken as the engine's table artifact (EngineTables) takes its own. */
+export interface SideTables {
+  /** How messages name them (`postgres schema public: memories, memories_entities`). */
+  describe: string;
+  /** Reads the tables that exist into `folder` (which exists and is empty) at one instant. */
+  take(folder: string): Promise<TablesTaken>;
+  /** The artifact in `folder`, every file checked against its own record. */
   verify(folder: string): Promise<TablesTaken>;
+  /** Puts the artifact's tables in place of the configured ones (only those), all or nothing. */
+  restore(folder: string): Promise<TablesTaken>;
+}
+
+/**
+ * One table's rows handed over while a snapshot reads them into its artifact: the named columns' values as text (null:
+ * NULL, or no such column), row by row, from the bytes the artifact's file is made of.
+ */
+export interface TableRowsWatch {
+  table: string;
+  columns: readonly string[];
+  row(values: (string | null)[]): void;
+}
+
+export interface EngineTables<H> {
+  /**
+   * Reads every table of the store into `folder` (which exists and is empty) at one instant; agents keep writing.
+   * `rows`: one table's rows handed over as they are read (what a snapshot makes of them needs no second read).
+   */
+  take(handle: H, folder: string, opts?: { rows?: TableRowsWatch }): Promise<TablesTaken>;
+  /**
+   * The artifact in `folder`, every file checked against its own record; throws a store error naming the file.
+   * `digests`: each file's size and sha256 as this check read them (where the engine gives them).
+   */
+  verify(folder: string): Promise<TablesTaken & { digests?: Record<string, { bytes: number; sha256: string }> }>;
   /** One table's rows in the artifact, the named columns' values as text (null: NULL), read as they are iterated. */
   values(folder: string, table: string, columns: readonly string[]): Iterable<(string | null)[]>;
   /**

@@ -72,6 +72,30 @@ describe('bytes left by an erase in PostgreSQL relation files', () => {
     expect(JSON.stringify(full)).not.toContain('Zelda'); // the verdict never carries a needle
   });
 
+  it('native: a row in a later piece of a file of several pieces is found among 300,000 needles, and gone after VACUUM FULL', async () => {
+    const c = await native();
+    const who = `Zelda Quistorp-${randomBytes(4).toString('hex')}`;
+    const where = `lives at ${randomBytes(6).toString('hex')} Lane`;
+    await c.query(`CREATE SCHEMA s`);
+    await c.query(`CREATE TABLE s.memory (id int PRIMARY KEY, subject text NOT NULL, fact text NOT NULL)`);
+    for (const sql of uncompressedStorageSql('s', 'memory', ['subject', 'fact'])) await c.query(sql);
+    await c.query(`CREATE INDEX memory_subject ON s.memory (subject)`);
+    // About 3 MB of heap: the file is read in pieces of 128 blocks (1 MB), the person's row in the last of them.
+    await c.query(`INSERT INTO s.memory SELECT g, 'someone ' || g, repeat('filler fact ' || g || ' ', 8) FROM generate_series(1, 20000) g`);
+    await c.query(`INSERT INTO s.memory VALUES (20001, $1, $2)`, [who, where]);
+    await c.query(`DELETE FROM s.memory WHERE subject = $1`, [who]);
+    // An erase of 100,000 rows looks for 300,000 texts (each fact, source and id).
+    const needles = [who, where, ...Array.from({ length: 300_000 }, (_, i) => `absent text ${String(i).padStart(7, '0')}`)];
+    const deleted = await verifyBytesGone(c, { schema: 's', tables: ['memory'], needles });
+    expect(deleted.verdict).toBe('found');
+    expect(deleted.found.map((f) => f.needle).sort()).toEqual([0, 0, 1]);
+    expect(deleted.found.find((f) => f.kind === 'heap' && f.needle === 1)!.offset).toBeGreaterThan(2 * 1024 * 1024);
+    expect(deleted.read.find((r) => r.kind === 'heap')!.bytes).toBeGreaterThan(2 * 1024 * 1024);
+    await vacuumTouched(c, 's', ['memory'], 'full');
+    const full = await verifyBytesGone(c, { schema: 's', tables: ['memory'], needles });
+    expect(full.verdict).toBe('clean');
+  });
+
   it('PGlite (PostgreSQL 18), read by pg_read_binary_file: the same three states', async () => {
     const c = await pglite();
     const { deleted, plain, full } = await erasePath(c, 'server-file');

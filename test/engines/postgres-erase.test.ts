@@ -29,13 +29,21 @@ const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.
  * through pg_read_binary_file there too.
  */
 
-/** The same rows for both engines: two people, a shared source, chains (one across people), a case-mixed subject. */
-function rows(): Row[] {
+/**
+ * The same rows for both engines: two people, a shared source, chains (one across people), a case-mixed subject;
+ * `quoted`: two more whose ids a batch sends as SQL literals (quotes, a backslash, replacement patterns `$'` `$&`),
+ * one a chain's root with an older version of Bob's.
+ */
+function rows(quoted = false): Row[] {
   const out: Row[] = [];
   for (let i = 1; i <= 30; i++) out.push({ id: `ann-${i}`, subject: 'ann', fact: `Ann's secret number ${i} is ${1000 + i * 7}`, source: i % 2 ? 'message' : `ann-mail-${i}` });
   for (let i = 1; i <= 20; i++) out.push({ id: `bob-${i}`, subject: 'bob', fact: `Bob likes cheese kind ${i}`, source: 'message' });
   // Bob's older versions superseded by Ann's rows: erase of Ann takes them by cascade, on both engines.
   for (let v = 1; v <= 5; v++) out.push({ id: `bob-old-${v}`, subject: 'bob', fact: `Bob lived at street ${v}`, source: 'message', superseded_by: v === 5 ? 'ann-3' : `bob-old-${v + 1}` });
+  if (quoted) {
+    out.push({ id: "ann-'$'$&\\-q", subject: 'ann', fact: "Ann's quote ' and $' and \\ stay data", source: 'message' });
+    out.push({ id: "bob-$`-old", subject: 'bob', fact: 'Bob quoted once', source: 'message', superseded_by: "ann-'$'$&\\-q" });
+  }
   out.push({ id: 'mix-1', subject: 'Project ANNEX', fact: 'the annex opens', source: 'message' });
   // Case is folded in ASCII only, as SQLite's lower() does: `--subject Ärger` takes "ÄRGER", never "ärger".
   out.push({ id: 'mix-2', subject: 'x', fact: 'großer ärger heute', source: 'message' });
@@ -78,7 +86,7 @@ async function bytesOf(url: string, schema: string, needles: string[]) {
   }
 }
 
-const annTexts = () => rows().filter((r) => r.subject === 'ann').map((r) => r.fact!);
+const annTexts = (quoted = false) => rows(quoted).filter((r) => r.subject === 'ann').map((r) => r.fact!);
 
 it('a PostgreSQL store has no file on the host: erase\'s search for copies killed runs left looks only in its snapshot folder', () => {
   const dir = tempDir('pg-erase-files');
@@ -104,11 +112,11 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       db = await createTestDatabase(`pg_erase_same_${n}`);
       const store = pgStoreConfig(db);
       await initPgStore(store);
-      await fillPg(db.client, 'fleet', rows());
-      const lite = sqliteStore(rows());
+      await fillPg(db.client, 'fleet', rows(true));
+      const lite = sqliteStore(rows(true));
       const dry = await store.run(['erase', ...argv, '--store', 'fleet', '--dry-run', '--json']);
       expect(dry.code, dry.stderr).toBe(0);
-      expect((await ids(db, 'fleet')).length).toBe(rows().length);
+      expect((await ids(db, 'fleet')).length).toBe(rows(true).length);
       const onPg = await store.run(['erase', ...argv, '--store', 'fleet', '--json']);
       const onLite = await cliAsync(['erase', ...argv, '--store', 'fleet', '--json', '--config', lite.config]);
       expect(onLite.code, onLite.stderr).toBe(0);
@@ -128,7 +136,7 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       expect(p.vacuumed).toBe(true);
       expect(p.walTruncated).toBe(false);
       if (n === 'user') {
-        expect((await bytesOf(db.url, 'fleet', annTexts())).verdict).toBe('clean');
+        expect((await bytesOf(db.url, 'fleet', annTexts(true))).verdict).toBe('clean');
         const text = await store.run(['erase', '--user', 'ann', '--store', 'fleet']);
         expect(text.code, text.stderr).toBe(0);
         expect(text.stdout).toMatch(/not seen by this check/);
@@ -141,7 +149,7 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
 
   it('native PG 15: kill -9 between batches, before the VACUUM FULL and before the byte check; each re-run leaves no row and no byte of the person, and says what it could not look for', async () => {
     const points = [
-      { sql: '^COMMIT$', nth: 2, when: 'after' }, // between the deletes' batches
+      { sql: '(^|\\n)COMMIT$', nth: 2, when: 'after' }, // between the deletes' batches (a batch's one query ends in its COMMIT)
       { sql: '^VACUUM', nth: 1, when: 'before' }, // every row deleted, nothing vacuumed
       { sql: 'pg_relation_filepath', nth: 1, when: 'before' }, // vacuumed, the byte check not begun
     ];

@@ -150,6 +150,28 @@ describe('a PostgreSQL warden store with its vectors in pgvector (PGlite)', { ti
     expect(await vectorRows(p, 'memories', 'mem0')).toEqual([...left, 'stranger'].sort());
   });
 
+  it('review delete takes the row, the older versions behind it and all their vectors; review supersede leaves the old version its vector (a row still), and check names the new one as without a vector', async () => {
+    const p = await pglite({ tables: ['memories'], pointId: 'payload' });
+    await initPgStore(p.store);
+    await fillPgStore(fake(p), 'fleet', { live: 5, chains: 2, depth: 3 });
+    await embedAll(p, 'memories', 'mem0');
+
+    const del = await p.store.run(['review', 'delete', 'ch-1-3', '--store', 'fleet', '--json']);
+    expect(del.code, del.stderr).toBe(0);
+    const gone = ['ch-1-1', 'ch-1-2', 'ch-1-3'];
+    const left = await memoryIds(p);
+    for (const id of gone) expect(left).not.toContain(id);
+    expect(left).toEqual(['ch-2-1', 'ch-2-2', 'ch-2-3', 'live-1', 'live-2', 'live-3', 'live-4', 'live-5']);
+    expect(await vectorRows(p, 'memories', 'mem0')).toEqual(left);
+
+    const sup = await p.store.run(['review', 'supersede', 'live-2', '--fact', 'likes green tea', '--source', 'message:today', '--store', 'fleet', '--json']);
+    expect(sup.code, sup.stderr).toBe(0);
+    // The old version keeps its vector (it is a row still); the new one has none until the agent embeds it.
+    expect(await vectorRows(p, 'memories', 'mem0')).toEqual(left);
+    const check = await p.store.run(['check', '--store', 'fleet', '--json']);
+    expect(check.json().vectors.collections[0]).toMatchObject({ orphanPoints: 0, missingPoints: 1 });
+  });
+
   it('erase takes the person\'s vectors with their rows, sweeps a stray vector holding their text, VACUUM FULLs the vector table and reads its files: clean', async () => {
     const p = await pglite({ tables: ['memory_vectors'] }, { table: 'text' });
     await initPgStore(p.store);

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { createTestDatabase, startPgvectorServer, type TestDatabase } from '../helpers/pg.js';
 import { snapshotTables, MANIFEST_FILE, type PgSnapshotManifest } from '../../src/engines/postgres/snapshot.js';
 import { restoreTables, PgRestoreRefused, unescapeCopyText } from '../../src/engines/postgres/restore.js';
+import { copyRowReader } from '../../src/engines/postgres/copy-text.js';
 
 // Snapshot and restore of PostgreSQL tables (src/engines/postgres/snapshot.ts, restore.ts) on the native server
 // (PostgreSQL 15) and on PGlite (PostgreSQL 18 with pgvector).
@@ -158,6 +159,26 @@ describe('snapshot of PostgreSQL tables', () => {
     expect((await c.query(`SELECT 1 FROM mem.memory WHERE id = 'm4'`)).rowCount).toBe(0);
   });
 
+  it('a serial column (PgVector\'s id) comes back with a sequence of its own that goes on past its rows; a shared sequence is refused', async () => {
+    const db = await nativeDb();
+    const c = db.client;
+    await c.query(`CREATE SCHEMA vec`);
+    await c.query(`CREATE TABLE vec.memory_messages (id SERIAL PRIMARY KEY, vector_id text UNIQUE NOT NULL, metadata jsonb)`);
+    await c.query(`INSERT INTO vec.memory_messages (vector_id, metadata) SELECT 'v' || g, '{}' FROM generate_series(1, 5) g`);
+    const folder = await tempDir();
+    await snapshotTables(c, { schema: 'vec', tables: ['memory_messages'], folder });
+    await c.query(`INSERT INTO vec.memory_messages (vector_id) VALUES ('late')`);
+    await restoreTables(c, { folder, schema: 'vec' });
+    expect((await c.query(`SELECT vector_id FROM vec.memory_messages ORDER BY id`)).rows.map((r) => r.vector_id)).toEqual(['v1', 'v2', 'v3', 'v4', 'v5']);
+    const next = await c.query<{ id: number }>(`INSERT INTO vec.memory_messages (vector_id) VALUES ('next') RETURNING id`);
+    expect(next.rows[0]!.id).toBe(6);
+    expect((await c.query(`SELECT pg_get_serial_sequence('vec.memory_messages', 'id') AS s`)).rows[0].s).toBe('vec.memory_messages_id_seq');
+    expect((await c.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname LIKE '%mw_restore'`)).rows[0].n).toBe(0);
+    await c.query(`CREATE SEQUENCE vec.shared`);
+    await c.query(`CREATE TABLE vec.borrowing (id int DEFAULT nextval('vec.shared'))`);
+    await expect(snapshotTables(c, { schema: 'vec', tables: ['borrowing'], folder: await tempDir() })).rejects.toThrow(/borrowing\.id takes its default from a sequence it does not own/);
+  });
+
   it('round trip on PGlite with pgvector: vectors, the hnsw index, and the texts COPY escapes', async () => {
     const server = await startPgvectorServer();
     cleanups.push(() => server.stop());
@@ -184,6 +205,43 @@ describe('snapshot of PostgreSQL tables', () => {
   it('COPY text fields come back as they were written', () => {
     expect(unescapeCopyText('\\N')).toBeNull();
     expect(unescapeCopyText('a\\tb\\nc\\\\N\\r')).toBe('a\tb\nc\\N\r');
+  });
+
+  it('COPY text read back in pieces cut anywhere gives the rows read whole: the fields asked for, nulls, missing columns', () => {
+    const text = Buffer.from('a\\tb\t\\N\tü✓\n\\\\N\tx\t\n\tonly\nlast\twithout\tnewline');
+    const read = (pieces: Buffer[]) => {
+      const got: (string | null)[][] = [];
+      const r = copyRowReader([2, 0, 5], (v) => got.push(v));
+      for (const p of pieces) r.push(p);
+      r.end();
+      return got;
+    };
+    const whole = read([text]);
+    expect(whole).toEqual([['ü✓', 'a\tb', null], ['', '\\N', null], [null, '', null], ['newline', 'last', null]]);
+    for (let cut = 0; cut <= text.length; cut++) {
+      for (const size of [1, 3]) {
+        const pieces = [text.subarray(0, cut), ...Array.from({ length: Math.ceil((text.length - cut) / size) }, (_, i) => text.subarray(cut + i * size, cut + (i + 1) * size))];
+        expect(read(pieces), `cut at ${cut}, then ${size} bytes a piece`).toEqual(whole);
+      }
+    }
+  });
+
+  it('rows handed over while a table streams into the artifact are the table\'s rows, hostile texts and nulls as they are', async () => {
+    const db = await nativeDb();
+    const c = db.client;
+    await createStore(c, 'mem');
+    await fill(c, 'mem', 3000, 'm');
+    // Ids and subjects with every byte COPY escapes, and one long enough to span the stream's pieces.
+    await c.query(`INSERT INTO mem.memory (id, subject, fact, source) SELECT 'h' || i || ' ' || h, h, 'f', NULL FROM unnest($1::text[]) WITH ORDINALITY AS u(h, i)`, [HOSTILE]);
+    const folder = await tempDir();
+    const seen: (string | null)[][] = [];
+    const manifest = await snapshotTables(c, { schema: 'mem', tables: ['memory'], folder, rows: { table: 'memory', columns: ['source', 'id', 'no_such_column', 'subject'], row: (v) => seen.push(v) } });
+    expect(manifest.tables[0]!.rows).toBe(3000 + HOSTILE.length);
+    const want = (await c.query<{ source: string | null; id: string; subject: string }>(`SELECT source, id, subject FROM mem.memory`)).rows
+      .map((r) => [r.source, r.id, null, r.subject]);
+    const order = (rows: (string | null)[][]) => [...rows].sort((a, b) => (a[1]! < b[1]! ? -1 : a[1]! > b[1]! ? 1 : 0));
+    expect(order(seen)).toEqual(order(want));
+    expect(seen.some((r) => r[1]!.includes('\n') && r[3] === 'new\nline')).toBe(true);
   });
 });
 

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -73,15 +75,70 @@ export interface PgvectorServer {
   stop(): Promise<void>;
 }
 
+/** Where the fresh cluster is kept: in this install's node_modules, named by the versions that made it. */
+const CLUSTER_CACHE = resolve(import.meta.dirname, '../../node_modules/.cache/memory-warden-tests');
+let cluster: Promise<Blob> | undefined;
+
+/**
+ * The data folder of a fresh PGlite cluster with pgvector installed, as a tarball: made once per install (initdb in
+ * WASM costs seconds; loading this costs one), written under a temporary name and renamed, so processes starting
+ * together each see none or all of it. Every in-memory server starts from it: an empty cluster, nothing shared.
+ */
+function freshCluster(): Promise<Blob> {
+  return (cluster ??= (async () => {
+    const versions = ['pglite', 'pglite-pgvector'].map((p) => (JSON.parse(readFileSync(resolve(import.meta.dirname, `../../node_modules/@electric-sql/${p}/package.json`), 'utf8')) as { version: string }).version);
+    const file = join(CLUSTER_CACHE, `pglite-${versions.join('-')}-vector.tar`);
+    if (existsSync(file)) return new Blob([readFileSync(file)]);
+    const db = await PGlite.create({ extensions: { vector } });
+    await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
+    const tar = await db.dumpDataDir('none');
+    await db.close();
+    mkdirSync(CLUSTER_CACHE, { recursive: true });
+    const part = `${file}.${process.pid}-${randomBytes(4).toString('hex')}`;
+    writeFileSync(part, Buffer.from(await tar.arrayBuffer()));
+    renameSync(part, file);
+    return tar;
+  })());
+}
+
+/**
+ * pglite-socket 0.2 queues each protocol message of each client on its own, and keeps one client's messages together
+ * only inside a transaction: outside one, another client's Parse can replace a client's unnamed statement between its
+ * Parse and its Bind ("unnamed prepared statement does not exist"), which a server with a backend per connection
+ * never does. The server's queue is told it is "in a transaction" from a client's first extended-protocol message to
+ * its Sync, so that it takes that client's messages next, as it does inside a transaction.
+ */
+function keepExtendedQueriesWhole(server: PGLiteSocketServer, db: PGlite): void {
+  const queue = (server as unknown as { queryQueue: { db: PGlite } }).queryQueue;
+  let midQuery = false;
+  const extended = new Set(['P', 'B', 'D', 'E', 'C', 'H'].map((c) => c.charCodeAt(0)));
+  queue.db = new Proxy(db, {
+    get(target, key) {
+      if (key === 'isInTransaction') return () => midQuery || target.isInTransaction();
+      // The queue's ROLLBACK for a client that left mid-sequence: no Sync of it will come.
+      if (key === 'exec') return (sql: string) => ((midQuery = false), target.exec(sql));
+      if (key === 'execProtocolRawStream') {
+        return (message: Uint8Array, o: unknown) => {
+          midQuery = extended.has(message[0]!);
+          return (target.execProtocolRawStream as (m: Uint8Array, o: unknown) => Promise<unknown>)(message, o);
+        };
+      }
+      const v = Reflect.get(target, key, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
 /**
  * PGlite with pgvector (`CREATE EXTENSION vector` already run) on a free loopback port, in memory or in `dataDir`.
  * One per store: session state (search_path, extensions) is shared by every client of it.
  */
 export async function startPgvectorServer(opts: { dataDir?: string; maxConnections?: number } = {}): Promise<PgvectorServer> {
-  const db = await PGlite.create({ ...(opts.dataDir ? { dataDir: opts.dataDir } : {}), extensions: { vector } });
+  const db = await PGlite.create({ ...(opts.dataDir ? { dataDir: opts.dataDir } : { loadDataDir: await freshCluster() }), extensions: { vector } });
   await db.exec('CREATE EXTENSION IF NOT EXISTS vector');
   const port = await freePort();
   const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections: opts.maxConnections ?? 16 });
+  keepExtendedQueriesWhole(server, db);
   await server.start();
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,

@@ -15,6 +15,11 @@ export interface ColumnDescription {
   default: string | null;
   /** '' none, 'a' GENERATED ALWAYS AS IDENTITY, 'd' BY DEFAULT. */
   identity: '' | 'a' | 'd';
+  /**
+   * A serial column (serial, bigserial, smallserial): its default takes the next value of a sequence it owns, made
+   * again with the table on restore and set past the highest value restored. Absent: none.
+   */
+  serial?: true;
   /** The expression of a stored generated column, or null. */
   generated: string | null;
   /** attstorage: p plain, e external (out of line, never compressed), m main, x extended. */
@@ -49,17 +54,19 @@ export async function describeTable(client: pg.ClientBase, schema: string, table
       WHERE n.nspname = $1 AND c.relname = $2`, [schema, table]);
   const r = rel.rows[0];
   if (!r || (r.relkind !== 'r')) throw new Error(`table ${schema}.${table} does not exist (or is not a plain table)`);
-  const cols = await client.query<ColumnDescription & { seqdefault: boolean }>(
+  const cols = await client.query<ColumnDescription & { seqdefault: boolean; owned: boolean }>(
     `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS "notNull",
             CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END AS default,
             a.attidentity AS identity,
             CASE WHEN a.attgenerated = 's' THEN pg_get_expr(d.adbin, d.adrelid) END AS generated,
             a.attstorage AS storage, a.attcompression AS compression,
-            coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE '%nextval(%', false) AS seqdefault
+            coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE '%nextval(%', false) AS seqdefault,
+            a.attidentity = '' AND pg_get_serial_sequence(format('%I.%I', $2::text, $3::text), a.attname) IS NOT NULL AS owned
        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-      WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, [r.oid]);
-  const serial = cols.rows.find((c) => c.seqdefault);
-  if (serial) throw new Error(`column ${table}.${serial.name} takes its default from a sequence: use an identity column`);
+      WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, [r.oid, schema, table]);
+  // A serial column's sequence is its own (made again with it); one shared with others is not carried.
+  const shared = cols.rows.find((c) => c.seqdefault && !(c.owned && SERIAL_OF[c.type]));
+  if (shared) throw new Error(`column ${table}.${shared.name} takes its default from a sequence it does not own: use an identity column`);
   const cons = await client.query<{ name: string; type: string; def: string }>(
     `SELECT conname AS name, contype AS type, pg_get_constraintdef(oid) AS def FROM pg_constraint
       WHERE conrelid = $1 AND contype IN ('p','u','c','x','f')
@@ -76,7 +83,7 @@ export async function describeTable(client: pg.ClientBase, schema: string, table
   if (odd) throw new Error(`index ${odd.name} of ${table} reads as ${JSON.stringify(odd.def)}, not as CREATE INDEX ... ON ${schema}.${table}`);
   return {
     name: table,
-    columns: cols.rows.map(({ seqdefault: _, ...c }) => c),
+    columns: cols.rows.map(({ seqdefault, owned: _, ...c }) => (seqdefault ? { ...c, default: null, serial: true as const } : c)),
     constraints: cons.rows,
     indexes: idx.rows.map((i) => ({ name: i.name, unique: i.unique, using: i.def.slice(i.head.length) })),
     reloptions: r.reloptions ?? [],
@@ -94,11 +101,16 @@ export async function dependentViews(client: pg.ClientBase, tableOids: number[])
   return res.rows.map(({ schema, name, def }) => ({ schema, name, def }));
 }
 
+/** The serial type that makes a column of this type with a sequence of its own. */
+const SERIAL_OF: Record<string, string> = { integer: 'serial', bigint: 'bigserial', smallint: 'smallserial' };
+
 /** CREATE TABLE with columns only (constraints and indexes come after the rows: faster, and checked once). */
 export function createTableSql(t: TableDescription): string[] {
   const cols = t.columns.map((c) => {
-    let s = `${q(c.name)} ${c.type}`;
-    if (c.generated) s += ` GENERATED ALWAYS AS (${c.generated}) STORED`;
+    let s = `${q(c.name)} ${c.serial ? SERIAL_OF[c.type] : c.type}`;
+    if (c.serial) {
+      if (!SERIAL_OF[c.type]) throw new Error(`column ${t.name}.${c.name}: a serial column of type ${c.type}`);
+    } else if (c.generated) s += ` GENERATED ALWAYS AS (${c.generated}) STORED`;
     else if (c.identity) s += ` GENERATED ${c.identity === 'a' ? 'ALWAYS' : 'BY DEFAULT'} AS IDENTITY`;
     else if (c.default !== null) s += ` DEFAULT ${c.default}`;
     if (c.notNull) s += ' NOT NULL';

@@ -23,9 +23,12 @@ import { createInterface } from 'node:readline';
 import { Transform } from 'node:stream';
 import type pg from 'pg';
 import { copyIn } from './copy-stream.js';
+import { unescapeCopyText } from './copy-text.js';
 import { RUNS_TABLE } from './runs.js';
 import { copiedColumns, createTableSql, dependentViews, finishTableSql, quoteIdent as q, type TableDescription } from './copy-describe.js';
 import { MANIFEST_FILE, PG_SNAPSHOT_FORMAT, type PgSnapshotManifest } from './snapshot.js';
+
+export { unescapeCopyText };
 
 const STAGING_MARK = 'memory-warden restore staging';
 
@@ -45,10 +48,18 @@ export interface PgRestoreResult {
 
 /** The manifest of the artifact in `folder`, its files' hashes checked; throws PgRestoreRefused naming the file. */
 export async function verifyArtifact(folder: string): Promise<PgSnapshotManifest> {
+  return (await checkArtifact(folder)).manifest;
+}
+
+/** verifyArtifact's manifest, and every file's size and sha256 (the manifest's own too) as the check read them. */
+export async function checkArtifact(folder: string): Promise<{ manifest: PgSnapshotManifest; digests: Record<string, { bytes: number; sha256: string }> }> {
   const path = join(folder, MANIFEST_FILE);
   let manifest: PgSnapshotManifest;
+  const digests: Record<string, { bytes: number; sha256: string }> = {};
   try {
-    manifest = JSON.parse(await readFile(path, 'utf8')) as PgSnapshotManifest;
+    const text = await readFile(path);
+    manifest = JSON.parse(text.toString('utf8')) as PgSnapshotManifest;
+    digests[MANIFEST_FILE] = { bytes: text.length, sha256: createHash('sha256').update(text).digest('hex') };
   } catch (err) {
     throw new PgRestoreRefused(`${path}: not a readable manifest (${(err as Error).message})`);
   }
@@ -56,21 +67,27 @@ export async function verifyArtifact(folder: string): Promise<PgSnapshotManifest
   for (const t of manifest.tables) {
     const file = join(folder, t.file);
     if (t.file.includes('/') || t.file.includes('\\')) throw new PgRestoreRefused(`${path}: file name ${JSON.stringify(t.file)} leaves the folder`);
-    let got: string;
+    let got: { bytes: number; sha256: string };
     try {
       got = await sha256File(file);
     } catch (err) {
       throw new PgRestoreRefused(`${file}: cannot be read (${(err as Error).message})`);
     }
-    if (got !== t.sha256) throw new PgRestoreRefused(`${file}: sha256 ${got} is not the manifest's ${t.sha256} (table ${t.name}): the artifact was changed`);
+    if (got.sha256 !== t.sha256) throw new PgRestoreRefused(`${file}: sha256 ${got.sha256} is not the manifest's ${t.sha256} (table ${t.name}): the artifact was changed`);
+    digests[t.file] = got;
   }
-  return manifest;
+  return { manifest, digests };
 }
 
-async function sha256File(path: string): Promise<string> {
+/** A file's size and sha256, read a megabyte at a time. */
+async function sha256File(path: string): Promise<{ bytes: number; sha256: string }> {
   const h = createHash('sha256');
-  for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
-  return h.digest('hex');
+  let bytes = 0;
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+    h.update(chunk as Buffer);
+    bytes += (chunk as Buffer).length;
+  }
+  return { bytes, sha256: h.digest('hex') };
 }
 
 /** The staging schema's name for `schema` (63 bytes at most, PostgreSQL's limit). */
@@ -98,7 +115,9 @@ export async function restoreTables(
     await dropStaging(client, staging);
     await client.query(`CREATE SCHEMA ${q(staging)}`);
     await client.query(`COMMENT ON SCHEMA ${q(staging)} IS '${STAGING_MARK}'`);
-    await client.query(`SELECT set_config('search_path', $1, true)`, [`${q(staging)}, pg_catalog`]);
+    // The configured schema after the staging one: a type of an extension installed there (pgvector's `vector`,
+    // named unqualified when the tables were read from that same schema) resolves while the tables are staged.
+    await client.query(`SELECT set_config('search_path', $1, true)`, [`${q(staging)}, ${q(schema)}, pg_catalog`]);
     const loaded: { name: string; rows: number }[] = [];
     for (const t of manifest.tables) for (const sql of createTableSql(t.description)) await client.query(sql);
     for (const t of manifest.tables) {
@@ -117,7 +136,7 @@ export async function restoreTables(
       } catch (err) {
         throw new StoppedBeforeSwap(err);
       }
-      await client.query(`SELECT set_config('search_path', $1, true)`, [`${q(staging)}, pg_catalog`]);
+      await client.query(`SELECT set_config('search_path', $1, true)`, [`${q(staging)}, ${q(schema)}, pg_catalog`]);
     }
     await swap(client, schema, staging, manifest);
     await client.query('COMMIT');
@@ -190,20 +209,9 @@ async function insertCopyText(client: pg.ClientBase, t: TableDescription, source
   return rows;
 }
 
-/** One field of COPY's text format: `\N` is NULL, backslash escapes as COPY TO writes them. */
-export function unescapeCopyText(f: string): string | null {
-  if (f === '\\N') return null;
-  if (!f.includes('\\')) return f;
-  return f.replace(/\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)/g, (_, e: string) => {
-    if (e[0] === 'x' && e.length > 1) return String.fromCharCode(parseInt(e.slice(1), 16));
-    if (/^[0-7]/.test(e)) return String.fromCharCode(parseInt(e, 8));
-    return ({ b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v' } as Record<string, string>)[e] ?? e;
-  });
-}
-
-/** An identity column's sequence continues after the highest value restored. */
+/** An identity or serial column's sequence continues after the highest value restored. */
 async function resetIdentities(client: pg.ClientBase, t: TableDescription): Promise<void> {
-  for (const c of t.columns.filter((c) => c.identity)) {
+  for (const c of t.columns.filter((c) => c.identity || c.serial)) {
     await client.query(`SELECT setval(pg_get_serial_sequence($1, $2), m, true) FROM (SELECT max(${q(c.name)}) AS m FROM ${q(t.name)}) x WHERE m IS NOT NULL`,
       [q(t.name), c.name]);
   }

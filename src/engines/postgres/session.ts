@@ -15,6 +15,12 @@ export interface PgSession {
   /** What a failure on this store means, as one line naming the setting (see pgError). */
   explain(err: unknown, doing: string): WardenError;
   end(): Promise<void>;
+  /**
+   * Its connections are inside a transaction of someone else's (a restore's): each BEGIN, COMMIT or ROLLBACK sent as a
+   * statement of its own becomes a savepoint's, so a transaction must be sent statement by statement, never as one
+   * query holding its COMMIT.
+   */
+  nested?: true;
 }
 
 /**

@@ -11,13 +11,14 @@
  * and `pg_dump --snapshot=<id>` would need this transaction's exported snapshot and a second process anyway.
  */
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { streamToNewFile } from '../../core/write-file.js';
 import type pg from 'pg';
+import type { TableRowsWatch } from '../contract.js';
 import { copyOut } from './copy-stream.js';
+import { copyRowReader } from './copy-text.js';
 import { copiedColumns, dependentViews, describeTable, quoteIdent as q, type TableDescription, type ViewDescription } from './copy-describe.js';
 
 export const PG_SNAPSHOT_FORMAT = 'memory-warden/pg-tables/1';
@@ -47,10 +48,14 @@ export interface PgSnapshotManifest {
   views: ViewDescription[];
 }
 
-/** Reads `tables` of `schema` into `folder` (which must exist and be empty of these names) at one instant. */
+/**
+ * Reads `tables` of `schema` into `folder` (which must exist and be empty of these names) at one instant. `rows`:
+ * one table's rows handed over as they stream into its file (the same bytes the file's hash is taken of), so what
+ * is made of them needs no second read.
+ */
 export async function snapshotTables(
   client: pg.ClientBase,
-  opts: { schema: string; tables: readonly string[]; folder: string },
+  opts: { schema: string; tables: readonly string[]; folder: string; rows?: TableRowsWatch },
 ): Promise<PgSnapshotManifest> {
   const { schema, folder } = opts;
   const tables = [...new Set(opts.tables)];
@@ -69,8 +74,10 @@ export async function snapshotTables(
     for (const [i, name] of tables.entries()) {
       const description = await describeTable(client, schema, name);
       const file = `${String(i).padStart(3, '0')}.copy`;
-      const cols = copiedColumns(description).map((c) => q(c.name)).join(', ');
-      const written = await copyToFile(client, `COPY ${q(schema)}.${q(name)} (${cols}) TO STDOUT`, join(folder, file));
+      const copied = copiedColumns(description).map((c) => c.name);
+      const watch = opts.rows?.table === name ? opts.rows : undefined;
+      const reader = watch && copyRowReader(watch.columns.map((c) => copied.indexOf(c)), watch.row);
+      const written = await copyToFile(client, `COPY ${q(schema)}.${q(name)} (${copied.map(q).join(', ')}) TO STDOUT`, join(folder, file), reader);
       out.push({ name, file, ...written, description });
     }
     const views = (await dependentViews(client, oids.rows.map((r) => r.oid)))
@@ -93,18 +100,39 @@ export async function snapshotTables(
   }
 }
 
-/** One COPY into one file, hashed on the way; the file is flushed to disk before this returns. */
-async function copyToFile(client: pg.ClientBase, sql: string, path: string): Promise<{ sha256: string; bytes: number; rows: number }> {
+/**
+ * How many bytes of rows may wait for the disk before the socket is paused: with the stream's default (16 kB) every
+ * 64 kB piece paused the server's stream until the write was done.
+ */
+const WRITE_AHEAD = 4 << 20;
+
+/** One COPY into one file, hashed (and handed to `reader`) on the way; the file is flushed to disk before this returns. */
+async function copyToFile(client: pg.ClientBase, sql: string, path: string, reader?: { push(piece: Buffer): void; end(): void }): Promise<{ sha256: string; bytes: number; rows: number }> {
   const hash = createHash('sha256');
   let bytes = 0;
   const tap = new Transform({
     transform(chunk: Buffer, _enc, done) {
       hash.update(chunk);
       bytes += chunk.length;
+      try {
+        reader?.push(chunk);
+      } catch (err) {
+        done(err as Error);
+        return;
+      }
       done(null, chunk);
     },
+    flush(done) {
+      try {
+        reader?.end();
+      } catch (err) {
+        done(err as Error);
+        return;
+      }
+      done();
+    },
   });
-  const written = pipeline(tap, createWriteStream(path, { flags: 'wx', flush: true, mode: 0o600 }));
+  const written = streamToNewFile(path, { flush: true, mode: 0o600, highWaterMark: WRITE_AHEAD }, tap);
   written.catch(() => {}); // surfaced by the await below
   let rows: number;
   try {

@@ -11,7 +11,8 @@ import { storeError, usageError } from '../../core/errors.js';
 import { openRegularFile, readRegularFile } from '../../core/read-file.js';
 import type { EngineTables, PostgresStoreHandle, TablesTaken } from '../contract.js';
 import { copiedColumns } from './copy-describe.js';
-import { PgRestoreRefused, restoreTables, unescapeCopyText, verifyArtifact } from './restore.js';
+import { checkArtifact, PgRestoreRefused, restoreTables } from './restore.js';
+import { copyRowReader } from './copy-text.js';
 import type { PgSession } from './session.js';
 import { quoteIdent } from './session.js';
 import { MANIFEST_FILE, snapshotTables, type PgSnapshotManifest } from './snapshot.js';
@@ -31,9 +32,9 @@ const taken = (m: PgSnapshotManifest): TablesTaken => ({
   files: [MANIFEST_FILE, ...m.tables.map((t) => t.file)],
 });
 
-async function checked(folder: string): Promise<PgSnapshotManifest> {
+async function checked(folder: string): Promise<Awaited<ReturnType<typeof checkArtifact>>> {
   try {
-    return await verifyArtifact(folder);
+    return await checkArtifact(folder);
   } catch (err) {
     if (err instanceof PgRestoreRefused) throw storeError(err.message, err);
     throw err;
@@ -68,35 +69,23 @@ function sessionOn(client: pg.PoolClient, outer: PgSession): PgSession {
     },
     explain: outer.explain,
     end: async () => {},
+    nested: true,
   };
 }
 
-/** Lines of a file, read synchronously a megabyte at a time (the holds are made by a synchronous sort). */
-function* linesOf(path: string): Generator<string> {
+/** A file's bytes, read synchronously a megabyte at a time into one buffer (each piece is gone at the next). */
+function* piecesOf(path: string): Generator<Buffer> {
   const fd = openRegularFile(path);
   const buf = Buffer.alloc(1 << 20);
-  let carry = Buffer.alloc(0);
   try {
-    for (;;) {
-      const n = readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) break;
-      let chunk = Buffer.concat([carry, buf.subarray(0, n)]);
-      let nl = chunk.indexOf(10);
-      while (nl >= 0) {
-        yield chunk.subarray(0, nl).toString('utf8');
-        chunk = chunk.subarray(nl + 1);
-        nl = chunk.indexOf(10);
-      }
-      carry = Buffer.from(chunk);
-    }
-    if (carry.length > 0) yield carry.toString('utf8');
+    for (let n = readSync(fd, buf, 0, buf.length, null); n > 0; n = readSync(fd, buf, 0, buf.length, null)) yield buf.subarray(0, n);
   } finally {
     closeSync(fd);
   }
 }
 
 export const postgresTables: EngineTables<PostgresStoreHandle> = {
-  async take(handle, folder) {
+  async take(handle, folder, opts = {}) {
     const schema = schemaOf(handle);
     const client = await handle.pg.connect();
     try {
@@ -105,14 +94,17 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
         // must not rewind it (a run done since the snapshot would read as never claimed).
         `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname <> $2 ORDER BY c.relname`, [schema, RUNS_TABLE]);
       if (found.rows.length === 0) throw usageError(`stores.${handle.name}.postgres.schema: schema ${schema} holds no table to snapshot (init creates them)`);
-      return taken(await snapshotTables(client, { schema, tables: found.rows.map((r) => r.name), folder }));
+      return taken(await snapshotTables(client, { schema, tables: found.rows.map((r) => r.name), folder, ...(opts.rows ? { rows: opts.rows } : {}) }));
     } catch (err) {
       throw handle.pg.explain(err, 'snapshot');
     } finally {
       client.release();
     }
   },
-  verify: async (folder) => taken(await checked(folder)),
+  async verify(folder) {
+    const { manifest, digests } = await checked(folder);
+    return { ...taken(manifest), digests };
+  },
   *values(folder, table, columns) {
     const manifest = JSON.parse(readRegularFile(join(folder, MANIFEST_FILE))) as PgSnapshotManifest;
     const t = manifest.tables.find((x) => x.name === table);
@@ -120,10 +112,15 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
     const cols = copiedColumns(t.description).map((c) => c.name);
     const at = columns.map((c) => cols.indexOf(c));
     if (at.some((i) => i < 0)) return;
-    for (const line of linesOf(join(folder, t.file))) {
-      const fields = line.split('\t');
-      yield at.map((i) => unescapeCopyText(fields[i] ?? '\\N'));
+    const got: (string | null)[][] = [];
+    const reader = copyRowReader(at, (v) => got.push(v));
+    for (const piece of piecesOf(join(folder, t.file))) {
+      reader.push(piece);
+      yield* got;
+      got.length = 0;
     }
+    reader.end();
+    yield* got;
   },
   async generation(handle) {
     const r = await handle.pg.query<{ oid: string }>(
@@ -132,7 +129,7 @@ export const postgresTables: EngineTables<PostgresStoreHandle> = {
   },
   async restore(handle, folder, opts = {}) {
     const schema = schemaOf(handle);
-    const manifest = await checked(folder);
+    const { manifest } = await checked(folder);
     const client = await handle.pg.connect();
     let broken = false;
     try {

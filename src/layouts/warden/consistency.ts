@@ -64,7 +64,7 @@ const MAX_MARKS = 2 ** 28;
  * the check can leave its bit to a row inserted later with its rowid: a race of rows written mid-check, like those
  * any two-sided comparison has; the next check sees it.)
  */
-class RowMarks {
+export class RowMarks {
   private constructor(private readonly lowest: number, private readonly size: number, private readonly bits: Uint8Array[]) {}
 
   static for(db: Db, collections: number): RowMarks | undefined {
@@ -101,28 +101,22 @@ class Sample {
   }
 }
 
-/**
- * Orphans of one page of points: points whose row is gone from SQLite (retrievable, but deleted memories).
- * `rowids`: also the rowid of every row found (for the row marks).
- */
-export function orphansOfPage(db: Db, q: RowVectors, points: PointRecord[], opts: { rowids?: Map<string, number> } = {}): {
-  orphans: PointRecord[];
-  rows: Map<string, string>;
-  unmapped: PointRecord[];
-  /** rowIdsOf of each point, in page order (worked out once: in uuid5 mode each is a SHA-1). */
-  named: string[][];
-} {
-  const named = points.map((p) => q.rowIdsOf(p));
-  const wanted = new Set(named.flat());
+/** The rows of these ids in SQLite, id → fact; with `rowids`, each found row's rowid put there (for the row marks). */
+function sqliteRowsById(db: Db, ids: string[], rowids?: Map<string, number>): Map<string, string> {
   const rows = new Map<string, string>();
-  if (wanted.size > 0) {
-    const found = db.prepare(ROWS_BY_ID(opts.rowids !== undefined)).all(JSON.stringify([...wanted])) as { rid?: number; id: string; fact: string }[];
-    for (const r of found) {
-      rows.set(String(r.id), r.fact);
-      if (r.rid !== undefined) opts.rowids?.set(String(r.id), r.rid);
-    }
+  if (ids.length === 0) return rows;
+  const found = db.prepare(ROWS_BY_ID(rowids !== undefined)).all(JSON.stringify(ids)) as { rid?: number; id: string; fact: string }[];
+  for (const r of found) {
+    rows.set(String(r.id), r.fact);
+    if (r.rid !== undefined) rowids?.set(String(r.id), r.rid);
   }
-  return { ...orphansAmong(points, named, rows), rows, named };
+  return rows;
+}
+
+/** Orphans of one page of points: points whose row is gone from SQLite (the bench's lookup floor reads this). */
+export function orphansOfPage(db: Db, q: RowVectors, points: PointRecord[]): { orphans: PointRecord[]; unmapped: PointRecord[] } {
+  const named = points.map((p) => q.rowIdsOf(p));
+  return orphansAmong(points, named, sqliteRowsById(db, [...new Set(named.flat())]));
 }
 
 /** The points of a page that name rows none of which exists (orphans), and those that name no row at all. */
@@ -176,7 +170,42 @@ export async function* scrollPoints(q: RowVectors, collection: string, pageSize:
   }
 }
 
+/**
+ * The store's rows as the comparison reads them, whatever engine holds them: SQLite's file (sqliteRows) or a
+ * PostgreSQL schema (src/layouts/warden/postgres/consistency.ts).
+ */
+export interface RowSide {
+  /** The rows of these ids that exist, id → fact; with `rowids`, each found row's mark number put there. */
+  rowsById(ids: string[], rowids?: Map<string, number>): Promise<Map<string, string>>;
+  /** The live rows at `now` after `after` (the last id of the page before; undefined: the first page), in id order. */
+  livePage(after: unknown, limit: number, withRowid: boolean): Promise<{ rid?: number; id: unknown }[]>;
+  /** One bit per row and collection, where the engine numbers its rows densely (SQLite's rowid); else none. */
+  marks(collections: number): RowMarks | undefined;
+}
+
+/** The rows side of a SQLite store. */
+export function sqliteRows(db: Db, now: Instant): RowSide {
+  const pages = new Map<string, ReturnType<Db['prepare']>>();
+  const page = (withRowid: boolean, first: boolean) => {
+    const sql = LIVE_PAGE(withRowid, first);
+    if (!pages.has(sql)) pages.set(sql, db.prepare(sql));
+    return pages.get(sql)!;
+  };
+  return {
+    rowsById: async (ids, rowids) => sqliteRowsById(db, ids, rowids),
+    livePage: async (after, limit, withRowid) => (after === undefined
+      ? page(withRowid, true).all({ now, limit })
+      : page(withRowid, false).all({ after, now, limit })) as { rid?: number; id: unknown }[],
+    marks: (collections) => RowMarks.for(db, collections),
+  };
+}
+
 export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyOptions): Promise<ConsistencyReport> {
+  return compareWithVectors(sqliteRows(db, opts.now), q, opts);
+}
+
+/** The comparison of a store's rows (any engine's) with its Qdrant collections. */
+export async function compareWithVectors(side: RowSide, q: RowVectors, opts: ConsistencyOptions): Promise<ConsistencyReport> {
   const pageSize = opts.pageSize ?? 1000;
   const textKey = q.config.textKey;
   const orphans = new Sample();
@@ -184,7 +213,7 @@ export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyO
   const unmapped = new Sample();
   const tallies: CollectionTally[] = [];
   const expect = q.config.expectPoints;
-  const marks = expect === 'none' ? undefined : RowMarks.for(db, q.collections.length);
+  const marks = expect === 'none' ? undefined : side.marks(q.collections.length);
 
   opts.progress?.start('compare', undefined, 'points');
   for (const [index, collection] of q.collections.entries()) {
@@ -195,7 +224,10 @@ export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyO
       t.points += page.length;
       opts.progress?.tick(page.length);
       const rowids = marks ? new Map<string, number>() : undefined;
-      const { orphans: lost, rows, unmapped: nameless, named } = orphansOfPage(db, q, page, rowids ? { rowids } : {});
+      const named = page.map((p) => q.rowIdsOf(p));
+      const wanted = [...new Set(named.flat())];
+      const rows = wanted.length === 0 ? new Map<string, string>() : await side.rowsById(wanted, rowids);
+      const { orphans: lost, unmapped: nameless } = orphansAmong(page, named, rows);
       if (marks && rowids) markRows(q, page, named, rowids, (rowid) => marks.mark(index, rowid));
       for (const p of lost) orphans.add(`${collection}:${p.id}`);
       for (const p of nameless) unmapped.add(`${collection}:${p.id}`);
@@ -216,7 +248,7 @@ export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyO
 
   const { missing, liveRows, unmappable } = expect === 'none'
     ? { missing: new Sample(), liveRows: 0, unmappable: 0 }
-    : await rowsWithoutPoints(db, q, marks, tallies, { ...opts, pageSize });
+    : await rowsWithoutPoints(side, q, marks, tallies, { ...opts, pageSize });
   opts.progress?.done();
 
   const findings: Finding[] = [];
@@ -255,7 +287,7 @@ export async function checkConsistency(db: Db, q: RowVectors, opts: ConsistencyO
  * at a time: the missing rows, and rows written since the scroll.
  */
 async function rowsWithoutPoints(
-  db: Db, q: RowVectors, marks: RowMarks | undefined, tallies: CollectionTally[], opts: ConsistencyOptions & { pageSize: number },
+  side: RowSide, q: RowVectors, marks: RowMarks | undefined, tallies: CollectionTally[], opts: ConsistencyOptions & { pageSize: number },
 ): Promise<{ missing: Sample; liveRows: number; unmappable: number }> {
   const expect = q.config.expectPoints;
   const isMissing = (has: boolean[]) => (expect === 'any' ? !has.some(Boolean) : !has.every(Boolean));
@@ -275,14 +307,10 @@ async function rowsWithoutPoints(
     }
     unsure = [];
   };
-  const firstPage = db.prepare(LIVE_PAGE(marks !== undefined, true));
-  const nextPage = db.prepare(LIVE_PAGE(marks !== undefined, false));
   let after: unknown;
   for (;;) {
     opts.signal?.throwIfAborted();
-    const found = (after === undefined
-      ? firstPage.all({ now: opts.now, limit: opts.pageSize })
-      : nextPage.all({ after, now: opts.now, limit: opts.pageSize })) as { rid?: number; id: unknown }[];
+    const found = await side.livePage(after, opts.pageSize, marks !== undefined);
     if (found.length === 0) break;
     after = found[found.length - 1]!.id;
     liveRows += found.length;
@@ -319,7 +347,11 @@ export async function withConsistency<R extends { ok: boolean; problems: Finding
   opts: ConsistencyOptions,
 ): Promise<R & { vectors?: VectorSummary }> {
   if (!store.vectors) return report;
-  const c = await checkConsistency(store.db, store.vectors, opts);
+  return mergeConsistency(report, await checkConsistency(store.db, store.vectors, opts));
+}
+
+/** A check report with a comparison's findings merged in, and its counts under `vectors`. */
+export function mergeConsistency<R extends { ok: boolean; problems: Finding[]; notes: Finding[] }>(report: R, c: ConsistencyReport): R & { vectors: VectorSummary } {
   const problems = [...report.problems, ...c.findings.filter(isProblem)];
   const notes = [...report.notes, ...c.findings.filter((f) => !isProblem(f))];
   return { ...report, ok: problems.length === 0, problems, notes, vectors: { liveRows: c.liveRows, unmappableRows: c.unmappableRows, collections: c.collections } };

@@ -6,6 +6,7 @@ import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
 import type { EraseOptions, EraseSelector, Erased, ErasedFields, LayoutEraseOptions, StoreHandle } from '../contract.js';
 import { StringList, type Strings } from '../../text/string-list.js';
+import { pollYoungGeneration } from '../../core/young-generation.js';
 
 /** The warden layout's erase (src/erase/erase.ts runs it): rows with their cascade, then points still holding the text. */
 
@@ -97,6 +98,7 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const taken = new Taken();
     const rowids: number[] = [];
     for (let i = 0; i < roots.length; i += ROOTS_AHEAD) {
+      pollYoungGeneration();
       for (const [id, rowid, subject, source] of closureColumns(db, roots.slice(i, i + ROOTS_AHEAD), 'id, rowid, subject, source')) {
         if (i > 0 && taken.ids.has(id as string)) continue;
         taken.ids.push(id as string);
@@ -168,7 +170,7 @@ const FIELD_COLUMNS = ['subject', 'source'] as const;
  */
 class Taken {
   readonly ids = new StringList();
-  readonly texts = new StringList();
+  readonly texts = new StringList({ packed: true });
   readonly byColumn: Set<string>[] = FIELD_COLUMNS.map(() => new Set<string>());
   /** `rows`: a statement in raw mode (rows as arrays: id, fact, subject, source). */
   read(rows: { iterate(...args: unknown[]): Iterable<unknown> }): void {

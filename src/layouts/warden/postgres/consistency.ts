@@ -1,7 +1,7 @@
 import type { CheckReport, PostgresStoreHandle } from '../../contract.js';
 import { finding, isProblem, ID_SAMPLE, type Finding } from '../../../job/findings.js';
 import type { Instant } from '../../../time/instants.js';
-import type { CollectionTally, VectorSummary } from '../consistency.js';
+import { compareWithVectors, mergeConsistency, type CollectionTally, type ConsistencyOptions, type RowSide, type VectorSummary } from '../consistency.js';
 import { VECTOR_TABLES_SQL } from '../../../vectors/registry.js';
 import { quoteIdent } from '../../../engines/postgres/session.js';
 import type { PgvectorConfig } from '../../../vectors/registry.js';
@@ -35,6 +35,42 @@ export async function withPgvectorConsistency(report: CheckReport, store: Postgr
   const problems = [...report.problems, ...summary.findings.filter(isProblem)];
   const notes = [...report.notes, ...summary.findings.filter((f) => !isProblem(f))];
   return { ...report, ok: problems.length === 0, problems, notes, vectors: summary.vectors };
+}
+
+/**
+ * The warden check's vector half on PostgreSQL with a `qdrant:` section: the comparison a SQLite store's check makes
+ * (src/layouts/warden/consistency.ts, the same findings and counts), over the schema's rows. Qdrant is another
+ * server, so the two sides cannot be read at one instant: as beside a SQLite file, the points are scrolled first and
+ * each page's rows looked up on the store's pool, then the live rows walked a page at a time (keyset on id) and asked
+ * about in Qdrant. Agents write a row before its point and memory-warden deletes a point before its row, so a race
+ * with them shows as a missing point (a warning), never as an orphan.
+ */
+export async function withQdrantConsistency(report: CheckReport, store: PostgresStoreHandle, opts: ConsistencyOptions): Promise<CheckReport & { vectors?: VectorSummary }> {
+  if (!store.vectors) return report;
+  try {
+    return mergeConsistency(report, await compareWithVectors(pgRows(store, opts.now), store.vectors, opts));
+  } catch (err) {
+    throw store.pg.explain(err, 'check vectors');
+  }
+}
+
+/** The rows side of the comparison on a PostgreSQL store: its memory table, by the primary key's order. */
+function pgRows(store: PostgresStoreHandle, now: Instant): RowSide {
+  const s = store.schema;
+  const at = new Date(now);
+  return {
+    async rowsById(ids) {
+      const r = await store.pg.query<{ id: string; fact: string }>(`SELECT id, fact FROM ${s}.memory WHERE id = ANY($1::text[])`, [ids]);
+      return new Map(r.rows.map((x) => [x.id, x.fact]));
+    },
+    async livePage(after, limit) {
+      const r = after === undefined
+        ? await store.pg.query<{ id: string }>(`SELECT id FROM ${s}.memory WHERE ${LIVE('$1')} ORDER BY id LIMIT $2`, [at, limit])
+        : await store.pg.query<{ id: string }>(`SELECT id FROM ${s}.memory WHERE ${LIVE('$1')} AND id > $3 ORDER BY id LIMIT $2`, [at, limit, after]);
+      return r.rows;
+    },
+    marks: () => undefined,
+  };
 }
 
 type Q = Pick<PostgresStoreHandle['pg'], 'query'>;

@@ -13,8 +13,10 @@ export const wardenOnPostgres: PostgresLayout = {
   prune: async (store, opts) => (await import('./prune.js')).prunePg(store, opts),
   check: async (store, opts) => {
     const report = await (await import('./check.js')).checkWardenPg(store, opts);
-    if (!store.config.postgres?.vectors) return report;
-    return (await import('./consistency.js')).withPgvectorConsistency(report, store, opts.ctx.now());
+    const { ctx } = opts;
+    if (store.config.postgres?.vectors) return (await import('./consistency.js')).withPgvectorConsistency(report, store, ctx.now());
+    if (!store.vectors) return report;
+    return (await import('./consistency.js')).withQdrantConsistency(report, store, { now: ctx.now(), signal: ctx.signal, progress: ctx.progress });
   },
   newRows: async (store, opts) => (await import('./new-rows.js')).newRowsPg(store, opts),
   reviewDue: async (store, opts) => (await import('./review.js')).reviewDuePg(store, opts),
