@@ -25,9 +25,21 @@ export const mem0Layout: Layout = {
     if (mem0.vectorStore !== 'sqlite') return [];
     return [...new Set([expandHome(mem0.vectorDb), expandHome(entityVectorDbOf(mem0))])].filter((f) => existsSync(f));
   },
-  snapshotRefused: (store) => (mem0Of(store).vectorStore === 'pgvector'
-    ? { field: 'mem0.vectorStore', why: 'mem0\'s pgvector tables are not taken by snapshots yet, and the history file alone would come back without its vectors' }
-    : undefined),
+  vectorTables(storeName, store) {
+    const mem0 = mem0Of(store);
+    const pgv = mem0.pgvector;
+    if (mem0.vectorStore !== 'pgvector' || !pgv) return undefined;
+    const table = historyTableOf(store);
+    const tables = [collectionOf(mem0, table), entityCollectionOf(mem0, table)];
+    // pg and the PostgreSQL engine's artifact code load when a snapshot or restore of such a store runs.
+    const side = async () => (await import('./pgvector-tables.js')).mem0VectorTables(storeName, pgv, tables);
+    return {
+      describe: `postgres schema ${pgv.schema}: ${tables.join(', ')}`,
+      take: async (folder) => (await side()).take(folder),
+      verify: async (folder) => (await side()).verify(folder),
+      restore: async (folder) => (await side()).restore(folder),
+    };
+  },
   // History keeps every memory's id (deleted ones too); the conversation kept for the extractor names its user.
   copyNames: [{ table: 'history', ids: [{ column: 'memory_id' }] }, { table: 'messages', ids: [], scopedUsers: 'session_scope' }],
   // Each memory the prune deletes goes to opts.beforeDelete with its user first (erase's ledger, from the prune job).

@@ -28,6 +28,8 @@ export interface Mem0Handle {
   entityCollection: string;
   /** Vectors in PostgreSQL (mem0's pgvector provider): VACUUM FULL of the collections' tables and their bytes read back. */
   scrub?: Mem0Pgvector['scrub'];
+  /** Vectors in PostgreSQL: entity links removed by the server from each row as it is (pgvector.ts). */
+  unlink?: Mem0Pgvector['unlink'];
 }
 
 export interface Mem0Options {
@@ -45,7 +47,7 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
   const entityCollection = entityCollectionOf(cfg, dialect.table);
   if (cfg.vectorStore === 'pgvector') {
     const pgv = mem0Pgvector(store, cfg, [collection, entityCollection]);
-    return { store, cfg, dialect, points: opts.points ?? pgv.points, collection, entityCollection, scrub: pgv.scrub };
+    return { store, cfg, dialect, points: opts.points ?? pgv.points, collection, entityCollection, scrub: pgv.scrub, ...(opts.points ? {} : { unlink: pgv.unlink }) };
   }
   const points = opts.points ?? mem0PointStore(store, cfg, collection, entityCollection);
   return { store, cfg, dialect, points, collection, entityCollection };
@@ -270,16 +272,30 @@ export interface UnlinkResult {
  * entity left with none, rewrite the others' list (the entity text and so its vector are unchanged, which is
  * why no embedding is needed). A missing entity collection is normal: mem0 creates it lazily.
  */
-export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, alsoDelete: (p: Mem0Point) => boolean = () => false): Promise<UnlinkResult> {
+export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, alsoDelete?: (p: Mem0Point) => boolean): Promise<UnlinkResult> {
   const out: UnlinkResult = { linksRemoved: 0, entitiesDeleted: 0 };
   if (!(await h.points.collections()).includes(h.entityCollection)) return out;
   const doomed: string[] = [];
+  if (h.unlink) {
+    // In PostgreSQL: the entities `alsoDelete` takes found by a read (they go whole), every other one's links
+    // rewritten by the server from the row as it is then, so an agent's link made meanwhile is never undone.
+    for await (const page of alsoDelete ? scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true) : []) {
+      for (const e of page) {
+        if (!alsoDelete!(e)) continue;
+        doomed.push(e.id);
+        out.linksRemoved += linkedIdsOf(e).filter((id) => ids.has(id)).length;
+      }
+    }
+    const done = await h.unlink(h.entityCollection, [...ids], doomed);
+    await h.points.delete(h.entityCollection, doomed);
+    return { linksRemoved: out.linksRemoved + done.linksRemoved, entitiesDeleted: doomed.length + done.entitiesDeleted };
+  }
   for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true)) {
     for (const e of page) {
       const linked = linkedIdsOf(e);
       const remaining = linked.filter((id) => !ids.has(id));
       const removed = linked.length - remaining.length;
-      if (alsoDelete(e) || (removed > 0 && remaining.length === 0)) {
+      if (alsoDelete?.(e) || (removed > 0 && remaining.length === 0)) {
         doomed.push(e.id);
         out.linksRemoved += removed;
       } else if (removed > 0) {

@@ -5,6 +5,7 @@ import { VECTOR_STORES } from '../../vectors/registry.js';
 import { storeError } from '../../core/errors.js';
 import { openPgSession, type PgSession } from '../../engines/postgres/session.js';
 import { scrubTables } from '../../engines/postgres/scrub.js';
+import { quoteIdent as q } from '../../engines/postgres/copy-describe.js';
 import type { Mem0Config } from './config.js';
 
 /**
@@ -18,7 +19,45 @@ import type { Mem0Config } from './config.js';
  */
 export interface Mem0Pgvector {
   points: PointStore;
+  unlink: EntityUnlink;
   scrub(needles: readonly string[]): Promise<{ vacuumed: boolean; bytes: ByteCheck }>;
+}
+
+/**
+ * Every entity of `table` (but those in `skip`) loses its links to `ids`, each in one statement the server applies
+ * to the row as it is then (not a payload read earlier and written back: an agent linking a memory to the entity
+ * meanwhile keeps its link), then those left with no link are deleted, checked again as they go (one an agent linked
+ * meanwhile stays). mem0's own delete rewrites the links from a read (`_removeMemoryFromEntityStore`).
+ */
+export type EntityUnlink = (table: string, ids: readonly string[], skip: readonly string[]) => Promise<{ linksRemoved: number; entitiesDeleted: number }>;
+
+/** The keys an entity's links are under: the Python SDK's and the TypeScript SDK's (memories.ts, LINKED_IDS_KEYS). */
+const LINK_KEYS = ['linked_memory_ids', 'linkedMemoryIds'] as const;
+
+function entityUnlink(sql: { query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[] }> }, schema: string): EntityUnlink {
+  return async (table, ids, skip) => {
+    const out = { linksRemoved: 0, entitiesDeleted: 0 };
+    if (ids.length === 0) return out;
+    const t = `${q(schema)}.${q(table)}`;
+    for (const key of LINK_KEYS) {
+      const changed = await sql.query(
+        `UPDATE ${t} AS e SET payload = jsonb_set(e.payload, ARRAY[$3::text], (SELECT coalesce(jsonb_agg(x.v ORDER BY x.o), '[]'::jsonb)
+           FROM jsonb_array_elements(e.payload->$3::text) WITH ORDINALITY AS x(v, o) WHERE NOT coalesce(x.v #>> '{}' = ANY($1::text[]), false)))
+         FROM (SELECT id, jsonb_array_length(payload->$3::text) AS n FROM ${t}
+               WHERE jsonb_typeof(payload->$3::text) = 'array' AND payload->$3::text ?| $1::text[] AND NOT (id::text = ANY($2::text[]))) AS was
+         WHERE e.id = was.id AND jsonb_typeof(e.payload->$3::text) = 'array'
+         RETURNING e.id::text AS id, was.n - jsonb_array_length(e.payload->$3::text) AS removed, jsonb_array_length(e.payload->$3::text) AS remaining`,
+        [[...ids], [...skip], key]);
+      for (const r of changed.rows) out.linksRemoved += Number(r.removed);
+      const emptied = changed.rows.filter((r) => Number(r.remaining) === 0).map((r) => String(r.id));
+      if (emptied.length === 0) continue;
+      const gone = await sql.query(
+        `DELETE FROM ${t} WHERE id::text = ANY($1::text[]) AND jsonb_typeof(payload->$2::text) = 'array' AND jsonb_array_length(payload->$2::text) = 0 RETURNING id`,
+        [emptied, key]);
+      out.entitiesDeleted += gone.rows.length;
+    }
+    return out;
+  };
 }
 
 const open = new WeakMap<StoreHandle, Mem0Pgvector>();
@@ -32,6 +71,7 @@ export function mem0Pgvector(store: StoreHandle, cfg: Mem0Config, tables: readon
   const points = VECTOR_STORES.pgvector({ pg: { sql: session, schema: pgv.schema, tables } });
   const made: Mem0Pgvector = {
     points,
+    unlink: entityUnlink(session, pgv.schema),
     async scrub(needles) {
       const present = await points.collections();
       const client = await session.connect();
