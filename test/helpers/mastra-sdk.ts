@@ -33,6 +33,11 @@ export interface MastraSdkOptions {
   vectorFile?: string;
   /** Observational memory on (thread scope), its observer the AI SDK's mock model, its groups indexed (retrieval.vector). */
   observe?: boolean;
+  /**
+   * @mastra/pg instead of @mastra/libsql (`file` is then ignored): PostgresStore on `storeUrl`, PgVector on
+   * `vectorUrl` (the same database, or another server: the split form).
+   */
+  pg?: { storeUrl: string; vectorUrl: string; schemaName?: string; vectorSchemaName?: string; vectorPool?: Record<string, unknown> };
 }
 
 export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 'resource', opts: MastraSdkOptions = {}): Promise<MastraSdk> {
@@ -40,8 +45,16 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
     import('@mastra/memory'), import('@mastra/libsql'), import('ai/test'), import('@mastra/core/agent'), import('ai'),
   ]);
   const embedder = new MockEmbeddingModelV3({ doEmbed: async ({ values }: { values: string[] }) => ({ embeddings: values.map(embed), warnings: [] }) } as never);
-  const storage = new LibSQLStore({ id: 'store', url: `file:${file}` });
-  const vector = new LibSQLVector({ id: 'vectors', url: `file:${opts.vectorFile ?? file}` });
+  let storage: any;
+  let vector: any;
+  if (opts.pg) {
+    const { PostgresStore, PgVector } = await import('@mastra/pg');
+    storage = new PostgresStore({ id: 'store', connectionString: opts.pg.storeUrl, ...(opts.pg.schemaName ? { schemaName: opts.pg.schemaName } : {}) } as never);
+    vector = new PgVector({ id: 'vectors', connectionString: opts.pg.vectorUrl, ...(opts.pg.vectorSchemaName ? { schemaName: opts.pg.vectorSchemaName } : {}), ...(opts.pg.vectorPool ? { pgPoolOptions: opts.pg.vectorPool } : {}) } as never);
+  } else {
+    storage = new LibSQLStore({ id: 'store', url: `file:${file}` });
+    vector = new LibSQLVector({ id: 'vectors', url: `file:${opts.vectorFile ?? file}` });
+  }
   // The observer streams what the test says it noted, once; any other observation (an agent turn's) notes nothing personal.
   let noted = '';
   const observer = new MockLanguageModelV3({
@@ -99,6 +112,7 @@ export async function mastraSdk(file: string, scope: 'resource' | 'thread' = 're
       await memory.settled();
       await storage.close?.();
       await vector.close?.();
+      await vector.disconnect?.();
     },
   };
 }

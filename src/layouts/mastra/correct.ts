@@ -39,7 +39,7 @@ export function correctMastra(store: StoreHandle, { id, now, correction, log, de
  * update tool merges into `JSON.parse` of it, and silently starts from nothing when that fails. Its replacement must
  * be a JSON object too (the schema itself lives in the agent's code: it is not checked here). Markdown takes any text.
  */
-function assertReplaces(m: WorkingMemory, text: string): void {
+export function assertReplaces(m: WorkingMemory, text: string): void {
   if (isJsonObject(m.text) && !isJsonObject(text)) {
     throw usageError(`review supersede: the working memory of ${JSON.stringify(m.id)} is JSON (an agent with a working-memory schema merges into it): the replacement must be a JSON object too; nothing changed`);
   }

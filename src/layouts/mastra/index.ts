@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Layout } from '../contract.js';
+import type { StoreConfig } from '../../store/config.js';
 import { storeError } from '../../core/errors.js';
 import { expandHome } from '../../config/read.js';
 import { MASTRA_COPY_NAMES, REQUIRED } from './names.js';
@@ -21,6 +22,30 @@ export const mastraLayout: Layout = {
     const v = store.mastra?.vectorDb;
     return v && expandHome(v) !== expandHome(store.db) && existsSync(expandHome(v)) ? [expandHome(v)] : [];
   },
+  // On PostgreSQL a snapshot takes the tables of the store's schema, PgVector's there with them; PgVector's elsewhere
+  // are taken on their own server first (docs/mastra-layout.md, "snapshot / restore").
+  snapshotRefused: (store) => {
+    const pgv = store.mastra?.pgvector;
+    if (store.engine !== 'postgres' || !pgv) return undefined;
+    if (pgv.url === undefined) {
+      if (pgv.schema === undefined || pgv.schema === store.postgres?.schema) return undefined;
+      return { field: 'mastra.pgvector.schema', why: 'PgVector\'s tables in another schema of the store\'s database are restored on the store\'s connection, where the erase ledger cannot rewrite them: give mastra.pgvector.url (the same database) so they are taken on their own' };
+    }
+    if (pgv.url !== store.postgres?.url || (pgv.schema ?? 'public') !== store.postgres.schema) return undefined;
+    return { field: 'mastra.pgvector.url', why: 'names the store\'s own database and schema, whose snapshot holds PgVector\'s tables already: leave url out' };
+  },
+  vectorTables(storeName, store) {
+    const where = vectorsApart(store);
+    if (!where) return undefined;
+    // pg and the PostgreSQL engine's artifact code load when a snapshot or restore of such a store runs.
+    const side = async () => (await import('./postgres/snapshot.js')).mastraVectorTables(storeName, where);
+    return {
+      describe: `PgVector's tables in postgres schema ${where.schema}${where.own ? ' of mastra.pgvector.url' : ''}`,
+      take: async (folder) => (await side()).take(folder),
+      verify: async (folder) => (await side()).verify(folder),
+      restore: async (folder) => (await side()).restore(folder),
+    };
+  },
   scrubsOwnFiles: true,
   copyNames: MASTRA_COPY_NAMES,
   sqliteEngine: 'libsql',
@@ -41,3 +66,14 @@ export const mastraLayout: Layout = {
   erase: async (store, { selector, dryRun, ...opts }) => (await import('./erase.js')).eraseMastra(store, selector, dryRun, opts),
   erasedIn: async (store, ledger) => (await import('./erased-in.js')).mastraErasedIn(store, ledger),
 };
+
+/**
+ * Where a Mastra store's PgVector tables are when a snapshot of its own schema does not hold them: another database
+ * (`mastra.pgvector.url`). Undefined: in the store's schema, or not on PostgreSQL (another schema of the store's
+ * database without a url is refused: snapshotRefused).
+ */
+function vectorsApart(store: StoreConfig): { url: string; caFile?: string; schema: string; own: boolean } | undefined {
+  const pgv = store.mastra?.pgvector;
+  if (store.engine !== 'postgres' || pgv?.url === undefined) return undefined;
+  return { url: pgv.url, ...(pgv.caFile !== undefined ? { caFile: pgv.caFile } : {}), schema: pgv.schema ?? 'public', own: true };
+}

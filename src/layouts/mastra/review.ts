@@ -43,18 +43,25 @@ export function confirmMastra(store: StoreHandle, { id, now, log, decided, guard
 }
 
 export function applyMastraDecision(store: StoreHandle, log: VerdictLog, d: Decision, now: Instant): Applied {
+  const stamped = d.verdict !== 'confirmed' ? null : withFiles(store, (_all, f) => {
+    const [m] = workingMemories(f.db, d.memory.id);
+    return m !== undefined && m.text === d.memory.fact && stampConfirmed(f.db, m, now);
+  });
+  return recordDecision(store.name, log, d, now, stamped);
+}
+
+/**
+ * A verifier's decision on a working memory, recorded (both engines): `stamped`, for a confirmation, whether the
+ * working memory was still the one verified and its confirmation written (null for any other verdict). Mastra keeps
+ * no superseded version, so a contradiction that would supersede goes to a person.
+ */
+export function recordDecision(storeName: string, log: VerdictLog, d: Decision, now: Instant, stamped: boolean | null): Applied {
   const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
-  const record = { store: store.name, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
-  if (d.verdict === 'confirmed') {
-    const stamped = withFiles(store, (_all, f) => {
-      const [m] = workingMemories(f.db, d.memory.id);
-      return m !== undefined && m.text === d.memory.fact && stampConfirmed(f.db, m, now);
-    });
-    if (!stamped) {
-      const gone = 'the working memory changed or went while it was being verified';
-      log.record({ ...record, verdict: 'unverifiable', evidence: { reason: gone }, fingerprint: null, needsPerson: false });
-      return { ...out, verdict: 'unverifiable', skipped: gone, reason: gone };
-    }
+  const record = { store: storeName, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
+  if (stamped === false) {
+    const gone = 'the working memory changed or went while it was being verified';
+    log.record({ ...record, verdict: 'unverifiable', evidence: { reason: gone }, fingerprint: null, needsPerson: false });
+    return { ...out, verdict: 'unverifiable', skipped: gone, reason: gone };
   }
   if (d.verdict === 'contradicted' && d.supersede) {
     log.record({ ...record, evidence: { ...d.evidence, note: 'Mastra keeps no superseded version: a person replaces the working memory' }, needsPerson: true });

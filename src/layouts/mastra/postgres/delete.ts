@@ -1,0 +1,60 @@
+import type { PostgresStoreHandle } from '../../contract.js';
+import { noneDeleted, type Deleted } from '../delete.js';
+import { MESSAGES, OBSERVATIONS, tableOf, THREADS, schemaOf } from './names.js';
+import { deleteEmbeddings, together, type Queryable, type VectorSide } from './vectors.js';
+
+// prune's and erase's deletes on PostgreSQL, in the order of the libsql form (src/layouts/mastra/delete.ts):
+// embeddings first, then the rows, each in a short transaction under SET LOCAL lock_timeout.
+
+export interface PgFiles {
+  store: PostgresStoreHandle;
+  /** The store's schema, unquoted. */
+  schema: string;
+  v: VectorSide;
+  /** Whether PostgresStore made its observational-memory table. */
+  observations: boolean;
+  lockTimeoutMs: number;
+  t(table: string): string;
+}
+
+export async function pgFiles(store: PostgresStoreHandle, v: VectorSide): Promise<PgFiles> {
+  const schema = schemaOf(store);
+  const observations = (await store.pg.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, [schema, OBSERVATIONS])).rows.length > 0;
+  return { store, schema, v, observations, lockTimeoutMs: store.config.postgres!.lockTimeoutMs, t: (table) => tableOf(schema, table) };
+}
+
+/** Messages by id with their embeddings; their thread and resource stay. */
+export async function deleteMessagesPg(f: PgFiles, ids: readonly string[]): Promise<Deleted> {
+  if (ids.length === 0) return noneDeleted();
+  const { embeddings, result } = await together(f.store, f.v, f.lockTimeoutMs, (q) => deleteEmbeddings(q, f.v, 'message_id', ids),
+    async (q) => (await q.query(`DELETE FROM ${f.t(MESSAGES)} WHERE id = ANY($1::text[])`, [ids])).rowCount ?? 0);
+  return { ...noneDeleted(), messages: result ?? 0, embeddings };
+}
+
+/**
+ * A thread whole: its embeddings, messages, thread-scoped observations and the row. `stillDoomed` (a condition on
+ * the thread's row, SQL over `t`, with `params` from $2) is asked first, then again inside the store's transaction,
+ * the row locked and the messages' table locked against writes, before any embedding goes: an agent that wrote to the
+ * thread since keeps it whole. Mastra's saveMessages inserts a thread's messages and then stamps the thread, in one
+ * transaction: the table lock waits for every such transaction under way (its stamp is then seen), and one that
+ * starts meanwhile waits for this one; without it, a message inserted before the thread's delete but committed after
+ * it stayed behind without its thread.
+ */
+export async function deleteThreadPg(f: PgFiles, id: string, stillDoomed = 'true', params: unknown[] = []): Promise<Deleted> {
+  const doomed = async (q: Queryable, lock: boolean) =>
+    (await q.query(`SELECT 1 FROM ${f.t(THREADS)} t WHERE t.id = $1 AND (${stillDoomed})${lock ? ' FOR UPDATE' : ''}`, [id, ...params])).rows.length > 0;
+  if (!(await doomed(f.store.pg, false))) return noneDeleted();
+  const { embeddings, result } = await together(f.store, f.v, f.lockTimeoutMs,
+    async (q) => deleteEmbeddings(q, f.v, 'thread_id', [id]),
+    async (q) => {
+      const messages = (await q.query(`DELETE FROM ${f.t(MESSAGES)} WHERE thread_id = $1`, [id])).rowCount ?? 0;
+      const observations = f.observations ? (await q.query(`DELETE FROM ${f.t(OBSERVATIONS)} WHERE "threadId" = $1`, [id])).rowCount ?? 0 : 0;
+      const threads = (await q.query(`DELETE FROM ${f.t(THREADS)} WHERE id = $1`, [id])).rowCount ?? 0;
+      return { messages, observations, threads };
+    },
+    async (q) => {
+      await q.query(`LOCK TABLE ${f.t(MESSAGES)} IN SHARE ROW EXCLUSIVE MODE`);
+      return doomed(q, true);
+    });
+  return result ? { ...result, embeddings } : { ...noneDeleted(), embeddings };
+}
