@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { createWriteStream, openAsBlob } from 'node:fs';
+import { openAsBlob } from 'node:fs';
 import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { createRequire } from 'node:module';
 import type { QdrantClient } from '@qdrant/js-client-rest';
 import type { QdrantConfig } from '../../store/config.js';
@@ -10,6 +9,7 @@ import type { CollectionSnapshot, CollectionSnapshots, PointId, PointRecord, Row
 
 export type { PointId, PointRecord } from '../contract.js';
 import { networkCause, storeError, transientError, WardenError } from '../../core/errors.js';
+import { streamToNewFile } from '../../core/write-file.js';
 
 
 const require = createRequire(import.meta.url);
@@ -283,7 +283,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
           done(null, chunk);
         },
       });
-      await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), tap, createWriteStream(dest, { flags: 'wx', mode: 0o600 }));
+      await streamToNewFile(dest, { mode: 0o600 }, Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), tap);
     } catch (err) {
       throw qdrantError(doing, idle.signal.aborted ? idle.signal.reason : err, this.baseUrl);
     } finally {
