@@ -33,4 +33,4 @@ step('repair dangling: a row whose correction was deleted with foreign keys off 
 step('repair timestamps: one fact was written with an ISO-8601 offset timestamp', ['repair', 'timestamps', '--db', db]);
 const code = step('check again', ['check', '--db', db]);
 step('digest preview: what the daily email says (text here, HTML in demo-out/digest.html)', ['digest', '--preview', '--db', db, '--out', join(out, 'digest.html')]);
-process.stdout.write(`\nDone (the second check exits ${code}: the row without a source is for a person to trace or delete). The store is ${relative(process.cwd(), db)}; run the CLI on it yourself: node dist/src/cli.js --help\n`);
+process.stdout.write(`\nDone (the second check exits ${code}: the row without a source is for a person to trace or delete). The store is ${relative(process.cwd(), db)}; run the CLI on it yourself: npx memory-warden check --db ${relative(process.cwd(), db)} (npx memory-warden --help for the rest)\n`);

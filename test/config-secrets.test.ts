@@ -36,6 +36,7 @@ function withSecret(path: readonly string[], value: string): Record<string, unkn
       return { smtp: { host: 'mail.example.org', user: 'warden', password: value } };
     case 'stores.*':
       if (path[2] === 'postgres') return { stores: { agent: { engine: 'postgres', postgres: { url: value, schema: 'agent' } } } };
+      if (path[2] === 'mastra') return { stores: { agent: { engine: 'postgres', layout: 'mastra', postgres: { url: '${MW_SECRET_TEST_PG:-}', schema: 'agent' }, mastra: { pgvector: { url: value } } } } };
       if (path[2] === 'mem0') return { stores: { agent: { layout: 'mem0', db: './memory.db', mem0: { vectorStore: 'pgvector', pgvector: { url: value } } } } };
       return { stores: { agent: { db: './agent.db', qdrant: { url: 'http://127.0.0.1:6333', collections: ['m'], apiKey: value } } } };
     case 'snapshot.targets': {

@@ -5,6 +5,7 @@ import { parseInstant, systemClock, type Clock } from '../time/instants.js';
 import { usageError } from '../core/errors.js';
 import { LOG_LEVELS } from '../log/levels.js';
 import { escapedLine, jsonText, terminalText } from '../text/untrusted.js';
+import type { StoreNaming } from '../digest/untrusted.js';
 import { noProgress, type Progress } from '../progress/progress.js';
 import { terminalProgress } from '../progress/terminal.js';
 import { JOB_SCOPES } from './job-names.js';
@@ -81,7 +82,7 @@ export async function loadForCommand(opts: StoreOptions, cmd: Command, use: { on
   }
   const named = [...new Set([...storesNamed(cmd), ...(dbStore !== undefined ? [dbStore] : []), ...(storeName !== undefined ? [storeName] : [])])];
   await storesOnItsEngines(config, cmd, named);
-  const storeHost = await storesHere(config, cmd, named);
+  const storeHost = await storesHere(config, cmd, named, opts.config);
   return {
     config, log, now, progress: progressFor(opts, level), storeHost,
     ...(dbStore !== undefined ? { dbStore } : {}), ...(storeName !== undefined ? { storeName } : {}),
@@ -170,7 +171,7 @@ function storesNamed(cmd: Command): string[] {
  * is not that store (another machine's store of the same path, or nothing); a command that runs on the store's
  * host through its queue (routedToStoreHost) gets that host instead. Returns the host of a store elsewhere, or null.
  */
-async function storesHere(config: Config, cmd: Command, stores: string[]): Promise<string | null> {
+async function storesHere(config: Config, cmd: Command, stores: string[], configFile: string | undefined): Promise<string | null> {
   if (!stores.some((s) => config.stores[s]?.host !== undefined)) return null; // no host named: all here, nothing to load
   const { storeElsewhere, thisHost } = await import('../queue/hosts.js');
   const away = stores.map((store) => ({ store, host: storeElsewhere(config, store) })).filter((s): s is { store: string; host: string } => s.host !== null);
@@ -178,7 +179,7 @@ async function storesHere(config: Config, cmd: Command, stores: string[]): Promi
   const here = thisHost(config);
   if (ROUTED.has(cmd)) return away[0]!.host;
   const what = away.map((s) => `store ${s.store} lives on host ${s.host}`).join(', ');
-  throw usageError(`${commandPath(cmd)}: ${what}, and this machine is ${here}; the file at its path here is not that store: run it on ${[...new Set(away.map((s) => s.host))].join(', ')}${enqueueHint(cmd, away[0]!.store)}`);
+  throw usageError(`${commandPath(cmd)}: ${what}, and this machine is ${here}; the file at its path here is not that store: run it on ${[...new Set(away.map((s) => s.host))].join(', ')}${await enqueueHint(cmd, away[0]!.store, configFile)}`);
 }
 
 /** `run prune`: the words that name a command, below the program's own name. */
@@ -188,11 +189,17 @@ function commandPath(cmd: Command): string {
   return names.join(' ');
 }
 
-/** For a job's command, the command that runs that job on the store's host from here (the digest: on every host). */
-function enqueueHint(cmd: Command, store: string): string {
+/**
+ * For a job's command, the command that runs that job on the store's host from here (the digest: on every host),
+ * with the config file this command was given.
+ */
+async function enqueueHint(cmd: Command, store: string, configFile: string | undefined): Promise<string> {
   const job = cmd.parent?.name() === 'run' ? cmd.name() : cmd.name() === 'check' ? 'integrity' : null;
   if (job === null) return '';
-  return JOB_SCOPES[job] === 'global' ? ` (from here: memory-warden enqueue ${job})` : ` (from here: memory-warden enqueue ${job} --store ${store})`;
+  const [{ shellPath, storeFlags }, { resolve }] = await Promise.all([import('../digest/untrusted.js'), import('node:path')]);
+  const config = configFile !== undefined ? resolve(configFile) : undefined;
+  if (JOB_SCOPES[job] === 'global') return ` (from here: memory-warden enqueue ${job}${config !== undefined ? ` --config ${shellPath(config)}` : ''})`;
+  return ` (from here: memory-warden enqueue ${job} ${storeFlags(config !== undefined ? { config } : {}, store)})`;
 }
 
 /**
@@ -294,15 +301,15 @@ export async function storeContext(opts: StoreOptions, cmd: Command): Promise<Co
   return ctx;
 }
 
-/**
- * The words that name the store in a command printed for a person to run next (restore's undo), as this command
- * named it: `--db PATH` (with its `--config FILE`), `--config FILE --store NAME`, or `--store NAME` when the config
- * came from MEMORY_WARDEN_CONFIG. Paths absolute, each one shell word.
- */
+/** How this command was told which store: its --config and --db, absolute (src/digest/untrusted.ts storeFlags). */
+export async function storeNaming(opts: StoreOptions): Promise<StoreNaming> {
+  const { resolve } = await import('node:path');
+  return { ...(opts.config !== undefined ? { config: resolve(opts.config) } : {}), ...(opts.db !== undefined ? { db: resolve(opts.db) } : {}) };
+}
+
+/** The words that name the store in a command printed for a person to run next (restore's undo), as this command named it. */
 export async function storeWords(opts: StoreOptions, storeName: string): Promise<string> {
-  const [{ shellPath }, { resolve }] = await Promise.all([import('../digest/untrusted.js'), import('node:path')]);
-  const config = opts.config !== undefined ? `--config ${shellPath(resolve(opts.config))} ` : '';
-  return opts.db !== undefined ? `${config}--db ${shellPath(resolve(opts.db))}` : `${config}--store ${storeName}`;
+  return (await import('../digest/untrusted.js')).storeFlags(await storeNaming(opts), storeName);
 }
 
 /** The store name `--db PATH` gets (src/store/open.ts), loaded only when there is a --db. */

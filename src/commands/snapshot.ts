@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isAbsolute } from 'node:path';
-import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, storeWords, type StoreOptions } from './common.js';
+import { addStoreOptions, onAnyEngine, print, printJson, routedToStoreHost, storeContext, storeNaming, storeWords, type StoreOptions } from './common.js';
 import { interruptSignal, timeoutSeconds } from './waiting.js';
 import { usageError } from '../core/errors.js';
 import type { RestoreResult } from '../snapshot/restore.js';
@@ -88,7 +88,7 @@ function restoreCommand(cmd: Command): Command {
             withdrawUnwaited: true, signal: interruptSignal(),
           })) as RestoreResult)
         : await (await import('../snapshot/restore.js')).restoreSnapshot(ctx.config, ctx.storeName, fetched?.dir ?? local, {
-            now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress, ...(fetched ? { madeUnderKey: fetched.holdsKeyId } : {}),
+            now: ctx.now, log: ctx.log, ...flags, progress: ctx.progress, ...(fetched ? { madeUnderKey: fetched.holdsKeyId } : {}), storeNaming: await storeNaming(opts),
           })
           .finally(() => (cleanedUp = fetched?.cleanup()));
       if (fetched) {

@@ -113,18 +113,43 @@ export const isPlainId = (id: string) => PLAIN_ID.test(id) && defang(id) === id;
  * link. (A shell without `$'…'` still reads one single-quoted literal: a wrong id at worst, never a command.)
  */
 export function shellWord(id: string): string {
-  if (isPlainId(id)) return id;
+  return isPlainId(id) ? id : dollarQuoted(id, /[A-Za-z0-9_ -]/);
+}
+
+/** `$'…'` with every byte of `text` but the characters `keep` matches written as `\xHH`. */
+function dollarQuoted(text: string, keep: RegExp): string {
   let out = '';
-  for (const byte of Buffer.from(id, 'utf8')) {
+  for (const byte of Buffer.from(text, 'utf8')) {
     const c = String.fromCharCode(byte);
-    out += /[A-Za-z0-9_ -]/.test(c) ? c : `\\x${byte.toString(16).padStart(2, '0')}`;
+    out += keep.test(c) ? c : `\\x${byte.toString(16).padStart(2, '0')}`;
   }
   return `$'${out}'`;
 }
 
-/** A path from config (trusted, but it may hold spaces) as one shell word: bare when plain, else single-quoted. */
+/**
+ * A path as one shell word: bare when plain, single-quoted when it holds only printable ASCII (spaces, quotes), else
+ * `$'…'` with every other byte as `\xHH` (a newline or an invisible character inside a path stays one word and shows).
+ */
 export function shellPath(path: string): string {
-  return /^[A-Za-z0-9_./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
+  if (/^[A-Za-z0-9_./:-]+$/.test(path)) return path;
+  if (/^[\x20-\x7e]*$/.test(path)) return `'${path.replace(/'/g, `'\\''`)}'`;
+  return dollarQuoted(path, /[A-Za-z0-9_ ./:-]/);
+}
+
+/** How a command was told which store to work on: its config file and its --db, as absolute paths (either absent). */
+export interface StoreNaming {
+  config?: string;
+  db?: string;
+}
+
+/**
+ * The words that name the store in a command printed for a person to run next, as `naming` named it: `--db PATH`
+ * (with its `--config FILE`), `--config FILE --store NAME`, or `--store NAME` (the config from MEMORY_WARDEN_CONFIG).
+ * Each one shell word, whatever the paths and the name hold.
+ */
+export function storeFlags(naming: StoreNaming, store: string): string {
+  const config = typeof naming.config === 'string' ? `--config ${shellPath(naming.config)} ` : '';
+  return typeof naming.db === 'string' ? `${config}--db ${shellPath(naming.db)}` : `${config}--store ${shellWord(store)}`;
 }
 
 /**

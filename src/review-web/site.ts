@@ -15,6 +15,7 @@ import { trustedPeers } from './proxies.js';
 import { foreignOrigin } from './same-origin.js';
 import { storeElsewhere, thisHost } from '../queue/hosts.js';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { configError } from '../core/errors.js';
 
 export type Status = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 429 | 500 | 503;
 const COOKIE = 'mw_review';
@@ -37,8 +38,14 @@ export class ReviewSite {
   private readonly trustedPeer: (address: string | undefined) => boolean;
 
   constructor(readonly config: Config, readonly log: Logger, readonly now: Clock, env?: NodeJS.ProcessEnv) {
-    this.key = reviewKey(config.review.secretEnv, env);
-    this.auth = makeAuthenticator(config.review.auth, env);
+    // Each setting the page needs is read before either refuses: one line names every one that is missing.
+    const key = settled(() => reviewKey(config.review.secretEnv, env));
+    const auth0 = settled(() => makeAuthenticator(config.review.auth, env));
+    const missing = [key, auth0].filter((r): r is { error: Error } => 'error' in r);
+    if (missing.length === 1) throw missing[0]!.error;
+    if (missing.length > 1) throw configError(missing.map((r) => r.error.message).join('; '));
+    this.key = (key as { value: Buffer }).value;
+    this.auth = (auth0 as { value: Authenticator }).value;
     const auth = this.auth;
     this.failures = new SignInLimits(auth.mode === 'proxy' ? undefined : (user) => auth.account(user));
     this.base = config.review.url ? new URL(config.review.url).pathname.replace(/\/+$/, '') : '';
@@ -158,5 +165,14 @@ export class ReviewSite {
   /** What drawing a page of this session's store takes: each form gets a nonce of the session. */
   pageContext(s: Session, corrections: readonly CorrectionAction[] = ALL_CORRECTIONS): PageContext {
     return { base: this.base, store: s.store, user: s.user, corrections, now: this.now(), nonce: () => this.sessions.issue(s) };
+  }
+}
+
+/** What `read` returns, or what it throws. */
+function settled<T>(read: () => T): { value: T } | { error: Error } {
+  try {
+    return { value: read() };
+  } catch (error) {
+    return { error: error as Error };
   }
 }

@@ -40,12 +40,23 @@ export function makeStore(path: string, rows: { expired?: number; live?: number 
   return path;
 }
 
+/**
+ * The store's rows, read by the test beside the processes under test. SQLite answers a reader SQLITE_PROTOCOL when
+ * the WAL's shared-memory locks stay contended through its own retries (writers in other processes, a loaded
+ * machine): the test's own look is tried again then, a few times, not failed.
+ */
 export function countRows(path: string, where = '1'): number {
-  const db = openDatabase(path, { readonly: true });
-  try {
-    return (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${where}`).get() as { n: number }).n;
-  } finally {
-    db.close();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const db = openDatabase(path, { readonly: true });
+      try {
+        return (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${where}`).get() as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_PROTOCOL' || attempt === 5) throw err;
+    }
   }
 }
 
