@@ -31,6 +31,7 @@ export const SECRET_PATHS: readonly SecretPath[] = [
   { path: ['stores', '*', 'qdrant', 'apiKey'], kind: 'value' },
   { path: ['stores', '*', 'postgres', 'url'], kind: 'value' },
   { path: ['stores', '*', 'mem0', 'pgvector', 'url'], kind: 'value' },
+  { path: ['stores', '*', 'mastra', 'pgvector', 'url'], kind: 'value' },
   ...TARGET_SECRETS.map((f) => ({ path: ['snapshot', 'targets', '[]', f], kind: 'value' as const })),
 ];
 

@@ -1,7 +1,7 @@
 import type { StoreConfig } from '../store/config.js';
 import type { Db } from '../store/sqlite.js';
 import type { PointStore } from '../vectors/contract.js';
-import type { ByteCheck, PostgresStoreHandle, SqliteStoreHandle } from '../engines/contract.js';
+import type { ByteCheck, PostgresStoreHandle, SideTables, SqliteStoreHandle } from '../engines/contract.js';
 import type { JobContext } from '../job/job.js';
 import type { Finding } from '../job/findings.js';
 import type { Instant } from '../time/instants.js';
@@ -28,11 +28,19 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    */
   vectorFiles(store: StoreConfig): string[];
   /**
-   * The store's vectors are where a snapshot cannot take them yet (mem0's pgvector tables beside its history file):
-   * the config field that puts them there and why. Snapshot and restore then refuse, changing nothing, rather than
-   * take or put back the history without its vectors.
+   * The store's vectors are where a snapshot cannot take them (a Mastra store's PgVector tables in another schema of
+   * its database without a connection of their own): the config field that puts them there and why. Snapshot and
+   * restore then refuse, changing nothing, rather than take or put back the store without its vectors.
    */
   snapshotRefused?(store: StoreConfig): { field: string; why: string } | undefined;
+  /**
+   * Tables of a database apart from the store that hold its vectors (mem0's pgvector tables beside its history file,
+   * a Mastra store's PgVector tables on another server than its PostgresStore tables): snapshots take them at one
+   * instant into the folder's `pgvector/` (beside a file's copy, together with it; beside a database's tables, just
+   * before them), and restore puts them back into the configured tables only (before the store's). Undefined: the
+   * store has none.
+   */
+  vectorTables?(storeName: string, store: StoreConfig): SideTables | undefined;
   /**
    * The layout's files carry what plain SQLite cannot read (Mastra's libsql vector indexes: quick_check misreports
    * them, VACUUM cannot rebuild them): erase leaves its quick_check, VACUUM and checkpoint to the layout, whose
@@ -53,6 +61,9 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    */
   copyNames: readonly CopyNames[];
 }
+
+/** A layout's tables apart from its store (Layout.vectorTables): the engine's contract defines them. */
+export type { SideTables } from '../engines/contract.js';
 
 /**
  * One table of a copy and what in it names a memory or a person. A table or column the copy lacks is passed over:

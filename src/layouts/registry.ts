@@ -34,6 +34,7 @@ export function layoutOf(store: StoreHandle): Layout {
  */
 export const LAYOUTS_ON_POSTGRES: Partial<Record<StoreConfig['layout'], () => Promise<PostgresLayout>>> = {
   warden: async () => (await import('./warden/postgres/index.js')).wardenOnPostgres,
+  mastra: async () => (await import('./mastra/postgres/index.js')).mastraOnPostgres,
 };
 
 export async function postgresLayoutFor(store: StoreConfig): Promise<PostgresLayout> {

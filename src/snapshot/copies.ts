@@ -2,7 +2,7 @@
  * Every kind of copy of a store's data memory-warden can leave, in one list, with the names it gives them and how
  * the local ones are found. Erase reads it to look everywhere (src/erase/leftovers.ts, targets.ts); the snapshot run,
  * restore and push read it to remove what killed runs left (removePartials, clearLeftovers, removeStaleFetches);
- * retention names what it retires from it. test/erase/copy-kinds.test.ts makes every kind holding a person's text
+ * retention names what it retires from it. test/erase/copy-kinds/ makes every kind holding a person's text
  * and runs erase over it; test/snapshot/copy-creators.test.ts fails on a place in src that creates files and is
  * neither a kind's maker nor said to hold no store data. A new kind goes here first.
  */

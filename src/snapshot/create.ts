@@ -17,11 +17,11 @@ import { partialFolder, removePartials } from './copies.js';
 import { eraseKey, eraseKeyId } from '../erase/key.js';
 import { applyRetention, nextSeq } from './retention.js';
 import type { Progress } from '../progress/progress.js';
-import { copyHolds, holdsStream, writeHolds } from './targets/holds.js';
+import { copyHolds, holdsStream, holdsWatchCovers, tablesHoldsWatch, writeHolds } from './targets/holds.js';
 import { openStore, openStoreOnEngine } from '../layouts/open.js';
 import { engineFor } from '../engines/registry.js';
-import type { AnyStoreHandle, EngineName, EngineTables, StoreEngine } from '../engines/contract.js';
-import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, TABLES_DIR, storePart, toolVersion, type FileEntry, type HoldsEntry, type Manifest, type QdrantPart, type SqlitePart, type TablesPart } from './manifest.js';
+import type { AnyStoreHandle, EngineName, EngineTables, StoreEngine, TableRowsWatch } from '../engines/contract.js';
+import { HOLDS_FILE, MANIFEST, MANIFEST_FORMAT, TABLES_DIR, VECTOR_TABLES_DIR, storePart, toolVersion, type FileEntry, type HoldsEntry, type Manifest, type QdrantPart, type SqlitePart, type TablesPart, type VectorTablesPart } from './manifest.js';
 
 export interface SnapshotOptions {
   now: Clock;
@@ -131,16 +131,19 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
     makeDirPrivate(tmp);
     // The holds, made once here from the copy: every target's upload carries them, erase searches them. Made from
     // the SQLite copy while the copy's integrity_check runs on the other thread (they count only once it says ok:
-    // until then the folder is a partial one); a copy of tables, from the copy once verified.
+    // until then the folder is a partial one); a database's, from its rows as they stream into the artifact (the
+    // bytes its files' hashes are taken of, no second read), written while those files are checked.
     const key = ledgerKey(config, storeName, opts.log);
+    const streamed = key && db && holdsWatchCovers(layoutFor(storeConfig).copyNames) ? tablesHoldsWatch(key) : undefined;
     let holdsMaking: Promise<HoldsEntry> | undefined;
-    const makeHolds = key && !db ? (copy: string) => {
-      holdsMaking = writeHolds(holdsStream(copy, key), key, join(tmp, HOLDS_FILE));
+    // With vector tables beside the file, the holds name theirs too: made once every part is verified.
+    const makeHolds = key && !layoutFor(storeConfig).vectorTables?.(storeName, storeConfig) ? (copy: string) => {
+      holdsMaking = writeHolds(streamed ? streamed.holds() : holdsStream(copy, key), key, join(tmp, HOLDS_FILE));
       holdsMaking.catch(() => undefined); // awaited below, or before the partial folder is removed
     } : undefined;
     try {
-      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason, db, makeHolds);
-      const holds = key && (await (holdsMaking ?? writeHolds(copyHolds(tmp, parts, key), key, join(tmp, HOLDS_FILE))));
+      const parts = await buildParts(root, tmp, storeName, storeConfig, config, opts, reason, db && streamed ? { ...db, rows: streamed.watch } : db, makeHolds);
+      const holds = key && (await (holdsMaking ?? writeHolds(streamed ? streamed.holds() : copyHolds(tmp, parts, key), key, join(tmp, HOLDS_FILE))));
       const manifest: Manifest = { ...parts, name, seq: nextSeq(config, storeName), ...(key ? { eraseKeyId: eraseKeyId(key) } : {}), ...(holds ? { holds } : {}) };
       writePrivateFile(join(tmp, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       fsyncPath(tmp);
@@ -155,6 +158,8 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
       await holdsMaking?.catch(() => undefined); // nothing left writing into the folder as it goes
       rmSync(tmp, { recursive: true, force: true });
       throw err;
+    } finally {
+      streamed?.close();
     }
   } finally {
     lock.release();
@@ -181,11 +186,14 @@ interface TablesSource {
   engine: EngineName;
   tables: EngineTables<AnyStoreHandle>;
   handle: AnyStoreHandle;
+  /** One table's rows handed over as they are read (the holds made from them). */
+  rows?: TableRowsWatch;
 }
 
 /**
  * Every part of the snapshot in `tmp`, verified. `whileChecked`: called with the store's SQLite copy once it is
- * written, while its integrity_check runs (what reads the copy may overlap the check; it counts only if the check
+ * written, while its integrity_check runs, or with a database's artifact folder once its rows are read (with
+ * `db.rows`), while its files are checked (what reads the copy may overlap the check; it counts only if the check
  * passes, which this awaits).
  */
 async function buildParts(root: string, tmp: string, storeName: string, storeConfig: StoreConfig, config: Config, opts: SnapshotOptions, reason: Manifest['reason'], db?: TablesSource, whileChecked?: (copy: string) => void): Promise<Manifest> {
@@ -222,12 +230,14 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     const at = opts.now();
     const folder = join(tmp, TABLES_DIR);
     ensurePrivateDir(folder);
-    await source.tables.take(source.handle, folder);
-    // Verified as it lies on disk: every file against the artifact's own record, then hashed for the manifest.
+    await source.tables.take(source.handle, folder, source.rows ? { rows: source.rows } : {});
+    if (source.rows) whileChecked?.(folder); // the holds of the rows just read, made while the files are checked
+    // Verified as it lies on disk: every file against the artifact's own record, and hashed for the manifest (by that
+    // same read where the engine says what it read).
     const got = await source.tables.verify(folder);
     for (const f of got.files) {
       fsyncPath(join(folder, f));
-      files[`${TABLES_DIR}/${f}`] = await sha256File(join(folder, f));
+      files[`${TABLES_DIR}/${f}`] = got.digests?.[f] ?? await sha256File(join(folder, f));
       opts.progress?.tick(files[`${TABLES_DIR}/${f}`]!.bytes);
     }
     fsyncPath(folder);
@@ -235,6 +245,25 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
       engine: source.engine, dir: TABLES_DIR, format: got.format, source: got.source, startedAt: iso(at), finishedAt: iso(opts.now()),
       takenAt: got.takenAt, tables: got.tables, rows: got.tables.memory ?? null,
     };
+  };
+  // A store's vectors in a database's tables of their own (mem0's pgvector beside its file, Mastra's PgVector on
+  // another server than its PostgresStore): read at one instant, started with the rest beside a file; beside a
+  // database's tables, read before them, which are read once these are done (two servers share no instant: what a
+  // writer did in between is in the tables and not in the vectors; docs/mastra-layout.md, "snapshot / restore").
+  const side = layoutFor(storeConfig).vectorTables?.(storeName, storeConfig);
+  const vectorTablesPart = async (): Promise<VectorTablesPart> => {
+    const at = opts.now();
+    const folder = join(tmp, VECTOR_TABLES_DIR);
+    ensurePrivateDir(folder);
+    await side!.take(folder);
+    const got = await side!.verify(folder);
+    for (const f of got.files) {
+      fsyncPath(join(folder, f));
+      files[`${VECTOR_TABLES_DIR}/${f}`] = await sha256File(join(folder, f));
+      opts.progress?.tick(files[`${VECTOR_TABLES_DIR}/${f}`]!.bytes);
+    }
+    fsyncPath(folder);
+    return { engine: 'postgres', dir: VECTOR_TABLES_DIR, format: got.format, source: got.source, startedAt: iso(at), finishedAt: iso(opts.now()), takenAt: got.takenAt, tables: got.tables };
   };
   const vectorFiles = db ? [] : layoutFor(storeConfig).vectorFiles(storeConfig);
   if (vectorFiles.length > 0) ensurePrivateDir(join(tmp, 'vectors'));
@@ -274,20 +303,23 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
 
   // Started together: the SQLite copy runs in a worker thread while the collections are snapshotted.
   opts.progress?.start('snapshot', undefined, 'bytes');
-  const settled = await Promise.allSettled([db ? tablesPart(db) : sqlitePart(storeConfig.db, 'store.db', whileChecked), ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart)]);
+  const vectorsFirst = db && side ? vectorTablesPart() : undefined;
+  const rows = vectorsFirst ? vectorsFirst.then(() => tablesPart(db!)) : db ? tablesPart(db) : sqlitePart(storeConfig.db, 'store.db', whileChecked);
+  const settled = await Promise.allSettled([rows, ...collections.map(qdrantPart), ...vectorFiles.map(vectorFilePart), ...(side ? [vectorsFirst ?? vectorTablesPart()] : [])]);
   opts.progress?.done();
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw coerceError(failed.reason, `snapshot ${storeName}`);
   const values = settled.map((s) => (s as PromiseFulfilledResult<unknown>).value);
   const store = values[0] as SqlitePart | TablesPart;
   const qdrant = values.slice(1, 1 + collections.length) as QdrantPart[];
-  const vectorParts = values.slice(1 + collections.length) as SqlitePart[];
+  const vectorParts = values.slice(1 + collections.length, 1 + collections.length + vectorFiles.length) as SqlitePart[];
+  const vectorTables = side ? values[values.length - 1] as VectorTablesPart : undefined;
   for (const rel of Object.keys(files)) {
     const size = statSync(join(tmp, rel)).size;
     if (size !== files[rel]!.bytes) throw storeError(`snapshot ${storeName}: ${rel} is ${size} bytes on disk, ${files[rel]!.bytes} written`);
   }
-  const starts = [store, ...qdrant, ...vectorParts].map((p) => Date.parse(p.startedAt));
-  const ends = [store, ...qdrant, ...vectorParts].map((p) => Date.parse(p.finishedAt));
+  const starts = [store, ...qdrant, ...vectorParts, ...(vectorTables ? [vectorTables] : [])].map((p) => Date.parse(p.startedAt));
+  const ends = [store, ...qdrant, ...vectorParts, ...(vectorTables ? [vectorTables] : [])].map((p) => Date.parse(p.finishedAt));
   return {
     format: MANIFEST_FORMAT,
     tool: { name: 'memory-warden', version: toolVersion() },
@@ -300,6 +332,7 @@ async function buildParts(root: string, tmp: string, storeName: string, storeCon
     ...(db ? { tables: store as TablesPart } : { sqlite: store as SqlitePart }),
     qdrant,
     ...(vectorParts.length > 0 ? { vectorFiles: vectorParts } : {}),
+    ...(vectorTables ? { vectorTables } : {}),
     files,
   };
 }

@@ -106,6 +106,7 @@ export function partsProblem(manifest: Manifest): string | undefined {
   if (store.length === 0) return 'manifest lists no file of the store\'s copy';
   const parts = [...store, ...manifest.qdrant.map((p) => p.file), ...(manifest.vectorFiles ?? []).map((p) => p.file)];
   for (const f of parts) if (!manifest.files[f]) return `manifest lists no checksum for ${f}`;
+  if (manifest.vectorTables && !manifest.files[`${manifest.vectorTables.dir}/manifest.json`]) return `manifest lists no checksum for ${manifest.vectorTables.dir}/manifest.json`;
   for (const p of manifest.qdrant) if (manifest.files[p.file]!.sha256 !== p.qdrantChecksum) return `${p.file} sha256 differs from Qdrant's checksum in the manifest`;
   return undefined;
 }

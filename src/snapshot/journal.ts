@@ -6,6 +6,7 @@ import { storeFiles } from '../store/files.js';
 import { storeError, usageError } from '../core/errors.js';
 import { FILE_MODE, fsyncPath, storeSnapshotDir } from './layout.js';
 import { finding, type Finding } from '../job/findings.js';
+import { shellPath, storeFlags, type StoreNaming } from '../digest/untrusted.js';
 
 export const JOURNAL_FORMAT = 'memory-warden-restore/1';
 
@@ -37,11 +38,18 @@ export interface RestoreJournal {
    * so finishing it does not ask for one. Absent: finishing it re-applies the ledger as the restore did.
    */
   eraseLedger?: 'skipped';
+  /** How the command that started the restore named the store (RestoreOptions.storeNaming), for finishCommand. */
+  namedBy?: StoreNaming;
   /**
    * A store that is a database (set from the start, for it only): its tables' generation (EngineTables.generation)
    * before this direction's tables were restored (empty: not yet). One of them gone means that restore committed.
    */
   tablesBefore?: string[];
+  /**
+   * A store file with its vectors in a database's tables (Manifest.vectorTables): this direction's tables are
+   * restored (they go before the file). Absent: the store has none, or they are not restored yet.
+   */
+  vectorTablesDone?: boolean;
 }
 
 export function journalPath(dbPath: string): string {
@@ -95,7 +103,9 @@ export function removeJournal(dbPath: string): void {
 
 /** The command that finishes a pending restore, for messages. */
 export function finishCommand(j: RestoreJournal): string {
-  return `memory-warden restore ${j.from} --store ${j.store}`;
+  // Every path and name from the journal goes out as one shell word: the file is data, not a command.
+  const namedBy = typeof j.namedBy === 'object' && j.namedBy !== null ? j.namedBy : {};
+  return `memory-warden restore ${shellPath(j.from)} ${storeFlags(namedBy, String(j.store))}`;
 }
 
 /** One line for check, the worker and job refusals. */
@@ -110,10 +120,14 @@ export function assertNoPendingRestore(dbPath: string): void {
   if (j) throw usageError(pendingMessage(dbPath, j));
 }
 
-/** Findings that compare SQLite with Qdrant: meaningless while a restore is half done, and their advice harmful. */
+/**
+ * Findings that compare the store with its vectors elsewhere (Qdrant, a Mastra store's PgVector on another server):
+ * meaningless while a restore is half done, and their advice harmful.
+ */
 const CROSS_STORE = new Set([
   'orphan_points', 'missing_points', 'payload_mismatch', 'unmapped_points', 'unmappable_rows',
   'mem0_resurrected', 'mem0_lost_vector', 'mem0_no_history', 'mem0_hash_mismatch', 'mem0_dangling_entity_link',
+  'mastra_embedding_without_message', 'mastra_embedding_without_thread',
 ]);
 
 /**

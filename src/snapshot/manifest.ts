@@ -88,6 +88,17 @@ export interface TablesPart {
 
 export const TABLES_DIR = 'tables';
 
+/**
+ * Tables of a database that hold a store's vectors apart from it (Layout.vectorTables: mem0's pgvector tables beside
+ * its history file, taken together with the file's copy; Mastra's PgVector tables on another server or schema than
+ * its PostgresStore tables, taken just before them), as the engine's artifact, in the folder `pgvector/`.
+ */
+export interface VectorTablesPart extends Omit<TablesPart, 'dir' | 'rows'> {
+  dir: typeof VECTOR_TABLES_DIR;
+}
+
+export const VECTOR_TABLES_DIR = 'pgvector';
+
 /** The store's part of a snapshot, whichever it holds: its rows, and the file names that make it up. */
 export function storePart(m: Manifest): { rows: number | null; startedAt: string; files: string[] } {
   if (m.sqlite) return { rows: m.sqlite.rows, startedAt: m.sqlite.startedAt, files: [m.sqlite.file] };
@@ -129,6 +140,8 @@ export interface Manifest {
   qdrant: QdrantPart[];
   /** SQLite files that hold the store's vectors (mem0's TypeScript SDK), copied as the store file is; absent before. */
   vectorFiles?: SqlitePart[];
+  /** Database tables that hold the store's vectors apart from it (mem0's pgvector, Mastra's PgVector elsewhere), read at one instant; absent before. */
+  vectorTables?: VectorTablesPart;
   /** sha256 and size of every file in the folder but this one and the holds. */
   files: Record<string, FileEntry>;
   holds?: HoldsEntry;
@@ -155,6 +168,7 @@ export function readManifest(folder: string): Manifest {
   if (m.holds !== undefined && (m.holds?.file !== HOLDS_FILE || typeof m.holds.keyId !== 'string' || typeof m.holds.sha256 !== 'string' || !Number.isSafeInteger(m.holds.bytes))) {
     throw storeError(`${path}: its holds entry is not one memory-warden writes`);
   }
+  if (m.vectorTables && (m.vectorTables.dir !== VECTOR_TABLES_DIR || typeof m.vectorTables.engine !== 'string')) throw storeError(`${path}: its vectorTables entry is not one memory-warden writes`);
   if (m.tables && (m.tables.dir !== TABLES_DIR || typeof m.tables.engine !== 'string')) throw storeError(`${path}: its tables entry is not one memory-warden writes`);
   for (const name of Object.keys(m.files)) {
     if (name.includes('..') || name.startsWith('/') || name === MANIFEST || name === HOLDS_FILE) throw storeError(`${path}: file entry "${name}" points outside the snapshot`);

@@ -7,9 +7,10 @@
  * 2. under the engine's maintenance lock (one across the fleet), the undo snapshot of the store as it is (kind
  *    'pre-restore', as on SQLite: its tables and its collections; without one only --force goes on);
  * 3. the Qdrant collections beside the store are recovered from the snapshot, each noted in the restore's journal, as a
- *    SQLite store's are (resume.ts, recoverCollections);
+ *    SQLite store's are (resume.ts, recoverCollections); then the layout's vector tables apart from the store (Mastra's
+ *    PgVector on another server: Layout.vectorTables), put back on their server and noted in the journal;
  * 4. the engine restores the tables all or nothing: staged, then, before they go live, the erase ledger is re-applied
- *    to them and to the restored collections through the layout's own `erasedIn` and `erase` on that engine, then
+ *    to them, to the restored collections and vector tables through the layout's own `erasedIn` and `erase` on that engine, then
  *    swapped in. A layout that cannot re-apply a ledger that holds anything refuses there: nothing is swapped, the
  *    collections are put back from the undo snapshot, which is then removed again, and the store is as it was.
  * The journal (journal.ts, kept among the store's snapshots on this host: restoreJournalBase) says what is done: a
@@ -26,7 +27,7 @@ import type { StoreConfig } from '../store/config.js';
 import { usageError, type WardenError } from '../core/errors.js';
 import { engineFor } from '../engines/registry.js';
 import type { AnyStoreHandle, EngineTables, StoreEngine } from '../engines/contract.js';
-import { jobsOf } from '../layouts/registry.js';
+import { jobsOf, layoutFor } from '../layouts/registry.js';
 import { describeLedger, erasedSnapshotRecords, loadRestoreLedger, reapplyLedgerTo, type RestoreLedger } from '../erase/restore-ledger.js';
 import { collectionSnapshotsFor } from '../vectors/registry.js';
 import { JOURNAL_FORMAT, readJournal, removeJournal, restoreJournalBase, writeJournal, type RestoreJournal } from './journal.js';
@@ -71,9 +72,10 @@ export async function restoreTablesSnapshot(config: Config, storeName: string, f
     ...(pending ? [`finish the interrupted restore from ${pending.from} first (journal ${journal})`] : []),
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
+    ...(manifest.vectorTables ? [`replace ${layoutFor(storeConfig).vectorTables!(storeName, storeConfig)!.describe} with those read at ${manifest.vectorTables.takenAt} (${describeTables(manifest.vectorTables)})`] : []),
     ledger.key === null && ledger.missing !== undefined
       ? `NOT re-apply the erase ledger (${ledger.missing})`
-      : `re-apply the erase ledger (${describeLedger(ledger)}) to the restored tables${inSnapshot.length > 0 ? ' and collections' : ''} before they go live`,
+      : `re-apply the erase ledger (${describeLedger(ledger)}) to the restored tables${manifest.vectorTables ? ', vector tables' : ''}${inSnapshot.length > 0 ? ' and collections' : ''} before they go live`,
     `replace the tables of ${here} with the ${describeTables(part!)} read from ${part!.source} at ${part!.takenAt}, in one transaction`,
   ];
   if (result.dryRun) {
@@ -100,6 +102,7 @@ export async function restoreTablesSnapshot(config: Config, storeName: string, f
       const j: RestoreJournal = {
         format: JOURNAL_FORMAT, store: storeName, from, undo: result.undo, direction: 'forward', recovered: [], sqliteDone: false,
         file: null, pid: process.pid, startedAt: new Date(opts.now()).toISOString(), ...(ledger.key === null && ledger.missing !== undefined ? { eraseLedger: 'skipped' as const } : {}),
+        ...(opts.storeNaming !== undefined ? { namedBy: opts.storeNaming } : {}),
         tablesBefore: await tables.generation(handle),
       };
       writeJournal(journal, j);
@@ -140,6 +143,10 @@ function tablesOf(storeName: string, engine: StoreEngine<AnyStoreHandle>, manife
     throw usageError(`${from} holds ${part ? `the tables of a ${part.engine} store` : 'a SQLite file'}; store "${storeName}" is a ${engine.name} store (${engine.describe(storeConfig)}): refused`);
   }
   if ((manifest.vectorFiles ?? []).length > 0) throw usageError(`${from} holds vector files beside the tables, which a ${engine.name} store does not have: refused`);
+  // The layout's vector tables apart from the store's (Mastra's PgVector on another server) and the snapshot's: both or neither.
+  const side = layoutFor(storeConfig).vectorTables?.(storeName, storeConfig);
+  if (side && !manifest.vectorTables) throw usageError(`${from} holds no copy of ${side.describe}: it cannot restore both`);
+  if (!side && manifest.vectorTables) throw usageError(`${from} holds vector tables (${manifest.vectorTables.source}), and store "${storeName}" keeps none apart from its tables: refused`);
   collectionDestinations(storeName, storeConfig, manifest, from);
   return engine.tables;
 }
@@ -169,6 +176,17 @@ function tablesRestore(
       // Before anything changes: a ledger that cannot be read changes nothing.
       const ledger = ledgerOf(j) ?? loadRestoreLedger(config, storeName, { without: j.eraseLedger === 'skipped' });
       await recoverCollections(config, storeName, j, journal, dir, manifest, opts, steps);
+      // The vector tables apart from the store's (Mastra's PgVector elsewhere) next, until the journal says so
+      // (restoring them twice is the same); the ledger is re-applied to them with the tables' erase below, before the
+      // tables go live: a kill -9 in between is finished by the next restore, which erases again.
+      const side = manifest.vectorTables ? layoutFor(storeConfig).vectorTables?.(storeName, storeConfig) : undefined;
+      if (manifest.vectorTables && !side) throw usageError(`${dir}: holds vector tables, and store "${storeName}" keeps none apart from its tables`);
+      if (side && !j.vectorTablesDone) {
+        const got = await side.restore(join(dir, manifest.vectorTables!.dir));
+        j.vectorTablesDone = true;
+        writeJournal(journal, j);
+        steps.push(`replaced ${side.describe} with the snapshot's (${describeTables(got)}, read at ${got.takenAt})`);
+      }
       if (j.sqliteDone) return null;
       const now = await tables.generation(handle);
       if (j.tablesBefore !== undefined && j.tablesBefore.some((t) => !now.includes(t))) {
@@ -183,12 +201,14 @@ function tablesRestore(
       const folder = join(dir, manifest.tables!.dir);
       let keptOut = 0;
       let needles: string[] = [];
+      let erasedFrom: string[] | undefined;
       const restored = await tables.restore(handle, folder, {
         beforeSwap: async (staged) => {
           // The collections are the snapshot's already: what an erase took goes from them and from the staged tables.
           const kept = await reapplyLedgerTo(await jobsOf(staged), staged, storeName, ledger, opts);
           keptOut = kept.memories;
           needles = kept.needles ?? [];
+          erasedFrom = kept.tables;
           steps.push(kept.step);
         },
       });
@@ -199,7 +219,9 @@ function tablesRestore(
       // The erased rows were loaded and deleted inside the restore's transaction: their bytes stay in the new tables'
       // pages as dead tuples until the tables are rewritten, as after any erase (the engine's scrub).
       if (keptOut > 0) {
-        const scrub = await engine.scrubErased(handle, { tables: Object.keys(restored.tables), needles });
+        // The tables the layout's erases deleted from, as an erase's own scrub (every restored table when it names none).
+        const tables = erasedFrom?.filter((t) => t in restored.tables) ?? Object.keys(restored.tables);
+        const scrub = await engine.scrubErased(handle, { tables, needles });
         const read = scrub.bytes ? `; their texts read back from the tables' files: ${scrub.bytes.verdict === 'clean' ? 'none left' : `${scrub.bytes.verdict.toUpperCase()}: run erase again for the same person`}` : '';
         steps.push(`rewrote the restored tables so the erased rows leave no bytes in them (vacuumed: ${scrub.vacuumed ? 'yes' : 'NO: run erase again for the same person'}${read})`);
         if (result && (!scrub.vacuumed || (scrub.bytes && scrub.bytes.verdict !== 'clean'))) {

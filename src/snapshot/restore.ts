@@ -64,6 +64,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
     `take a pre-restore snapshot of ${storeName}`,
     ...manifest.qdrant.map((p) => `recover Qdrant collection ${p.collection} from ${p.file} (${manifest.files[p.file]!.bytes} bytes, ${p.points} points at ${p.startedAt})`),
     ...vectorFiles.map(({ part: p, dest }) => `replace ${dest} with ${p.file} (${manifest.files[p.file]!.bytes} bytes at ${p.startedAt})`),
+    ...(manifest.vectorTables ? [`replace the tables of ${layoutFor(storeConfig).vectorTables!(storeName, storeConfig)!.describe} with those read at ${manifest.vectorTables.takenAt} (${Object.entries(manifest.vectorTables.tables).map(([t, n]) => `${t}: ${n} row(s)`).join(', ')})`] : []),
     ledger.key === null && ledger.missing !== undefined
       ? `NOT re-apply the erase ledger (${ledger.missing})`
       : `re-apply the erase ledger (${describeLedger(ledger)}) to the restored store before its file goes live`,
@@ -97,6 +98,7 @@ export async function restoreSnapshot(config: Config, storeName: string, dir: st
       const journal: RestoreJournal = {
         format: JOURNAL_FORMAT, store: storeName, from, undo: result.undo, direction: 'forward', recovered: [], sqliteDone: false,
         file, pid: process.pid, startedAt: new Date(opts.now()).toISOString(), ...(ledger.key === null && ledger.missing !== undefined ? { eraseLedger: 'skipped' as const } : {}),
+        ...(opts.storeNaming !== undefined ? { namedBy: opts.storeNaming } : {}),
       };
       writeJournal(storeConfig.db, journal);
       try {

@@ -12,7 +12,7 @@ import type { CollectionSnapshots } from '../vectors/contract.js';
 import { storeSnapshotDir } from './layout.js';
 import type { Manifest, QdrantPart } from './manifest.js';
 import { snapshotCollections } from './create.js';
-import { journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
+import { finishCommand, journalPath, readJournal, removeJournal, writeJournal, type RestoreJournal } from './journal.js';
 import { deleteIfThere, noteServerSnapshot, removeServerLeftovers, uploadName } from './server-snapshots.js';
 import { destinations, replaceStoreFile, stageSqlite, stagingPath, storeUsers, verifySnapshot } from './stage.js';
 import { localLeftovers, removeLocalCopy } from './copies.js';
@@ -121,6 +121,15 @@ export async function applySnapshot(
   const storeConfig = config.stores[storeName]!;
   const ledger = ledgerFor(config, storeName, j, opts); // before anything changes: a missing ledger changes nothing
   await recoverCollections(config, storeName, j, storeConfig.db, dir, manifest, opts, steps);
+  // The vectors' tables (mem0's pgvector) next, each time until the journal says so: restoring them twice is the same.
+  const side = manifest.vectorTables ? layoutFor(storeConfig).vectorTables?.(storeName, storeConfig) : undefined;
+  if (manifest.vectorTables && !side) throw storeError(`${dir}: holds vector tables, and store "${storeName}" keeps no vectors in a database`);
+  if (side && !j.vectorTablesDone) {
+    const got = await side.restore(join(dir, manifest.vectorTables!.dir));
+    j.vectorTablesDone = true;
+    writeJournal(storeConfig.db, j);
+    steps.push(`replaced the tables of ${side.describe} with the snapshot's (${Object.entries(got.tables).map(([t, n]) => `${t}: ${n} row(s)`).join(', ')}, read at ${got.takenAt})`);
+  }
   if (j.sqliteDone) return null;
   const copy = staged ?? stagingPath(storeConfig.db);
   let keptOut: number;
@@ -180,6 +189,7 @@ function turn(journal: string, j: RestoreJournal, direction: RestoreJournal['dir
   j.recovered = [];
   j.sqliteDone = false;
   if (j.tablesBefore) j.tablesBefore = [];
+  if (j.vectorTablesDone !== undefined) j.vectorTablesDone = false;
   writeJournal(journal, j);
 }
 
@@ -191,14 +201,16 @@ function turn(journal: string, j: RestoreJournal, direction: RestoreJournal['dir
 export async function rollBack(side: RestoreSide, j: RestoreJournal, cause: unknown, log: Logger): Promise<void> {
   const journal = side.journal;
   if (!j.undo) {
-    throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(journal)} is kept: run \`memory-warden restore ${j.from} --store ${side.store}\` to finish it`, cause);
+    throw storeError(`restore failed (${(cause as Error).message}) with no pre-restore snapshot to put back; the journal ${journalPath(journal)} is kept: run \`${finishCommand(j)}\` to finish it`, cause);
   }
   try {
     const undo = await side.verify(j.undo);
     const rowsReplaced = j.sqliteDone;
+    const vectorTablesReplaced = j.vectorTablesDone === true;
     turnBack(journal, j);
-    // What holds the rows is replaced last: unless that happened, only the collections go back.
+    // What holds the rows is replaced last: unless that happened, only the collections (and vector tables) go back.
     j.sqliteDone = !rowsReplaced;
+    if (!vectorTablesReplaced) j.vectorTablesDone = true;
     writeJournal(journal, j);
     await side.apply(j, j.undo, undo, []);
     removeJournal(journal);

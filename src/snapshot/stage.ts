@@ -218,6 +218,10 @@ export function destinations(storeName: string, store: StoreConfig, manifest: Ma
     if (!dest || out.some((o) => o.dest === dest)) throw usageError(`${from} records a vector file for ${JSON.stringify(part.source)}, which is not one of store "${storeName}"'s vector files (${configured.join(', ') || 'none'}): refused`);
     out.push({ part, dest });
   }
+  // The layout's vector tables (mem0's pgvector) and the snapshot's: both or neither.
+  const side = layoutFor(store).vectorTables?.(storeName, store);
+  if (side && !manifest.vectorTables) throw usageError(`${from} holds no copy of ${side.describe}: it cannot restore both stores`);
+  if (!side && manifest.vectorTables) throw usageError(`${from} holds vector tables (${manifest.vectorTables.source}), and store "${storeName}" keeps no vectors in a database: refused`);
   const missing = configured.filter((f) => existsSync(f) && !out.some((o) => o.dest === f));
   if (missing.length > 0) throw usageError(`${from} holds no copy of ${missing.join(', ')}: it cannot restore both stores`);
   return out;

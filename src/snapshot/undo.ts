@@ -2,6 +2,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
 import type { Clock } from '../time/instants.js';
 import type { Progress } from '../progress/progress.js';
+import type { StoreNaming } from '../digest/untrusted.js';
 import { WardenError } from '../core/errors.js';
 import { takeSnapshot } from './create.js';
 
@@ -21,6 +22,12 @@ export interface RestoreOptions {
   withoutEraseLedger?: boolean;
   /** The erase key id the snapshot's source names besides its manifest (a target's holds: `keyId`). */
   madeUnderKey?: string;
+  /**
+   * How the command that started this restore was told the store (its --config, its --db): kept in the journal, so
+   * the command that finishes an interrupted restore, printed later by check, the worker or another command, names
+   * the same store the same way. Absent: `--store NAME`.
+   */
+  storeNaming?: StoreNaming;
 }
 
 export interface RestoreResult {

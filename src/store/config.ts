@@ -3,7 +3,7 @@ import { timerDuration } from '../time/timer-duration.js';
 import { pathField } from '../config/path-field.js';
 import { secretField } from '../config/secret-fields.js';
 import { mem0CollectionConflict, mem0PlaceIssues, mem0Schema } from '../layouts/mem0/config.js';
-import { mastraSchema } from '../layouts/mastra/config.js';
+import { mastraPlaceIssues, mastraSchema } from '../layouts/mastra/config.js';
 import { ENGINE_NAMES, postgresSchema } from '../engines/postgres/config.js';
 
 /** How a SQLite row maps to its Qdrant point. */
@@ -48,6 +48,7 @@ export const storeSchema = z.strictObject({
   if (conflict) ctx.addIssue({ code: 'custom', path: conflict.path, message: conflict.message });
   const issue = (path: string[], message: string) => ctx.addIssue({ code: 'custom', path, message });
   for (const i of mem0PlaceIssues(store)) issue(i.path, i.message);
+  for (const i of mastraPlaceIssues(store)) issue(i.path, i.message);
   if (store.engine === 'sqlite') {
     if (store.db === undefined) issue(['db'], 'the SQLite file of the store is required (or engine: postgres with a postgres section)');
     if (store.postgres !== undefined) issue(['postgres'], 'only for engine: postgres');
@@ -55,7 +56,7 @@ export const storeSchema = z.strictObject({
   }
   if (store.postgres === undefined) issue(['postgres'], 'engine: postgres needs postgres: { url: ${SOME_VAR}, schema: NAME }');
   if (store.db !== undefined) issue(['db'], 'a PostgreSQL store has no SQLite file: leave db out');
-  if (store.layout !== 'warden') issue(['layout'], `the ${store.layout} layout does not run on PostgreSQL yet (warden does)`);
+  if (store.layout === 'mem0') issue(['layout'], `the ${store.layout} layout does not run on PostgreSQL yet (warden and mastra do)`);
   if (store.host !== undefined) issue(['host'], 'a PostgreSQL store is reachable from every host: leave host out');
   const taken = store.postgres?.vectors?.tables.find((t) => t === 'memory' || t === 'warden_runs');
   if (taken) issue(['postgres', 'vectors', 'tables'], `${taken} is memory-warden's own table, not a vector table`);

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
-import { expectEveryPair, kindsFor, makeKind, type KindName, type KindStore, type Memory } from '../helpers/store-kinds.js';
+import { expectEveryPair, kindsFor, makeKind, STORE_KINDS, vectorStoresTheConfigAccepts, type KindName, type KindStore, type Memory } from '../helpers/store-kinds.js';
 import { jobsOf } from '../../src/layouts/registry.js';
 import { ALL_CORRECTIONS, type AnyStoreHandle } from '../../src/layouts/contract.js';
 import { openStoreOnEngine } from '../../src/layouts/open.js';
@@ -57,6 +57,21 @@ const PEOPLE_NOT_IN_HOLDS: Partial<Record<KindName, string>> = {
 };
 
 it('every (engine, layout) pair the config accepts has a store kind in this suite, and only those', () => {
+  expectEveryPair('layout-contract');
+});
+
+it('every vector store the config accepts on an engine is a store kind\'s, read from the config schema: one without a kind fails', () => {
+  expect(vectorStoresTheConfigAccepts()).toEqual(['postgres+pgvector', 'postgres+qdrant', 'sqlite+pgvector', 'sqlite+qdrant']);
+  for (const name of ['postgres×warden+pgvector', 'postgres×warden+qdrant', 'sqlite×mem0+pgvector'] as const) {
+    const kind = STORE_KINDS[name]!;
+    const vectors = kind.vectors;
+    kind.vectors = undefined;
+    try {
+      expect(() => expectEveryPair('layout-contract')).toThrow(new RegExp(`accepts ${kind.engine}\\+${vectors} .*no store kind`));
+    } finally {
+      kind.vectors = vectors;
+    }
+  }
   expectEveryPair('layout-contract');
 });
 

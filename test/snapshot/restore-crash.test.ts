@@ -110,7 +110,9 @@ describe('kill -9 during restore', { timeout: 120_000 }, () => {
     const check = await cli(['check', '--config', config, '--store', 'agent', '--json']);
     expect(check.code, check.stderr).toBe(1);
     const report = JSON.parse(check.stdout) as { problems: { code: string; message: string }[] };
-    expect(report.problems[0]).toMatchObject({ code: 'restore_pending', message: expect.stringContaining(`memory-warden restore ${s.dir} --store agent`) });
+    // The command that finishes it names the store as the interrupted restore was told it: with its config file.
+    expect(report.problems[0]).toMatchObject({ code: 'restore_pending', message: expect.stringContaining(`memory-warden restore ${s.dir} --config ${config} --store agent`) });
+    const finish = /`memory-warden (restore [^`]+)`/.exec(report.problems[0]!.message)![1]!.split(' ');
     expect(report.problems.map((p) => p.code)).not.toContain('orphan_points');
 
     const prune = await cli(['run', 'prune', '--config', config, '--store', 'agent']);
@@ -120,7 +122,7 @@ describe('kill -9 during restore', { timeout: 120_000 }, () => {
     expect(repair.code).not.toBe(0);
     expect(repair.stderr).toMatch(/restore .* was interrupted/);
 
-    const again = await cli(['restore', s.dir, '--config', config, '--store', 'agent', '--now', '2026-11-29T07:05:00Z']);
+    const again = await cli([...finish, '--now', '2026-11-29T07:05:00Z']); // run as printed
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/finishing the restore/);
     expect(again.stdout).toMatch(/removed 1 staging copy/);
