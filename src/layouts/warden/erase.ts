@@ -111,6 +111,7 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
       taken.addFields(subject, source);
     };
     for (const row of rootRows(db, sel, 'id, rowid, subject, source')) {
+      if (roots.length % ROOTS_AHEAD === 0) pollYoungGeneration();
       roots.push(String(row[0]));
       // An id that is not text (NULL, a blob) names no row to the deletes, which find their rows by id.
       if (typeof row[0] === 'string') take(row);
