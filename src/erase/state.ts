@@ -333,7 +333,18 @@ export function scrubState(db: Db, t: StateTarget, dryRun: boolean): Place[] {
       else for (const rid of db.prepare(`SELECT rowid FROM ${table} WHERE ${sql}`).pluck().iterate(...params)) seen.add(rid as number);
     };
     if (where) take(where, ...args);
-    for (const list of idLists()) take(`store = ? AND memory_id IN (SELECT value FROM json_each(?))`, t.store, list);
+    // The store's records here, when fewer than the ids, are each looked up among the ids (ids.has: the same ids and
+    // folded forms the lists hold); else the ids are asked for a list at a time. Each list is made into an index by
+    // SQLite however few records the table has (a tenth of a second for 100,000 ids, on an empty table too).
+    const asked = ids.size + ids.other.size;
+    const few = asked > 0 && (db.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE store = ? LIMIT ?)`).pluck().get(t.store, asked) as number) < asked;
+    if (few) {
+      const theirs: number[] = [];
+      for (const [rid, id] of db.prepare(`SELECT rowid, memory_id FROM ${table} WHERE store = ?`).raw().iterate(t.store) as Iterable<[number, unknown]>) {
+        if (typeof id === 'string' && ids.has(id)) theirs.push(rid);
+      }
+      for (let i = 0; i < theirs.length; i += ID_CHUNK) take(`rowid IN (SELECT value FROM json_each(?))`, JSON.stringify(theirs.slice(i, i + ID_CHUNK)));
+    } else for (const list of idLists()) take(`store = ? AND memory_id IN (SELECT value FROM json_each(?))`, t.store, list);
     add(`state:${table}`, dryRun ? seen.size : n);
   };
   const run = () => {

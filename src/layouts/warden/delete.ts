@@ -29,12 +29,6 @@ export function cascadeClosure(db: Db, roots: readonly (string | number)[], key:
   return db.prepare(`SELECT id, rowid, NULL AS reason FROM memory WHERE id IN (${closureSql(key)})`).all({ roots: JSON.stringify(roots) }) as DeletedRow[];
 }
 
-/** Columns of the rows cascadeClosure names, row by row as arrays (nothing held but the row being read). */
-export function closureColumns(db: Db, roots: readonly (string | number)[], columns: string, key: RootKey = 'id'): Iterable<unknown[]> {
-  if (roots.length === 0) return [];
-  return db.prepare(`SELECT ${columns} FROM memory WHERE id IN (${closureSql(key)})`).raw().iterate({ roots: JSON.stringify(roots) }) as Iterable<unknown[]>;
-}
-
 /**
  * Every row a delete removes, the cascade included, is captured by a TEMP trigger (this connection only; the
  * store's schema is not touched) into a TEMP table, inside the same transaction. That is how a batch learns its

@@ -1,6 +1,6 @@
 import type { Db } from '../../store/sqlite.js';
 import { memoryColumns } from './schema.js';
-import { closureColumns, deleteRoots } from './delete.js';
+import { deleteRoots } from './delete.js';
 import type { Mem0Point, PointStore } from '../../vectors/contract.js';
 import { rowVectorsFor, VECTOR_STORES } from '../../vectors/registry.js';
 import { sweepCollections } from '../erase-sweep.js';
@@ -15,19 +15,25 @@ const ERASE_BATCH_MS = 40;
 /** Roots handed to one delete call: more than one call's time budget takes. */
 const ROOTS_AHEAD = 4096;
 
-/** The rows the selector names (before their cascade), held as bytes (a StringList): an erase can name 100,000. */
-function wardenRoots(db: Db, sel: EraseSelector): StringList {
-  const ids = (sql: string, ...args: unknown[]) => {
-    const out = new StringList();
-    for (const id of db.prepare(sql).pluck().iterate(...args)) out.push(String(id));
-    return out;
-  };
-  if ('ids' in sel) return ids(`SELECT id FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
+/**
+ * The rows the selector names (before their cascade), `columns` of each as an array, row by row: the one pass over
+ * the table that finds them (without an index on what a selector names, a scan).
+ */
+function rootRows(db: Db, sel: EraseSelector, columns: string): Iterable<unknown[]> {
+  const rows = (sql: string, ...args: unknown[]) => db.prepare(sql).raw().iterate(...args) as Iterable<unknown[]>;
+  if ('ids' in sel) return rows(`SELECT ${columns} FROM memory WHERE id IN (SELECT value FROM json_each(?))`, JSON.stringify(sel.ids));
   if ('user' in sel) {
     // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
-    return memoryColumns(db).has('user_id') ? ids(`SELECT id FROM memory WHERE user_id = ?`, sel.user) : ids(`SELECT id FROM memory WHERE subject = ?`, sel.user);
+    return memoryColumns(db).has('user_id') ? rows(`SELECT ${columns} FROM memory WHERE user_id = ?`, sel.user) : rows(`SELECT ${columns} FROM memory WHERE subject = ?`, sel.user);
   }
-  return ids(`SELECT id FROM memory WHERE instr(lower(subject), lower(?)) > 0 OR instr(lower(fact), lower(?)) > 0`, sel.subject, sel.subject);
+  return rows(`SELECT ${columns} FROM memory WHERE instr(lower(subject), lower(?)) > 0 OR instr(lower(fact), lower(?)) > 0`, sel.subject, sel.subject);
+}
+
+/** The ids of the rows the selector names (before their cascade), held as bytes (a StringList): an erase can name 100,000. */
+function wardenRoots(db: Db, sel: EraseSelector): StringList {
+  const out = new StringList();
+  for (const [id] of rootRows(db, sel, 'id')) out.push(String(id));
+  return out;
 }
 
 /**
@@ -91,19 +97,33 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   const plan = plans.get(db);
   plans.delete(db);
   if (dryRun) {
-    const roots = wardenRoots(db, sel);
     // The rows the deletes will take, read once, row by row: their ids and fields (their texts only when asked:
-    // StoredTexts). Their closure is asked ROOTS_AHEAD roots at a time (a row two roots' chains share is taken
-    // once): no list of every root is made into one JSON parameter.
+    // StoredTexts). The roots come with their columns from the scan that finds them; their cascade (the older
+    // versions whose supersede chain leads to one of them, as ON DELETE CASCADE follows it) from the supersede
+    // index, ROOTS_AHEAD ids at a time, each row once: no row is looked up again by its id, and no list of every
+    // root is made into one JSON parameter.
+    const roots = new StringList();
     const taken = new Taken();
     const rowids: number[] = [];
-    for (let i = 0; i < roots.length; i += ROOTS_AHEAD) {
+    const take = ([id, rowid, subject, source]: unknown[]) => {
+      taken.ids.push(id as string);
+      rowids.push(rowid as number);
+      taken.addFields(subject, source);
+    };
+    for (const row of rootRows(db, sel, 'id, rowid, subject, source')) {
+      if (roots.length % ROOTS_AHEAD === 0) pollYoungGeneration();
+      roots.push(String(row[0]));
+      // An id that is not text (NULL, a blob) names no row to the deletes, which find their rows by id.
+      if (typeof row[0] === 'string') take(row);
+    }
+    const children = db.prepare(`SELECT id, rowid, subject, source FROM memory WHERE superseded_by IN (SELECT value FROM json_each(?))`).raw();
+    // Rows found join the list behind the ids being asked about, and are asked about in their turn.
+    for (let asked = 0; asked < taken.ids.length; ) {
       pollYoungGeneration();
-      for (const [id, rowid, subject, source] of closureColumns(db, roots.slice(i, i + ROOTS_AHEAD), 'id, rowid, subject, source')) {
-        if (i > 0 && taken.ids.has(id as string)) continue;
-        taken.ids.push(id as string);
-        rowids.push(rowid as number);
-        taken.addFields(subject, source);
+      const batch = taken.ids.slice(asked, asked + ROOTS_AHEAD);
+      asked += batch.length;
+      for (const row of children.iterate(JSON.stringify(batch)) as Iterable<unknown[]>) {
+        if (typeof row[0] === 'string' && !taken.ids.has(row[0])) take(row);
       }
     }
     const { ids } = taken;
