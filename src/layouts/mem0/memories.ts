@@ -219,7 +219,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
   };
   if (result.dryRun) {
     tally(candidates);
-    result.leftovers = await removeDanglingLinks(h, true);
+    result.leftovers = await removeDanglingLinks(h, true, now);
   } else {
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
@@ -249,7 +249,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
       result.entityLinksRemoved = links.linksRemoved;
       result.entitiesDeleted = links.entitiesDeleted;
       // Then the links mem0's own deletes (and an interrupted run of this one) left to memories that are gone.
-      if (!ctx.signal?.aborted) result.leftovers = await removeDanglingLinks(h, false);
+      if (!ctx.signal?.aborted) result.leftovers = await removeDanglingLinks(h, false, now, opts.beforeDelete);
     });
   }
   result.durationMs = Date.now() - started;
@@ -331,16 +331,16 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
  * names a memory already written: one not found is gone (or was never written: mem0 links even a memory whose
  * insert failed). Ids are UUIDs mem0 never gives again, so a memory found gone stays gone.
  */
-export async function* danglingEntityLinks(h: Mem0Handle): AsyncGenerator<{ entity: string; memory: string }> {
+export async function* danglingEntityLinks(h: Mem0Handle): AsyncGenerator<{ entity: string; memory: string; user: string | null }> {
   if (!(await h.points.collections()).includes(h.entityCollection)) return;
-  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS])) {
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS, 'user_id', 'userId'])) {
     const links = [...new Set(page.flatMap(linkedIdsOf))];
     const present = new Set<string>();
     for (let i = 0; i < links.length; i += h.cfg.pageSize) {
       for (const p of await h.points.retrieve(h.collection, links.slice(i, i + h.cfg.pageSize), false)) present.add(p.id);
     }
     for (const e of page) {
-      for (const id of linkedIdsOf(e)) if (!present.has(id)) yield { entity: e.id, memory: id };
+      for (const id of linkedIdsOf(e)) if (!present.has(id)) yield { entity: e.id, memory: id, user: userIdOf(e) };
     }
   }
 }
@@ -349,17 +349,21 @@ export async function* danglingEntityLinks(h: Mem0Handle): AsyncGenerator<{ enti
  * What mem0's own deletes leave in the entities (its cleanup skipped, failed, or killed; docs/mem0-layout.md): each
  * link to a memory that is gone dropped from `linked_memory_ids` / `linkedMemoryIds`, and an entity that loses its
  * last link so deleted, as `_removeMemoryFromEntityStore` does for a memory it deletes (an entity that had no link to
- * begin with stays: mem0 leaves it too). `dryRun`: counted, nothing changed.
+ * begin with stays: mem0 leaves it too). The link may be the last thing that says whose the memory's text in history
+ * is (a memory whose point went without its cleanup): `beforeDelete` records each with the entity's user first, as
+ * prune records the memories it deletes (src/erase/ledger.ts), so `erase --user` still finds that text. `dryRun`:
+ * counted, nothing changed.
  */
-export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean): Promise<Record<string, number>> {
-  const gone = new Set<string>();
+export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean, now: Instant, beforeDelete?: Mem0PruneOptions['beforeDelete']): Promise<Record<string, number>> {
+  const gone = new Map<string, string | null>();
   let links = 0;
   for await (const l of danglingEntityLinks(h)) {
-    gone.add(l.memory);
+    if (!gone.get(l.memory)) gone.set(l.memory, l.user);
     links++;
   }
   if (dryRun || gone.size === 0) return { mem0_dangling_entity_link: links };
-  const done = await unlinkEntities(h, gone);
+  beforeDelete?.([...gone].map(([id, user]) => ({ id, user })), now);
+  const done = await unlinkEntities(h, new Set(gone.keys()));
   return { mem0_dangling_entity_link: done.linksRemoved, mem0_entity_left_without_links: done.entitiesDeleted };
 }
 
