@@ -284,8 +284,9 @@ export interface PruneResult {
   durationMs: number;
   /**
    * What the SDK's own deletes left behind and this prune removed (dry run: would remove), by the check code that
-   * names it: Mastra's embeddings whose message is gone, mem0's entity links to memories that are gone. Not in
-   * `deleted`: no memory goes with them.
+   * names it: Mastra's embeddings whose message is gone, mem0's entity links to memories that are gone (and
+   * `mem0_entity_left_without_links`, the entities deleted as their last such link went). Not in `deleted`: no
+   * memory goes with them.
    */
   leftovers?: Record<string, number>;
 }
