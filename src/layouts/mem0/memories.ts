@@ -224,7 +224,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
       try {
-        ctx.progress?.start('prune', candidates.length, 'rows');
+        if (candidates.length > 0) ctx.progress?.start('prune', candidates.length, 'rows');
         for (let i = 0; i < candidates.length; i += h.cfg.pageSize) {
           if (ctx.signal?.aborted) {
             log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -239,13 +239,13 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
           tally(ids);
           ctx.progress?.set(Math.min(i + h.cfg.pageSize, candidates.length));
         }
-        ctx.progress?.done();
+        if (candidates.length > 0) ctx.progress?.done();
       } catch (err) {
         // The memories already gone still lose their entity links if Qdrant lets us; the failure is what counts.
         await unlinkEntities(h, new Set(gone)).catch(() => undefined);
         throw err;
       }
-      const links = await unlinkEntities(h, new Set(gone));
+      const links = gone.length > 0 ? await unlinkEntities(h, new Set(gone)) : { linksRemoved: 0, entitiesDeleted: 0 };
       result.entityLinksRemoved = links.linksRemoved;
       result.entitiesDeleted = links.entitiesDeleted;
       // Then the links mem0's own deletes (and an interrupted run of this one) left to memories that are gone.
