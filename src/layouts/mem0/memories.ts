@@ -314,8 +314,16 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
         doomed.push(e.id);
         out.linksRemoved += removed;
       } else if (removed > 0) {
-        await h.points.setPayload(h.entityCollection, e.id, linkedIdsPatch(e, remaining));
-        out.linksRemoved += removed;
+        // Read again just before the write (Qdrant has no transaction): an agent's link made since the page was read
+        // is kept unless it lands in the moment between the two.
+        const [now] = await h.points.retrieve(h.entityCollection, [e.id]);
+        if (!now) continue;
+        const fresh = linkedIdsOf(now);
+        const left = fresh.filter((id) => !ids.has(id));
+        if (left.length === fresh.length) continue;
+        out.linksRemoved += fresh.length - left.length;
+        if (left.length === 0) doomed.push(e.id);
+        else await h.points.setPayload(h.entityCollection, e.id, linkedIdsPatch(now, left));
       }
     }
   }
