@@ -20,7 +20,9 @@ export const COMMAND_DETAILS: Record<string, string> = {
   'run prune':
     'Deletes rows expired at `now` and superseded rows created more than 180 days before `now`, letting `ON DELETE ' +
     'CASCADE` take the older versions behind them. JSON: `deleted`, `expired`, `superseded`, `cascaded`, `dryRun`, `ids` ' +
-    '(first 1000). `--dry-run` reports the same numbers, deletes nothing and is not recorded as a run of the job.',
+    '(first 1000); on a Mastra or mem0 store also `leftovers`, what the SDK\'s own deletes left and this prune ' +
+    'removed, by the check code that names it (docs/mastra-layout.md, docs/mem0-layout.md). `--dry-run` reports the ' +
+    'same numbers, deletes nothing and is not recorded as a run of the job.',
   'run integrity': 'The job form of `check` (what the worker schedules).',
   'run snapshot': 'One coordinated SQLite + Qdrant snapshot folder, verified, then retention (docs/snapshots.md#coordinated-snapshots).',
   'run drift':

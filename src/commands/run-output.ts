@@ -37,6 +37,8 @@ export async function printJobResult(job: string, result: unknown): Promise<void
 export function printPrune(r: PruneResult): void {
   const verb = r.dryRun ? 'would delete' : 'deleted';
   print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
+  const left = Object.entries(r.leftovers ?? {}).filter(([, n]) => n > 0);
+  if (left.length > 0) print`  left behind by the SDK's own deletes, ${r.dryRun ? 'would remove' : 'removed'}: ${left.map(([code, n]) => `${code} ${n}`).join(', ')}`;
 }
 
 export function printCheck(r: CheckReport): void {

@@ -282,6 +282,13 @@ export interface PruneResult {
   ids: string[];
   idsTruncated: boolean;
   durationMs: number;
+  /**
+   * What the SDK's own deletes left behind and this prune removed (dry run: would remove), by the check code that
+   * names it: Mastra's embeddings whose message is gone, mem0's entity links to memories that are gone (and
+   * `mem0_entity_left_without_links`, the entities deleted as their last such link went). Not in `deleted`: no
+   * memory goes with them.
+   */
+  leftovers?: Record<string, number>;
 }
 
 // ---- check

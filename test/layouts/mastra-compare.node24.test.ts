@@ -131,7 +131,7 @@ describe.each<Where>(['same file', 'vector file'])('prune and erase compared wit
     return { old, revived, ben };
   }
 
-  it('messages past an age: the same messages go; Mastra\'s prune leaves their embeddings, with their text, in the index', async () => {
+  it('messages past an age: the same messages go; Mastra\'s prune leaves their embeddings, with their text, in the index, and ours then removes those only', async () => {
     const { old, revived } = await world();
     await ourPrune('ours', { messageDays: 30 });
     await theirPrune('theirs', { messages: { maxAge: '30d' } });
@@ -151,6 +151,30 @@ describe.each<Where>(['same file', 'vector file'])('prune and erase compared wit
     expect((await o.recall('ana', revived.threadId, 'Nordea bank')).join('\n')).not.toContain('banks at Nordea');
     // What the observer noted stays in both: it is what replaces old messages.
     expect(await o.observations('ana', old.threadId)).toContain('NORDEA-7781');
+    await closeAll();
+
+    // Then our prune on theirs, with no retention at all: the embeddings Mastra's prune left, and only they, go
+    // (a dry run counts them first and changes nothing): the index as our own prune left it.
+    const left = embeddedMessages('theirs').filter((id) => !ids('theirs', 'mastra_messages').includes(id));
+    expect(left.length).toBeGreaterThan(0);
+    const config = configFor('theirs');
+    const st = openStore(config, 's');
+    try {
+      expect((await layout.prune(st, { ctx: ctx(config), dryRun: true })).leftovers).toEqual({ mastra_embedding_without_message: left.length });
+      expect(embeddedMessages('theirs')).toEqual(expect.arrayContaining(left));
+      const swept = await layout.prune(st, { ctx: ctx(config), dryRun: false });
+      expect(swept.deleted).toBe(0);
+      expect(swept.leftovers).toEqual({ mastra_embedding_without_message: left.length });
+    } finally {
+      st.close();
+    }
+    expect(embeddedMessages('theirs')).toEqual(embeddedMessages('ours'));
+    expect(await problems('theirs')).toEqual([]);
+    const t2 = await sdkOn('theirs');
+    expect(await query(t2)).not.toContain('Ana Quintero banks at Nordea');
+    await t2.agentTurn('ana', revived.threadId, 'Ana Quintero flies to Tromso', 'Noted');
+    expect((await t2.recall('ana', revived.threadId, 'Ana Quintero flies to Tromso')).join('\n')).toContain('flies to Tromso');
+    expect(await problems('theirs')).toEqual([]);
   });
 
   it('threads: the idle thread goes in both; Mastra\'s prune (by creation) also drops a thread in use, leaving its messages and observations', async () => {

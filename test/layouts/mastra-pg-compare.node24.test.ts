@@ -175,4 +175,30 @@ describe('prune and erase against Mastra\'s own calls on @mastra/pg (split form)
     });
     expect(await problems(ours)).toEqual([]);
   });
+
+  it('what storage.prune left on PgVector\'s server, embeddings whose message is gone: our prune on their store takes those and no other; Mastra reads, recalls and writes after', async () => {
+    const before = await contents(theirs);
+    const left = before.vectors.filter((t) => !before.texts.includes(t));
+    expect(left).toContain('Ana Quintero banks at Nordea');
+    theirs.retention({});
+    const dry = await cli(['run', 'prune', '--dry-run', ...theirs.store, '--json'], theirs.env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: left.length });
+    expect(await contents(theirs)).toEqual(before);
+    const r = await cli(['run', 'prune', ...theirs.store, '--json'], theirs.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json().deleted).toBe(0);
+    expect(r.json().leftovers).toEqual({ mastra_embedding_without_message: left.length });
+    const after = await contents(theirs);
+    expect(after.texts).toEqual(before.texts);
+    expect(after.vectors).toEqual(after.texts);
+    expect(await problems(theirs)).not.toContain('mastra_embedding_without_message');
+    await theirs.withSdk(async (m) => {
+      expect(JSON.stringify(await m.vector.query({ indexName: VEC_TABLE, queryVector: embed('Ana Quintero banks at Nordea'), topK: 20 }))).not.toContain('banks at Nordea');
+      expect(await m.recall('ben', idsOf.theirs.ben, 'Ben Okafor five')).toContain('Ben Okafor five');
+      await m.agentTurn('ben', idsOf.theirs.ben, 'Ben Okafor counts again', 'Noted');
+      expect(await m.recall('ben', idsOf.theirs.ben, 'Ben Okafor counts again')).toContain('Ben Okafor counts again');
+    });
+    expect((await cli(['run', 'prune', ...theirs.store, '--json'], theirs.env)).json().leftovers).toEqual({ mastra_embedding_without_message: 0 });
+  });
 });

@@ -197,12 +197,30 @@ describe.each<Form>(['one PGlite', 'split'])('Mastra on @mastra/pg (%s)', (form)
     await mastraStillWorks(w);
   });
 
-  it('check finds an embedding whose message is gone (what a raw delete leaves), across the databases', async () => {
+  it('check finds an embedding whose message is gone (what a raw delete leaves), across the databases; prune removes it and no other', async () => {
     const w = await world();
     await rows(w.storeUrl, `DELETE FROM mastra_messages WHERE id = $1`, [w.ana.oldMessages[0]]);
     const r = await cli(['check', ...w.store, '--json'], w.env);
     expect(r.code).toBe(1);
     expect(r.json().problems.map((p: { code: string; count: number }) => [p.code, p.count])).toEqual([['mastra_embedding_without_message', 1]]);
+    // Another, of a thread prune keeps (the idle one's embeddings go with it): only the leftover pass can take it.
+    const [recent] = await rows(w.storeUrl, `SELECT id FROM mastra_messages WHERE thread_id = $1`, [w.ana.recent]);
+    await rows(w.storeUrl, `DELETE FROM mastra_messages WHERE id = $1`, [recent.id]);
+    const before = await contents(w);
+    expect(before.vectors).toContain('Ana Quintero moved to Oslo');
+    const dry = await cli(['run', 'prune', '--dry-run', ...w.store, '--json'], w.env);
+    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: 2 });
+    expect((await cli(['run', 'prune', '--dry-run', ...w.store], w.env)).stdout).toContain('left behind by the SDK\'s own deletes, would remove: mastra_embedding_without_message 2');
+    expect(await contents(w)).toEqual(before);
+    const pruned = await cli(['run', 'prune', ...w.store, '--json'], w.env);
+    expect(pruned.code, pruned.stderr).toBe(0);
+    expect(pruned.json().ids).toEqual([w.ana.old]);
+    expect(pruned.json().leftovers).toEqual({ mastra_embedding_without_message: 1 }); // the other went with its thread
+    const after = await contents(w);
+    expect(after.vectors).toEqual(after.texts);
+    expect(after.vectors).not.toContain('Ana Quintero moved to Oslo');
+    expect(after.vectors).toContain('Ben Okafor reads poetry');
+    await mastraStillWorks(w);
   });
 
   it('against Mastra\'s own deleteThread on a second store built the same way: the same rows go, and none of its leftovers stay in ours', async () => {

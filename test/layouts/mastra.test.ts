@@ -80,6 +80,30 @@ describe('prune', () => {
     expect((await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: false }))).deleted).toBe(0);
   });
 
+  it('embeddings whose message is gone (what Mastra\'s own deletes leave) go, and no other: counted by a dry run first', async () => {
+    const t = fx.thread('ana', 'Ana likes tea', NOW - DAY);
+    const gone = fx.message(t, 'ana', 'Ana banks at Nordea', NOW - DAY);
+    fx.thread('ben', 'Ben reads poetry', NOW - DAY);
+    fx.db.prepare(`DELETE FROM mastra_messages WHERE id = ?`).run(gone); // Mastra's storage.prune of messages, as it leaves it
+    // Metadata that is not JSON, or that names no message (an observation group's), is not a message's embedding.
+    fx.db.prepare(`INSERT INTO ${VEC} (vector_id, embedding, metadata) VALUES ('raw', vector32(?), 'not json')`).run(JSON.stringify(new Array(DIM).fill(0.1)));
+    fx.db.prepare(`INSERT INTO ${VEC} (vector_id, embedding, metadata) VALUES ('group', vector32(?), ?)`).run(JSON.stringify(new Array(DIM).fill(0.2)), JSON.stringify({ thread_id: t }));
+    const before = fx.count(`SELECT count(*) AS n FROM ${VEC}`);
+    const config = configFor(); // no retention: the leftovers are prune's only work
+    expect((await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: true }))).leftovers).toEqual({ mastra_embedding_without_message: 1 });
+    expect(fx.count(`SELECT count(*) AS n FROM ${VEC}`)).toBe(before);
+    const done = await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: false }));
+    expect(done.deleted).toBe(0);
+    expect(done.leftovers).toEqual({ mastra_embedding_without_message: 1 });
+    expect(fx.count(`SELECT count(*) AS n FROM ${VEC}`)).toBe(before - 1);
+    expect(fx.count(`SELECT count(*) AS n FROM ${VEC} WHERE json_valid(metadata) AND json_extract(metadata, '$.message_id') = '${gone}'`)).toBe(0);
+    expect(fx.count(`SELECT count(*) AS n FROM ${VEC} WHERE vector_id IN ('raw', 'group')`)).toBe(2);
+    // libsql's vector index still answers, without the removed one.
+    expect(fx.count(`SELECT count(*) AS n FROM vector_top_k('${VEC}_vector_idx', vector32('${JSON.stringify(new Array(DIM).fill(0.3))}'), 10)`)).toBe(before - 1);
+    const report = await withStore(config, (s) => layout.check(s, { ctx: ctx(config) }));
+    expect(report.problems.map((p) => p.code)).not.toContain('mastra_embedding_without_message');
+  });
+
   it('no retention configured: nothing is deleted', async () => {
     fx.thread('ana', 'Ana likes tea', NOW - 4000 * DAY);
     const config = configFor();

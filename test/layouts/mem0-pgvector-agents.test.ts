@@ -127,6 +127,23 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     await fx?.stop();
   });
 
+  /** `run prune` through the CLI, paused before its first statement matching `sql` (PAUSE_HOOK) until go() is called. */
+  async function pausedPrune(config: string, now: string, sql: string, label: string): Promise<{ code: Promise<number | null>; output: () => string; go: () => void }> {
+    const hook = join(tmp.dir, 'pause-hook.cjs');
+    writeFileSync(hook, PAUSE_HOOK);
+    const spec = { sql, paused: join(tmp.dir, `paused-${label}`), go: join(tmp.dir, `go-${label}`) };
+    const child = spawn(process.execPath, [CLI, 'run', 'prune', '--json', '--now', now, '--config', config],
+      { env: { ...process.env, LOG_LEVEL: 'silent', NODE_OPTIONS: `--require ${hook}`, MW_TEST_PAUSE: JSON.stringify(spec) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const code = new Promise<number | null>((resolve) => child.once('close', resolve));
+    while (!existsSync(spec.paused) && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(spec.paused), `not paused: ${out.replace(/\s+/g, ' ')}`).toBe(true);
+    return { code, output: () => out, go: () => writeFileSync(spec.go, '') };
+  }
+
   function agent(user: string, topic: string): { child: ChildProcess; ready: Promise<void>; report: Promise<AgentReport> } {
     const script = join(tmp.dir, 'agent.mjs');
     writeFileSync(script, AGENT);
@@ -254,21 +271,8 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     const kept = await add('Bob Keller move');
     await (await m.getEntityStore()).list({}, 1);
     const config = s.configFile();
-    const hook = join(tmp.dir, 'pause-hook.cjs');
-    writeFileSync(hook, PAUSE_HOOK);
-    const paused = join(tmp.dir, 'paused');
-    const go = join(tmp.dir, 'go');
     // Paused before prune first writes an entity's links (the memory itself already gone).
-    const spec = { sql: 'UPDATE .*"memories_entities"', paused, go };
-    const child = spawn(process.execPath, [CLI, 'run', 'prune', '--json', '--now', FAR, '--config', config],
-      { env: { ...process.env, LOG_LEVEL: 'silent', NODE_OPTIONS: `--require ${hook}`, MW_TEST_PAUSE: JSON.stringify(spec) }, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(child);
-    let out = '';
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (out += d));
-    const code = new Promise<number | null>((resolve) => child.once('close', resolve));
-    while (!existsSync(paused) && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
-    expect(existsSync(paused), `not paused: ${out.replace(/\s+/g, " ")}`).toBe(true);
+    const { code, output, go } = await pausedPrune(config, FAR, 'UPDATE .*"memories_entities"', 'links');
     // The agent, there: a memory of Bob's on the same entities (Keller, Project Falcon).
     await m.update(kept, { text: 'Bob Keller moves Project Falcon to Graz' });
     const linkedBy = async () => {
@@ -279,9 +283,9 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     };
     const before = await linkedBy();
     for (const e of ['Keller', 'Project Falcon']) expect(before.get(e), e).toContain(kept);
-    writeFileSync(go, '');
-    expect(await code, out).toBe(0);
-    expect(JSON.parse(out).deleted).toBe(1);
+    go();
+    expect(await code, output()).toBe(0);
+    expect(JSON.parse(output()).deleted).toBe(1);
     expect(await m.get(due)).toBeNull();
     const after = await linkedBy();
     for (const e of ['Keller', 'Project Falcon']) {
@@ -291,6 +295,38 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     }
     // Links the first test's agent wrote back to pruned memories, if any, are named; nothing else is.
     expect((await cli(['check', '--json', '--now', FAR, '--config', config])).json().problems.filter((f: any) => f.code !== 'mem0_dangling_entity_link')).toEqual([]);
+    s.close(m);
+  });
+
+  it('an agent linking a memory to entities whose only link names a memory that is gone, while prune removes those links: the entities stay, with the agent\'s link', async () => {
+    const m = await s.open();
+    const add = async (text: string) => (await m.add(text, { userId: 'dora', infer: false })).results[0].id as string;
+    const gone = await add('Dora Lind trip');
+    await m.update(gone, { text: 'Dora Lind visits Lisbon' });
+    await m.vectorStore.delete(gone); // mem0's delete cut short after its first step: her entities link only it
+    const fresh = await add('Dora Lind plan');
+    const linkedBy = async () => {
+      const [rows] = await (await m.getEntityStore()).list({ user_id: 'dora' }, 10_000);
+      const by = new Map<string, string[]>();
+      for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
+      return by;
+    };
+    const alone = [...(await linkedBy())].filter(([, links]) => links.length === 1 && links[0] === gone).map(([e]) => e);
+    expect(alone.length).toBeGreaterThan(0);
+    const config = s.configFile();
+    // Paused before prune first deletes an entity (the links already read, the memories looked up: those of `alone`
+    // link only a memory that is gone). Nothing of Dora's has expired: this is prune's pass over what deletes left.
+    const { code, output, go } = await pausedPrune(config, '2026-12-10T00:00:00Z', 'DELETE FROM .*"memories_entities"', 'leftovers');
+    // The agent, there: a memory of Dora's on the same entities.
+    await m.update(fresh, { text: 'Dora Lind visits Lisbon' });
+    for (const e of alone) expect((await linkedBy()).get(e), e).toContain(fresh);
+    go();
+    expect(await code, output()).toBe(0);
+    expect(JSON.parse(output()).leftovers.mem0_dangling_entity_link).toBeGreaterThan(0);
+    const after = await linkedBy();
+    for (const e of alone) expect(after.get(e), e).toEqual([fresh]);
+    for (const [e, links] of after) expect(links, e).not.toContain(gone);
+    expect((await m.search('Dora Lind visits Lisbon', { filters: { user_id: 'dora' } })).results.map((r: any) => r.id)).toContain(fresh);
     s.close(m);
   });
 });

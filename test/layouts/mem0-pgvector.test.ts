@@ -417,12 +417,73 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(results.pgvector).toEqual(results.sqlite);
     expect(results.pgvector).toMatchObject({ summary: { due: 2, confirmed: 1, contradicted: 1, toPerson: 1 }, applied: [{ id: 'a2', verdict: 'contradicted', needsPerson: true }, { id: 'b1', verdict: 'confirmed' }], stamps: { b1: '2027-09-01T00:00:00.000Z' } });
   });
+  it('links mem0\'s own delete left to a memory that is gone: check names them, prune removes them as mem0\'s cleanup would, also killed -9 and run again; mem0 still works', async () => {
+    const b = await build(m);
+    // Alice's third memory, its delete cut short after mem0's first step (the row; then history; then the entity
+    // links): only her entities still reach it, two of them ('Lisbon', 'Hugo Brandt') linking it alone.
+    const a3 = (await m.add('Alice Martin visits Lisbon', { userId: 'alice', infer: false })).results[0].id as string;
+    await m.update(a3, { text: 'Alice Martin visits Lisbon with Hugo Brandt' });
+    await m.vectorStore.delete(a3);
+    const linked = (await linksOf(m, 'alice')).filter((id) => id === a3).length;
+    expect(linked).toBeGreaterThan(1);
+    const names = new Map<string, string>([[b.alice[0]!, 'a1'], [b.alice[1]!, 'a2'], [a3, 'a3'], [b.bobKept, 'b1'], [b.bobExpiring, 'b2'], [b.carolDeleted, 'c1']]);
+    const config = s.configFile();
+    const run = (...args: string[]) => cli([...args, '--config', config]);
+    const EARLY = '2026-12-10T00:00:00Z'; // before the expiries: prune's only work is what the cut-short delete left
+
+    // The same store on a second server, where mem0's own cleanup finishes the delete.
+    const copyServer = await startPgvectorServer();
+    servers.push(copyServer);
+    const copy = await copyStore(client, s, copyServer, join(tmp.dir, 'copy'));
+    clients.push(copy.client);
+    const cm = await copy.store.open();
+    await cm._removeMemoryFromEntityStore(a3, { user_id: 'alice' });
+    copy.store.close(cm);
+
+    const check = (await run('check', '--json', '--now', EARLY)).json();
+    expect(check.problems.find((p: any) => p.code === 'mem0_dangling_entity_link')?.count).toBe(linked);
+    const before = await contents(client, s.historyPath, names);
+    const dry = await run('run', 'prune', '--dry-run', '--json', '--now', EARLY);
+    expect(dry.json().leftovers).toEqual({ mem0_dangling_entity_link: linked });
+    expect(await contents(client, s.historyPath, names)).toEqual(before);
+
+    // Killed -9 after the entities linking it alone are deleted, before the others' links are rewritten.
+    const args = ['run', 'prune', '--json', '--now', EARLY, '--config', config];
+    const killed = await killedAt(args, { sql: 'UPDATE .*"memories_entities"', nth: 2, when: 'before' });
+    expect(killed.signal ?? killed.code, killed.stderr).not.toBe(0);
+    expect((await linksOf(m, 'alice')).filter((id) => id === a3).length).toBeLessThan(linked);
+    expect((await linksOf(m, 'alice')).filter((id) => id === a3).length).toBeGreaterThan(0);
+    const again = await cli(args);
+    expect(again.stderr).toBe('');
+    expect(again.code).toBe(0);
+    expect(again.json().deleted).toBe(0);
+    expect(again.json().leftovers.mem0_dangling_entity_link).toBeGreaterThan(0);
+    // What mem0's own cleanup left on the copy: the same entities, links and history.
+    expect(await contents(client, s.historyPath, names)).toEqual(await contents(copy.client, copy.store.historyPath, names));
+    const after = (await run('check', '--json', '--now', EARLY)).json();
+    expect(after.dangling).toBe(0);
+    expect(after.problems.map((p: any) => p.code)).toEqual(['mem0_lost_vector']); // its history, which mem0 cannot delete either
+
+    // erase --user alice still finds a3's text in history: prune recorded whose it was before the links went.
+    const erased = await run('erase', '--user', 'alice', '--json', '--now', EARLY);
+    expect(erased.code, erased.stdout).toBe(0);
+    expect(readFileSync(s.historyPath).includes(Buffer.from('Lisbon'))).toBe(false);
+
+    // mem0 reads and writes, and links entities again.
+    s.close(m);
+    m = await s.open();
+    await mem0StillWorks(m, b, false);
+    const d = (await m.add('Dora Lind visits Lisbon', { userId: 'dora', infer: false })).results[0].id;
+    await m.update(d, { text: 'Dora Lind visits Lisbon with Hugo Brandt' });
+    expect(await linksOf(m, 'dora')).toContain(d);
+  });
+
   it('kill -9 of prune and erase at several points, then the re-run: nothing live lost, everything due gone, erase verified', async () => {
     // Each the step the process is killed instead of taking (pg-kill-at.cjs: before the nth matching statement).
     const points: { job: 'prune' | 'erase'; sql: string; nth?: number }[] = [
       { job: 'prune', sql: 'DELETE FROM .*"memories" WHERE' }, // nothing deleted yet
       { job: 'prune', sql: 'FROM "public"."memories_entities"' }, // the points gone, the entity links not yet touched
-      { job: 'prune', sql: 'DELETE FROM .*"memories_entities"' }, // the links rewritten, the entities left with none not yet deleted
+      { job: 'prune', sql: 'UPDATE .*"memories_entities"', nth: 2 }, // the entities left with no link deleted, the others' links not yet rewritten
       { job: 'erase', sql: 'DELETE FROM .*"memories" WHERE' },
       { job: 'erase', sql: 'VACUUM' }, // rows deleted, the tables not yet rewritten
       { job: 'erase', sql: 'pg_read_binary_file|get_raw_page' }, // rewritten, the files not yet read back
@@ -446,14 +507,15 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
       const ids = (await client.query('SELECT id::text AS id FROM memories')).rows.map((x) => x.id as string).sort();
       if (at.job === 'prune') {
         expect(ids, `${at.job} at ${at.sql}`).toEqual([b.alice[1]!, b.bobKept].sort()); // the two live ones, and only they
-        // What the killed run left half done (a history without its DELETE row, an entity still linking the deleted
-        // memory: mem0's own delete killed there leaves the same) is named by check, never silent.
+        // What the killed run left half done: a history without its DELETE row (mem0's own delete killed there leaves
+        // the same) is named by check, never silent; an entity still linking the deleted memory is taken by the re-run.
         const report = (await cli(['check', '--json', '--now', FAR, '--config', config])).json();
         const codes = [...report.problems, ...report.notes].map((f: any) => f.code);
         for (const id of [b.alice[0]!, b.bobExpiring]) {
           if ((await m.history(id))[0].action !== 'DELETE') expect(codes, `${at.sql}: history of a pruned memory`).toContain('mem0_lost_vector');
         }
-        if ((await linksOf(m, 'bob')).includes(b.bobExpiring)) expect(codes, `${at.sql}: a link to a pruned memory`).toContain('mem0_dangling_entity_link');
+        expect(await linksOf(m, 'bob'), `${at.sql}: a link to a pruned memory`).not.toContain(b.bobExpiring);
+        expect(codes, at.sql).not.toContain('mem0_dangling_entity_link');
       } else {
         expect(ids, `${at.job} at ${at.sql}`).toEqual([b.bobKept, b.bobExpiring].sort());
         expect(again.json().bytes.verdict).toBe('clean');

@@ -1,5 +1,5 @@
 import { immediate, quoteId, type MastraFiles } from './files.js';
-import { MESSAGES, metaField, metaQuotes, OBSERVATIONS, THREADS } from './names.js';
+import { ifJson, MESSAGES, metaField, metaQuotes, OBSERVATIONS, THREADS } from './names.js';
 
 // The deletes prune and erase share, in the order Mastra's own deleteMessages/deleteThread intend and finish:
 // embeddings first, then the rows (docs/mastra-layout.md). With the vectors in the store's file both go in one
@@ -64,4 +64,38 @@ export function deleteThread(f: MastraFiles, id: string, stillDoomed: () => bool
 
 export function hasTable(f: Pick<MastraFiles, 'db'>, name: string): boolean {
   return f.db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+}
+
+/** An embedding of a message: its metadata names a message id (observation embeddings name a thread only). */
+const OF_A_MESSAGE = `${ifJson('metadata', `json_type(metadata, '$.message_id')`)} = 'text'`;
+
+/**
+ * Embeddings whose message is gone: what Mastra's own deletes leave (deleteMessages and deleteThread drop the
+ * vectors in the background, after the rows; a process that ends first keeps them), each holding the message's text.
+ * Mastra's saveMessages commits the message before it embeds it and upserts the embedding, so an embedding seen here
+ * has its message committed already unless that message was deleted: the look-up of the messages comes after the
+ * embedding is seen, in one statement when the vectors are in the store's file, else while the vector file is held
+ * against writes (BEGIN IMMEDIATE), its candidates deleted by id and message. `dryRun` counts only.
+ */
+export function deleteOrphanEmbeddings(f: MastraFiles, dryRun = false): number {
+  let n = 0;
+  for (const t of f.vectorTables) {
+    if (f.vec === f.db) {
+      const where = `${OF_A_MESSAGE} AND ${metaField('message_id')} NOT IN (SELECT id FROM ${MESSAGES})`;
+      n += dryRun
+        ? (f.db.prepare(`SELECT count(*) AS n FROM ${quoteId(t)} WHERE ${where}`).get() as { n: number }).n
+        : immediate(f.db, () => f.db.prepare(`DELETE FROM ${quoteId(t)} WHERE ${where}`).run().changes);
+      continue;
+    }
+    const sweep = () => {
+      const seen = f.vec.prepare(`SELECT vector_id AS id, ${metaField('message_id')} AS message FROM ${quoteId(t)} WHERE ${OF_A_MESSAGE}`).all() as { id: string; message: string }[];
+      const have = new Set((f.db.prepare(`SELECT id FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify([...new Set(seen.map((s) => s.message))])) as { id: string }[]).map((r) => r.id));
+      const gone = seen.filter((s) => !have.has(s.message));
+      if (dryRun || gone.length === 0) return gone.length;
+      const del = f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE vector_id = ? AND ${metaField('message_id')} = ?`);
+      return gone.reduce((k, g) => k + del.run(g.id, g.message).changes, 0);
+    };
+    n += dryRun ? sweep() : immediate(f.vec, sweep);
+  }
+  return n;
 }

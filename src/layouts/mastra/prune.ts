@@ -2,7 +2,7 @@ import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
-import { deleteMessages, deleteThread } from './delete.js';
+import { deleteMessages, deleteOrphanEmbeddings, deleteThread } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import type { MastraConfig } from './config.js';
 
@@ -64,6 +64,7 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
       result.cascaded = doomed.threadMessages;
       list([...doomed.threads, ...doomed.messages].map((d) => d.id));
       result.idsTruncated = result.deleted > result.ids.length;
+      result.leftovers = { mastra_embedding_without_message: deleteOrphanEmbeddings(f, true) };
       return result;
     }
     const idle = idleThreadSql(cfg.retention);
@@ -92,7 +93,9 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
       list(batch.map((m) => m.id));
     }
     result.idsTruncated = result.deleted > result.ids.length;
-    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded }, 'mastra prune done');
+    // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts, deleteOrphanEmbeddings).
+    if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: deleteOrphanEmbeddings(f) };
+    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
     return result;
   } finally {
     result.durationMs = Date.now() - started;

@@ -9,7 +9,7 @@ import type { CheckReport } from '../contract.js';
 import { lastEventIndex, type LastEventIndex } from './history.js';
 import { DEFAULT_COLLECTION } from './names.js';
 import { scrollAll } from '../../vectors/contract.js';
-import { hasBadExpiration, isMem0Expired, linkedIdsOf, LINKED_IDS_KEYS, mem0Handle, textOf, type Mem0Options } from './memories.js';
+import { danglingEntityLinks, hasBadExpiration, isMem0Expired, mem0Handle, textOf, type Mem0Options } from './memories.js';
 
 export interface Mem0IntegrityOptions extends Mem0Options {
   now: Instant;
@@ -90,7 +90,7 @@ async function crossCheck(h: ReturnType<typeof mem0Handle>, index: LastEventInde
   }
   if (chunk.length > 0) await flush();
 
-  const dangling = await danglingEntityLinks(h);
+  const dangling = await danglingLinks(h);
 
   const add = (t: Tally, code: string, severity: 'error' | 'warning' | 'info', message: string) => {
     if (t.count > 0) out.push(finding(code, severity, message, t.ids, t.count));
@@ -99,27 +99,17 @@ async function crossCheck(h: ReturnType<typeof mem0Handle>, index: LastEventInde
   add(lost, 'mem0_lost_vector', 'error', `${lost.count} memory(ies) history says exist have no point in "${h.collection}" (lost vectors: mem0 cannot even delete them)`);
   add(noHistory, 'mem0_no_history', 'warning', `${noHistory.count} point(s) with no history at all (written around mem0, or history.db replaced)`);
   add(hashMismatch, 'mem0_hash_mismatch', 'error', `${hashMismatch.count} point(s) whose hash is not the md5 of their data (text changed outside mem0)`);
-  add(dangling, 'mem0_dangling_entity_link', 'warning', `${dangling.count} entity link(s) to memories that no longer exist (mem0 skips entity cleanup when its entity store was not opened)`);
+  add(dangling, 'mem0_dangling_entity_link', 'warning', `${dangling.count} entity link(s) to memories that no longer exist (mem0 skips entity cleanup when its entity store was not opened): the next prune removes them`);
   add(badExpiry, 'mem0_bad_expiration', 'warning', `${badExpiry.count} point(s) with an expiration_date that is not a YYYY-MM-DD date: mem0 treats them as never expiring`);
   add(expired, 'mem0_expired_pending', 'info', `${expired.count} memory(ies) past their expiration_date: hidden from search by mem0, the next prune deletes them`);
   out.push(finding('mem0_points', 'info', `${points} point(s) in "${h.collection}"`, undefined, points));
   return out;
 }
 
-/** Entity links (id in `linked_memory_ids` / `linkedMemoryIds`) to memories with no point. Sampled per page, so memory stays bounded. */
-async function danglingEntityLinks(h: ReturnType<typeof mem0Handle>): Promise<Tally> {
+/** Entity links (id in `linked_memory_ids` / `linkedMemoryIds`) to memories with no point, sampled (memories.ts reads them a page at a time). */
+async function danglingLinks(h: ReturnType<typeof mem0Handle>): Promise<Tally> {
   const t = new Tally();
-  if (!(await h.points.collections()).includes(h.entityCollection)) return t;
-  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS])) {
-    const links = [...new Set(page.flatMap(linkedIdsOf))];
-    const present = new Set<string>();
-    for (let i = 0; i < links.length; i += h.cfg.pageSize) {
-      for (const p of await h.points.retrieve(h.collection, links.slice(i, i + h.cfg.pageSize), false)) present.add(p.id);
-    }
-    for (const e of page) {
-      for (const id of linkedIdsOf(e)) if (!present.has(id)) t.add(`${e.id}->${id}`);
-    }
-  }
+  for await (const l of danglingEntityLinks(h)) t.add(`${l.entity}->${l.memory}`);
   return t;
 }
 

@@ -28,7 +28,10 @@ export interface Mem0Handle {
   entityCollection: string;
   /** Vectors in PostgreSQL (mem0's pgvector provider): VACUUM FULL of the collections' tables and their bytes read back. */
   scrub?: Mem0Pgvector['scrub'];
-  /** Vectors in PostgreSQL: entity links removed by the server from each row as it is (pgvector.ts). */
+  /**
+   * Entity links removed from each entity as it is when they go, not from an earlier read: by the server in
+   * PostgreSQL (pgvector.ts), in one transaction of the entity file with the SDK's SQLite files. Absent on Qdrant.
+   */
   unlink?: Mem0Pgvector['unlink'];
 }
 
@@ -49,15 +52,21 @@ export function mem0Handle(store: StoreHandle, opts: Mem0Options = {}): Mem0Hand
     const pgv = mem0Pgvector(store, cfg, [collection, entityCollection]);
     return { store, cfg, dialect, points: opts.points ?? pgv.points, collection, entityCollection, scrub: pgv.scrub, ...(opts.points ? {} : { unlink: pgv.unlink }) };
   }
-  const points = opts.points ?? mem0PointStore(store, cfg, collection, entityCollection);
+  if (cfg.vectorStore === 'sqlite' && !opts.points) {
+    const files = VECTOR_STORES.sqlite({ files: { [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) } });
+    // The links removed in one transaction of the entity file (mem0-sqlite's removeFromLists).
+    const unlink: Mem0Pgvector['unlink'] = async (table, ids, skip) => {
+      const r = await files.removeFromLists(table, LINKED_IDS_KEYS, ids, skip);
+      return { linksRemoved: r.removed, entitiesDeleted: r.deleted };
+    };
+    return { store, cfg, dialect, points: files, collection, entityCollection, unlink };
+  }
+  const points = opts.points ?? mem0PointStore(store);
   return { store, cfg, dialect, points, collection, entityCollection };
 }
 
-/** The vector side the config names: Qdrant, or the TypeScript SDK's own SQLite files. */
-function mem0PointStore(store: StoreHandle, cfg: Mem0Config, collection: string, entityCollection: string): PointStore {
-  if (cfg.vectorStore === 'sqlite') {
-    return VECTOR_STORES.sqlite({ files: { [collection]: expandHome(cfg.vectorDb), [entityCollection]: expandHome(entityVectorDbOf(cfg)) } });
-  }
+/** The vector side the config names when it is neither pgvector nor the TypeScript SDK's own SQLite files: Qdrant. */
+function mem0PointStore(store: StoreHandle): PointStore {
   if (!store.config.qdrant) throw storeError(`${store.name}: a mem0 store needs qdrant.url in its config, or mem0.vectorStore: sqlite for the TypeScript SDK's own vector store`);
   return VECTOR_STORES.qdrant({ qdrant: store.config.qdrant, open: store.vectors });
 }
@@ -155,6 +164,8 @@ export interface Mem0PruneResult {
   historyRows: number;
   entityLinksRemoved: number;
   entitiesDeleted: number;
+  /** As PruneResult's: the dangling entity links removed and the entities they were the last links of. */
+  leftovers?: Record<string, number>;
 }
 
 export interface Mem0JobContext {
@@ -206,12 +217,14 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
       else result.idsTruncated = true;
     }
   };
-  if (result.dryRun) tally(candidates);
-  else if (candidates.length > 0) {
+  if (result.dryRun) {
+    tally(candidates);
+    result.leftovers = await removeDanglingLinks(h, true, now);
+  } else {
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
       try {
-        ctx.progress?.start('prune', candidates.length, 'rows');
+        if (candidates.length > 0) ctx.progress?.start('prune', candidates.length, 'rows');
         for (let i = 0; i < candidates.length; i += h.cfg.pageSize) {
           if (ctx.signal?.aborted) {
             log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
@@ -226,15 +239,17 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
           tally(ids);
           ctx.progress?.set(Math.min(i + h.cfg.pageSize, candidates.length));
         }
-        ctx.progress?.done();
+        if (candidates.length > 0) ctx.progress?.done();
       } catch (err) {
         // The memories already gone still lose their entity links if Qdrant lets us; the failure is what counts.
         await unlinkEntities(h, new Set(gone)).catch(() => undefined);
         throw err;
       }
-      const links = await unlinkEntities(h, new Set(gone));
+      const links = gone.length > 0 ? await unlinkEntities(h, new Set(gone)) : { linksRemoved: 0, entitiesDeleted: 0 };
       result.entityLinksRemoved = links.linksRemoved;
       result.entitiesDeleted = links.entitiesDeleted;
+      // Then the links mem0's own deletes (and an interrupted run of this one) left to memories that are gone.
+      if (!ctx.signal?.aborted) result.leftovers = await removeDanglingLinks(h, false, now, opts.beforeDelete);
     });
   }
   result.durationMs = Date.now() - started;
@@ -299,8 +314,16 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
         doomed.push(e.id);
         out.linksRemoved += removed;
       } else if (removed > 0) {
-        await h.points.setPayload(h.entityCollection, e.id, linkedIdsPatch(e, remaining));
-        out.linksRemoved += removed;
+        // Read again just before the write (Qdrant has no transaction): an agent's link made since the page was read
+        // is kept unless it lands in the moment between the two.
+        const [now] = await h.points.retrieve(h.entityCollection, [e.id]);
+        if (!now) continue;
+        const fresh = linkedIdsOf(now);
+        const left = fresh.filter((id) => !ids.has(id));
+        if (left.length === fresh.length) continue;
+        out.linksRemoved += fresh.length - left.length;
+        if (left.length === 0) doomed.push(e.id);
+        else await h.points.setPayload(h.entityCollection, e.id, linkedIdsPatch(now, left));
       }
     }
   }
@@ -308,6 +331,48 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
   await h.points.delete(h.entityCollection, doomed);
   out.entitiesDeleted = doomed.length;
   return out;
+}
+
+/**
+ * Entity links to memories that are gone, one page of entities at a time: the links read first, then the memories
+ * they name looked up. mem0 writes a memory before it links entities to it (`add`, `update`), so a link seen here
+ * names a memory already written: one not found is gone (or was never written: mem0 links even a memory whose
+ * insert failed). Ids are UUIDs mem0 never gives again, so a memory found gone stays gone.
+ */
+export async function* danglingEntityLinks(h: Mem0Handle): AsyncGenerator<{ entity: string; memory: string; user: string | null }> {
+  if (!(await h.points.collections()).includes(h.entityCollection)) return;
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, [...LINKED_IDS_KEYS, 'user_id', 'userId'])) {
+    const links = [...new Set(page.flatMap(linkedIdsOf))];
+    const present = new Set<string>();
+    for (let i = 0; i < links.length; i += h.cfg.pageSize) {
+      for (const p of await h.points.retrieve(h.collection, links.slice(i, i + h.cfg.pageSize), false)) present.add(p.id);
+    }
+    for (const e of page) {
+      for (const id of linkedIdsOf(e)) if (!present.has(id)) yield { entity: e.id, memory: id, user: userIdOf(e) };
+    }
+  }
+}
+
+/**
+ * What mem0's own deletes leave in the entities (its cleanup skipped, failed, or killed; docs/mem0-layout.md): each
+ * link to a memory that is gone dropped from `linked_memory_ids` / `linkedMemoryIds`, and an entity that loses its
+ * last link so deleted, as `_removeMemoryFromEntityStore` does for a memory it deletes (an entity that had no link to
+ * begin with stays: mem0 leaves it too). The link may be the last thing that says whose the memory's text in history
+ * is (a memory whose point went without its cleanup): `beforeDelete` records each with the entity's user first, as
+ * prune records the memories it deletes (src/erase/ledger.ts), so `erase --user` still finds that text. `dryRun`:
+ * counted, nothing changed.
+ */
+export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean, now: Instant, beforeDelete?: Mem0PruneOptions['beforeDelete']): Promise<Record<string, number>> {
+  const gone = new Map<string, string | null>();
+  let links = 0;
+  for await (const l of danglingEntityLinks(h)) {
+    if (!gone.get(l.memory)) gone.set(l.memory, l.user);
+    links++;
+  }
+  if (dryRun || gone.size === 0) return { mem0_dangling_entity_link: links };
+  beforeDelete?.([...gone].map(([id, user]) => ({ id, user })), now);
+  const done = await unlinkEntities(h, new Set(gone.keys()));
+  return { mem0_dangling_entity_link: done.linksRemoved, mem0_entity_left_without_links: done.entitiesDeleted };
 }
 
 // ---- drift ----

@@ -26,8 +26,10 @@ export interface Mem0Pgvector {
 /**
  * Every entity of `table` (but those in `skip`) loses its links to `ids`, each in one statement the server applies
  * to the row as it is then (not a payload read earlier and written back: an agent linking a memory to the entity
- * meanwhile keeps its link), then those left with no link are deleted, checked again as they go (one an agent linked
- * meanwhile stays). mem0's own delete rewrites the links from a read (`_removeMemoryFromEntityStore`).
+ * meanwhile keeps its link); an entity every link of which goes is deleted instead (first, so that a kill never
+ * leaves one with an empty list), as is one an agent's change left with no link by the rewrite, checked again as it
+ * goes (one an agent linked meanwhile stays). mem0's own delete rewrites the links from a read
+ * (`_removeMemoryFromEntityStore`).
  */
 export type EntityUnlink = (table: string, ids: readonly string[], skip: readonly string[]) => Promise<{ linksRemoved: number; entitiesDeleted: number }>;
 
@@ -40,6 +42,17 @@ function entityUnlink(sql: { query(sql: string, params?: unknown[]): Promise<{ r
     if (ids.length === 0) return out;
     const t = `${q(schema)}.${q(table)}`;
     for (const key of LINK_KEYS) {
+      // First the entities every link of which goes (mem0 deletes those rather than write an empty list): a kill
+      // after this leaves the others still linking, for the next run, never an entity with no link. An agent's link
+      // added meanwhile keeps its entity (the condition is checked again on the row as it then is).
+      const whole = await sql.query(
+        `DELETE FROM ${t} WHERE jsonb_typeof(payload->$2::text) = 'array' AND jsonb_array_length(payload->$2::text) > 0
+           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(payload->$2::text) AS x(v) WHERE NOT coalesce(x.v #>> '{}' = ANY($1::text[]), false))
+           AND NOT (id::text = ANY($3::text[]))
+         RETURNING jsonb_array_length(payload->$2::text) AS n`,
+        [[...ids], key, [...skip]]);
+      for (const r of whole.rows) out.linksRemoved += Number(r.n);
+      out.entitiesDeleted += whole.rows.length;
       const changed = await sql.query(
         `UPDATE ${t} AS e SET payload = jsonb_set(e.payload, ARRAY[$3::text], (SELECT coalesce(jsonb_agg(x.v ORDER BY x.o), '[]'::jsonb)
            FROM jsonb_array_elements(e.payload->$3::text) WITH ORDINALITY AS x(v, o) WHERE NOT coalesce(x.v #>> '{}' = ANY($1::text[]), false)))

@@ -19,6 +19,12 @@ export interface SqliteVectorStore extends PointStore {
   files(): string[];
   /** VACUUM every existing file (and truncate a WAL, should one exist): erased text leaves no free page behind. */
   compact(): Promise<void>;
+  /**
+   * Every point (but those in `skip`) loses `ids` from the lists its payload keeps under `keys`; one whose list under
+   * a key it lost ids from is left empty is deleted. Read and written in one IMMEDIATE transaction of the file, so a
+   * writer's change to a point between the read and the write cannot be undone by it (mem0's entity links).
+   */
+  removeFromLists(collection: string, keys: readonly string[], ids: readonly string[], skip: readonly string[]): Promise<{ removed: number; deleted: number }>;
 }
 
 interface Row {
@@ -79,6 +85,39 @@ export function sqliteVectorStore(byCollection: Record<string, string>, busyTime
           db.prepare(`UPDATE vectors SET payload = ? WHERE id = ?`).run(JSON.stringify({ ...parsePayload(row.payload), ...patch }), id);
         }).immediate();
       });
+    },
+    async removeFromLists(collection, keys, ids, skip) {
+      const out = { removed: 0, deleted: 0 };
+      if (ids.length === 0 || !hasVectors(fileOf(collection))) return out;
+      const gone = new Set(ids), skipped = new Set(skip);
+      run(collection, `remove ${ids.length} id(s) from the lists of ${collection}`, (db) => {
+        db.pragma('secure_delete = ON');
+        db.transaction(() => {
+          // Only rows whose payload text holds one of the ids can hold it in a list.
+          const rows = db.prepare(`SELECT id, payload FROM vectors WHERE EXISTS (SELECT 1 FROM json_each(?) j WHERE instr(payload, j.value) > 0)`).all(JSON.stringify(ids)) as Row[];
+          const update = db.prepare(`UPDATE vectors SET payload = ? WHERE id = ?`);
+          const remove = db.prepare(`DELETE FROM vectors WHERE id = ?`);
+          for (const r of rows) {
+            if (skipped.has(String(r.id))) continue;
+            const payload = parsePayload(r.payload);
+            let removed = 0, emptied = false;
+            for (const key of keys) {
+              const list = payload[key];
+              if (!Array.isArray(list)) continue;
+              const left = list.filter((x) => !gone.has(String(x)));
+              if (left.length === list.length) continue;
+              removed += list.length - left.length;
+              emptied ||= left.length === 0;
+              payload[key] = left;
+            }
+            if (removed === 0) continue;
+            out.removed += removed;
+            if (emptied) out.deleted += remove.run(r.id).changes;
+            else update.run(JSON.stringify(payload), r.id);
+          }
+        }).immediate();
+      });
+      return out;
     },
     async compact() {
       for (const path of new Set(Object.values(byCollection))) {

@@ -58,3 +58,42 @@ export async function deleteThreadPg(f: PgFiles, id: string, stillDoomed = 'true
     });
   return result ? { ...result, embeddings } : { ...noneDeleted(), embeddings };
 }
+
+/**
+ * Embeddings whose message is gone (what Mastra's own deletes leave: docs/mastra-layout.md), as libsql's
+ * deleteOrphanEmbeddings decides them. Mastra's saveMessages commits the message before it upserts the embedding,
+ * so the messages are looked up after the embedding is seen: in the same statement when PgVector is in the store's
+ * schema (Mastra's own sweep after `storage.prune`, `pruneOrphanedVectorRows`, is this statement), else read on the
+ * vectors' server, looked up in the store's, then deleted by id and message (an embedding rewritten meanwhile for
+ * another message stays). `dryRun` counts only.
+ */
+export async function deleteOrphanEmbeddingsPg(f: PgFiles, dryRun = false): Promise<number> {
+  let n = 0;
+  for (const t of f.v.tables) {
+    if (f.v.together) {
+      const where = `v.metadata->>'message_id' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = v.metadata->>'message_id')`;
+      if (dryRun) n += Number((await f.store.pg.query<{ n: string }>(`SELECT count(*) AS n FROM ${f.v.table(t)} v WHERE ${where}`)).rows[0]!.n);
+      else n += (await together(f.store, f.v, f.lockTimeoutMs, async (q) => (await q.query(`DELETE FROM ${f.v.table(t)} v WHERE ${where}`)).rowCount ?? 0, async () => 0)).embeddings;
+      continue;
+    }
+    const seen = (await f.v.pg.query<{ id: string; message: string }>(
+      `SELECT vector_id::text AS id, metadata->>'message_id' AS message FROM ${f.v.table(t)} WHERE metadata->>'message_id' IS NOT NULL`)).rows;
+    const messages = [...new Set(seen.map((s) => s.message))];
+    const have = new Set<string>();
+    for (let i = 0; i < messages.length; i += 5000) {
+      for (const r of (await f.store.pg.query<{ id: string }>(`SELECT id FROM ${f.t(MESSAGES)} WHERE id = ANY($1::text[])`, [messages.slice(i, i + 5000)])).rows) have.add(r.id);
+    }
+    const gone = seen.filter((s) => !have.has(s.message));
+    if (dryRun || gone.length === 0) {
+      n += gone.length;
+      continue;
+    }
+    for (let i = 0; i < gone.length; i += 5000) {
+      const page = gone.slice(i, i + 5000);
+      n += (await together(f.store, f.v, f.lockTimeoutMs, async (q) => (await q.query(
+        `DELETE FROM ${f.v.table(t)} v USING unnest($1::text[], $2::text[]) AS g(id, message) WHERE v.vector_id::text = g.id AND v.metadata->>'message_id' = g.message`,
+        [page.map((g) => g.id), page.map((g) => g.message)])).rowCount ?? 0, async () => 0)).embeddings;
+    }
+  }
+  return n;
+}

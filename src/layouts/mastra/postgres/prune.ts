@@ -4,7 +4,7 @@ import { mastraOf } from '../names.js';
 import type { MastraConfig } from '../config.js';
 import type { Doomed } from '../prune.js';
 import { instant, MESSAGES, THREADS } from './names.js';
-import { deleteMessagesPg, deleteThreadPg, pgFiles, type PgFiles } from './delete.js';
+import { deleteMessagesPg, deleteOrphanEmbeddingsPg, deleteThreadPg, pgFiles, type PgFiles } from './delete.js';
 import { openVectorSide } from './vectors.js';
 
 // Prune of a Mastra store on PostgreSQL by `mastra.retention`, as on libsql (src/layouts/mastra/prune.ts): idle
@@ -55,6 +55,7 @@ export async function mastraPrunePg(store: PostgresStoreHandle, { ctx, dryRun, b
       result.cascaded = doomed.threadMessages;
       list([...doomed.threads, ...doomed.messages].map((d) => d.id));
       result.idsTruncated = result.deleted > result.ids.length;
+      result.leftovers = { mastra_embedding_without_message: await deleteOrphanEmbeddingsPg(f, true) };
       return result;
     }
     const idleBefore = new Date(now - (cfg.retention.threadIdleDays ?? 0) * DAY_MS);
@@ -80,7 +81,9 @@ export async function mastraPrunePg(store: PostgresStoreHandle, { ctx, dryRun, b
       list(batch.map((m) => m.id));
     }
     result.idsTruncated = result.deleted > result.ids.length;
-    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded }, 'mastra prune done');
+    // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts, deleteOrphanEmbeddingsPg).
+    if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await deleteOrphanEmbeddingsPg(f) };
+    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
     return result;
   } finally {
     result.durationMs = Date.now() - started;
