@@ -11,7 +11,7 @@ import { engineFor } from '../engines/registry.js';
 import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
-import { renderDigest, type RenderedDigest } from './render.js';
+import { renderDigest, renderHtml, renderSubject, renderText, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
 import { digestTimeZone, listKey } from './deliveries.js';
 import { claimOrWait, redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
@@ -260,13 +260,17 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
     const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));
     if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
-    const rendered = renderDigest(model, { prefix: config.digest.subject });
-    if (opts.out) {
-      try {
-        writeRegularFile(opts.out, rendered.html);
-      } catch (err) {
-        throw usageError(`digest --out ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-      }
+    const prefix = config.digest.subject;
+    if (opts.out === undefined) {
+      // The text part alone, as the command prints it: the HTML part is rendered only where it is read.
+      let html: string | undefined;
+      return { subject: renderSubject(model, prefix), text: renderText(model), model, get html() { return (html ??= renderHtml(model)); } };
+    }
+    const rendered = renderDigest(model, { prefix });
+    try {
+      writeRegularFile(opts.out, rendered.html);
+    } catch (err) {
+      throw usageError(`digest --out ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     return { ...rendered, model };
   } finally {
