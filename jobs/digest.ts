@@ -1,7 +1,7 @@
 import { z } from '../src/vendor/zod.js';
 import { defineJob, type JobContext } from '../src/job/job.js';
 import { runDigest, type DigestResult } from '../src/digest/digest.js';
-import { createDigestSectionsTask } from '../src/digest/fleet.js';
+import { createDigestSectionsTask } from '../src/digest/sections-task.js';
 
 /**
  * `{}`: every configured store. `stores`: only these. `store`: one store, what `run digest --store NAME` passes.

@@ -142,6 +142,16 @@ describe.each<{ mode: string; env: Record<string, string>; bundled: boolean }>([
     expect(['nodemailer', 'ioredis', 'bullmq'].filter((p) => r.packages.has(p))).toEqual([]);
   });
 
+  it('digest --preview --db loads no zod and no YAML: the config\'s schemas and the fleet\'s task stay unloaded', () => {
+    const r = run(dir, ['digest', '--preview', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Subject: /);
+    expect(['zod', 'yaml'].filter((p) => r.packages.has(p))).toEqual([]);
+    const lazy = ['src/config/config.js', 'src/queue/config.js', 'src/digest/config.js', 'src/digest/sections-task.js', 'src/digest/send.js'];
+    expect(lazy.filter((f) => r.own.includes(f))).toEqual([]);
+    expect(r.own).toContain('src/digest/collect.js');
+  });
+
   it('check in human form, and a failing check (exit 1), load no more', () => {
     const bad = makeStore(join(dir, 'dangling.db'), [{ id: 'a', fact: 'x', superseded_by: 'gone' }]);
     const r = run(dir, ['check', '--db', bad]);

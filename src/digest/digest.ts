@@ -1,7 +1,7 @@
 import { writeRegularFile } from '../core/read-file.js';
 import type { Config } from '../config/config.js';
-import { claimDurability, type RedisConfig } from '../queue/config.js';
-import { expandHome } from '../config/config.js';
+import type { RedisConfig } from '../queue/config.js';
+import { expandHome } from '../config/read.js';
 import type { JobContext } from '../job/job.js';
 import { silentLogger, type Logger } from '../log/logger.js';
 import { openStateDb } from '../state/state.js';
@@ -11,10 +11,10 @@ import { engineFor } from '../engines/registry.js';
 import { parseInstant, toCanonical, type Instant } from '../time/instants.js';
 import { collectDigest } from './collect.js';
 import { fleetSections } from './fleet.js';
-import { renderDigest, type RenderedDigest } from './render.js';
+import { renderDigest, renderHtml, renderSubject, renderText, type RenderedDigest } from './render.js';
 import type { DigestModel } from './model.js';
 import { digestTimeZone, listKey } from './deliveries.js';
-import { claimOrWait, redisLedger, stateLedger } from './ledger.js';
+import { claimOrWait, redisLedger, stateLedger, type DeliveryLedger } from './ledger.js';
 import { spansHosts } from './fleet.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
 import type { Redis } from 'ioredis';
@@ -93,7 +93,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
   const state = openStateDb(expandHome(config.stateDb));
   // A fleet keeps the exactly-once record in Redis, where every machine's worker finds it.
   const redis = fleet ? (ctx.fleet?.redis ?? (await connectRedis(config.redis, log))) : undefined;
-  const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
+  const ledger = redis ? await fleetLedger(redis, config.redis) : stateLedger(state);
   const transport = createTransport(cfg.smtp);
   const results: DeliveryResult[] = [];
   const errors: WardenError[] = [];
@@ -199,6 +199,15 @@ async function connectRedis(target: RedisConfig, log?: Logger): Promise<Redis> {
   return (await import('../queue/connection.js')).connectRedis(target, log);
 }
 
+/**
+ * A fleet's exactly-once record, in Redis. The queue's config module (its schemas, and zod with them) is loaded only
+ * here: a digest of this machine's stores given no config file loads no schema (test/cli-startup.test.ts).
+ */
+async function fleetLedger(redis: Redis, target: RedisConfig): Promise<DeliveryLedger> {
+  const { claimDurability } = await import('../queue/config.js');
+  return redisLedger(redis, target.prefix, claimDurability(target));
+}
+
 function summarize(model: DigestModel): { newRows: number; flagged: number } {
   return {
     newRows: model.stores.reduce((n, s) => n + s.newRows.total, 0),
@@ -233,7 +242,7 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     const firstMs = config.digest.firstPeriodHours * 3_600_000;
     const keys = config.digest.perStore ? group.stores : [group.scope];
     const redis = spansHosts(config) ? await connectRedis(config.redis, opts.log) : undefined;
-    const ledger = redis ? redisLedger(redis, config.redis.prefix, claimDurability(config.redis)) : stateLedger(state);
+    const ledger = redis ? await fleetLedger(redis, config.redis) : stateLedger(state);
     const keyOf = (scope: string) => listKey(config.digest.to, scope);
     const read = async () => {
       const starts = await Promise.all(keys.map((scope) => ledger.periodStart(keyOf(scope), end, firstMs)));
@@ -251,13 +260,17 @@ export async function previewDigest(config: Config, opts: PreviewOptions = {}): 
     // A store of this host that cannot be read fails the preview; another host's is read only by the worker.
     const unread = model.stores.find((s) => s.error && hostOfStore(config, s.name) === thisHost(config));
     if (unread) throw storeError(`digest preview: store ${unread.name}: ${unread.error}`);
-    const rendered = renderDigest(model, { prefix: config.digest.subject });
-    if (opts.out) {
-      try {
-        writeRegularFile(opts.out, rendered.html);
-      } catch (err) {
-        throw usageError(`digest --out ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-      }
+    const prefix = config.digest.subject;
+    if (opts.out === undefined) {
+      // The text part alone, as the command prints it: the HTML part is rendered only where it is read.
+      let html: string | undefined;
+      return { subject: renderSubject(model, prefix), text: renderText(model), model, get html() { return (html ??= renderHtml(model)); } };
+    }
+    const rendered = renderDigest(model, { prefix });
+    try {
+      writeRegularFile(opts.out, rendered.html);
+    } catch (err) {
+      throw usageError(`digest --out ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     return { ...rendered, model };
   } finally {

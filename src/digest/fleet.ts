@@ -1,12 +1,7 @@
-import { z } from '../vendor/zod.js';
 import type { Config } from '../config/config.js';
-import { expandHome } from '../config/config.js';
 import type { JobContext } from '../job/job.js';
-import type { TaskKind } from '../queue/tasks.js';
 import { hostOfStore, thisHost } from '../queue/hosts.js';
-import { openStateDb } from '../state/state.js';
-import { usageError } from '../core/errors.js';
-import { collectSections, emptySection, type CollectOptions } from './collect.js';
+import { emptySection, type CollectOptions } from './collect.js';
 import type { StoreSection } from './model.js';
 
 /**
@@ -15,35 +10,8 @@ import type { StoreSection } from './model.js';
  * then renders and sends once. A host that did not answer gets a section per store saying so.
  */
 export const DIGEST_SECTIONS_TASK = 'digest-sections';
-
-const payloadSchema = z.strictObject({
-  host: z.string().min(1),
-  stores: z.array(z.string().min(1)).min(1),
-  scope: z.string(),
-  period: z.strictObject({ start: z.number(), end: z.number() }),
-  /** Stores whose section starts earlier (an earlier digest had no report of them). */
-  starts: z.record(z.string(), z.number()).optional(),
-  now: z.number(),
-});
-
-export function createDigestSectionsTask(config: Config): TaskKind {
-  return {
-    name: DIGEST_SECTIONS_TASK,
-    route: 'host',
-    concurrency: 1,
-    async run(raw, ctx): Promise<StoreSection[]> {
-      const r = payloadSchema.safeParse(raw);
-      if (!r.success) throw usageError(`${DIGEST_SECTIONS_TASK} payload: ${r.error.issues[0]!.message}`);
-      const p = r.data;
-      const state = openStateDb(expandHome(config.stateDb));
-      try {
-        return await collectSections({ config, state, stores: p.stores, scope: p.scope, period: p.period, storeStarts: p.starts, now: p.now, ctx });
-      } finally {
-        state.close();
-      }
-    },
-  };
-}
+// The task that collects them, run by each host's worker, is in ./sections-task.ts (with its payload's schema: a
+// preview or a digest of this machine's stores loads no zod).
 
 /** The hosts the configured stores live on, when there are several (a fleet); null when every store is on one. */
 export function spansHosts(config: Config): string[] | null {

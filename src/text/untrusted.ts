@@ -72,6 +72,9 @@ export function jsonEscaped(json: string): string {
 
 /** Shorten long untrusted text (a fact can be a whole page) without cutting a surrogate pair. */
 export function clip(text: unknown, max: number): string {
-  const chars = Array.from(String(text ?? ''));
+  const s = String(text ?? '');
+  // No more UTF-16 units than `max`, so no more characters: nothing to cut (most texts; the digest clips each row's).
+  if (s.length <= max) return s;
+  const chars = Array.from(s);
   return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : chars.join('');
 }

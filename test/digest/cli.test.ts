@@ -8,7 +8,8 @@ import { CLI, cli } from '../helpers/cli.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 import { NOW, HOUR, at, stateRows } from './fixtures.js';
-import { validateConfig } from '../../src/config/config.js';
+import { loadConfig, validateConfig } from '../../src/config/config.js';
+import { previewDigest } from '../../src/digest/digest.js';
 import { writeRegularFile } from '../../src/core/read-file.js';
 
 /** The built CLI (npm test builds first), as a person or cron runs it: separate processes, one config file. */
@@ -61,6 +62,18 @@ describe('memory-warden digest', () => {
     expect(smtp.attempts).toBe(0);
     const config = validateConfig({ stateDb: join(tmp.dir, 'state.db') });
     expect(stateRows(config)).toEqual([]);
+  });
+
+  it('--preview without --out prints the same text; the preview read as a library gives the HTML --out writes', async () => {
+    const out = join(tmp.dir, 'preview.html');
+    const written = cli(['digest', '--preview', '--config', configFile, '--now', NOW_ISO, '--out', out]);
+    const printed = cli(['digest', '--preview', '--config', configFile, '--now', NOW_ISO]);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).toBe(written.stdout);
+    const preview = await previewDigest(loadConfig({ file: configFile }), { now: NOW });
+    expect(`Subject: ${preview.subject}\n\n${preview.text}`).toBe(printed.stdout);
+    expect(preview.html).toBe(readFileSync(out, 'utf8'));
+    expect(preview.html).toContain('m_web');
   });
 
   it('--out that is no regular file (a FIFO, a folder, a device, a missing folder): one line naming it, exit 2, before any work', () => {

@@ -220,6 +220,11 @@ describe('check\'s one pass and the review queue agree with parseInstant on ever
     const texts = (t: number) => [...new Set(at(t).flatMap((ms) => forms(ms)))];
     const rows: Row[] = [{ id: 'head', created_at: old }];
     texts(now).forEach((t, i) => rows.push({ id: `e${i}`, created_at: old, confirmed_at: old, expires_at: t }));
+    // Expiries no instant can be read from: live whatever the time, and reviewed as if they had none.
+    ['soon', '2026-02-30 00:00:00', '2026-12-01 25:00:00', '', ' ', '-2026-01-01 00:00:00', 'next week'].forEach((t, i) => {
+      rows.push({ id: `u${i}`, created_at: old, confirmed_at: old, expires_at: t });
+      rows.push({ id: `v${i}`, created_at: old, confirmed_at: old, expires_at: t, superseded_by: 'head' });
+    });
     texts(cut).forEach((t, i) => {
       rows.push({ id: `c${i}`, created_at: old, confirmed_at: t }); // confirmed differs from created: tested alone
       rows.push({ id: `d${i}`, created_at: t, confirmed_at: t }); // the same text: tested once for both

@@ -15,7 +15,7 @@ export type QueueOptions = ReviewDueOptions;
  * `canonical` may name a column already holding canonicalSql('confirmed_at') (check's one pass).
  */
 export const dueSql = (canonical = canonicalSql('confirmed_at'), canonicalExpiry = canonicalSql('expires_at')) =>
-  `(confirmed_at < @upper AND CASE WHEN ${canonical} THEN confirmed_at <= ${secondText('@cutoff - 1')} ELSE warden_epoch(confirmed_at) < @cutoff END AND ${noExpirySql(canonicalExpiry)})`;
+  `(confirmed_at < @upper AND ${noExpirySql(canonicalExpiry)} AND CASE WHEN ${canonical} THEN confirmed_at <= ${secondText('@cutoff - 1')} ELSE warden_epoch(confirmed_at) < @cutoff END)`;
 
 /**
  * A row with an expiry decays (BRIEF.md: only `expires_at NULL` goes to review): prune ends it, and reviewing it
@@ -66,10 +66,19 @@ type QueueRow = MemoryUnderReview & { due: number };
  */
 function queueFrom(db: Db, opts: QueueOptions, rows: QueueRow[]): { due: number; batch: MemoryUnderReview[] } {
   const noneDue = rows.length === 0 && opts.limit !== 0 && (opts.exclude ?? []).length === 0;
-  const due = rows[0]?.due ?? (noneDue ? 0 : (db.prepare(`SELECT count(*) AS n FROM memory WHERE ${LIVE_SQL} AND ${dueSql()}`).get(dueParams(opts)) as { n: number }).n);
+  const due = rows[0]?.due ?? (noneDue ? 0 : (db.prepare(`SELECT count(*) AS n FROM memory NOT INDEXED WHERE ${LIVE_DUE_SQL}`).get(dueParams(opts)) as { n: number }).n);
   return { due, batch: rows.map(({ due: _, ...row }) => row) };
 }
-const QUEUE_SQL = `WITH due AS MATERIALIZED (SELECT rowid AS r, julianday(confirmed_at) AS k, id FROM memory WHERE ${LIVE_SQL} AND ${dueSql()})
+/**
+ * LIVE_SQL AND dueSql(), tested with fewer calls per row. A due row has no expiry an instant can be read from
+ * (noExpirySql), and LIVE_SQL holds any such row live whatever the time: of LIVE_SQL only `superseded_by IS NULL`
+ * is left to test, and each expiry is tested for its form once, not twice (test/store/instant-rule.test.ts holds the
+ * queue to parseInstant on every form, unreadable expiries among them).
+ */
+const LIVE_DUE_SQL = `(superseded_by IS NULL AND ${dueSql()})`;
+// NOT INDEXED: the table is read once, in order. Without statistics SQLite takes memory_superseded for
+// `superseded_by IS NULL`, which most rows are, and looks each of them up by rowid.
+const QUEUE_SQL = `WITH due AS MATERIALIZED (SELECT rowid AS r, julianday(confirmed_at) AS k, id FROM memory NOT INDEXED WHERE ${LIVE_DUE_SQL})
 SELECT m.id, m.subject, m.fact, m.source, m.confirmed_at, (SELECT count(*) FROM due) AS due
 FROM (SELECT r, k, id FROM due WHERE id NOT IN (SELECT value FROM json_each(@exclude)) ORDER BY k, id LIMIT @limit) AS b
 JOIN memory AS m ON m.rowid = b.r
