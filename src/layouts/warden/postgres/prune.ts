@@ -53,6 +53,11 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const s = store.schema;
+  if (!dryRun && !store.vectors && !opts.beforeDelete) {
+    await walkPrune(store, opts, rules, result);
+    result.durationMs = Date.now() - started;
+    return result;
+  }
   const params = [rules.now, rules.cut, rules.expired];
   const candidates = (await store.pg.query<{ id: string; expired: boolean }>(
     `SELECT id, ($3 AND expires_at <= $1) AS expired FROM ${s}.memory WHERE ${prunable('$1', '$2', '$3')} ORDER BY id`, params)).rows;
@@ -256,11 +261,144 @@ async function chainedBatch(client: pg.PoolClient, s: string, ids: string[], rul
   };
 }
 
+/** Walks of the table per prune: the first deletes, the second finds what an agent's update moved behind the first. */
+const WALKS = 2;
+/** The pages one batch of a walk looks at, at most: the rows it sorts by position when it enters a full region. */
+const MAX_PAGES = 1024;
+
+/**
+ * The common prune (no vectors outside the database, none in it, no hook told before each commit), without a list
+ * of candidates: the table walked in the order of its pages, each batch one round trip (the transaction opened, one
+ * statement, the commit) that takes the next `size` prunable rows by position (ctid) after where the last batch
+ * stopped, within a bounded range of pages, asks whether any row outside them points at one of them, and only if
+ * none does, deletes them by position, the rule re-read on each row as it is (an agent's renewal committed meanwhile
+ * keeps it; a row it updated is followed to its new version). Else nothing is deleted, and the batch goes the way
+ * that locks its chains. The server reads each row once and sends back counts and the first ids: no id travels to
+ * the process and back. A row an agent updated while it was prunable may move to a page the walk has passed; a
+ * second walk from the start deletes it if it still is. kill -9 rolls back the open batch; the next run finishes.
+ */
+async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: Rules, result: PruneResult): Promise<void> {
+  const { ctx } = opts;
+  const cfg = store.config.postgres!;
+  const engine = await engineFor(store.config);
+  const lock = await engine.lock(store, 'prune');
+  await statisticsFirst(store, ctx.log);
+  const client = await store.pg.connect();
+  try {
+    ctx.progress?.start('prune', undefined, 'rows');
+    let size = Math.min(cfg.batchSize, MAX_BATCH);
+    walks: for (let walk = 0; walk < WALKS; walk++) {
+      let from = '(0,0)';
+      let pages = 8;
+      for (;;) {
+        if (ctx.signal.aborted) {
+          ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+          break walks;
+        }
+        const first = tidPage(from);
+        const t0 = performance.now();
+        const step = await retrying(client, store, () => walkBatch(client, store.schema, { from, to: first + pages, size }, rules, cfg.lockTimeoutMs, ID_CAP - result.ids.length));
+        let { done } = step.out;
+        let retried = step.retried;
+        if (!done) {
+          const chained = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => chainedBatch(client, store.schema, step.out.roots, rules, opts));
+          done = chained.out;
+          retried ||= chained.retried;
+          for (const id of done.ids.slice(0, ID_CAP - result.ids.length)) result.ids.push(id);
+        } else {
+          result.ids.push(...step.out.ids);
+        }
+        const ms = performance.now() - t0;
+        ctx.log.debug({ walk, from, pages, size, seen: step.out.seen, ms: Math.round(ms * 10) / 10 }, 'prune batch');
+        const { seen, last, endPage } = step.out;
+        if (seen > 0) {
+          // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
+          result.expired += done.expired;
+          result.superseded += done.superseded;
+          result.cascaded += done.cascaded;
+          result.deleted += done.deleted ?? done.ids.length;
+          result.idsTruncated = result.deleted > result.ids.length;
+          result.batches += 1;
+          ctx.progress?.tick(done.deleted ?? done.ids.length);
+        }
+        const full = seen === size;
+        // A full batch: the next range as many pages as this one needed for its rows, scaled to the next size, and
+        // room to spare; a range that held fewer rows than asked for: twice as many pages.
+        const next = full || retried || ms > cfg.batchMs ? nextSize(size, ms, cfg.batchMs, retried) : size;
+        pages = full
+          ? Math.min(MAX_PAGES, Math.ceil(((tidPage(last!) - first + 1) * next) / size) + 1)
+          : Math.min(MAX_PAGES, pages * 2);
+        size = next;
+        if (full) from = last!;
+        else if (first + step.out.pages >= endPage) break;
+        else from = `(${first + step.out.pages},0)`;
+      }
+    }
+  } finally {
+    client.release();
+    await lock.release();
+    ctx.progress?.done();
+  }
+}
+
+/** The page of a tuple's position as the server writes it, `(page,offset)`. */
+const tidPage = (tid: string) => Number(/^\((\d+),/.exec(tid)![1]);
+
+interface WalkStep {
+  /** Prunable rows the batch found in its range (at most its size). */
+  seen: number;
+  /** The last one's position, when it found any. */
+  last: string | null;
+  /** The pages its range spanned, and the table's pages as the statement saw them. */
+  pages: number;
+  endPage: number;
+  /** What it deleted, or null when a row outside it points at one of its rows: then `roots` are its rows' ids. */
+  done: BatchDone | null;
+  roots: string[];
+  /** The first of the deleted ids, at most the cap left. */
+  ids: string[];
+}
+
+/**
+ * One batch of a walk in one round trip: the transaction opened, the statement, the commit, sent as one simple query
+ * with the positions and instants as escaped literals. The rows are taken in position order (ORDER BY ctid: whatever
+ * plan the server picks, every prunable row of the range before the last one taken is in the batch).
+ */
+async function walkBatch(
+  client: pg.PoolClient, s: string, range: { from: string; to: number; size: number }, rules: Rules, lockTimeoutMs: number, cap: number,
+): Promise<WalkStep> {
+  const lit = (v: string) => client.escapeLiteral(v);
+  const at = (d: Date) => `${lit(d.toISOString())}::timestamptz`;
+  const [now, cut, expired] = [at(rules.now), at(rules.cut), rules.expired ? 'true' : 'false'];
+  const sql = `WITH c AS (
+      SELECT ctid AS t, id FROM ${s}.memory WHERE ctid > ${lit(range.from)}::tid AND ctid < ${lit(`(${range.to},0)`)}::tid
+        AND ${prunable(now, cut, expired)} ORDER BY ctid LIMIT ${range.size}),
+    i AS (SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(t), '{}') AS tids, count(*)::int AS seen, max(t) AS last FROM c),
+    gate AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory, i WHERE superseded_by = ANY(i.ids) AND NOT (id = ANY(i.ids))) AS alone),
+    gone AS (DELETE FROM ${s}.memory WHERE ctid = ANY((SELECT tids FROM i)::tid[]) AND ${prunable(now, cut, expired)} AND (SELECT alone FROM gate)
+      RETURNING id, (${expired} AND expires_at <= ${now}) AS expired)
+    SELECT gate.alone, i.seen, i.last::text AS last, CASE WHEN gate.alone THEN '{}' ELSE i.ids END AS roots,
+      (SELECT count(*) FROM gone)::int AS deleted, (SELECT count(*) FROM gone WHERE gone.expired)::int AS expired,
+      ARRAY(SELECT id FROM gone LIMIT ${Math.max(0, cap)}) AS ids,
+      (pg_relation_size(${lit(`${s}.memory`)}) / current_setting('block_size')::int)::int AS end_page
+    FROM gate, i`;
+  type Row = { alone: boolean; seen: number; last: string | null; roots: string[]; deleted: number; expired: number; ids: string[]; end_page: number };
+  const results = await client.query(`${OPEN(lockTimeoutMs)}; ${sql}; COMMIT`) as unknown as pg.QueryResult<Row>[];
+  const r = results[3]!.rows[0]!;
+  const first = tidPage(range.from);
+  return {
+    seen: r.seen, last: r.last, pages: range.to - first, endPage: r.end_page, roots: r.roots, ids: r.ids,
+    done: r.alone ? { expired: r.expired, superseded: r.deleted - r.expired, cascaded: 0, ids: [], deleted: r.deleted } : null,
+  };
+}
+
 interface BatchDone {
   expired: number;
   superseded: number;
   cascaded: number;
   ids: string[];
+  /** How many it deleted when `ids` holds only the first of them (a walk's batch). */
+  deleted?: number;
 }
 
 /**
