@@ -2,9 +2,11 @@ import type pg from 'pg';
 import type { PostgresStoreHandle, PruneOptions, PruneResult } from '../../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../../time/instants.js';
 import { sqlState } from '../../../engines/postgres/session.js';
+import { transientError } from '../../../core/errors.js';
 import { engineFor } from '../../../engines/registry.js';
 import type { VectorSink } from '../../../vectors/sink.js';
 import { lockedClosure, vectorsInTransaction } from './vectors.js';
+import { walkProcedure } from './prune-walk.js';
 
 const ID_CAP = 1000;
 /** A batch that met an agent's lock past lock_timeout is tried again this many times, then the prune fails (transient). */
@@ -265,17 +267,19 @@ async function chainedBatch(client: pg.PoolClient, s: string, ids: string[], rul
 const WALKS = 2;
 /** The pages one batch of a walk looks at, at most: the rows it sorts by position when it enters a full region. */
 const MAX_PAGES = 1024;
+/** How long one CALL of the walk runs its batches before it returns (the process then sees an abort or the next step). */
+const CALL_BUDGET_MS = 250;
+/** How soon the server notices the prune's process gone (kill -9) while a CALL runs: the open batch then rolls back. */
+const CLIENT_CHECK_MS = 50;
 
 /**
  * The common prune (no vectors outside the database, none in it, no hook told before each commit), without a list
- * of candidates: the table walked in the order of its pages, each batch one round trip (the transaction opened, one
- * statement, the commit) that takes the next `size` prunable rows by position (ctid) after where the last batch
- * stopped, within a bounded range of pages, asks whether any row outside them points at one of them, and only if
- * none does, deletes them by position, the rule re-read on each row as it is (an agent's renewal committed meanwhile
- * keeps it; a row it updated is followed to its new version). Else nothing is deleted, and the batch goes the way
- * that locks its chains. The server reads each row once and sends back counts and the first ids: no id travels to
- * the process and back. A row an agent updated while it was prunable may move to a page the walk has passed; a
- * second walk from the start deletes it if it still is. kill -9 rolls back the open batch; the next run finishes.
+ * of candidates: the table walked in the order of its pages by a procedure of the prune's session (prune-walk.ts),
+ * batch after batch on the server, each a short transaction of its own; the process only calls it again, with the
+ * position, sizes and totals it returned, and locks the chains of a batch whose rows have older versions. No id
+ * travels to the process and back (the first ID_CAP come for the report). A row an agent updated while it was prunable
+ * may move to a page the walk has passed; a second walk from the start deletes it if it still is. kill -9 rolls back
+ * the open batch (the server notices the closed connection within CLIENT_CHECK_MS); the next run finishes.
  */
 async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: Rules, result: PruneResult): Promise<void> {
   const { ctx } = opts;
@@ -285,111 +289,75 @@ async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: 
   await statisticsFirst(store, ctx.log);
   const client = await store.pg.connect();
   try {
+    await client.query(`SET client_connection_check_interval = ${CLIENT_CHECK_MS}`);
+    await client.query(walkProcedure(store.schema, { minBatch: MIN_BATCH, maxBatch: MAX_BATCH, maxPages: MAX_PAGES }));
     ctx.progress?.start('prune', undefined, 'rows');
-    let size = Math.min(cfg.batchSize, MAX_BATCH);
-    walks: for (let walk = 0; walk < WALKS; walk++) {
-      let from = '(0,0)';
-      let pages = 8;
+    const lit = (v: string) => client.escapeLiteral(v);
+    const w = { tid: '(0,0)', size: Math.min(cfg.batchSize, MAX_BATCH), pages: 8 };
+    let locked = 0;
+    for (let walk = 0; walk < WALKS && !ctx.signal.aborted; walk++) {
+      w.tid = '(0,0)';
+      w.pages = 8;
       for (;;) {
         if (ctx.signal.aborted) {
           ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
-          break walks;
+          break;
         }
-        const first = tidPage(from);
-        const t0 = performance.now();
-        const step = await retrying(client, store, () => walkBatch(client, store.schema, { from, to: first + pages, size }, rules, cfg.lockTimeoutMs, ID_CAP - result.ids.length));
-        let { done } = step.out;
-        let retried = step.retried;
-        if (!done) {
-          const chained = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => chainedBatch(client, store.schema, step.out.roots, rules, opts));
-          done = chained.out;
-          retried ||= chained.retried;
-          for (const id of done.ids.slice(0, ID_CAP - result.ids.length)) result.ids.push(id);
-        } else {
-          result.ids.push(...step.out.ids);
+        const left = ID_CAP - result.ids.length;
+        const { rows: [r] } = await client.query<WalkState>(`CALL pg_temp.mw_prune_walk(${lit(w.tid)}, ${w.size}, ${w.pages}, 0, 0, 0, NULL, NULL, NULL,
+          ${lit(rules.now.toISOString())}, ${lit(rules.cut.toISOString())}, ${rules.expired}, ${CALL_BUDGET_MS}, ${cfg.batchMs}, ${Math.floor(cfg.lockTimeoutMs)}, ${left})`);
+        const { w_from_tid: tid, w_size: size, w_pages: pages, w_state: state } = r!;
+        ctx.log.debug({ walk, tid, size, pages, state, batches: r!.w_batches, deleted: r!.w_deleted }, 'prune walk');
+        const deleted = Number(r!.w_deleted);
+        const expired = Number(r!.w_expired_n);
+        result.expired += expired;
+        result.superseded += deleted - expired;
+        result.deleted += deleted;
+        result.batches += r!.w_batches;
+        result.ids.push(...(r!.w_ids ?? []).slice(0, left));
+        ctx.progress?.tick(deleted);
+        Object.assign(w, { tid, size, pages });
+        if (state === 'locked') {
+          // An agent held a row past lock_timeout: the batch rolled back; a moment for the agent, then half the size.
+          if (++locked > LOCK_RETRIES) throw transientError(`${store.name} (${store.path}): prune met agents' locks ${LOCK_RETRIES} times in a row; try again later`);
+          w.size = nextSize(w.size, 0, cfg.batchMs, true);
+          await new Promise((res) => setTimeout(res, 5 + Math.random() * 20));
+          continue;
         }
-        const ms = performance.now() - t0;
-        ctx.log.debug({ walk, from, pages, size, seen: step.out.seen, ms: Math.round(ms * 10) / 10 }, 'prune batch');
-        const { seen, last, endPage } = step.out;
-        if (seen > 0) {
-          // Counted once committed: a batch rolled back and tried again is counted by the try that committed.
+        locked = 0;
+        if (state === 'chained' || state === 'chained-end') {
+          const { out: done } = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => chainedBatch(client, store.schema, r!.w_roots!, rules, opts));
           result.expired += done.expired;
           result.superseded += done.superseded;
           result.cascaded += done.cascaded;
-          result.deleted += done.deleted ?? done.ids.length;
-          result.idsTruncated = result.deleted > result.ids.length;
+          result.deleted += done.ids.length;
           result.batches += 1;
-          ctx.progress?.tick(done.deleted ?? done.ids.length);
+          for (const id of done.ids.slice(0, ID_CAP - result.ids.length)) result.ids.push(id);
+          ctx.progress?.tick(done.ids.length);
         }
-        const full = seen === size;
-        // A full batch: the next range as many pages as this one needed for its rows, scaled to the next size, and
-        // room to spare; a range that held fewer rows than asked for: twice as many pages.
-        const next = full || retried || ms > cfg.batchMs ? nextSize(size, ms, cfg.batchMs, retried) : size;
-        pages = full
-          ? Math.min(MAX_PAGES, Math.ceil(((tidPage(last!) - first + 1) * next) / size) + 1)
-          : Math.min(MAX_PAGES, pages * 2);
-        size = next;
-        if (full) from = last!;
-        else if (first + step.out.pages >= endPage) break;
-        else from = `(${first + step.out.pages},0)`;
+        result.idsTruncated = result.deleted > result.ids.length;
+        if (state === 'end' || state === 'chained-end') break;
       }
     }
   } finally {
+    await client.query('RESET client_connection_check_interval').catch(() => {});
     client.release();
     await lock.release();
     ctx.progress?.done();
   }
 }
 
-/** The page of a tuple's position as the server writes it, `(page,offset)`. */
-const tidPage = (tid: string) => Number(/^\((\d+),/.exec(tid)![1]);
-
-interface WalkStep {
-  /** Prunable rows the batch found in its range (at most its size). */
-  seen: number;
-  /** The last one's position, when it found any. */
-  last: string | null;
-  /** The pages its range spanned, and the table's pages as the statement saw them. */
-  pages: number;
-  endPage: number;
-  /** What it deleted, or null when a row outside it points at one of its rows: then `roots` are its rows' ids. */
-  done: BatchDone | null;
-  roots: string[];
-  /** The first of the deleted ids, at most the cap left. */
-  ids: string[];
-}
-
-/**
- * One batch of a walk in one round trip: the transaction opened, the statement, the commit, sent as one simple query
- * with the positions and instants as escaped literals. The rows are taken in position order (ORDER BY ctid: whatever
- * plan the server picks, every prunable row of the range before the last one taken is in the batch).
- */
-async function walkBatch(
-  client: pg.PoolClient, s: string, range: { from: string; to: number; size: number }, rules: Rules, lockTimeoutMs: number, cap: number,
-): Promise<WalkStep> {
-  const lit = (v: string) => client.escapeLiteral(v);
-  const at = (d: Date) => `${lit(d.toISOString())}::timestamptz`;
-  const [now, cut, expired] = [at(rules.now), at(rules.cut), rules.expired ? 'true' : 'false'];
-  const sql = `WITH c AS (
-      SELECT ctid AS t, id FROM ${s}.memory WHERE ctid > ${lit(range.from)}::tid AND ctid < ${lit(`(${range.to},0)`)}::tid
-        AND ${prunable(now, cut, expired)} ORDER BY ctid LIMIT ${range.size}),
-    i AS (SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(t), '{}') AS tids, count(*)::int AS seen, max(t) AS last FROM c),
-    gate AS (SELECT NOT EXISTS (SELECT 1 FROM ${s}.memory, i WHERE superseded_by = ANY(i.ids) AND NOT (id = ANY(i.ids))) AS alone),
-    gone AS (DELETE FROM ${s}.memory WHERE ctid = ANY((SELECT tids FROM i)::tid[]) AND ${prunable(now, cut, expired)} AND (SELECT alone FROM gate)
-      RETURNING id, (${expired} AND expires_at <= ${now}) AS expired)
-    SELECT gate.alone, i.seen, i.last::text AS last, CASE WHEN gate.alone THEN '{}' ELSE i.ids END AS roots,
-      (SELECT count(*) FROM gone)::int AS deleted, (SELECT count(*) FROM gone WHERE gone.expired)::int AS expired,
-      ARRAY(SELECT id FROM gone LIMIT ${Math.max(0, cap)}) AS ids,
-      (pg_relation_size(${lit(`${s}.memory`)}) / current_setting('block_size')::int)::int AS end_page
-    FROM gate, i`;
-  type Row = { alone: boolean; seen: number; last: string | null; roots: string[]; deleted: number; expired: number; ids: string[]; end_page: number };
-  const results = await client.query(`${OPEN(lockTimeoutMs)}; ${sql}; COMMIT`) as unknown as pg.QueryResult<Row>[];
-  const r = results[3]!.rows[0]!;
-  const first = tidPage(range.from);
-  return {
-    seen: r.seen, last: r.last, pages: range.to - first, endPage: r.end_page, roots: r.roots, ids: r.ids,
-    done: r.alone ? { expired: r.expired, superseded: r.deleted - r.expired, cascaded: 0, ids: [], deleted: r.deleted } : null,
-  };
+/** What one CALL of the walk returns: its INOUT arguments as it left them (prune-walk.ts). */
+interface WalkState {
+  w_from_tid: string;
+  w_size: number;
+  w_pages: number;
+  w_batches: number;
+  w_deleted: string;
+  w_expired_n: string;
+  w_ids: string[] | null;
+  w_roots: string[] | null;
+  w_state: 'end' | 'budget' | 'locked' | 'chained' | 'chained-end';
 }
 
 interface BatchDone {
@@ -397,8 +365,6 @@ interface BatchDone {
   superseded: number;
   cascaded: number;
   ids: string[];
-  /** How many it deleted when `ids` holds only the first of them (a walk's batch). */
-  deleted?: number;
 }
 
 /**
