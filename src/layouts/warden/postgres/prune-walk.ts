@@ -8,12 +8,14 @@
  *
  * Each batch takes the next `size` prunable rows by position (ctid) after `from_tid`, within `pages` pages, in position
  * order (whatever plan the server picks, every prunable row of the range before the last one taken is in the batch),
- * asks whether any row outside them points at one of them, and only if none does deletes the prunable rows between the
- * walk's position and the last of them (the same rows, read at the same instant), the rule re-read on each row as it is (an agent's renewal committed meanwhile keeps it; an updated row is followed to its new
- * version). After a full batch, the next one's size follows its time as `nextSize` (prune.ts) does, and its range of
- * pages is as many as it needed for its rows, scaled to the next size, with room to spare; after a range that held
- * fewer rows than asked for, the size stays and the range is twice as long, or half as long if it took over `batchMs`. The INOUT arguments carry the walk's position, sizes and totals from
- * one CALL to the next. The server is told to notice a client gone (kill -9) between its checks: the open batch rolls back.
+ * asks whether any row outside them points at one of them, and only if none does deletes the prunable rows between
+ * the walk's position and the last of them (the same rows, read at the same instant), the rule re-read on each row as
+ * it is (an agent's renewal committed meanwhile keeps it; an updated row is followed to its new version). After a
+ * full batch, the next one's size follows its time as `nextSize` (prune.ts) does, and its range of pages is as many as
+ * it needed for its rows, scaled to the next size, with room to spare; after a range that held fewer rows than asked
+ * for, the size stays and the range is twice as long, or half as long if it took over `batchMs`. The INOUT arguments
+ * carry the walk's position, sizes and totals from one CALL to the next. The prune's connection has the server check
+ * that its client is still there while a CALL runs: after kill -9 the open batch rolls back.
  */
 /** A string as an SQL literal (the schema's quoted name may hold any character). */
 const literal = (v: string) => `'${v.replace(/'/g, "''")}'`;

@@ -43,7 +43,9 @@ interface Rules {
  * re-checks its roots (FOR UPDATE: an agent's renewal commits before or after, never between), locks their older
  * versions, and deletes roots and versions in one statement: the cascade's triggers then find nothing left, so a
  * chain of any depth goes without recursion. kill -9 at any point rolls the open batch back; the next run finishes.
- * One prune per schema across the fleet: the engine's advisory lock.
+ * One prune per schema across the fleet: the engine's advisory lock. A store without vectors, with no hook to tell
+ * before each commit, is pruned without a list of candidates: the table walked by position on the server (walkPrune);
+ * vectors (Qdrant, deleted before each batch; pgvector, in it), a hook and a dry run take the list.
  */
 export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): Promise<PruneResult> {
   const { ctx, dryRun } = opts;
@@ -290,7 +292,8 @@ async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: 
   const client = await store.pg.connect();
   try {
     await client.query(`SET client_connection_check_interval = ${CLIENT_CHECK_MS}`);
-    await client.query(walkProcedure(store.schema, { minBatch: MIN_BATCH, maxBatch: MAX_BATCH, maxPages: MAX_PAGES }));
+    await client.query(walkProcedure(store.schema, { minBatch: MIN_BATCH, maxBatch: MAX_BATCH, maxPages: MAX_PAGES }))
+      .catch((err: unknown) => { throw store.pg.explain(err, 'prune: create its walk in pg_temp (the TEMP privilege on the database)'); });
     ctx.progress?.start('prune', undefined, 'rows');
     const lit = (v: string) => client.escapeLiteral(v);
     const w = { tid: '(0,0)', size: Math.min(cfg.batchSize, MAX_BATCH), pages: 8 };
