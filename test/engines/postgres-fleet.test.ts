@@ -62,15 +62,16 @@ describe('PostgreSQL store beside agents and other workers', { timeout: 180_000 
 
   it('two processes never prune one schema at once: the second is refused while the first holds the advisory lock; kill -9 frees it', async () => {
     db = await createTestDatabase('pg_lock');
-    // Batches kept small (a budget no batch meets): the first prune is still running when the second starts.
+    // Batches kept small (a budget no batch meets) over many rows: the first prune is still running when the second
+    // starts (its batches run on the server one after the other, 10 rows each: 20,000 of them).
     const store = pgStoreConfig(db, { postgres: { batchSize: 5, batchMs: 0.001 } });
     await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 50, expired: 20000 });
+    await fillPgStore(db, 'fleet', { live: 50, expired: 200_000 });
     const kept = await ids(db, 'fleet', `id LIKE 'live-%'`);
     const count = async () => Number((await db.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
     const first = start([CLI, 'run', 'prune', '--config', store.config], store.env);
     // The first has its lock once it has deleted a batch.
-    while ((await count()) === 20050) await new Promise((r) => setTimeout(r, 5));
+    while ((await count()) === 200_050) await new Promise((r) => setTimeout(r, 5));
     const second = start([CLI, 'run', 'prune', '--config', store.config], store.env);
     expect(await second.code).toBe(2);
     const lines = (await second.out).split('\n').filter((l) => l.startsWith('memory-warden:'));

@@ -89,8 +89,11 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
     const r = await roomy.run(['run', 'prune', '--json']);
     expect(r.code, r.stderr).toBe(0);
-    // 3520 roots: 10 + 20 + ... + 2560 = 5110 covers them in 9 batches; at 10 a batch it took 352.
-    expect(r.json()).toMatchObject({ batches: 9, expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    // 3520 roots: 10 + 20 + ... + 2560 = 5110 covers them in 9 full batches; a batch also ends where its range of
+    // pages does (the next one then looks at twice as many pages), a few more. At 10 a batch it takes 352 or more.
+    expect(r.json()).toMatchObject({ expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(r.json().batches).toBeGreaterThanOrEqual(9);
+    expect(r.json().batches).toBeLessThanOrEqual(20);
     expect(await ids(db, 'fleet')).toEqual(keep);
     // A budget every batch exceeds: each batch stays at the smallest size, and the result is the same.
     await db.client.query('DELETE FROM fleet.memory');
@@ -98,7 +101,8 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     const tight = pgStoreConfig(db, { postgres: { batchSize: 10, batchMs: 0.001 } });
     const t = await tight.run(['run', 'prune', '--json']);
     expect(t.code, t.stderr).toBe(0);
-    expect(t.json()).toMatchObject({ batches: 352, expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(t.json()).toMatchObject({ expired: 3020, superseded: 500, cascaded: 20 * 49 });
+    expect(t.json().batches).toBeGreaterThanOrEqual(352);
     expect(await ids(db, 'fleet')).toEqual(keep);
   });
 

@@ -10,7 +10,9 @@ export const wardenOnPostgres: PostgresLayout = {
   assertSchema: assertWardenSchemaPg,
   init: initWardenPg,
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
-  prune: async (store, opts) => (await import('./prune.js')).prunePg(store, opts),
+  // The erase ledger's hook is not passed on, as on SQLite (../index.ts): a warden row carries no user, so the ledger
+  // would record nothing of it, and a prune told nothing before each commit takes its quicker way (prune.ts).
+  prune: async (store, { ctx, dryRun }) => (await import('./prune.js')).prunePg(store, { ctx, dryRun }),
   check: async (store, opts) => {
     const report = await (await import('./check.js')).checkWardenPg(store, opts);
     const { ctx } = opts;

@@ -2,9 +2,11 @@ import type pg from 'pg';
 import type { PostgresStoreHandle, PruneOptions, PruneResult } from '../../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../../time/instants.js';
 import { sqlState } from '../../../engines/postgres/session.js';
+import { transientError } from '../../../core/errors.js';
 import { engineFor } from '../../../engines/registry.js';
 import type { VectorSink } from '../../../vectors/sink.js';
 import { lockedClosure, vectorsInTransaction } from './vectors.js';
+import { walkProcedure } from './prune-walk.js';
 
 const ID_CAP = 1000;
 /** A batch that met an agent's lock past lock_timeout is tried again this many times, then the prune fails (transient). */
@@ -41,7 +43,9 @@ interface Rules {
  * re-checks its roots (FOR UPDATE: an agent's renewal commits before or after, never between), locks their older
  * versions, and deletes roots and versions in one statement: the cascade's triggers then find nothing left, so a
  * chain of any depth goes without recursion. kill -9 at any point rolls the open batch back; the next run finishes.
- * One prune per schema across the fleet: the engine's advisory lock.
+ * One prune per schema across the fleet: the engine's advisory lock. A store without vectors, with no hook to tell
+ * before each commit, is pruned without a list of candidates: the table walked by position on the server (walkPrune);
+ * vectors (Qdrant, deleted before each batch; pgvector, in it), a hook and a dry run take the list.
  */
 export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): Promise<PruneResult> {
   const { ctx, dryRun } = opts;
@@ -53,6 +57,11 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const s = store.schema;
+  if (!dryRun && !store.vectors && !opts.beforeDelete) {
+    await walkPrune(store, opts, rules, result);
+    result.durationMs = Date.now() - started;
+    return result;
+  }
   const params = [rules.now, rules.cut, rules.expired];
   const candidates = (await store.pg.query<{ id: string; expired: boolean }>(
     `SELECT id, ($3 AND expires_at <= $1) AS expired FROM ${s}.memory WHERE ${prunable('$1', '$2', '$3')} ORDER BY id`, params)).rows;
@@ -254,6 +263,104 @@ async function chainedBatch(client: pg.PoolClient, s: string, ids: string[], rul
     cascaded: versions.filter((id) => gone.has(id)).length,
     ids: doomed.filter((id) => gone.has(id)),
   };
+}
+
+/** Walks of the table per prune: the first deletes, the second finds what an agent's update moved behind the first. */
+const WALKS = 2;
+/** The pages one batch of a walk looks at, at most: the rows it sorts by position when it enters a full region. */
+const MAX_PAGES = 1024;
+/** How long one CALL of the walk runs its batches before it returns (the process then sees an abort or the next step). */
+const CALL_BUDGET_MS = 250;
+/** How soon the server notices the prune's process gone (kill -9) while a CALL runs: the open batch then rolls back. */
+const CLIENT_CHECK_MS = 50;
+
+/**
+ * The common prune (no vectors outside the database, none in it, no hook told before each commit), without a list
+ * of candidates: the table walked in the order of its pages by a procedure of the prune's session (prune-walk.ts),
+ * batch after batch on the server, each a short transaction of its own; the process only calls it again, with the
+ * position, sizes and totals it returned, and locks the chains of a batch whose rows have older versions. No id
+ * travels to the process and back (the first ID_CAP come for the report). A row an agent updated while it was prunable
+ * may move to a page the walk has passed; a second walk from the start deletes it if it still is. kill -9 rolls back
+ * the open batch (the server notices the closed connection within CLIENT_CHECK_MS); the next run finishes.
+ */
+async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: Rules, result: PruneResult): Promise<void> {
+  const { ctx } = opts;
+  const cfg = store.config.postgres!;
+  const engine = await engineFor(store.config);
+  const lock = await engine.lock(store, 'prune');
+  await statisticsFirst(store, ctx.log);
+  const client = await store.pg.connect();
+  try {
+    await client.query(`SET client_connection_check_interval = ${CLIENT_CHECK_MS}`);
+    await client.query(walkProcedure(store.schema, { minBatch: MIN_BATCH, maxBatch: MAX_BATCH, maxPages: MAX_PAGES }))
+      .catch((err: unknown) => { throw store.pg.explain(err, 'prune: create its walk in pg_temp (the TEMP privilege on the database)'); });
+    ctx.progress?.start('prune', undefined, 'rows');
+    const lit = (v: string) => client.escapeLiteral(v);
+    const w = { tid: '(0,0)', size: Math.min(cfg.batchSize, MAX_BATCH), pages: 8 };
+    let locked = 0;
+    for (let walk = 0; walk < WALKS && !ctx.signal.aborted; walk++) {
+      w.tid = '(0,0)';
+      w.pages = 8;
+      for (;;) {
+        if (ctx.signal.aborted) {
+          ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
+          break;
+        }
+        const left = ID_CAP - result.ids.length;
+        const { rows: [r] } = await client.query<WalkState>(`CALL pg_temp.mw_prune_walk(${lit(w.tid)}, ${w.size}, ${w.pages}, 0, 0, 0, NULL, NULL, NULL,
+          ${lit(rules.now.toISOString())}, ${lit(rules.cut.toISOString())}, ${rules.expired}, ${CALL_BUDGET_MS}, ${cfg.batchMs}, ${Math.floor(cfg.lockTimeoutMs)}, ${left})`);
+        const { w_from_tid: tid, w_size: size, w_pages: pages, w_state: state } = r!;
+        ctx.log.debug({ walk, tid, size, pages, state, batches: r!.w_batches, deleted: r!.w_deleted }, 'prune walk');
+        const deleted = Number(r!.w_deleted);
+        const expired = Number(r!.w_expired_n);
+        result.expired += expired;
+        result.superseded += deleted - expired;
+        result.deleted += deleted;
+        result.batches += r!.w_batches;
+        result.ids.push(...(r!.w_ids ?? []).slice(0, left));
+        ctx.progress?.tick(deleted);
+        Object.assign(w, { tid, size, pages });
+        if (state === 'locked') {
+          // An agent held a row past lock_timeout: the batch rolled back; a moment for the agent, then half the size.
+          if (++locked > LOCK_RETRIES) throw transientError(`${store.name} (${store.path}): prune met agents' locks ${LOCK_RETRIES} times in a row; try again later`);
+          w.size = nextSize(w.size, 0, cfg.batchMs, true);
+          await new Promise((res) => setTimeout(res, 5 + Math.random() * 20));
+          continue;
+        }
+        locked = 0;
+        if (state === 'chained' || state === 'chained-end') {
+          const { out: done } = await batchWithRetries(client, store, cfg.lockTimeoutMs, () => chainedBatch(client, store.schema, r!.w_roots!, rules, opts));
+          result.expired += done.expired;
+          result.superseded += done.superseded;
+          result.cascaded += done.cascaded;
+          result.deleted += done.ids.length;
+          result.batches += 1;
+          for (const id of done.ids.slice(0, ID_CAP - result.ids.length)) result.ids.push(id);
+          ctx.progress?.tick(done.ids.length);
+        }
+        result.idsTruncated = result.deleted > result.ids.length;
+        if (state === 'end' || state === 'chained-end') break;
+      }
+    }
+  } finally {
+    await client.query('RESET client_connection_check_interval').catch(() => {});
+    client.release();
+    await lock.release();
+    ctx.progress?.done();
+  }
+}
+
+/** What one CALL of the walk returns: its INOUT arguments as it left them (prune-walk.ts). */
+interface WalkState {
+  w_from_tid: string;
+  w_size: number;
+  w_pages: number;
+  w_batches: number;
+  w_deleted: string;
+  w_expired_n: string;
+  w_ids: string[] | null;
+  w_roots: string[] | null;
+  w_state: 'end' | 'budget' | 'locked' | 'chained' | 'chained-end';
 }
 
 interface BatchDone {
