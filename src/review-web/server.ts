@@ -30,7 +30,12 @@ export interface ReviewServerOptions {
  * let a client that announces a body and sends less hold a connection for five minutes; a form takes seconds. Node
  * then answers 408 and closes the connection. Its check runs every `checkMs` (Node: every 30 s).
  */
-export const HTTP_TIMEOUTS = { headersMs: 10_000, requestMs: 20_000, checkMs: 1_000 };
+/**
+ * headersMs and requestMs bound a slow request; keepAliveMs is how long an idle connection is kept for its next
+ * request: longer than a reverse proxy's idle upstream connections (nginx keeps them 60 s), so that the server never
+ * closes one the proxy (or a browser) is sending on at that moment (a reset seen as a 502), Node's default being 5 s.
+ */
+export const HTTP_TIMEOUTS = { headersMs: 10_000, requestMs: 20_000, checkMs: 1_000, keepAliveMs: 65_000 };
 
 export interface ReviewServer {
   url: string;
@@ -171,6 +176,7 @@ export async function startReviewServer(opts: ReviewServerOptions): Promise<Revi
     const t = opts.timeouts ?? HTTP_TIMEOUTS;
     const serverOptions = { headersTimeout: t.headersMs, requestTimeout: t.requestMs, connectionsCheckingInterval: t.checkMs };
     server = serve({ fetch: app.fetch, port: listen.port, hostname: listen.host, serverOptions }, (info) => resolve(info));
+    (server as { keepAliveTimeout: number }).keepAliveTimeout = t.keepAliveMs;
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(configError(`review.listen: cannot listen on ${listen.host}:${listen.port} (${err.code ?? err.message}); choose another review.listen.port`)),
     );

@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
 /**
- * Other connections to a WAL store, each on a thread of its own: a reader that holds a read snapshot for `holdMs`,
- * and a checkpointer whose checkpoint(RESTART) holds SQLite's checkpointer lock while it waits for that reader.
+ * Other connections to a WAL store, each on a thread of its own: a reader that holds a read snapshot for `holdMs`
+ * (or, given `'until-released'`, until 200 ms after `release()`: however slowly the machine starts threads), and a checkpointer whose checkpoint(RESTART) holds SQLite's checkpointer lock while it waits for that reader.
  */
 const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
 const HOLDER = `
@@ -14,7 +14,10 @@ if (workerData.role === 'reader') {
   db.exec('BEGIN');
   db.prepare('SELECT count(*) FROM memory').get(); // a read snapshot, held
   parentPort.postMessage('reading');
-  sleep(workerData.holdMs);
+  if (workerData.holdMs === null) {
+    Atomics.wait(new Int32Array(workerData.flag), 0, 0, 60000);
+    sleep(200); // released: it lets go a moment later, while whoever released it waits on it
+  } else sleep(workerData.holdMs);
   db.exec('COMMIT');
 } else {
   db.pragma('busy_timeout = 3000');
@@ -29,14 +32,21 @@ export interface Holder {
   started: Promise<void>;
   /** It let go and closed its connection. */
   done: Promise<void>;
+  /** A reader held until released lets go. */
+  release(): void;
 }
 
-export function holder(path: string, role: 'reader' | 'checkpointer', holdMs = 400): Holder {
-  const worker = new Worker(HOLDER, { eval: true, workerData: { driver: DRIVER, path, role, holdMs } });
+export function holder(path: string, role: 'reader' | 'checkpointer', holdMs: number | 'until-released' = 400): Holder {
+  const flag = new SharedArrayBuffer(4);
+  const worker = new Worker(HOLDER, { eval: true, workerData: { driver: DRIVER, path, role, holdMs: holdMs === 'until-released' ? null : holdMs, flag } });
   const started = new Promise<void>((resolve) => worker.once('message', () => resolve()));
   const done = new Promise<void>((resolve, reject) => {
     worker.on('message', (m) => m === 'done' && resolve());
     worker.once('error', reject);
   });
-  return { started, done };
+  const release = () => {
+    Atomics.store(new Int32Array(flag), 0, 1);
+    Atomics.notify(new Int32Array(flag), 0);
+  };
+  return { started, done, release };
 }
