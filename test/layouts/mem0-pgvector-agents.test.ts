@@ -329,4 +329,50 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     expect((await m.search('Dora Lind visits Lisbon', { filters: { user_id: 'dora' } })).results.map((r: any) => r.id)).toContain(fresh);
     s.close(m);
   });
+
+  it('an agent that read an entity before prune emptied it writes its link back after: the entity stays, with the agent\'s link (an emptied entity goes only after a grace, if still empty)', async () => {
+    const m = await s.open();
+    const add = async (text: string) => (await m.add(text, { userId: 'ella', infer: false })).results[0].id as string;
+    const gone = await add('Ella Stone trip');
+    await m.update(gone, { text: 'Ella Stone visits Porto' });
+    await m.vectorStore.delete(gone); // mem0's delete cut short after its first step: her entities link only it
+    const fresh = await add('Ella Stone plan');
+    const linkedBy = async () => {
+      const [rows] = await (await m.getEntityStore()).list({ user_id: 'ella' }, 10_000);
+      const by = new Map<string, string[]>();
+      for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
+      return by;
+    };
+    const alone = [...(await linkedBy())].filter(([, links]) => links.length === 1 && links[0] === gone).map(([e]) => e);
+    expect(alone.length).toBeGreaterThan(0);
+    // The agent's writes of links to `fresh` held: it has read the entities (mem0 reads them all, then writes each).
+    const entities = await m.getEntityStore();
+    const write = entities.update.bind(entities);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let held = 0;
+    entities.update = async (id: string, vector: number[], payload: any) => {
+      if ((payload?.linkedMemoryIds ?? []).includes(fresh)) {
+        held++;
+        await released;
+      }
+      return write(id, vector, payload);
+    };
+    const agent = m.update(fresh, { text: 'Ella Stone visits Porto' });
+    while (held === 0) await new Promise((r) => setTimeout(r, 20));
+    // prune's pass over what deletes left empties those entities meanwhile; then the agent's writes land.
+    const prune = cli(['run', 'prune', '--json', '--now', '2026-12-10T00:00:00Z', '--config', s.configFile()]);
+    const emptied = async () => (await client.query(`SELECT 1 FROM memories_entities WHERE payload->>'user_id' = 'ella' AND payload->>'data' = ANY($1) AND payload->'linkedMemoryIds' = '[]'::jsonb`, [alone])).rows.length === alone.length;
+    for (const until = Date.now() + 120_000; !(await emptied()) && Date.now() < until;) await new Promise((r) => setTimeout(r, 50));
+    expect(await emptied()).toBe(true);
+    release();
+    await agent;
+    entities.update = write;
+    const done = await prune;
+    expect(done.code, done.stdout + done.stderr).toBe(0);
+    const after = await linkedBy();
+    for (const e of alone) expect(after.get(e), e).toContain(fresh);
+    expect((await m.search('Ella Stone visits Porto', { filters: { user_id: 'ella' } })).results.map((r: any) => r.id)).toContain(fresh);
+    s.close(m);
+  });
 });

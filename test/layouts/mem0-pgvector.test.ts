@@ -447,17 +447,19 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(dry.json().leftovers).toEqual({ mem0_dangling_entity_link: linked });
     expect(await contents(client, s.historyPath, names)).toEqual(before);
 
-    // Killed -9 after the entities linking it alone are deleted, before the others' links are rewritten.
+    // Killed -9 after the links are rewritten, before the entities they left empty are deleted (in their grace).
     const args = ['run', 'prune', '--json', '--now', EARLY, '--config', config];
-    const killed = await killedAt(args, { sql: 'UPDATE .*"memories_entities"', nth: 2, when: 'before' });
+    const killed = await killedAt(args, { sql: 'DELETE FROM .*"memories_entities"', nth: 1, when: 'before' });
     expect(killed.signal ?? killed.code, killed.stderr).not.toBe(0);
-    expect((await linksOf(m, 'alice')).filter((id) => id === a3).length).toBeLessThan(linked);
-    expect((await linksOf(m, 'alice')).filter((id) => id === a3).length).toBeGreaterThan(0);
+    expect((await linksOf(m, 'alice')).filter((id) => id === a3)).toEqual([]);
+    const emptyLists = async () => (await client.query(`SELECT count(*)::int AS n FROM memories_entities WHERE payload->'linkedMemoryIds' = '[]'::jsonb`)).rows[0].n as number;
+    expect(await emptyLists()).toBeGreaterThan(0);
     const again = await cli(args);
     expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
     expect(again.json().deleted).toBe(0);
-    expect(again.json().leftovers.mem0_dangling_entity_link).toBeGreaterThan(0);
+    expect(again.json().leftovers.mem0_entity_left_without_links).toBeGreaterThan(0);
+    expect(await emptyLists()).toBe(0);
     // What mem0's own cleanup left on the copy: the same entities, links and history.
     expect(await contents(client, s.historyPath, names)).toEqual(await contents(copy.client, copy.store.historyPath, names));
     const after = (await run('check', '--json', '--now', EARLY)).json();
@@ -483,7 +485,7 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     const points: { job: 'prune' | 'erase'; sql: string; nth?: number }[] = [
       { job: 'prune', sql: 'DELETE FROM .*"memories" WHERE' }, // nothing deleted yet
       { job: 'prune', sql: 'FROM "public"."memories_entities"' }, // the points gone, the entity links not yet touched
-      { job: 'prune', sql: 'UPDATE .*"memories_entities"', nth: 2 }, // the entities left with no link deleted, the others' links not yet rewritten
+      { job: 'prune', sql: 'UPDATE .*"memories_entities"', nth: 2 }, // one link key's links rewritten (entities may be left with an empty list), the other's not yet
       { job: 'erase', sql: 'DELETE FROM .*"memories" WHERE' },
       { job: 'erase', sql: 'VACUUM' }, // rows deleted, the tables not yet rewritten
       { job: 'erase', sql: 'pg_read_binary_file|get_raw_page' }, // rewritten, the files not yet read back

@@ -26,33 +26,26 @@ export interface Mem0Pgvector {
 /**
  * Every entity of `table` (but those in `skip`) loses its links to `ids`, each in one statement the server applies
  * to the row as it is then (not a payload read earlier and written back: an agent linking a memory to the entity
- * meanwhile keeps its link); an entity every link of which goes is deleted instead (first, so that a kill never
- * leaves one with an empty list), as is one an agent's change left with no link by the rewrite, checked again as it
- * goes (one an agent linked meanwhile stays). mem0's own delete rewrites the links from a read
- * (`_removeMemoryFromEntityStore`).
+ * meanwhile keeps its link). An entity left with no link is deleted, as mem0's own cleanup
+ * (`_removeMemoryFromEntityStore`) does, but only ENTITY_GRACE_MS later and only if it still has none: mem0 links a
+ * memory by reading the entity and writing it back (`_linkEntitiesForMemory`), so an agent that read it before it was
+ * emptied writes its link back onto it, and that write would be lost on a row deleted meanwhile. An entity found with
+ * an empty list (a run killed in its grace) goes the same way.
  */
 export type EntityUnlink = (table: string, ids: readonly string[], skip: readonly string[]) => Promise<{ linksRemoved: number; entitiesDeleted: number }>;
 
 /** The keys an entity's links are under: the Python SDK's and the TypeScript SDK's (memories.ts, LINKED_IDS_KEYS). */
 const LINK_KEYS = ['linked_memory_ids', 'linkedMemoryIds'] as const;
 
+/** How long an emptied entity is left for an agent's read-then-write of its links to land (mem0 embeds between the two). */
+export const ENTITY_GRACE_MS = 5000;
+
 function entityUnlink(sql: { query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[] }> }, schema: string): EntityUnlink {
   return async (table, ids, skip) => {
     const out = { linksRemoved: 0, entitiesDeleted: 0 };
-    if (ids.length === 0) return out;
     const t = `${q(schema)}.${q(table)}`;
+    const emptied = new Set<string>();
     for (const key of LINK_KEYS) {
-      // First the entities every link of which goes (mem0 deletes those rather than write an empty list): a kill
-      // after this leaves the others still linking, for the next run, never an entity with no link. An agent's link
-      // added meanwhile keeps its entity (the condition is checked again on the row as it then is).
-      const whole = await sql.query(
-        `DELETE FROM ${t} WHERE jsonb_typeof(payload->$2::text) = 'array' AND jsonb_array_length(payload->$2::text) > 0
-           AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(payload->$2::text) AS x(v) WHERE NOT coalesce(x.v #>> '{}' = ANY($1::text[]), false))
-           AND NOT (id::text = ANY($3::text[]))
-         RETURNING jsonb_array_length(payload->$2::text) AS n`,
-        [[...ids], key, [...skip]]);
-      for (const r of whole.rows) out.linksRemoved += Number(r.n);
-      out.entitiesDeleted += whole.rows.length;
       const changed = await sql.query(
         `UPDATE ${t} AS e SET payload = jsonb_set(e.payload, ARRAY[$3::text], (SELECT coalesce(jsonb_agg(x.v ORDER BY x.o), '[]'::jsonb)
            FROM jsonb_array_elements(e.payload->$3::text) WITH ORDINALITY AS x(v, o) WHERE NOT coalesce(x.v #>> '{}' = ANY($1::text[]), false)))
@@ -62,11 +55,14 @@ function entityUnlink(sql: { query(sql: string, params?: unknown[]): Promise<{ r
          RETURNING e.id::text AS id, was.n - jsonb_array_length(e.payload->$3::text) AS removed, jsonb_array_length(e.payload->$3::text) AS remaining`,
         [[...ids], [...skip], key]);
       for (const r of changed.rows) out.linksRemoved += Number(r.removed);
-      const emptied = changed.rows.filter((r) => Number(r.remaining) === 0).map((r) => String(r.id));
-      if (emptied.length === 0) continue;
-      const gone = await sql.query(
-        `DELETE FROM ${t} WHERE id::text = ANY($1::text[]) AND jsonb_typeof(payload->$2::text) = 'array' AND jsonb_array_length(payload->$2::text) = 0 RETURNING id`,
-        [emptied, key]);
+      for (const r of changed.rows) if (Number(r.remaining) === 0) emptied.add(String(r.id));
+      const before = await sql.query(`SELECT id::text AS id FROM ${t} WHERE payload->$1::text = '[]'::jsonb AND NOT (id::text = ANY($2::text[]))`, [key, [...skip]]);
+      for (const r of before.rows) emptied.add(String(r.id));
+    }
+    if (emptied.size === 0) return out;
+    await new Promise((r) => setTimeout(r, ENTITY_GRACE_MS));
+    for (const key of LINK_KEYS) {
+      const gone = await sql.query(`DELETE FROM ${t} WHERE id::text = ANY($1::text[]) AND payload->$2::text = '[]'::jsonb RETURNING id`, [[...emptied], key]);
       out.entitiesDeleted += gone.rows.length;
     }
     return out;
