@@ -78,14 +78,16 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
      * shared queue, taken by host a: returned once a has claimed it and deleted a few batches.
      */
     const midRun = async (attempts: number) => {
-      await fillPgStore(db!, 'fleet', { live: 50, expired: 20_000 });
+      // Enough that the run is still going when the test stops its process: a prune walks the table on the server a
+      // quarter of a second at a time, its batches growing with their speed.
+      await fillPgStore(db!, 'fleet', { live: 50, expired: 200_000 });
       const kept = await ids(db!, 'fleet', `id LIKE 'live-%'`);
       const a = start('a');
       await a.ready;
       const queue = procs.queue(QUEUE, prefix);
       const job = await queue.add('prune', { store: 'fleet' }, { attempts, backoff: { type: 'fixed', delay: 300 }, jobId: missedRunId('prune:fleet', 1_700_000_000_000) });
       await until('the run claimed by host a', async () => (await claims()).some((c) => c.outcome === 'running' && c.host === 'a'));
-      await until('a few batches deleted', async () => (await count()) < 20_050 - 50, 60_000);
+      await until('a few batches deleted', async () => (await count()) < 200_050 - 50, 60_000);
       return { a, queue, job, kept };
     };
     return { dir, prefix, file, start, claims, jobRuns, env, count, midRun, stores: stores as Record<'a1' | 'b1', { db: string }> };
@@ -163,7 +165,7 @@ describe('a PostgreSQL store in a fleet of workers', { timeout: 240_000 }, () =>
 
   it('kill -9 of the worker running a PostgreSQL store\'s run: the other host completes it, once; handed out again, no host runs it again', async () => {
     const fast = { lockDurationMs: 1000, stalledIntervalMs: 500, storeLock: { ttlMs: 1000, waitMs: 20_000 } };
-    const t = await setup('pg-kill', fast, { batchSize: 5 }); // 4000 short transactions
+    const t = await setup('pg-kill', fast, { batchSize: 5 }); // short transactions, the first of 5 rows
     const { a: victim, queue, job, kept } = await t.midRun(5);
     const count = t.count;
     victim.proc.kill('SIGKILL');
