@@ -101,6 +101,14 @@ pg.Client.prototype.query = function (config, ...rest) {
 };
 `;
 
+/** A user's entities' links by the entity's text (a text may have more than one row: their links together). */
+async function entityLinksByText(m: any, user: string): Promise<Map<string, string[]>> {
+  const [rows] = await (await m.getEntityStore()).list({ user_id: user }, 10_000);
+  const by = new Map<string, string[]>();
+  for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
+  return by;
+}
+
 interface AgentReport {
   writes: number;
   errors: string[];
@@ -282,12 +290,7 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     const { code, output, go } = await pausedPrune(config, FAR, 'UPDATE .*"memories_entities"', 'links');
     // The agent, there: a memory of Bob's on the same entities (Keller, Project Falcon).
     await m.update(kept, { text: 'Bob Keller moves Project Falcon to Graz' });
-    const linkedBy = async () => {
-      const [rows] = await (await m.getEntityStore()).list({ user_id: 'bob' }, 10_000);
-      const by = new Map<string, string[]>(); // an entity's text may have more than one row
-      for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
-      return by;
-    };
+    const linkedBy = () => entityLinksByText(m, 'bob');
     const before = await linkedBy();
     for (const e of ['Keller', 'Project Falcon']) expect(before.get(e), e).toContain(kept);
     go();
@@ -305,21 +308,25 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
     s.close(m);
   });
 
-  it('an agent linking a memory to entities whose only link names a memory that is gone, while prune removes those links: the entities stay, with the agent\'s link', async () => {
+  /**
+   * A user's memory `gone` whose delete by mem0 was cut short after its first step (its entities, `alone`, link only
+   * it), and a memory `fresh` of hers that an agent will link to the same entities.
+   */
+  async function entitiesLinkingOnlyAGoneMemory(user: string, name: string, place: string) {
     const m = await s.open();
-    const add = async (text: string) => (await m.add(text, { userId: 'dora', infer: false })).results[0].id as string;
-    const gone = await add('Dora Lind trip');
-    await m.update(gone, { text: 'Dora Lind visits Lisbon' });
-    await m.vectorStore.delete(gone); // mem0's delete cut short after its first step: her entities link only it
-    const fresh = await add('Dora Lind plan');
-    const linkedBy = async () => {
-      const [rows] = await (await m.getEntityStore()).list({ user_id: 'dora' }, 10_000);
-      const by = new Map<string, string[]>();
-      for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
-      return by;
-    };
+    const add = async (text: string) => (await m.add(text, { userId: user, infer: false })).results[0].id as string;
+    const gone = await add(`${name} trip`);
+    await m.update(gone, { text: `${name} visits ${place}` });
+    await m.vectorStore.delete(gone);
+    const fresh = await add(`${name} plan`);
+    const linkedBy = () => entityLinksByText(m, user);
     const alone = [...(await linkedBy())].filter(([, links]) => links.length === 1 && links[0] === gone).map(([e]) => e);
     expect(alone.length).toBeGreaterThan(0);
+    return { m, gone, fresh, alone, linkedBy };
+  }
+
+  it('an agent linking a memory to entities whose only link names a memory that is gone, while prune removes those links: the entities stay, with the agent\'s link', async () => {
+    const { m, gone, fresh, alone, linkedBy } = await entitiesLinkingOnlyAGoneMemory('dora', 'Dora Lind', 'Lisbon');
     const config = s.configFile();
     // Paused before prune first deletes an entity (the links already read, the memories looked up: those of `alone`
     // link only a memory that is gone). Nothing of Dora's has expired: this is prune's pass over what deletes left.
@@ -338,20 +345,7 @@ describe('mem0 agents writing to a pgvector store while prune and erase run (mem
   });
 
   it('an agent that read an entity before prune emptied it writes its link back after: the entity stays, with the agent\'s link (an emptied entity goes only after a grace, if still empty)', async () => {
-    const m = await s.open();
-    const add = async (text: string) => (await m.add(text, { userId: 'ella', infer: false })).results[0].id as string;
-    const gone = await add('Ella Stone trip');
-    await m.update(gone, { text: 'Ella Stone visits Porto' });
-    await m.vectorStore.delete(gone); // mem0's delete cut short after its first step: her entities link only it
-    const fresh = await add('Ella Stone plan');
-    const linkedBy = async () => {
-      const [rows] = await (await m.getEntityStore()).list({ user_id: 'ella' }, 10_000);
-      const by = new Map<string, string[]>();
-      for (const r of rows as any[]) by.set(r.payload.data, [...(by.get(r.payload.data) ?? []), ...(r.payload.linkedMemoryIds ?? [])]);
-      return by;
-    };
-    const alone = [...(await linkedBy())].filter(([, links]) => links.length === 1 && links[0] === gone).map(([e]) => e);
-    expect(alone.length).toBeGreaterThan(0);
+    const { m, fresh, alone, linkedBy } = await entitiesLinkingOnlyAGoneMemory('ella', 'Ella Stone', 'Porto');
     // The agent's writes of links to `fresh` held: it has read the entities (mem0 reads them all, then writes each).
     const entities = await m.getEntityStore();
     const write = entities.update.bind(entities);
