@@ -2,7 +2,7 @@ import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
-import { deleteMessages, deleteOrphanEmbeddings, deleteThread } from './delete.js';
+import { deleteMessages, deleteOrphanEmbeddings, deleteThread, type Deleted } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import type { MastraConfig } from './config.js';
 
@@ -46,57 +46,79 @@ export function doomedBy(f: Pick<MastraFiles, 'db'>, cfg: MastraConfig, now: Ins
   return { threads, messages, threadMessages };
 }
 
+/** How an engine deletes what prune takes (libsql here, PostgreSQL in postgres/prune.ts); each may return at once. */
+export interface PruneSteps {
+  /** A doomed thread whole, if it is still idle when its transaction looks again. */
+  thread(id: string): Deleted | Promise<Deleted>;
+  /** A batch of doomed messages, each with its embeddings. */
+  messages(ids: string[]): Deleted | Promise<Deleted>;
+  /** The embeddings Mastra's own deletes left, their message gone: counted (dryRun) or deleted. */
+  orphanEmbeddings(dryRun: boolean): number | Promise<number>;
+}
+
+/**
+ * Prune's steps over what `doomed` names, the same on every engine: idle threads whole, then old messages a batch at
+ * a time (each told to `beforeDelete` first), then the embeddings Mastra's own deletes left; a dry run counts.
+ */
+export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: PruneSteps, o: { ctx: JobContext; dryRun: boolean; beforeDelete: PruneOptions['beforeDelete']; batch: number }): Promise<PruneResult> {
+  const { ctx, beforeDelete } = o;
+  const now = ctx.now();
+  // The ids are listed up to ID_CAP; idsTruncated says whether more went.
+  const list = (ids: string[]) => result.ids.push(...ids.slice(0, Math.max(0, ID_CAP - result.ids.length)));
+  if (o.dryRun) {
+    result.deleted = doomed.threads.length + doomed.messages.length;
+    result.expired = result.deleted;
+    result.cascaded = doomed.threadMessages;
+    list([...doomed.threads, ...doomed.messages].map((d) => d.id));
+    result.idsTruncated = result.deleted > result.ids.length;
+    result.leftovers = { mastra_embedding_without_message: await steps.orphanEmbeddings(true) };
+    return result;
+  }
+  for (const t of doomed.threads) {
+    if (ctx.signal.aborted) break;
+    beforeDelete?.([t], now);
+    const d = await steps.thread(t.id);
+    result.batches++;
+    if (d.threads === 0) continue;
+    result.deleted++;
+    result.expired++;
+    result.cascaded += d.messages + d.embeddings + d.observations;
+    list([t.id]);
+  }
+  for (let i = 0; i < doomed.messages.length && !ctx.signal.aborted; i += o.batch) {
+    const batch = doomed.messages.slice(i, i + o.batch);
+    beforeDelete?.(batch, now);
+    const d = await steps.messages(batch.map((m) => m.id));
+    result.batches++;
+    result.deleted += d.messages;
+    result.expired += d.messages;
+    result.cascaded += d.embeddings;
+    list(batch.map((m) => m.id));
+  }
+  result.idsTruncated = result.deleted > result.ids.length;
+  // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts).
+  if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await steps.orphanEmbeddings(false) };
+  ctx.log.info({ store: result.store, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
+  return result;
+}
+
 export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun, beforeDelete }: Pick<PruneOptions, 'dryRun' | 'beforeDelete'>): Promise<PruneResult> {
   const started = Date.now();
   const now = ctx.now();
   const cfg = mastraOf(store.config);
   const f = openMastra(store);
   const result: PruneResult = { store: store.name, now: toCanonical(now), dryRun, deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0 };
-  // The ids are listed up to ID_CAP; idsTruncated says whether more went.
-  const list = (ids: string[]) => result.ids.push(...ids.slice(0, Math.max(0, ID_CAP - result.ids.length)));
   try {
     // Each deleted message's bytes are zeroed as it goes: a later erase finds no copy in a free page.
     if (!dryRun) for (const db of new Set([f.db, f.vec])) db.pragma('secure_delete = ON');
-    const doomed = doomedBy(f, cfg, now);
-    if (dryRun) {
-      result.deleted = doomed.threads.length + doomed.messages.length;
-      result.expired = result.deleted;
-      result.cascaded = doomed.threadMessages;
-      list([...doomed.threads, ...doomed.messages].map((d) => d.id));
-      result.idsTruncated = result.deleted > result.ids.length;
-      result.leftovers = { mastra_embedding_without_message: deleteOrphanEmbeddings(f, true) };
-      return result;
-    }
     const idle = idleThreadSql(cfg.retention);
     const idleBefore = iso(now - (cfg.retention.threadIdleDays ?? 0) * DAY_MS);
-    for (const t of doomed.threads) {
-      if (ctx.signal.aborted) break;
-      beforeDelete?.([t], now);
+    return await pruneDoomed(result, doomedBy(f, cfg, now), {
       // Still idle inside the transaction: an agent that wrote to the thread since keeps it.
-      const stillIdle = () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id: t.id, idleBefore }) !== undefined;
-      const d = deleteThread(f, t.id, stillIdle);
-      result.batches++;
-      if (d.threads === 0) continue;
-      result.deleted++;
-      result.expired++;
-      result.cascaded += d.messages + d.embeddings + d.observations;
-      list([t.id]);
-    }
-    for (let i = 0; i < doomed.messages.length && !ctx.signal.aborted; i += cfg.batch) {
-      const batch = doomed.messages.slice(i, i + cfg.batch);
-      beforeDelete?.(batch, now);
-      const d = deleteMessages(f, batch.map((m) => m.id));
-      result.batches++;
-      result.deleted += d.messages;
-      result.expired += d.messages;
-      result.cascaded += d.embeddings;
-      list(batch.map((m) => m.id));
-    }
-    result.idsTruncated = result.deleted > result.ids.length;
-    // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts, deleteOrphanEmbeddings).
-    if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: deleteOrphanEmbeddings(f) };
-    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
-    return result;
+      thread: (id) => deleteThread(f, id, () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id, idleBefore }) !== undefined),
+      messages: (ids) => deleteMessages(f, ids),
+      orphanEmbeddings: (dry) => deleteOrphanEmbeddings(f, dry),
+    }, { ctx, dryRun, beforeDelete, batch: cfg.batch });
   } finally {
     result.durationMs = Date.now() - started;
     f.close();

@@ -2,7 +2,7 @@ import type { PruneOptions, PruneResult, PostgresStoreHandle } from '../../contr
 import { DAY_MS, toCanonical, type Instant } from '../../../time/instants.js';
 import { mastraOf } from '../names.js';
 import type { MastraConfig } from '../config.js';
-import type { Doomed } from '../prune.js';
+import { pruneDoomed, type Doomed } from '../prune.js';
 import { instant, MESSAGES, THREADS } from './names.js';
 import { deleteMessagesPg, deleteOrphanEmbeddingsPg, deleteThreadPg, pgFiles, type PgFiles } from './delete.js';
 import { openVectorSide } from './vectors.js';
@@ -11,7 +11,6 @@ import { openVectorSide } from './vectors.js';
 // threads whole, then old messages and those beyond a thread's limit, each with its embeddings first. Resource
 // working memory is never touched; no thread's updatedAt is ever set.
 
-const ID_CAP = 1000;
 
 /** The thread's idleness as SQL over alias `t`, its cutoff $2. */
 const IDLE = `${instant('updatedAt', 't')} < $2`;
@@ -44,47 +43,15 @@ export async function mastraPrunePg(store: PostgresStoreHandle, { ctx, dryRun, b
   const now = ctx.now();
   const cfg = mastraOf(store.config);
   const result: PruneResult = { store: store.name, now: toCanonical(now), dryRun, deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0 };
-  const list = (ids: string[]) => result.ids.push(...ids.slice(0, Math.max(0, ID_CAP - result.ids.length)));
   const v = await openVectorSide(store);
   try {
     const f = await pgFiles(store, v);
-    const doomed = await doomedPg(f, cfg, now);
-    if (dryRun) {
-      result.deleted = doomed.threads.length + doomed.messages.length;
-      result.expired = result.deleted;
-      result.cascaded = doomed.threadMessages;
-      list([...doomed.threads, ...doomed.messages].map((d) => d.id));
-      result.idsTruncated = result.deleted > result.ids.length;
-      result.leftovers = { mastra_embedding_without_message: await deleteOrphanEmbeddingsPg(f, true) };
-      return result;
-    }
     const idleBefore = new Date(now - (cfg.retention.threadIdleDays ?? 0) * DAY_MS);
-    for (const t of doomed.threads) {
-      if (ctx.signal.aborted) break;
-      beforeDelete?.([t], now);
-      const d = await deleteThreadPg(f, t.id, IDLE, [idleBefore]);
-      result.batches++;
-      if (d.threads === 0) continue;
-      result.deleted++;
-      result.expired++;
-      result.cascaded += d.messages + d.embeddings + d.observations;
-      list([t.id]);
-    }
-    for (let i = 0; i < doomed.messages.length && !ctx.signal.aborted; i += cfg.batch) {
-      const batch = doomed.messages.slice(i, i + cfg.batch);
-      beforeDelete?.(batch, now);
-      const d = await deleteMessagesPg(f, batch.map((m) => m.id));
-      result.batches++;
-      result.deleted += d.messages;
-      result.expired += d.messages;
-      result.cascaded += d.embeddings;
-      list(batch.map((m) => m.id));
-    }
-    result.idsTruncated = result.deleted > result.ids.length;
-    // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts, deleteOrphanEmbeddingsPg).
-    if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await deleteOrphanEmbeddingsPg(f) };
-    ctx.log.info({ store: store.name, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
-    return result;
+    return await pruneDoomed(result, await doomedPg(f, cfg, now), {
+      thread: (id) => deleteThreadPg(f, id, IDLE, [idleBefore]),
+      messages: (ids) => deleteMessagesPg(f, ids),
+      orphanEmbeddings: (dry) => deleteOrphanEmbeddingsPg(f, dry),
+    }, { ctx, dryRun, beforeDelete, batch: cfg.batch });
   } finally {
     result.durationMs = Date.now() - started;
     await v.close();
