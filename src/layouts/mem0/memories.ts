@@ -370,7 +370,8 @@ export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean, now: I
     links++;
   }
   // In PostgreSQL an entity a killed run left emptied in its grace is looked for even with no link to remove.
-  if (dryRun || (gone.size === 0 && !h.unlink)) return { mem0_dangling_entity_link: links };
+  if (dryRun) return { mem0_dangling_entity_link: links };
+  if (gone.size === 0 && !h.unlink) return { mem0_dangling_entity_link: 0, mem0_entity_left_without_links: 0 };
   if (gone.size > 0) beforeDelete?.([...gone].map(([id, user]) => ({ id, user })), now);
   const done = await unlinkEntities(h, new Set(gone.keys()));
   return { mem0_dangling_entity_link: done.linksRemoved, mem0_entity_left_without_links: done.entitiesDeleted };
