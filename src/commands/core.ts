@@ -1,7 +1,8 @@
+import { existsSync } from 'node:fs';
 import { Command } from 'commander';
 import { addStoreOptions, loadForCommand, onAnyEngine, print, printJson, storeContext, type StoreOptions } from './common.js';
 import { JOB_SCOPES, OWN_COMMAND_JOBS } from './job-names.js';
-import { usageError } from '../core/errors.js';
+import { storeError, usageError } from '../core/errors.js';
 import type { CheckReport } from '../layouts/contract.js';
 import { printCheck, printJobResult } from './run-output.js';
 import { interruptSignal } from './waiting.js';
@@ -91,6 +92,8 @@ async function initConfiguredStore(opts: StoreOptions & { store: string; json?: 
   const ctx = await storeContext(opts, cmd);
   const store = ctx.config.stores[ctx.storeName]!;
   if (store.engine !== 'postgres') {
+    const layout = (await import('../layouts/registry.js')).layoutFor(store);
+    if (layout.schemaOwner.by === 'sdk') return initSdkFile(ctx.storeName, store.db, layout.name, layout.schemaOwner.sdk, opts);
     await initSqliteFile(store.db, opts);
     return;
   }
@@ -106,6 +109,20 @@ async function initConfiguredStore(opts: StoreOptions & { store: string; json?: 
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * `init --store NAME` of a SQLite store whose tables its SDK makes (Layout.schemaOwner): nothing is added to the SDK's
+ * file; `--create` is refused, since memory-warden does not make that layout's tables.
+ */
+async function initSdkFile(name: string, path: string, layout: string, sdk: string, opts: { create?: boolean; json?: boolean }): Promise<void> {
+  if (opts.create) throw usageError(`init --create: store ${name} is of the ${layout} layout, whose tables ${sdk} makes; memory-warden creates none`);
+  (await import('../store/store-path.js')).assertStorePath(path, `stores.${name}.db`);
+  if (!existsSync(path)) throw storeError(`${path}: no such store (${sdk} makes it with its first write)`);
+  const note = `layout ${layout}: its tables are made by ${sdk}; memory-warden adds nothing to its files`;
+  if (opts.json) return printJson({ store: name, where: path, created: [], notes: [note] });
+  print`${name} (${path}): nothing to create`;
+  print`  note: ${note}`;
 }
 
 /** `init --db PATH`: create or migrate the warden schema in a SQLite file, under its maintenance lock. */

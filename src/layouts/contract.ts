@@ -20,6 +20,11 @@ export interface Layout extends LayoutJobs<StoreHandle> {
   name: string;
   /** Throws a store error naming the file and what is missing; writes nothing. */
   assertSchema(db: Db, store: StoreConfig): void;
+  /**
+   * Who makes the store's tables in its SQLite file: memory-warden (`init` creates or migrates them), or the SDK that
+   * writes the store, named (`init` adds nothing to its files: they are the SDK's).
+   */
+  schemaOwner: { by: 'memory-warden' } | { by: 'sdk'; sdk: string };
   /** The Qdrant collections that belong to the store (snapshots take them all together). */
   collections(store: StoreConfig): string[];
   /**

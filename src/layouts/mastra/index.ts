@@ -11,6 +11,7 @@ import { MASTRA_COPY_NAMES, REQUIRED } from './names.js';
  */
 export const mastraLayout: Layout = {
   name: 'mastra',
+  schemaOwner: { by: 'sdk', sdk: "Mastra's SDK" },
   // Reading sqlite_schema is safe through plain SQLite; only the vector tables need libsql.
   assertSchema(db, store) {
     const have = new Set((db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'table'`).all() as { name: string }[]).map((r) => r.name));

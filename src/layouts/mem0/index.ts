@@ -13,6 +13,7 @@ import { expandHome } from '../../config/read.js';
  */
 export const mem0Layout: Layout = {
   name: 'mem0',
+  schemaOwner: { by: 'sdk', sdk: "mem0's SDK" },
   assertSchema: (db, store) => void detectDialect(db, store.db, store.mem0?.historyTable ?? 'auto'),
   collections(store) {
     const mem0 = mem0Of(store);

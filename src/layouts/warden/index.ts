@@ -10,6 +10,7 @@ import { reviewQueueConcurrently } from './queue.js';
  */
 export const wardenLayout: Layout = {
   name: 'warden',
+  schemaOwner: { by: 'memory-warden' },
   assertSchema: (db, store) => assertWardenSchema(db, store.db),
   collections: (store) => [...new Set(store.qdrant?.collections ?? [])],
   vectorFiles: () => [],

@@ -1,0 +1,63 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from './helpers/store.js';
+import { cliAsync as cli } from './helpers/cli.js';
+import { expectEveryPair, kindsFor, makeKind, type KindStore } from './helpers/store-kinds.js';
+
+/**
+ * `init --store NAME` over every store kind: on a store in use it is idempotent and changes no row, and in a SQLite
+ * file whose tables an SDK makes (Layout.schemaOwner: mem0, Mastra) it adds nothing at all (memory-warden's `memory`
+ * table, view and trigger belong in its own layout's stores only); `--create` there is refused, changing nothing.
+ */
+const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
+
+it('every (engine, layout) pair the config accepts has a store kind in this suite', () => {
+  expectEveryPair('init');
+});
+
+describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
+  let tmp: ReturnType<typeof tempDir>;
+  let kind: KindStore;
+  let config: string;
+  beforeEach(async () => {
+    tmp = tempDir('mw-init-kinds-');
+    kind = await makeKind(name, tmp.dir, { now: NOW });
+    await kind.add({ text: 'Nora Quist keeps bees', user: 'nora', at: NOW - 86_400_000 });
+    kind.settle();
+    config = join(tmp.dir, 'memory-warden.json');
+    writeFileSync(config, JSON.stringify({ stateDb: join(tmp.dir, 'state.db'), snapshot: { root: join(tmp.dir, 'backups') }, stores: { s: kind.fileStore } }));
+  });
+  afterEach(async () => {
+    await kind.close();
+    tmp.cleanup();
+  });
+
+  /** The store's SQLite files, byte for byte (a PostgreSQL store has none: its rows are compared by dump). */
+  const files = () => {
+    const db = kind.engine === 'sqlite' ? String(kind.fileStore.db) : undefined;
+    return db ? [db, `${db}-wal`].filter(existsSync).map((f) => `${f}:${createHash('sha256').update(readFileSync(f)).digest('hex')}`) : [];
+  };
+
+  it('twice: the second finds the schema up to date; no row changes; an SDK\'s file gets nothing', async () => {
+    const rows = await kind.dump();
+    const before = files();
+    const first = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env);
+    expect(first.code, first.stderr).toBe(0);
+    const bytes = files();
+    const again = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.json().created ?? again.json().createdTable, again.stdout).toSatisfy((c: unknown) => c === false || (Array.isArray(c) && c.length === 0));
+    expect(files()).toEqual(bytes);
+    expect(await kind.dump()).toBe(rows);
+    if (kind.layout !== 'warden' && kind.engine === 'sqlite') {
+      expect(bytes).toEqual(before);
+      expect(first.json()).toMatchObject({ created: [], notes: [expect.stringMatching(/memory-warden adds nothing to its files/)] });
+      const create = await cli(['init', '--config', config, '--store', 's', '--create'], kind.env);
+      expect(create.code).toBe(2);
+      expect(create.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^memory-warden: init --create: store s is of the \w+ layout/)]);
+      expect(files()).toEqual(bytes);
+    }
+  });
+});
