@@ -15,6 +15,9 @@ export interface Deleted {
 
 export const noneDeleted = (): Deleted => ({ messages: 0, embeddings: 0, threads: 0, observations: 0 });
 
+/** An embedding seen without its message: its table, its id, the message it names. */
+export interface OrphanEmbedding { table: string; id: string; message: string }
+
 /**
  * Embeddings whose metadata names one of `values` under `key` (message_id, thread_id, resource_id), or, when another
  * writer left metadata that is not JSON, quotes one of them.
@@ -72,30 +75,39 @@ const OF_A_MESSAGE = `${ifJson('metadata', `json_type(metadata, '$.message_id')`
 /**
  * Embeddings whose message is gone: what Mastra's own deletes leave (deleteMessages and deleteThread drop the
  * vectors in the background, after the rows; a process that ends first keeps them), each holding the message's text.
- * Mastra's saveMessages commits the message before it embeds it and upserts the embedding, so an embedding seen here
- * has its message committed already unless that message was deleted: the look-up of the messages comes after the
- * embedding is seen, in one statement when the vectors are in the store's file, else while the vector file is held
- * against writes (BEGIN IMMEDIATE), its candidates deleted by id and message. `dryRun` counts only.
+ * The messages are looked up after the embeddings are read, so a message committed before its embedding was seen is
+ * found; one written after (an Agent's turn upserts the embedding first) is what prune's grace is for (prune.ts,
+ * ORPHAN_GRACE_MS).
  */
-export function deleteOrphanEmbeddings(f: MastraFiles, dryRun = false): number {
+export function orphanEmbeddings(f: MastraFiles): OrphanEmbedding[] {
+  const out: OrphanEmbedding[] = [];
+  for (const table of f.vectorTables) {
+    const seen = f.vec.prepare(`SELECT vector_id AS id, ${metaField('message_id')} AS message FROM ${quoteId(table)} WHERE ${OF_A_MESSAGE}`).all() as { id: string; message: string }[];
+    const have = messagesPresent(f, seen.map((s) => s.message));
+    for (const s of seen) if (!have.has(s.message)) out.push({ table, id: s.id, message: s.message });
+  }
+  return out;
+}
+
+function messagesPresent(f: MastraFiles, ids: string[]): Set<string> {
+  return new Set((f.db.prepare(`SELECT id FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify([...new Set(ids)])) as { id: string }[]).map((r) => r.id));
+}
+
+/**
+ * Those of `found` whose message is still missing, deleted by id and message (an embedding rewritten meanwhile for
+ * another message stays): the messages looked up again in the same statement when the vectors are in the store's
+ * file, else while the vector file is held against writes (BEGIN IMMEDIATE).
+ */
+export function deleteOrphanEmbeddings(f: MastraFiles, found: OrphanEmbedding[]): number {
   let n = 0;
-  for (const t of f.vectorTables) {
-    if (f.vec === f.db) {
-      const where = `${OF_A_MESSAGE} AND ${metaField('message_id')} NOT IN (SELECT id FROM ${MESSAGES})`;
-      n += dryRun
-        ? (f.db.prepare(`SELECT count(*) AS n FROM ${quoteId(t)} WHERE ${where}`).get() as { n: number }).n
-        : immediate(f.db, () => f.db.prepare(`DELETE FROM ${quoteId(t)} WHERE ${where}`).run().changes);
-      continue;
-    }
-    const sweep = () => {
-      const seen = f.vec.prepare(`SELECT vector_id AS id, ${metaField('message_id')} AS message FROM ${quoteId(t)} WHERE ${OF_A_MESSAGE}`).all() as { id: string; message: string }[];
-      const have = new Set((f.db.prepare(`SELECT id FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify([...new Set(seen.map((s) => s.message))])) as { id: string }[]).map((r) => r.id));
-      const gone = seen.filter((s) => !have.has(s.message));
-      if (dryRun || gone.length === 0) return gone.length;
-      const del = f.vec.prepare(`DELETE FROM ${quoteId(t)} WHERE vector_id = ? AND ${metaField('message_id')} = ?`);
-      return gone.reduce((k, g) => k + del.run(g.id, g.message).changes, 0);
-    };
-    n += dryRun ? sweep() : immediate(f.vec, sweep);
+  for (const table of new Set(found.map((o) => o.table))) {
+    const mine = found.filter((o) => o.table === table);
+    const del = f.vec.prepare(`DELETE FROM ${quoteId(table)} WHERE vector_id = ? AND ${metaField('message_id')} = ?${f.vec === f.db ? ` AND NOT EXISTS (SELECT 1 FROM ${MESSAGES} WHERE id = ?)` : ''}`);
+    n += immediate(f.vec, () => {
+      if (f.vec === f.db) return mine.reduce((k, o) => k + del.run(o.id, o.message, o.message).changes, 0);
+      const have = messagesPresent(f, mine.map((o) => o.message));
+      return mine.reduce((k, o) => k + (have.has(o.message) ? 0 : del.run(o.id, o.message).changes), 0);
+    });
   }
   return n;
 }

@@ -2,7 +2,7 @@ import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
-import { deleteMessages, deleteOrphanEmbeddings, deleteThread, type Deleted } from './delete.js';
+import { deleteMessages, orphanEmbeddings, deleteOrphanEmbeddings, deleteThread, type Deleted, type OrphanEmbedding } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import type { MastraConfig } from './config.js';
 
@@ -52,8 +52,28 @@ export interface PruneSteps {
   thread(id: string): Deleted | Promise<Deleted>;
   /** A batch of doomed messages, each with its embeddings. */
   messages(ids: string[]): Deleted | Promise<Deleted>;
-  /** The embeddings Mastra's own deletes left, their message gone: counted (dryRun) or deleted. */
-  orphanEmbeddings(dryRun: boolean): number | Promise<number>;
+  /** The embeddings whose message is not there when looked up (after the embedding was seen). */
+  orphanEmbeddings(): OrphanEmbedding[] | Promise<OrphanEmbedding[]>;
+  /** Those of `found` whose message is still not there, deleted by id and message; how many went. */
+  deleteOrphanEmbeddings(found: OrphanEmbedding[]): number | Promise<number>;
+}
+
+/**
+ * How long an embedding seen without its message is left before it is looked at again. Mastra's Memory.saveMessages
+ * commits the message before it upserts the embedding, but an Agent's turn does the reverse: its SemanticRecall
+ * output processor upserts the embeddings, then its MessageHistory processor saves the messages. An embedding seen
+ * in that gap names a message about to be written; one whose message is still missing a grace later was left by a
+ * delete (or by a turn that died in the gap).
+ */
+export const ORPHAN_GRACE_MS = 5000;
+
+/** The embeddings Mastra's own deletes left: seen, then after ORPHAN_GRACE_MS those still without message deleted. */
+async function sweepOrphans(steps: PruneSteps, ctx: JobContext, store: string): Promise<number> {
+  const found = await steps.orphanEmbeddings();
+  if (found.length === 0) return 0;
+  ctx.log.info({ store, embeddings: found.length, graceMs: ORPHAN_GRACE_MS }, 'embeddings without their message: looked at again after the grace');
+  await new Promise((r) => setTimeout(r, ORPHAN_GRACE_MS));
+  return ctx.signal.aborted ? 0 : await steps.deleteOrphanEmbeddings(found);
 }
 
 /**
@@ -71,7 +91,7 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
     result.cascaded = doomed.threadMessages;
     list([...doomed.threads, ...doomed.messages].map((d) => d.id));
     result.idsTruncated = result.deleted > result.ids.length;
-    result.leftovers = { mastra_embedding_without_message: await steps.orphanEmbeddings(true) };
+    result.leftovers = { mastra_embedding_without_message: (await steps.orphanEmbeddings()).length };
     return result;
   }
   for (const t of doomed.threads) {
@@ -97,7 +117,7 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
   }
   result.idsTruncated = result.deleted > result.ids.length;
   // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts).
-  if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await steps.orphanEmbeddings(false) };
+  if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await sweepOrphans(steps, ctx, result.store) };
   ctx.log.info({ store: result.store, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
   return result;
 }
@@ -117,7 +137,8 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
       // Still idle inside the transaction: an agent that wrote to the thread since keeps it.
       thread: (id) => deleteThread(f, id, () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id, idleBefore }) !== undefined),
       messages: (ids) => deleteMessages(f, ids),
-      orphanEmbeddings: (dry) => deleteOrphanEmbeddings(f, dry),
+      orphanEmbeddings: () => orphanEmbeddings(f),
+      deleteOrphanEmbeddings: (found) => deleteOrphanEmbeddings(f, found),
     }, { ctx, dryRun, beforeDelete, batch: cfg.batch });
   } finally {
     result.durationMs = Date.now() - started;

@@ -1,5 +1,5 @@
 import type { PostgresStoreHandle } from '../../contract.js';
-import { noneDeleted, type Deleted } from '../delete.js';
+import { noneDeleted, type Deleted, type OrphanEmbedding } from '../delete.js';
 import { MESSAGES, OBSERVATIONS, tableOf, THREADS, schemaOf } from './names.js';
 import { deleteEmbeddings, together, type Queryable, type VectorSide } from './vectors.js';
 
@@ -61,38 +61,58 @@ export async function deleteThreadPg(f: PgFiles, id: string, stillDoomed = 'true
 
 /**
  * Embeddings whose message is gone (what Mastra's own deletes leave: docs/mastra-layout.md), as libsql's
- * deleteOrphanEmbeddings decides them. Mastra's saveMessages commits the message before it upserts the embedding,
- * so the messages are looked up after the embedding is seen: in the same statement when PgVector is in the store's
- * schema (Mastra's own sweep after `storage.prune`, `pruneOrphanedVectorRows`, is this statement), else read on the
- * vectors' server, looked up in the store's, then deleted by id and message (an embedding rewritten meanwhile for
- * another message stays). `dryRun` counts only.
+ * orphanEmbeddings finds them: the messages looked up after the embeddings are read, in the same statement when
+ * PgVector is in the store's schema (Mastra's own sweep after `storage.prune`, `pruneOrphanedVectorRows`, is this
+ * statement), else read on the vectors' server, then looked up in the store's.
  */
-export async function deleteOrphanEmbeddingsPg(f: PgFiles, dryRun = false): Promise<number> {
-  let n = 0;
-  for (const t of f.v.tables) {
+export async function orphanEmbeddingsPg(f: PgFiles): Promise<OrphanEmbedding[]> {
+  const out: OrphanEmbedding[] = [];
+  for (const table of f.v.tables) {
     if (f.v.together) {
-      const where = `v.metadata->>'message_id' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = v.metadata->>'message_id')`;
-      if (dryRun) n += Number((await f.store.pg.query<{ n: string }>(`SELECT count(*) AS n FROM ${f.v.table(t)} v WHERE ${where}`)).rows[0]!.n);
-      else n += (await together(f.store, f.v, f.lockTimeoutMs, async (q) => (await q.query(`DELETE FROM ${f.v.table(t)} v WHERE ${where}`)).rowCount ?? 0, async () => 0)).embeddings;
+      const rows = (await f.store.pg.query<{ id: string; message: string }>(
+        `SELECT v.vector_id::text AS id, v.metadata->>'message_id' AS message FROM ${f.v.table(table)} v
+         WHERE v.metadata->>'message_id' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = v.metadata->>'message_id')`)).rows;
+      for (const r of rows) out.push({ table, ...r });
       continue;
     }
     const seen = (await f.v.pg.query<{ id: string; message: string }>(
-      `SELECT vector_id::text AS id, metadata->>'message_id' AS message FROM ${f.v.table(t)} WHERE metadata->>'message_id' IS NOT NULL`)).rows;
-    const messages = [...new Set(seen.map((s) => s.message))];
-    const have = new Set<string>();
-    for (let i = 0; i < messages.length; i += 5000) {
-      for (const r of (await f.store.pg.query<{ id: string }>(`SELECT id FROM ${f.t(MESSAGES)} WHERE id = ANY($1::text[])`, [messages.slice(i, i + 5000)])).rows) have.add(r.id);
-    }
-    const gone = seen.filter((s) => !have.has(s.message));
-    if (dryRun || gone.length === 0) {
-      n += gone.length;
-      continue;
-    }
-    for (let i = 0; i < gone.length; i += 5000) {
-      const page = gone.slice(i, i + 5000);
+      `SELECT vector_id::text AS id, metadata->>'message_id' AS message FROM ${f.v.table(table)} WHERE metadata->>'message_id' IS NOT NULL`)).rows;
+    const have = await messagesPresent(f, seen.map((s) => s.message));
+    for (const s of seen) if (!have.has(s.message)) out.push({ table, ...s });
+  }
+  return out;
+}
+
+async function messagesPresent(f: PgFiles, ids: string[]): Promise<Set<string>> {
+  const messages = [...new Set(ids)];
+  const have = new Set<string>();
+  for (let i = 0; i < messages.length; i += 5000) {
+    for (const r of (await f.store.pg.query<{ id: string }>(`SELECT id FROM ${f.t(MESSAGES)} WHERE id = ANY($1::text[])`, [messages.slice(i, i + 5000)])).rows) have.add(r.id);
+  }
+  return have;
+}
+
+/**
+ * Those of `found` whose message is still missing, deleted by id and message (an embedding rewritten meanwhile for
+ * another message stays): the message looked up again in the delete's own statement when PgVector is in the store's
+ * schema, else just before it on the store's server.
+ */
+export async function deleteOrphanEmbeddingsPg(f: PgFiles, found: OrphanEmbedding[]): Promise<number> {
+  let n = 0;
+  for (const table of new Set(found.map((o) => o.table))) {
+    const mine = found.filter((o) => o.table === table);
+    for (let i = 0; i < mine.length; i += 5000) {
+      let page = mine.slice(i, i + 5000);
+      if (!f.v.together) {
+        const have = await messagesPresent(f, page.map((o) => o.message));
+        page = page.filter((o) => !have.has(o.message));
+        if (page.length === 0) continue;
+      }
+      const stillGone = f.v.together ? ` AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = g.message)` : '';
       n += (await together(f.store, f.v, f.lockTimeoutMs, async (q) => (await q.query(
-        `DELETE FROM ${f.v.table(t)} v USING unnest($1::text[], $2::text[]) AS g(id, message) WHERE v.vector_id::text = g.id AND v.metadata->>'message_id' = g.message`,
-        [page.map((g) => g.id), page.map((g) => g.message)])).rowCount ?? 0, async () => 0)).embeddings;
+        `DELETE FROM ${f.v.table(table)} v USING unnest($1::text[], $2::text[]) AS g(id, message)
+         WHERE v.vector_id::text = g.id AND v.metadata->>'message_id' = g.message${stillGone}`,
+        [page.map((o) => o.id), page.map((o) => o.message)])).rowCount ?? 0, async () => 0)).embeddings;
     }
   }
   return n;
