@@ -151,7 +151,7 @@ describe.each<Form>(['libsql, same file', 'libsql, vector file', 'pg, one databa
       memoryStore.saveMessages = save;
       expect(done.code, done.stderr).toBe(0);
       expect(seen, 'prune saw no embedding without its message').toBe(true);
-      expect(JSON.parse(done.stdout).leftovers).toEqual({ mastra_embedding_without_message: 1 });
+      expect(JSON.parse(done.stdout).leftovers).toEqual({ mastra_embedding_without_message: 1, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
       expect(await embedded(w, text)).toEqual([mine]);
       expect((await w.store(form.startsWith('libsql') ? `SELECT id FROM mastra_messages WHERE id = ?` : `SELECT id FROM mastra_messages WHERE id = $1`, [mine])).length).toBe(1);
       expect(await embedded(w, 'Zoe Park once lived in Lyon')).toEqual([]);

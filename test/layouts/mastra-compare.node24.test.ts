@@ -160,11 +160,11 @@ describe.each<Where>(['same file', 'vector file'])('prune and erase compared wit
     const config = configFor('theirs');
     const st = openStore(config, 's');
     try {
-      expect((await layout.prune(st, { ctx: ctx(config), dryRun: true })).leftovers).toEqual({ mastra_embedding_without_message: left.length });
+      expect((await layout.prune(st, { ctx: ctx(config), dryRun: true })).leftovers).toEqual({ mastra_embedding_without_message: left.length, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
       expect(embeddedMessages('theirs')).toEqual(expect.arrayContaining(left));
       const swept = await layout.prune(st, { ctx: ctx(config), dryRun: false });
       expect(swept.deleted).toBe(0);
-      expect(swept.leftovers).toEqual({ mastra_embedding_without_message: left.length });
+      expect(swept.leftovers).toEqual({ mastra_embedding_without_message: left.length, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     } finally {
       st.close();
     }

@@ -112,6 +112,32 @@ describe('observational memory Mastra wrote', () => {
     expect(found.map((r: { threadId: string }) => r.threadId)).toEqual([ben.threadId]);
   });
 
+  it('Memory.deleteThread cut short after its first step (thread and messages gone; its observation record and embeddings left): check names them, prune takes them, and nothing else', async () => {
+    sdk = await open();
+    const { ana, ben } = await observed(sdk);
+    // The first step of Memory.deleteThread (deleteStoredThread): the store's deleteThread; the process ends there.
+    await (await sdk.storage.getStore('memory')).deleteThread({ threadId: ana.threadId });
+    await sdk.close();
+    sdk = undefined;
+    const config = configFor();
+    const s = openStore(config, 's');
+    const left = { mastra_observation_without_thread: 1, mastra_embedding_without_thread: 1, mastra_embedding_without_message: 2 };
+    try {
+      const codes = (r: { problems: { code: string; count?: number }[] }) => Object.fromEntries(r.problems.map((p) => [p.code, p.count]));
+      expect(codes(await layout.check(s, { ctx: ctx(config) }))).toEqual(left);
+      expect((await layout.prune(s, { ctx: ctx(config), dryRun: true })).leftovers).toEqual(left);
+      expect((await layout.prune(s, { ctx: ctx(config), dryRun: false })).leftovers).toEqual(left);
+      expect((await layout.check(s, { ctx: ctx(config) })).problems).toEqual([]);
+      expect((await layout.prune(s, { ctx: ctx(config), dryRun: false })).leftovers).toEqual({ mastra_observation_without_thread: 0, mastra_embedding_without_thread: 0, mastra_embedding_without_message: 0 });
+    } finally {
+      s.close();
+    }
+    expect(rows('SELECT threadId FROM mastra_observational_memory').map((r) => r.threadId)).not.toContain(ana.threadId);
+    expect(rows(`SELECT 1 FROM ${OBS_INDEX} WHERE json_extract(metadata, '$.thread_id') = ?`, ana.threadId)).toEqual([]);
+    sdk = await open();
+    expect(await sdk.observations('ben', ben.threadId)).toContain('QUILL-2207');
+  });
+
   it('erase --user takes the person\'s observations and their embeddings, byte-verified; the other\'s stay; Mastra observes after', async () => {
     sdk = await open();
     const { ana, ben } = await observed(sdk);

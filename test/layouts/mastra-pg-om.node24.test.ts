@@ -131,4 +131,27 @@ describe('observational memory Mastra\'s observer wrote on @mastra/pg (split for
     });
     await mastraStillObserves();
   });
+
+  it('Memory.deleteThread cut short after its first step (thread and messages gone; its observation record and embeddings left): check names them, prune takes them, and nothing else', async () => {
+    const dora = await withSdk(async (m) => {
+      const d = await m.thread('dora', ['Dora Lind rows on the fjord', 'Dora Lind keeps a logbook']);
+      expect(await m.observe('dora', d.threadId, '- Dora Lind rows daily, boat SKUA-3120')).toBe(true);
+      // The first step of Memory.deleteThread (deleteStoredThread): the store's deleteThread; the process ends there.
+      await (await m.storage.getStore('memory')).deleteThread({ threadId: d.threadId });
+      return d.threadId;
+    });
+    const codes = (r: any) => Object.fromEntries(r.problems.map((p: any) => [p.code, p.count]));
+    const check = await cli(['check', ...s.store, '--json'], s.env);
+    expect(codes(check.json())).toEqual({ mastra_observation_without_thread: 1, mastra_embedding_without_thread: 1, mastra_embedding_without_message: 2 });
+    const dry = await cli(['run', 'prune', ...s.store, '--json', '--dry-run'], s.env);
+    expect(dry.json().leftovers).toEqual({ mastra_observation_without_thread: 1, mastra_embedding_without_thread: 1, mastra_embedding_without_message: 2 });
+    const r = await cli(['run', 'prune', ...s.store, '--json'], s.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json().leftovers).toEqual({ mastra_observation_without_thread: 1, mastra_embedding_without_thread: 1, mastra_embedding_without_message: 2 });
+    expect((await records()).map((x) => x.t)).not.toContain(dora);
+    expect(await observedThreads()).not.toContain(dora);
+    expect(await pgRows(s.vectorUrl, `SELECT 1 FROM ${VEC_TABLE} WHERE metadata->>'thread_id' = $1`, [dora])).toEqual([]);
+    expect((await cli(['run', 'prune', ...s.store, '--json'], s.env)).json().leftovers).toEqual({ mastra_observation_without_thread: 0, mastra_embedding_without_thread: 0, mastra_embedding_without_message: 0 });
+    await mastraStillObserves();
+  });
 });

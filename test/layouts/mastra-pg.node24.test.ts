@@ -209,13 +209,13 @@ describe.each<Form>(['one PGlite', 'split'])('Mastra on @mastra/pg (%s)', (form)
     const before = await contents(w);
     expect(before.vectors).toContain('Ana Quintero moved to Oslo');
     const dry = await cli(['run', 'prune', '--dry-run', ...w.store, '--json'], w.env);
-    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: 2 });
+    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: 2, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     expect((await cli(['run', 'prune', '--dry-run', ...w.store], w.env)).stdout).toContain('left behind by the SDK\'s own deletes, would remove: mastra_embedding_without_message 2');
     expect(await contents(w)).toEqual(before);
     const pruned = await cli(['run', 'prune', ...w.store, '--json'], w.env);
     expect(pruned.code, pruned.stderr).toBe(0);
     expect(pruned.json().ids).toEqual([w.ana.old]);
-    expect(pruned.json().leftovers).toEqual({ mastra_embedding_without_message: 1 }); // the other went with its thread
+    expect(pruned.json().leftovers).toEqual({ mastra_embedding_without_message: 1, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 }); // the other went with its thread
     const after = await contents(w);
     expect(after.vectors).toEqual(after.texts);
     expect(after.vectors).not.toContain('Ana Quintero moved to Oslo');

@@ -90,11 +90,11 @@ describe('prune', () => {
     fx.db.prepare(`INSERT INTO ${VEC} (vector_id, embedding, metadata) VALUES ('group', vector32(?), ?)`).run(JSON.stringify(new Array(DIM).fill(0.2)), JSON.stringify({ thread_id: t }));
     const before = fx.count(`SELECT count(*) AS n FROM ${VEC}`);
     const config = configFor(); // no retention: the leftovers are prune's only work
-    expect((await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: true }))).leftovers).toEqual({ mastra_embedding_without_message: 1 });
+    expect((await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: true }))).leftovers).toEqual({ mastra_embedding_without_message: 1, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     expect(fx.count(`SELECT count(*) AS n FROM ${VEC}`)).toBe(before);
     const done = await withStore(config, (s) => layout.prune(s, { ctx: ctx(config), dryRun: false }));
     expect(done.deleted).toBe(0);
-    expect(done.leftovers).toEqual({ mastra_embedding_without_message: 1 });
+    expect(done.leftovers).toEqual({ mastra_embedding_without_message: 1, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     expect(fx.count(`SELECT count(*) AS n FROM ${VEC}`)).toBe(before - 1);
     expect(fx.count(`SELECT count(*) AS n FROM ${VEC} WHERE json_valid(metadata) AND json_extract(metadata, '$.message_id') = '${gone}'`)).toBe(0);
     expect(fx.count(`SELECT count(*) AS n FROM ${VEC} WHERE vector_id IN ('raw', 'group')`)).toBe(2);

@@ -3,7 +3,7 @@ import { finding, ID_SAMPLE, isProblem, type Finding } from '../../job/findings.
 import { toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, quoteId, type LibDb, type MastraFiles } from './files.js';
 import { ifJson, mastraOf, metaField, MESSAGES, OBSERVATIONS, THREADS } from './names.js';
-import { hasTable } from './delete.js';
+import { hasTable, OF_A_GROUP } from './delete.js';
 import { doomedBy } from './prune.js';
 import { parses } from './content.js';
 import { workingMemories } from './working-memory.js';
@@ -54,9 +54,8 @@ function observationOrphans(f: MastraFiles): Finding[] {
     if (records.length > 0) out.push(finding('mastra_observation_without_thread', 'error', `${records.length} observation records whose thread is gone: Mastra no longer shows them, they still hold what was observed`, records));
   }
   const threads = new Set(sampled(f.db, `SELECT id FROM ${THREADS}`));
-  const group = `json_valid(metadata) AND ${ifJson('metadata', `json_type(metadata, '$.message_id')`)} IS NULL AND ${ifJson('metadata', `json_type(metadata, '$.thread_id')`)} = 'text'`;
   for (const t of f.vectorTables) {
-    const rows = f.vec.prepare(`SELECT vector_id AS id, ${metaField('thread_id')} AS thread FROM ${quoteId(t)} WHERE ${group}`).all() as { id: string; thread: string }[];
+    const rows = f.vec.prepare(`SELECT vector_id AS id, ${metaField('thread_id')} AS thread FROM ${quoteId(t)} WHERE ${OF_A_GROUP}`).all() as { id: string; thread: string }[];
     const gone = rows.filter((r) => !threads.has(r.thread)).map((r) => r.id);
     if (gone.length > 0) out.push(finding('mastra_embedding_without_thread', 'error', `${t}: ${gone.length} observation embeddings whose thread is gone, each still holding the observed text and returned by Mastra's search`, gone));
   }

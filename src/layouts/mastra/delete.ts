@@ -15,8 +15,23 @@ export interface Deleted {
 
 export const noneDeleted = (): Deleted => ({ messages: 0, embeddings: 0, threads: 0, observations: 0 });
 
-/** An embedding seen without its message: its table, its id, the message it names. */
-export interface OrphanEmbedding { table: string; id: string; message: string }
+/**
+ * What Mastra's own deletes leave behind, by the check code that names it (check.ts): Memory.deleteThread deletes the
+ * thread and its messages, then its observation record, then (in the background) its message and observation
+ * embeddings; Memory.deleteMessages deletes the rows, then their embeddings. A process that ends between two steps
+ * leaves the later ones' rows, each still holding the text.
+ */
+export const LEFTOVER_CODES = ['mastra_embedding_without_message', 'mastra_embedding_without_thread', 'mastra_observation_without_thread'] as const;
+export type LeftoverCode = (typeof LEFTOVER_CODES)[number];
+
+/** A leftover seen: what it is, its table, its id, and the message or thread it names (the one found gone). */
+export interface Leftover { code: LeftoverCode; table: string; id: string; of: string }
+
+export const leftoverCounts = (found: readonly Leftover[] = []): Record<LeftoverCode, number> => {
+  const n = Object.fromEntries(LEFTOVER_CODES.map((c) => [c, 0])) as Record<LeftoverCode, number>;
+  for (const l of found) n[l.code]++;
+  return n;
+};
 
 /**
  * Embeddings whose metadata names one of `values` under `key` (message_id, thread_id, resource_id), or, when another
@@ -71,43 +86,65 @@ export function hasTable(f: Pick<MastraFiles, 'db'>, name: string): boolean {
 
 /** An embedding of a message: its metadata names a message id (observation embeddings name a thread only). */
 const OF_A_MESSAGE = `${ifJson('metadata', `json_type(metadata, '$.message_id')`)} = 'text'`;
+/** An embedding of an observation group: a thread id and no message id (check.ts reads them the same). */
+export const OF_A_GROUP = `json_valid(metadata) AND ${ifJson('metadata', `json_type(metadata, '$.message_id')`)} IS NULL AND ${ifJson('metadata', `json_type(metadata, '$.thread_id')`)} = 'text'`;
+
+/** Where each kind of leftover is, and what it names that is gone. */
+const KINDS = {
+  mastra_embedding_without_message: { where: OF_A_MESSAGE, key: 'message_id', parent: MESSAGES },
+  mastra_embedding_without_thread: { where: OF_A_GROUP, key: 'thread_id', parent: THREADS },
+} as const;
 
 /**
- * Embeddings whose message is gone: what Mastra's own deletes leave (deleteMessages and deleteThread drop the
- * vectors in the background, after the rows; a process that ends first keeps them), each holding the message's text.
- * The messages are looked up after the embeddings are read, so a message committed before its embedding was seen is
- * found; one written after (an Agent's turn upserts the embedding first) is what prune's grace is for (prune.ts,
- * ORPHAN_GRACE_MS).
+ * What Mastra's own deletes left (LEFTOVER_CODES): observation records of a thread that is gone, and embeddings whose
+ * message, or (an observation group's) thread, is gone. The messages and threads are looked up after the rows naming
+ * them are read, so one committed before such a row was seen is found; one written after it (an Agent's turn upserts
+ * its embeddings before it saves its messages) is what prune's grace is for (prune.ts, ORPHAN_GRACE_MS).
  */
-export function orphanEmbeddings(f: MastraFiles): OrphanEmbedding[] {
-  const out: OrphanEmbedding[] = [];
+export function leftovers(f: MastraFiles): Leftover[] {
+  const out: Leftover[] = [];
+  if (hasTable(f, OBSERVATIONS)) {
+    const rows = f.db.prepare(`SELECT id, threadId AS of FROM ${OBSERVATIONS} WHERE threadId IS NOT NULL AND threadId <> ''`).all() as { id: string; of: string }[];
+    const have = present(f, THREADS, rows.map((r) => r.of));
+    for (const r of rows) if (!have.has(r.of)) out.push({ code: 'mastra_observation_without_thread', table: OBSERVATIONS, ...r });
+  }
   for (const table of f.vectorTables) {
-    const seen = f.vec.prepare(`SELECT vector_id AS id, ${metaField('message_id')} AS message FROM ${quoteId(table)} WHERE ${OF_A_MESSAGE}`).all() as { id: string; message: string }[];
-    const have = messagesPresent(f, seen.map((s) => s.message));
-    for (const s of seen) if (!have.has(s.message)) out.push({ table, id: s.id, message: s.message });
+    for (const [code, k] of Object.entries(KINDS) as [keyof typeof KINDS, (typeof KINDS)[keyof typeof KINDS]][]) {
+      const rows = f.vec.prepare(`SELECT vector_id AS id, ${metaField(k.key)} AS of FROM ${quoteId(table)} WHERE ${k.where}`).all() as { id: string; of: string }[];
+      const have = present(f, k.parent, rows.map((r) => r.of));
+      for (const r of rows) if (!have.has(r.of)) out.push({ code, table, ...r });
+    }
   }
   return out;
 }
 
-function messagesPresent(f: MastraFiles, ids: string[]): Set<string> {
-  return new Set((f.db.prepare(`SELECT id FROM ${MESSAGES} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify([...new Set(ids)])) as { id: string }[]).map((r) => r.id));
+function present(f: MastraFiles, table: string, ids: string[]): Set<string> {
+  return new Set((f.db.prepare(`SELECT id FROM ${table} WHERE id IN (SELECT value FROM json_each(?))`).all(JSON.stringify([...new Set(ids)])) as { id: string }[]).map((r) => r.id));
 }
 
 /**
- * Those of `found` whose message is still missing, deleted by id and message (an embedding rewritten meanwhile for
- * another message stays): the messages looked up again in the same statement when the vectors are in the store's
- * file, else while the vector file is held against writes (BEGIN IMMEDIATE).
+ * Those of `found` whose message or thread is still missing, deleted by id and what they name (a row rewritten
+ * meanwhile for another stays): looked up again in the same statement when the rows are in the store's file, else
+ * while the vector file is held against writes (BEGIN IMMEDIATE), the store's rows read inside that hold.
  */
-export function deleteOrphanEmbeddings(f: MastraFiles, found: OrphanEmbedding[]): number {
-  let n = 0;
-  for (const table of new Set(found.map((o) => o.table))) {
-    const mine = found.filter((o) => o.table === table);
-    const del = f.vec.prepare(`DELETE FROM ${quoteId(table)} WHERE vector_id = ? AND ${metaField('message_id')} = ?${f.vec === f.db ? ` AND NOT EXISTS (SELECT 1 FROM ${MESSAGES} WHERE id = ?)` : ''}`);
-    n += immediate(f.vec, () => {
-      if (f.vec === f.db) return mine.reduce((k, o) => k + del.run(o.id, o.message, o.message).changes, 0);
-      const have = messagesPresent(f, mine.map((o) => o.message));
-      return mine.reduce((k, o) => k + (have.has(o.message) ? 0 : del.run(o.id, o.message).changes), 0);
-    });
+export function deleteLeftovers(f: MastraFiles, found: Leftover[]): Record<LeftoverCode, number> {
+  const n = leftoverCounts();
+  for (const code of LEFTOVER_CODES) {
+    for (const table of new Set(found.filter((l) => l.code === code).map((l) => l.table))) {
+      const mine = found.filter((l) => l.code === code && l.table === table);
+      if (code === 'mastra_observation_without_thread') {
+        const del = f.db.prepare(`DELETE FROM ${OBSERVATIONS} WHERE id = ? AND threadId = ? AND NOT EXISTS (SELECT 1 FROM ${THREADS} WHERE id = ?)`);
+        n[code] += immediate(f.db, () => mine.reduce((k, l) => k + del.run(l.id, l.of, l.of).changes, 0));
+        continue;
+      }
+      const k = KINDS[code];
+      const del = f.vec.prepare(`DELETE FROM ${quoteId(table)} WHERE vector_id = ? AND ${metaField(k.key)} = ?${f.vec === f.db ? ` AND NOT EXISTS (SELECT 1 FROM ${k.parent} WHERE id = ?)` : ''}`);
+      n[code] += immediate(f.vec, () => {
+        if (f.vec === f.db) return mine.reduce((c, l) => c + del.run(l.id, l.of, l.of).changes, 0);
+        const have = present(f, k.parent, mine.map((l) => l.of));
+        return mine.reduce((c, l) => c + (have.has(l.of) ? 0 : del.run(l.id, l.of).changes), 0);
+      });
+    }
   }
   return n;
 }

@@ -2,7 +2,7 @@ import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
-import { deleteMessages, orphanEmbeddings, deleteOrphanEmbeddings, deleteThread, type Deleted, type OrphanEmbedding } from './delete.js';
+import { deleteLeftovers, deleteMessages, deleteThread, leftoverCounts, leftovers, type Deleted, type Leftover, type LeftoverCode } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import type { MastraConfig } from './config.js';
 
@@ -52,28 +52,28 @@ export interface PruneSteps {
   thread(id: string): Deleted | Promise<Deleted>;
   /** A batch of doomed messages, each with its embeddings. */
   messages(ids: string[]): Deleted | Promise<Deleted>;
-  /** The embeddings whose message is not there when looked up (after the embedding was seen). */
-  orphanEmbeddings(): OrphanEmbedding[] | Promise<OrphanEmbedding[]>;
-  /** Those of `found` whose message is still not there, deleted by id and message; how many went. */
-  deleteOrphanEmbeddings(found: OrphanEmbedding[]): number | Promise<number>;
+  /** What Mastra's own deletes left (delete.ts LEFTOVER_CODES), each looked up after it was seen. */
+  leftovers(): Leftover[] | Promise<Leftover[]>;
+  /** Those of `found` whose message or thread is still not there, deleted; how many went, by code. */
+  deleteLeftovers(found: Leftover[]): Record<LeftoverCode, number> | Promise<Record<LeftoverCode, number>>;
 }
 
 /**
- * How long an embedding seen without its message is left before it is looked at again. Mastra's Memory.saveMessages
- * commits the message before it upserts the embedding, but an Agent's turn does the reverse: its SemanticRecall
- * output processor upserts the embeddings, then its MessageHistory processor saves the messages. An embedding seen
- * in that gap names a message about to be written; one whose message is still missing a grace later was left by a
- * delete (or by a turn that died in the gap).
+ * How long a leftover seen (an embedding without its message or thread, an observation record without its thread) is
+ * left before it is looked at again. Mastra's Memory.saveMessages commits a message before it upserts its embedding,
+ * but an Agent's turn does the reverse: its SemanticRecall output processor upserts the embeddings, then its
+ * MessageHistory processor saves the messages. An embedding seen in that gap names a message about to be written; one
+ * whose message is still missing a grace later was left by a delete (or by a turn that died in the gap).
  */
 export const ORPHAN_GRACE_MS = 5000;
 
-/** The embeddings Mastra's own deletes left: seen, then after ORPHAN_GRACE_MS those still without message deleted. */
-async function sweepOrphans(steps: PruneSteps, ctx: JobContext, store: string): Promise<number> {
-  const found = await steps.orphanEmbeddings();
-  if (found.length === 0) return 0;
-  ctx.log.info({ store, embeddings: found.length, graceMs: ORPHAN_GRACE_MS }, 'embeddings without their message: looked at again after the grace');
+/** What Mastra's own deletes left: seen, then after ORPHAN_GRACE_MS those still without their message or thread deleted. */
+async function sweepLeftovers(steps: PruneSteps, ctx: JobContext, store: string): Promise<Record<LeftoverCode, number>> {
+  const found = await steps.leftovers();
+  if (found.length === 0) return leftoverCounts();
+  ctx.log.info({ store, leftovers: leftoverCounts(found), graceMs: ORPHAN_GRACE_MS }, 'leftovers of deletes: looked at again after the grace');
   await new Promise((r) => setTimeout(r, ORPHAN_GRACE_MS));
-  return ctx.signal.aborted ? 0 : await steps.deleteOrphanEmbeddings(found);
+  return ctx.signal.aborted ? leftoverCounts() : await steps.deleteLeftovers(found);
 }
 
 /**
@@ -91,7 +91,7 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
     result.cascaded = doomed.threadMessages;
     list([...doomed.threads, ...doomed.messages].map((d) => d.id));
     result.idsTruncated = result.deleted > result.ids.length;
-    result.leftovers = { mastra_embedding_without_message: (await steps.orphanEmbeddings()).length };
+    result.leftovers = leftoverCounts(await steps.leftovers());
     return result;
   }
   for (const t of doomed.threads) {
@@ -116,8 +116,8 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
     list(batch.map((m) => m.id));
   }
   result.idsTruncated = result.deleted > result.ids.length;
-  // Last: the embeddings Mastra's own deletes left, their message gone (delete.ts).
-  if (!ctx.signal.aborted) result.leftovers = { mastra_embedding_without_message: await sweepOrphans(steps, ctx, result.store) };
+  // Last: what Mastra's own deletes left, their message or thread gone (delete.ts).
+  if (!ctx.signal.aborted) result.leftovers = await sweepLeftovers(steps, ctx, result.store);
   ctx.log.info({ store: result.store, deleted: result.deleted, cascaded: result.cascaded, leftovers: result.leftovers }, 'mastra prune done');
   return result;
 }
@@ -137,8 +137,8 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
       // Still idle inside the transaction: an agent that wrote to the thread since keeps it.
       thread: (id) => deleteThread(f, id, () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id, idleBefore }) !== undefined),
       messages: (ids) => deleteMessages(f, ids),
-      orphanEmbeddings: () => orphanEmbeddings(f),
-      deleteOrphanEmbeddings: (found) => deleteOrphanEmbeddings(f, found),
+      leftovers: () => leftovers(f),
+      deleteLeftovers: (found) => deleteLeftovers(f, found),
     }, { ctx, dryRun, beforeDelete, batch: cfg.batch });
   } finally {
     result.durationMs = Date.now() - started;

@@ -1,5 +1,5 @@
 import type { PostgresStoreHandle } from '../../contract.js';
-import { noneDeleted, type Deleted, type OrphanEmbedding } from '../delete.js';
+import { LEFTOVER_CODES, leftoverCounts, noneDeleted, type Deleted, type Leftover, type LeftoverCode } from '../delete.js';
 import { MESSAGES, OBSERVATIONS, tableOf, THREADS, schemaOf } from './names.js';
 import { deleteEmbeddings, together, type Queryable, type VectorSide } from './vectors.js';
 
@@ -59,60 +59,86 @@ export async function deleteThreadPg(f: PgFiles, id: string, stillDoomed = 'true
   return result ? { ...result, embeddings } : { ...noneDeleted(), embeddings };
 }
 
+/** Where each kind of embedding leftover is (libsql's KINDS, delete.ts), and what it names that is gone. */
+const KINDS = {
+  mastra_embedding_without_message: { where: `metadata->>'message_id' IS NOT NULL`, key: 'message_id', parent: MESSAGES },
+  mastra_embedding_without_thread: { where: `metadata->>'message_id' IS NULL AND metadata->>'thread_id' IS NOT NULL`, key: 'thread_id', parent: THREADS },
+} as const;
+
 /**
- * Embeddings whose message is gone (what Mastra's own deletes leave: docs/mastra-layout.md), as libsql's
- * orphanEmbeddings finds them: the messages looked up after the embeddings are read, in the same statement when
- * PgVector is in the store's schema (Mastra's own sweep after `storage.prune`, `pruneOrphanedVectorRows`, is this
- * statement), else read on the vectors' server, then looked up in the store's.
+ * What Mastra's own deletes left (LEFTOVER_CODES, delete.ts), as libsql's `leftovers` finds them: the messages and
+ * threads looked up after the rows naming them are read, in the same statement when PgVector is in the store's
+ * schema (Mastra's own sweep after `storage.prune`, `pruneOrphanedVectorRows`, asks the same of message embeddings),
+ * else read on the vectors' server, then looked up in the store's.
  */
-export async function orphanEmbeddingsPg(f: PgFiles): Promise<OrphanEmbedding[]> {
-  const out: OrphanEmbedding[] = [];
+export async function leftoversPg(f: PgFiles): Promise<Leftover[]> {
+  const out: Leftover[] = [];
+  if (f.observations) {
+    const rows = (await f.store.pg.query<{ id: string; of: string }>(
+      `SELECT o.id::text AS id, o."threadId" AS of FROM ${f.t(OBSERVATIONS)} o
+       WHERE o."threadId" IS NOT NULL AND o."threadId" <> '' AND NOT EXISTS (SELECT 1 FROM ${f.t(THREADS)} t WHERE t.id = o."threadId")`)).rows;
+    for (const r of rows) out.push({ code: 'mastra_observation_without_thread', table: OBSERVATIONS, ...r });
+  }
   for (const table of f.v.tables) {
-    if (f.v.together) {
-      const rows = (await f.store.pg.query<{ id: string; message: string }>(
-        `SELECT v.vector_id::text AS id, v.metadata->>'message_id' AS message FROM ${f.v.table(table)} v
-         WHERE v.metadata->>'message_id' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = v.metadata->>'message_id')`)).rows;
-      for (const r of rows) out.push({ table, ...r });
-      continue;
+    for (const [code, k] of Object.entries(KINDS) as [keyof typeof KINDS, (typeof KINDS)[keyof typeof KINDS]][]) {
+      const of = `v.metadata->>'${k.key}'`;
+      if (f.v.together) {
+        const rows = (await f.store.pg.query<{ id: string; of: string }>(
+          `SELECT v.vector_id::text AS id, ${of} AS of FROM ${f.v.table(table)} v
+           WHERE ${k.where.replaceAll('metadata', 'v.metadata')} AND NOT EXISTS (SELECT 1 FROM ${f.t(k.parent)} p WHERE p.id = ${of})`)).rows;
+        for (const r of rows) out.push({ code, table, ...r });
+        continue;
+      }
+      const seen = (await f.v.pg.query<{ id: string; of: string }>(`SELECT v.vector_id::text AS id, ${of} AS of FROM ${f.v.table(table)} v WHERE ${k.where.replaceAll('metadata', 'v.metadata')}`)).rows;
+      const have = await present(f, k.parent, seen.map((r) => r.of));
+      for (const r of seen) if (!have.has(r.of)) out.push({ code, table, ...r });
     }
-    const seen = (await f.v.pg.query<{ id: string; message: string }>(
-      `SELECT vector_id::text AS id, metadata->>'message_id' AS message FROM ${f.v.table(table)} WHERE metadata->>'message_id' IS NOT NULL`)).rows;
-    const have = await messagesPresent(f, seen.map((s) => s.message));
-    for (const s of seen) if (!have.has(s.message)) out.push({ table, ...s });
   }
   return out;
 }
 
-async function messagesPresent(f: PgFiles, ids: string[]): Promise<Set<string>> {
-  const messages = [...new Set(ids)];
+async function present(f: PgFiles, table: string, ids: string[]): Promise<Set<string>> {
+  const all = [...new Set(ids)];
   const have = new Set<string>();
-  for (let i = 0; i < messages.length; i += 5000) {
-    for (const r of (await f.store.pg.query<{ id: string }>(`SELECT id FROM ${f.t(MESSAGES)} WHERE id = ANY($1::text[])`, [messages.slice(i, i + 5000)])).rows) have.add(r.id);
+  for (let i = 0; i < all.length; i += 5000) {
+    for (const r of (await f.store.pg.query<{ id: string }>(`SELECT id FROM ${f.t(table)} WHERE id = ANY($1::text[])`, [all.slice(i, i + 5000)])).rows) have.add(r.id);
   }
   return have;
 }
 
 /**
- * Those of `found` whose message is still missing, deleted by id and message (an embedding rewritten meanwhile for
- * another message stays): the message looked up again in the delete's own statement when PgVector is in the store's
- * schema, else just before it on the store's server.
+ * Those of `found` whose message or thread is still missing, deleted by id and what they name (a row rewritten
+ * meanwhile for another stays): looked up again in the delete's own statement when the rows are in the store's
+ * schema, else just before it on the store's server. Each page in a transaction under `lock_timeout` (vectors.ts).
  */
-export async function deleteOrphanEmbeddingsPg(f: PgFiles, found: OrphanEmbedding[]): Promise<number> {
-  let n = 0;
-  for (const table of new Set(found.map((o) => o.table))) {
-    const mine = found.filter((o) => o.table === table);
-    for (let i = 0; i < mine.length; i += 5000) {
-      let page = mine.slice(i, i + 5000);
-      if (!f.v.together) {
-        const have = await messagesPresent(f, page.map((o) => o.message));
-        page = page.filter((o) => !have.has(o.message));
-        if (page.length === 0) continue;
+export async function deleteLeftoversPg(f: PgFiles, found: Leftover[]): Promise<Record<LeftoverCode, number>> {
+  const n = leftoverCounts();
+  const del = async (code: LeftoverCode, target: string, of: string, parent: string, page: Leftover[], onStore: boolean) => {
+    const stillGone = onStore ? ` AND NOT EXISTS (SELECT 1 FROM ${f.t(parent)} p WHERE p.id = g.of)` : '';
+    const sql = `DELETE FROM ${target} x USING unnest($1::text[], $2::text[]) AS g(id, of) WHERE x.${of} AND x.${code === 'mastra_observation_without_thread' ? 'id::text' : 'vector_id::text'} = g.id${stillGone}`;
+    const run = async (q: Queryable) => (await q.query(sql, [page.map((l) => l.id), page.map((l) => l.of)])).rowCount ?? 0;
+    const r = code === 'mastra_observation_without_thread'
+      ? (await together(f.store, { ...f.v, together: true }, f.lockTimeoutMs, async () => 0, run)).result ?? 0
+      : (await together(f.store, f.v, f.lockTimeoutMs, run, async () => 0)).embeddings;
+    n[code] += r;
+  };
+  for (const code of LEFTOVER_CODES) {
+    for (const table of new Set(found.filter((l) => l.code === code).map((l) => l.table))) {
+      const mine = found.filter((l) => l.code === code && l.table === table);
+      for (let i = 0; i < mine.length; i += 5000) {
+        let page = mine.slice(i, i + 5000);
+        if (code === 'mastra_observation_without_thread') {
+          await del(code, f.t(OBSERVATIONS), `"threadId" = g.of`, THREADS, page, true);
+          continue;
+        }
+        const k = KINDS[code];
+        if (!f.v.together) {
+          const have = await present(f, k.parent, page.map((l) => l.of));
+          page = page.filter((l) => !have.has(l.of));
+          if (page.length === 0) continue;
+        }
+        await del(code, f.v.table(table), `metadata->>'${k.key}' = g.of`, k.parent, page, f.v.together);
       }
-      const stillGone = f.v.together ? ` AND NOT EXISTS (SELECT 1 FROM ${f.t(MESSAGES)} m WHERE m.id = g.message)` : '';
-      n += (await together(f.store, f.v, f.lockTimeoutMs, async (q) => (await q.query(
-        `DELETE FROM ${f.v.table(table)} v USING unnest($1::text[], $2::text[]) AS g(id, message)
-         WHERE v.vector_id::text = g.id AND v.metadata->>'message_id' = g.message${stillGone}`,
-        [page.map((o) => o.id), page.map((o) => o.message)])).rowCount ?? 0, async () => 0)).embeddings;
     }
   }
   return n;
