@@ -1,9 +1,10 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { CLI } from '../helpers/cli.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
+import pg from 'pg';
+import { CLI, cliAsync } from '../helpers/cli.js';
+import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
-import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
+import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR } from './pg-fixture.js';
 import { nextSize, prunePg } from '../../src/layouts/warden/postgres/prune.js';
 import { openPgSession } from '../../src/engines/postgres/session.js';
 import type { PostgresStoreHandle } from '../../src/engines/contract.js';
@@ -174,5 +175,35 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     const r = await store.run(['run', 'prune', '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('a role without the TEMP privilege: prune says so in one line naming it, exit 2, and deletes nothing; a dry run still counts', async () => {
+    db = await createTestDatabase('pg_notemp');
+    const store = pgStoreConfig(db);
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 5, expired: 7, old: 3 });
+    const role = `mw_notemp_${db.name.slice(-10)}`;
+    await db.client.query(`CREATE ROLE ${role} LOGIN`);
+    try {
+      await db.client.query(`REVOKE TEMP ON DATABASE "${db.name}" FROM PUBLIC`);
+      await db.client.query(`GRANT USAGE ON SCHEMA fleet TO ${role}`);
+      await db.client.query(`GRANT SELECT, DELETE, UPDATE ON ALL TABLES IN SCHEMA fleet TO ${role}`);
+      const before = await ids(db, 'fleet');
+      const url = new URL(db.url);
+      url.username = role;
+      const run = (args: string[]) => cliAsync([...args, '--config', store.config], { [URL_VAR]: url.toString() });
+      const dry = await run(['run', 'prune', '--dry-run', '--json']);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(dry.json()).toMatchObject({ deleted: 7 + 3, expired: 7, superseded: 3 });
+      const r = await run(['run', 'prune', '--json']);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^memory-warden: .*prune: create its walk in pg_temp \(the TEMP privilege on the database\)/)]);
+      expect(await ids(db, 'fleet')).toEqual(before);
+    } finally {
+      await db.drop(); // its grants to the role go with it
+      const admin = new pg.Client({ connectionString: serverUrl() });
+      await admin.connect();
+      await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
+    }
   });
 });
