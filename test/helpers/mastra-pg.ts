@@ -9,13 +9,16 @@ import { createTestDatabase, startPgvectorServer, type PgvectorServer, type Test
 import { verifyBytesGone } from '../../src/engines/postgres/bytes.js';
 
 /**
- * A Mastra store on @mastra/pg in its split form, for the tests that drive Mastra's SDK on PostgreSQL:
- * PostgresStore on a database of its own on the native PostgreSQL 15 (no pgvector), PgVector on a PGlite server
- * (`mastra.pgvector.url`), and a memory-warden config naming both through environment variables.
+ * A Mastra store on @mastra/pg, for the tests that drive Mastra's SDK on PostgreSQL, in one of its two forms: split,
+ * PostgresStore on a database of its own on the native PostgreSQL 15 (no pgvector) and PgVector on a PGlite server
+ * (`mastra.pgvector.url`); or one PGlite, PostgresStore and PgVector both on one PGlite server (schema `public`, no
+ * `mastra.pgvector`). A memory-warden config names the servers through environment variables.
  */
 export const VEC_TABLE = `memory_messages_${DIM}`;
 
-export interface SplitStore {
+export type MastraPgForm = 'one PGlite' | 'split';
+
+export interface MastraPgStore {
   storeUrl: string;
   vectorUrl: string;
   /** memory-warden's config file and the CLI's `--config … --store s`. */
@@ -32,34 +35,43 @@ export interface SplitStore {
   stop(): Promise<void>;
 }
 
-/** The store, its servers and a folder of its own for the config, state and snapshots; stop() removes them all. */
-export async function splitStore(label: string, retention: Record<string, number> = {}): Promise<SplitStore> {
+/** The split form's store (the name the tests on that form use). */
+export type SplitStore = MastraPgStore;
+
+/** The split form's store, its servers and a folder of its own for the config, state and snapshots; stop() removes them all. */
+export function splitStore(label: string, retention: Record<string, number> = {}): Promise<SplitStore> {
+  return mastraPgStore('split', label, retention);
+}
+
+/** The store in `form`, its servers and a folder of its own for the config, state and snapshots; stop() removes them all. */
+export async function mastraPgStore(form: MastraPgForm, label: string, retention: Record<string, number> = {}): Promise<MastraPgStore> {
   const tmp = tempDir(`mw-mastra-pg-${label}-`);
   const dir = tmp.dir;
   let vec: PgvectorServer | undefined;
-  let db: TestDatabase;
+  let db: TestDatabase | undefined;
   try {
     vec = await startPgvectorServer();
-    db = await createTestDatabase(`mw_mastra_${label}`);
+    if (form === 'split') db = await createTestDatabase(`mw_mastra_${label}`);
   } catch (err) {
     await vec?.stop();
     tmp.cleanup();
     throw err;
   }
+  const storeUrl = db?.url ?? vec.url;
   const config = join(dir, `memory-warden-${label}.yaml`);
   const write = (r: Record<string, number>) => writeFileSync(config, JSON.stringify({
     stateDb: join(dir, `state-${label}.db`), snapshot: { root: join(dir, `backups-${label}`) },
     stores: { s: { engine: 'postgres', layout: 'mastra', postgres: { url: '${MW_MASTRA_PG}', schema: 'public' },
-      mastra: { retention: r, pgvector: { url: '${MW_MASTRA_VEC}' } } } },
+      mastra: { retention: r, ...(db ? { pgvector: { url: '${MW_MASTRA_VEC}' } } : {}) } } },
   }));
   write(retention);
   const store = ['--config', config, '--store', 's'];
-  const env = { MW_MASTRA_PG: db.url, MW_MASTRA_VEC: vec.url };
+  const env = { MW_MASTRA_PG: storeUrl, MW_MASTRA_VEC: vec.url };
   // PGlite answers one client at a time, from this test's own process: beside a running erase (its VACUUM FULL and
   // read-back of PgVector's tables there) a new connection can wait for its turn longer than PgVector's 2 s default.
-  const sdk = (opts: Omit<MastraSdkOptions, 'pg'> = {}) => mastraSdk('', 'resource', { ...opts, pg: { storeUrl: db.url, vectorUrl: vec!.url, vectorPool: { connectionTimeoutMillis: 120_000 } } });
+  const sdk = (opts: Omit<MastraSdkOptions, 'pg'> = {}) => mastraSdk('', 'resource', { ...opts, pg: { storeUrl, vectorUrl: vec!.url, vectorPool: { connectionTimeoutMillis: 120_000 } } });
   return {
-    storeUrl: db.url, vectorUrl: vec.url, config, store, env, sdk,
+    storeUrl, vectorUrl: vec.url, config, store, env, sdk,
     retention: write,
     async withSdk(fn, opts) {
       const m = await sdk(opts);
@@ -75,7 +87,7 @@ export async function splitStore(label: string, retention: Record<string, number
     },
     async stop() {
       await vec!.stop();
-      await db.drop();
+      await db?.drop();
       tmp.cleanup();
     },
   };
