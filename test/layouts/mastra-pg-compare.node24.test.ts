@@ -209,12 +209,12 @@ describe.each<MastraPgForm>(['one PGlite', 'split'])('prune and erase against Ma
     theirs.retention({});
     const dry = await cli(['run', 'prune', '--dry-run', ...theirs.store, '--json'], theirs.env);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: left.length });
+    expect(dry.json().leftovers).toEqual({ mastra_embedding_without_message: left.length, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     expect(await contents(theirs)).toEqual(before);
     const r = await cli(['run', 'prune', ...theirs.store, '--json'], theirs.env);
     expect(r.code, r.stderr).toBe(0);
     expect(r.json().deleted).toBe(0);
-    expect(r.json().leftovers).toEqual({ mastra_embedding_without_message: left.length });
+    expect(r.json().leftovers).toEqual({ mastra_embedding_without_message: left.length, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
     const after = await contents(theirs);
     expect(after.texts).toEqual(before.texts);
     expect(after.vectors).toEqual(after.texts);
@@ -226,6 +226,6 @@ describe.each<MastraPgForm>(['one PGlite', 'split'])('prune and erase against Ma
       await m.agentTurn('ben', idsOf.theirs.ben, 'Ben Okafor counts again', 'Noted');
       expect(await m.recall('ben', idsOf.theirs.ben, 'Ben Okafor counts again')).toContain('Ben Okafor counts again');
     });
-    expect((await cli(['run', 'prune', ...theirs.store, '--json'], theirs.env)).json().leftovers).toEqual({ mastra_embedding_without_message: 0 });
+    expect((await cli(['run', 'prune', ...theirs.store, '--json'], theirs.env)).json().leftovers).toEqual({ mastra_embedding_without_message: 0, mastra_embedding_without_thread: 0, mastra_observation_without_thread: 0 });
   });
 });
