@@ -9,7 +9,8 @@ import { expectEveryPair, kindsFor, makeKind, type KindStore } from './helpers/s
 /**
  * `init --store NAME` over every store kind: on a store in use it is idempotent and changes no row, and in a SQLite
  * file whose tables an SDK makes (Layout.schemaOwner: mem0, Mastra) it adds nothing at all (memory-warden's `memory`
- * table, view and trigger belong in its own layout's stores only); `--create` there is refused, changing nothing.
+ * table, view and trigger belong in its own layout's stores only); `--create` there is refused, changing nothing, and
+ * so is `init --db` of such a file (no config: the SDK's tables tell).
  */
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0);
 
@@ -57,6 +58,11 @@ describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
       const create = await cli(['init', '--config', config, '--store', 's', '--create'], kind.env);
       expect(create.code).toBe(2);
       expect(create.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^memory-warden: init --create: store s is of the \w+ layout/)]);
+      expect(files()).toEqual(bytes);
+      // `init --db` reads no config: it knows the SDK's file by its tables, and adds nothing to it either.
+      const byPath = await cli(['init', '--db', String(kind.fileStore.db)]);
+      expect(byPath.code).toBe(2);
+      expect(byPath.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^memory-warden: init --db: .* holds the tables of .* \\(layout ${kind.layout}\\); .*layout: ${kind.layout}$`))]);
       expect(files()).toEqual(bytes);
     }
   });

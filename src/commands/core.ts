@@ -125,6 +125,25 @@ async function initSdkFile(name: string, path: string, layout: string, sdk: stri
   print`  note: ${note}`;
 }
 
+/**
+ * The SDK layout whose tables a SQLite file holds (Layout.schemaOwner `sdk`, its assertSchema passing), when it has no
+ * warden `memory` table: `init --db` (which reads no config) must not put the warden schema into an SDK's file.
+ */
+async function sdkLayoutOfFile(db: import('../store/sqlite.js').Db, path: string): Promise<{ layout: string; sdk: string } | undefined> {
+  if (db.prepare(`SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'memory'`).get() !== undefined) return undefined;
+  const { LAYOUTS } = await import('../layouts/registry.js');
+  for (const layout of Object.values(LAYOUTS)) {
+    if (layout.schemaOwner.by !== 'sdk') continue;
+    try {
+      layout.assertSchema(db, { db: path, layout: layout.name } as never);
+      return { layout: layout.name, sdk: layout.schemaOwner.sdk };
+    } catch {
+      // not this layout's file
+    }
+  }
+  return undefined;
+}
+
 /** `init --db PATH`: create or migrate the warden schema in a SQLite file, under its maintenance lock. */
 async function initSqliteFile(path: string, opts: { create?: boolean; json?: boolean }): Promise<void> {
   (await import('../store/store-path.js')).assertStorePath(path, '--db', 'option');
@@ -135,6 +154,8 @@ async function initSqliteFile(path: string, opts: { create?: boolean; json?: boo
   try {
     // memory-warden's own records are no store: the memory table never goes in beside them.
     if (isStateDb(db)) throw usageError(`${path} is memory-warden's state db (its job runs and receipts), not a store; init makes a store in a file of its own`);
+    const sdk = await sdkLayoutOfFile(db, path);
+    if (sdk) throw usageError(`init --db: ${path} holds the tables of ${sdk.sdk} (layout ${sdk.layout}); memory-warden adds nothing to an SDK's file: name it in a config with layout: ${sdk.layout}`);
     const result = await withMaintenanceLock(path, 'init', async () => {
       assertIntact(db, path, 'integrity_check'); // a migration over a damaged file would bake the damage in
       return initSchema(db, path);

@@ -12,7 +12,8 @@ export const COMMAND_DETAILS: Record<string, string> = {
     'Adds what a store in use lacks: the columns (`source`, `confirmed_at`, `expires_at`, `superseded_by`, `last_used_at`), ' +
     'indexes and the `live_memory` view, without losing a row (an earlier definition of the view is replaced), and switches ' +
     'on WAL. Idempotent. Refuses a store that fails `PRAGMA integrity_check`, changing nothing. A SQLite store of a layout ' +
-    'whose SDK makes its tables (`mem0`, `mastra`) gets nothing: `init --store` says so and exits 0, `--create` is refused. ' +
+    'whose SDK makes its tables (`mem0`, `mastra`) gets nothing: `init --store` says so and exits 0, `--create` is refused, ' +
+    'and `init --db` of a file holding such an SDK\'s tables (and no `memory` table) is refused (exit 2), naming the layout. ' +
     'A PostgreSQL store gets what its layout needs in its database (docs/postgres.md).',
   check:
     '`PRAGMA integrity_check`, broken supersede chains (`PRAGMA foreign_key_check`) with ids, journal mode, rows vs live ' +
