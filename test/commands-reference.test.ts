@@ -62,6 +62,14 @@ describe('docs/commands.md', () => {
     expect(page).toContain('`--vectors-lost`');
   });
 
+  it('every argument and option says what it is (no empty cell in its table)', () => {
+    const blank = commands.flatMap((cmd) => [
+      ...cmd.registeredArguments.filter((a) => a.description.trim() === '').map((a) => `${commandWords(cmd)} <${a.name()}>`),
+      ...cmd.options.filter((o) => o.description.trim() === '').map((o) => `${commandWords(cmd)} ${o.flags}`),
+    ]);
+    expect(blank).toEqual([]);
+  });
+
   it('every command a detail is written for exists', () => {
     const names = new Set(commands.map(commandWords));
     expect(Object.keys(COMMAND_DETAILS).filter((k) => !names.has(k))).toEqual([]);
@@ -93,5 +101,13 @@ describe('what --help cites', () => {
     const serve = cli(['serve', '--help']);
     expect(serve.stdout).not.toContain('README');
     expect(badCitations(serve.stdout)).toEqual([]);
+  });
+});
+
+describe('enqueue JOB', () => {
+  it('an unknown job is refused naming only the jobs enqueue takes (erase and restore have their own commands)', () => {
+    const r = cli(['enqueue', 'teleport']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('memory-warden: unknown job "teleport" (enqueue takes: digest, drift, integrity, prune, snapshot; erase and restore: their own commands, with --store)\n');
   });
 });

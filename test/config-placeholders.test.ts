@@ -66,10 +66,18 @@ describe('the CLI with a malformed placeholder', () => {
       for (const argv of [['config'], ['run', 'snapshot']]) {
         const r = cli([...argv, '--config', join(dir, 'c.yaml')]);
         expect(r.code, `${field}: ${argv[0]}`).toBe(2);
-        expect(r.stderr, `${field}: ${argv[0]}`).toBe(`memory-warden: config ${field}: ${problem}${problem.includes('is not set') ? '' : `; write \${NAME} or \${NAME:-fallback}, and $\${ for a literal \${`}\n`);
+        expect(r.stderr, `${field}: ${argv[0]}`).toBe(`memory-warden: config ${join(dir, 'c.yaml')}: ${field}: ${problem}${problem.includes('is not set') ? '' : `; write \${NAME} or \${NAME:-fallback}, and $\${ for a literal \${`}\n`);
       }
     }
     expect(readdirSync(dir).filter((f) => f !== 'c.yaml').sort()).toEqual(before);
+  });
+
+  it('an unset variable: one line naming the file and the field, as every config error, exit 2', () => {
+    const store = makeStore(join(dir, 'm.db'));
+    writeFileSync(join(dir, 'c.yaml'), `stateDb: ${dir}/state.db\nstores:\n  a:\n    db: ${store}\nsmtp: { host: smtp.example.org, password: "\${MW_TEST_UNSET_SMTP}" }\n`);
+    const r = cli(['check', '--config', join(dir, 'c.yaml'), '--store', 'a'], { MW_TEST_UNSET_SMTP: '' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`memory-warden: config ${join(dir, 'c.yaml')}: smtp.password: environment variable MW_TEST_UNSET_SMTP is not set\n`);
   });
 
   it('a nested default is used: the state db is made where it says', () => {

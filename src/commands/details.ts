@@ -18,12 +18,14 @@ export const COMMAND_DETAILS: Record<string, string> = {
   check:
     '`PRAGMA integrity_check`, broken supersede chains (`PRAGMA foreign_key_check`) with ids, journal mode, rows vs live ' +
     'rows (the health gap), empty sources, non-canonical and unparseable timestamps, live rows due for review. JSON keys: ' +
-    '`ok`, `rows`, `live`, `gap`, `integrity`, `journalMode`, `dangling`, `reviewDue`, `problems` (`{code, severity, ' +
-    'message, count?, ids?}`), `notes`.',
+    '`ok`, `store`, `path` (the file, or `postgres schema NAME`), `checkedAt`, `rows`, `live`, `gap`, `integrity`, ' +
+    '`journalMode`, `dangling`, `reviewDue`, `problems` (`{code, severity, message, count?, ids?}`), `notes`, `file` (the ' +
+    'checked file\'s identity, which the digest matches its last integrity run by).',
   'run prune':
     'Deletes rows expired at `now` and superseded rows created more than 180 days before `now`, letting `ON DELETE ' +
-    'CASCADE` take the older versions behind them. JSON: `deleted`, `expired`, `superseded`, `cascaded`, `dryRun`, `ids` ' +
-    '(first 1000); on a Mastra or mem0 store also `leftovers`, what the SDK\'s own deletes left and this prune ' +
+    'CASCADE` take the older versions behind them. JSON: `store`, `now`, `dryRun`, `deleted`, `expired`, `superseded`, ' +
+    '`cascaded`, `batches`, `ids` (first 1000; `idsTruncated` when there were more), `durationMs`; on a Mastra or mem0 ' +
+    'store also `leftovers`, what the SDK\'s own deletes left and this prune ' +
     'removed, by the check code that names it (docs/mastra-layout.md, docs/mem0-layout.md). `--dry-run` reports the ' +
     'same numbers, deletes nothing and is not recorded as a run of the job.',
   'run integrity': 'The job form of `check` (what the worker schedules).',
@@ -35,12 +37,12 @@ export const COMMAND_DETAILS: Record<string, string> = {
   serve: 'The same decisions as `review`, with buttons, reached from the digest (docs/digest-and-review.md#the-review-page).',
   'repair dangling':
     'Deletes in short transactions, chains of any length, and prints what it removed. It never resets them to NULL: ' +
-    'that would put a corrected fact back into `live_memory`. JSON: `deleted`, `dangling`, `cascaded`; on a PostgreSQL store ' +
+    'that would put a corrected fact back into `live_memory`. JSON: `store`, `deleted`, `dangling`, `cascaded`; on a PostgreSQL store ' +
     'also `foreignKey`, what its schema says of the key (docs/postgres.md#what-works).',
   'repair timestamps':
     'Rewrites parseable non-canonical timestamps to canonical UTC `YYYY-MM-DD HH:MM:SS`; leaves for a person the ' +
     'unparseable ones and those whose UTC instant falls outside the years 0000-9999 (`9999-12-31T23:59:59-12:00`), which ' +
-    'no canonical text holds. JSON: `rewritten`, `unparseable`, `outOfRange`, `changes`. On a PostgreSQL store nothing is ' +
+    'no canonical text holds. JSON: `store`, `rewritten`, `unparseable`, `outOfRange`, `changes`. On a PostgreSQL store nothing is ' +
     'rewritten (`timestamptz` holds instants only): infinite and out-of-range times are listed in `left`, and `notes` say ' +
     'what the column types decide (docs/postgres.md#what-works).',
   'snapshots list': '`--target` lists that target\'s snapshots instead of the local ones (docs/snapshots.md#snapshots-off-the-machine). Snapshots an erase removed are marked `ERASED` (`erased` in `--json`) and never offered as `latest`.',
@@ -66,7 +68,8 @@ export const COMMAND_DETAILS: Record<string, string> = {
   schedule: 'Before any worker has started, the next runs are computed from the config.',
   fleet:
     'Writes nothing to Redis (docs/fleet.md#a-fleet-stores-on-many-machines-one-redis). JSON keys: `now`, `prefix`, `hosts` ' +
-    '(`host`, `version`, `lastSeen`, `silent`, `stopped`, `neverSeen`, `stores`), `global`, `silent`, `overdue`.',
+    '(`host`, `version`, `pid`, `lastSeen`, `silent`, `stopped`, `neverSeen`, `stores`), `global`, `anyHost` (the stores ' +
+    'every host reaches), `silent`, `overdue`.',
 };
 
 /** The words that name `cmd` under the root: `erase receipts`. */

@@ -79,7 +79,11 @@ export function registerWorkerCommands(program: Command): void {
 
   // Any engine: the job goes where the store's engine says (its host's queue, or the shared one for a store every host
   // reaches), and the job itself refuses an engine it does not run on (src/job/runner.ts), on the worker that takes it.
-  onAnyEngine(routedToStoreHost(program.command('enqueue <job>')))
+  // erase and restore take a person or a folder: their own commands send them (src/commands/erase.ts, snapshot.ts).
+  const queued = Object.keys(JOB_SCOPES).filter((n) => !OWN_COMMAND_JOBS.has(n));
+  const own = [...OWN_COMMAND_JOBS].join(' and ');
+  onAnyEngine(routedToStoreHost(program.command('enqueue')))
+    .argument('<job>', `the job: ${queued.join(', ')} (${own}: their own commands, with --store)`)
     .description("run one job now through the queue (on the store's host, a worker must be running there; a store every host reaches, such as a PostgreSQL store: on any worker) and wait for its result")
     .option('--config <file>', 'config file (YAML)')
     .option('--store <name>', 'which configured store (store jobs)')
@@ -87,7 +91,7 @@ export function registerWorkerCommands(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (name: string, opts: { config?: string; store?: string; timeout: string; json?: boolean }, cmd: Command) => {
       const scope = JOB_SCOPES[name];
-      if (!scope) throw usageError(`unknown job "${name}" (jobs: ${Object.keys(JOB_SCOPES).join(', ')})`);
+      if (!scope) throw usageError(`unknown job "${name}" (enqueue takes: ${queued.join(', ')}; ${own}: their own commands, with --store)`);
       // Their commands build what they take (a person, a folder) and run them on the store's host the same way.
       if (OWN_COMMAND_JOBS.has(name)) throw usageError(`enqueue ${name}: use memory-warden ${name} --store NAME …, which takes what it needs and runs it on the store's host`);
       const timeoutSec = timeoutSeconds(opts.timeout);

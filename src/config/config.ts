@@ -131,7 +131,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   const configured = opts.file ? resolveRelativePaths(merge(defaults, user) as Record<string, unknown>, dirname(resolve(opts.file))) : merge(defaults, user);
   const merged = merge(configured, opts.overrides);
   checkSecrets(merged, opts.file ? `config ${opts.file}` : 'config');
-  const expanded = expandEnv(merged, env);
+  const expanded = expandEnv(merged, env, [], opts.file);
   const config = validateConfig(expanded, opts.file ? `config ${opts.file}` : 'config');
   assertStateApart(config);
   assertSnapshotRootApart(config, opts.file ? `config ${opts.file}` : 'config');

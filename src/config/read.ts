@@ -129,14 +129,14 @@ export function urlCredentials(path: string[], value: string): string[] | undefi
 /**
  * Replace `${VAR}` and `${VAR:-default}` in every string (src/config/env-template.ts: a default may hold another
  * placeholder, `$${` is a literal `${`, any other `${` is an error naming its field, as is an unset variable without
- * default). Every value taken from the environment is remembered as a secret (src/text/secrets.ts): it never reaches a
- * record or an output.
+ * default), and the config file it is in when `file` is given, as every other config error. Every value taken from
+ * the environment is remembered as a secret (src/text/secrets.ts): it never reaches a record or an output.
  */
-export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = []): unknown {
+export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[] = [], file?: string): unknown {
   if (path.join('.') === RULES_CONFIG_PATH) return value; // `${group}` templates: the rule compiler expands env there
   if (typeof value === 'string') {
     const fail = (problem: string): never => {
-      throw configError(`config ${path.join('.') || '(root)'}: ${problem}`);
+      throw configError(`config ${file !== undefined ? `${file}: ` : ''}${path.join('.') || '(root)'}: ${problem}`);
     };
     return expandTemplate(value, env, fail, (name, v) => {
       const credentials = urlCredentials(path, v);
@@ -144,9 +144,9 @@ export function expandEnv(value: unknown, env: NodeJS.ProcessEnv, path: string[]
       else rememberSecret(name, v, isPathField(path));
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)]));
+  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, String(i)], file));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k])]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, expandEnv(v, env, [...path, k], file)]));
   }
   return value;
 }
