@@ -32,7 +32,7 @@ export const storeSchema = z.strictObject({
   engine: z.enum(ENGINE_NAMES).default('sqlite')
     .describe('`sqlite`: a file on one host (`db`); `postgres`: a schema in a PostgreSQL database reachable from every host (`postgres`), docs/postgres.md.'),
   layout: z.enum(['warden', 'mem0', 'mastra']).default('warden')
-    .describe('`warden`: the memory table of BRIEF.md; `mem0`: a mem0 deployment (history.db + Qdrant); `mastra`: Mastra\'s LibSQLStore file.'),
+    .describe('`warden`: memory-warden\'s own `memory` table (docs/stores.md); `mem0`: a mem0 deployment (its history file, its vectors in Qdrant, SQLite files or pgvector); `mastra`: Mastra\'s store (LibSQLStore\'s file, or PostgresStore\'s tables).'),
   db: pathField().optional().describe('The SQLite file: the memory store, or mem0\'s history.db. Required for `engine: sqlite`; a PostgreSQL store has none.'),
   host: z.string().regex(/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}$/, 'a host name of letters, digits, _ . - (at most 63)').optional()
     .describe('The machine that holds the file (its worker\'s host name); default: the machine reading the config.'),
