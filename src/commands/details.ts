@@ -26,7 +26,9 @@ export const COMMAND_DETAILS: Record<string, string> = {
     'CASCADE` take the older versions behind them. JSON: `store`, `now`, `dryRun`, `deleted`, `expired`, `superseded`, ' +
     '`cascaded`, `batches`, `ids` (first 1000; `idsTruncated` when there were more), `durationMs`; on a Mastra or mem0 ' +
     'store also `leftovers`, what the SDK\'s own deletes left and this prune ' +
-    'removed, by the check code that names it (docs/mastra-layout.md, docs/mem0-layout.md). `--dry-run` reports the ' +
+    'removed, by the check code that names it (docs/mastra-layout.md, docs/mem0-layout.md); on a Mastra store also ' +
+    '`counts`: `threads` idle past retention, `messages` past theirs, and with the threads their `threadMessages`, ' +
+    '`embeddings` and `observations` (the text output says these). `--dry-run` reports the ' +
     'same numbers, deletes nothing and is not recorded as a run of the job.',
   'run integrity': 'The job form of `check` (what the worker schedules).',
   'run snapshot': 'One coordinated SQLite + Qdrant snapshot folder, verified, then retention (docs/snapshots.md#coordinated-snapshots).',

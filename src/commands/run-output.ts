@@ -36,7 +36,15 @@ export async function printJobResult(job: string, result: unknown): Promise<void
 
 export function printPrune(r: PruneResult): void {
   const verb = r.dryRun ? 'would delete' : 'deleted';
-  print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`}`;
+  const how = r.dryRun ? '' : ` (${r.batches} batch(es), ${r.durationMs} ms)`;
+  const c = r.counts;
+  if (c && 'threads' in c) {
+    // Mastra: threads idle past retention (each with its messages, embeddings and observations), then messages past theirs.
+    const withThem = r.dryRun ? `${c.threadMessages} message(s) of those threads` : `${c.threadMessages} message(s) of those threads, ${c.embeddings} embedding(s), ${c.observations} observation record(s)`;
+    print`${r.store}: ${verb} ${c.threads} idle thread(s) and ${c.messages} message(s) past retention as of ${r.now}; with them ${withThem}${how}`;
+  } else {
+    print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${how}`;
+  }
   const left = Object.entries(r.leftovers ?? {}).filter(([, n]) => n > 0);
   if (left.length > 0) print`  left behind by the SDK's own deletes, ${r.dryRun ? 'would remove' : 'removed'}: ${left.map(([code, n]) => `${code} ${n}`).join(', ')}`;
 }

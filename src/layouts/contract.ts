@@ -294,6 +294,12 @@ export interface PruneResult {
    * memory goes with them.
    */
   leftovers?: Record<string, number>;
+  /**
+   * What went, by kind, where a layout's rows are not one kind of memory (Mastra: `threads`, `messages` past their
+   * retention, and with the threads their `threadMessages`, `embeddings` and `observations`); the text output says
+   * these instead of expired and superseded rows.
+   */
+  counts?: Record<string, number>;
 }
 
 // ---- check

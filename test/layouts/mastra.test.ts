@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
+import { cli } from '../helpers/cli.js';
 import { MastraFixture } from './mastra-fixture.js';
 import { DIM } from '../helpers/mastra-embed.js';
 import { validateConfig, type Config } from '../../src/config/config.js';
@@ -47,6 +48,25 @@ async function withStore<T>(config: Config, fn: (s: ReturnType<typeof openStore>
 }
 
 describe('prune', () => {
+  it('run prune through the CLI says what went in Mastra\'s words (threads, messages), and its JSON counts each kind', () => {
+    const idle = fx.thread('ben', 'Ben reads poetry', NOW - 400 * DAY);
+    fx.message(idle, 'ben', 'Ben plays chess', NOW - 399 * DAY);
+    const kept = fx.thread('ana', 'Ana likes tea', NOW - 5 * DAY);
+    fx.message(kept, 'ana', 'Ana moved to Oslo', NOW - 200 * DAY);
+    const config = join(tmp.dir, 'memory-warden.json');
+    writeFileSync(config, JSON.stringify({ stateDb: join(tmp.dir, 'state.db'), stores: { s: { layout: 'mastra', db: file, mastra: { retention: { threadIdleDays: 30, messageDays: 100 } } } } }));
+    const at = new Date(NOW).toISOString();
+    const dry = cli(['run', 'prune', '--dry-run', '--now', at, '--config', config]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('s: would delete 1 idle thread(s) and 1 message(s) past retention as of ');
+    expect(dry.stdout).toContain('with them 2 message(s) of those threads');
+    expect(dry.stdout).not.toMatch(/expired|superseded|row\(s\)/);
+    const r = cli(['run', 'prune', '--json', '--now', at, '--config', config]);
+    expect(r.code, r.stderr).toBe(0);
+    // Each message with its embedding (the fixture writes them as Mastra's semantic recall does).
+    expect(r.json().counts).toEqual({ threads: 1, messages: 1, threadMessages: 2, embeddings: 3, observations: 0 });
+  });
+
   it('keeps a thread an agent writes to after prune chose it, and deletes the other idle one with its embeddings', async () => {
     const busy = fx.thread('ana', 'Ana likes tea', NOW - 400 * DAY);
     const idle = fx.thread('ben', 'Ben reads poetry', NOW - 400 * DAY);

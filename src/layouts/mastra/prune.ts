@@ -85,7 +85,10 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
   const now = ctx.now();
   // The ids are listed up to ID_CAP; idsTruncated says whether more went.
   const list = (ids: string[]) => result.ids.push(...ids.slice(0, Math.max(0, ID_CAP - result.ids.length)));
+  const counts = { threads: 0, messages: 0, threadMessages: 0, embeddings: 0, observations: 0 };
+  result.counts = counts;
   if (o.dryRun) {
+    Object.assign(counts, { threads: doomed.threads.length, messages: doomed.messages.length, threadMessages: doomed.threadMessages });
     result.deleted = doomed.threads.length + doomed.messages.length;
     result.expired = result.deleted;
     result.cascaded = doomed.threadMessages;
@@ -103,6 +106,10 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
     result.deleted++;
     result.expired++;
     result.cascaded += d.messages + d.embeddings + d.observations;
+    counts.threads++;
+    counts.threadMessages += d.messages;
+    counts.embeddings += d.embeddings;
+    counts.observations += d.observations;
     list([t.id]);
   }
   for (let i = 0; i < doomed.messages.length && !ctx.signal.aborted; i += o.batch) {
@@ -113,6 +120,8 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
     result.deleted += d.messages;
     result.expired += d.messages;
     result.cascaded += d.embeddings;
+    counts.messages += d.messages;
+    counts.embeddings += d.embeddings;
     list(batch.map((m) => m.id));
   }
   result.idsTruncated = result.deleted > result.ids.length;
