@@ -142,7 +142,7 @@ export async function runDigest(payload: { stores?: string[] }, ctx: JobContext)
         log.info({ scope: group.scope, day: d.day, ...summary, recipients: accepted.accepted.length }, 'digest sent');
         results.push({ ...base, status: 'sent', ...summary });
       } catch (err) {
-        const e = coerceError(err, `digest ${group.scope}`);
+        const e = coerceError(err, group.scope); // the job names itself ("digest: …")
         await ledger.markFailed(d, claim.token, e.message);
         log.error({ scope: group.scope, day: d.day, err: e.message, transient: e.transient }, 'digest not sent');
         results.push({ ...base, status: 'failed', error: e.message });

@@ -125,7 +125,7 @@ describe('SMTP down or refusing', () => {
     const err = await runDigestJob(w.config, NOW - DAY).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WardenError);
     expect((err as WardenError).transient).toBe(true);
-    expect((err as WardenError).message).toMatch(/^digest: digest all stores: send digest via 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+    expect((err as WardenError).message).toMatch(/^digest: all stores: send digest via 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
     // The retry, still down: still transient, still not sent.
     await expect(runDigestJob(w.config, NOW - DAY + HOUR)).rejects.toMatchObject({ kind: 'transient' });
     expect(stateRows(w.config).map((d) => [d.day, d.status, d.attempts])).toEqual([['2026-11-27', 'sent', 1], ['2026-11-28', 'failed', 2]]);
