@@ -51,7 +51,9 @@ export function printPrune(r: PruneResult): void {
 
 export function printCheck(r: CheckReport): void {
   print`${r.store} (${r.path}): ${r.ok ? 'healthy' : `${r.problems.length} problem(s)`}`;
-  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap}), journal ${r.journalMode}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
+  // A PostgreSQL store has no journal mode of its own (journalMode 'postgres' in the JSON): the line leaves it out.
+  const journal = r.journalMode === 'postgres' ? '' : `, journal ${r.journalMode}`;
+  print`  rows ${r.rows}, live ${r.live} (gap ${r.gap})${journal}, integrity ${r.integrity}, dangling ${r.dangling}, review due ${r.reviewDue}`;
   printFindings(r.problems);
   printFindings(r.notes);
 }

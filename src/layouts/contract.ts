@@ -320,6 +320,7 @@ export interface CheckReport {
   /** rows − live: what prune and review have yet to deal with. */
   gap: number;
   integrity: string;
+  /** The SQLite file's journal mode; `postgres` on a PostgreSQL store, which has none of its own. */
   journalMode: string;
   dangling: number;
   reviewDue: number;

@@ -47,6 +47,9 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     const report = ok.json();
     expect(report).toMatchObject({ ok: true, rows: 12, live: 7, gap: 5, integrity: 'ok', dangling: 0, path: 'postgres schema fleet' });
     expect(report.notes.map((n: { code: string }) => n.code)).toEqual(['prune_pending']);
+    // The text line has no journal mode: a PostgreSQL store has none of its own.
+    const text = await store.run(['check']);
+    expect(text.stdout).toContain('rows 12, live 7 (gap 5), integrity ok, dangling 0');
     // The foreign key switched off (as a superuser can), a row's newer version deleted: dangling.
     await db.client.query(`ALTER TABLE fleet.memory DISABLE TRIGGER ALL`);
     await db.client.query(`DELETE FROM fleet.memory WHERE id = 'new-1'`);
