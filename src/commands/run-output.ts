@@ -68,7 +68,10 @@ export function printFindings(findings: Finding[], indent = '  '): void {
 function printSnapshot(r: SnapshotResult & { targets?: TargetRun[] }): void {
   const points = Object.entries(r.points).map(([c, n]) => `${c} ${n}`).join(', ');
   // The skew is between the store's copy and its collections' snapshots: with no collection it means nothing.
-  print`${r.store}: snapshot ${r.name} in ${r.dir}: rows ${r.rows ?? '?'}${points ? `, points ${points}` : ''}, ${r.bytes} bytes${points ? `, skew ${r.skewMs} ms` : ''}`;
+  // A layout without a memory table (Mastra, mem0) has no one count of rows: its tables and their rows in all.
+  const all = Object.values(r.tables ?? {}).reduce((a, b) => a + b, 0);
+  const rows = r.rows !== null ? `rows ${r.rows}` : `${Object.keys(r.tables ?? {}).length} table(s), ${all} row(s) in all`;
+  print`${r.store}: snapshot ${r.name} in ${r.dir}: ${rows}${points ? `, points ${points}` : ''}, ${r.bytes} bytes${points ? `, skew ${r.skewMs} ms` : ''}`;
   if (r.pruned.length > 0) print`  retention deleted: ${r.pruned.join(', ')}`;
   if (r.removedPartials.length > 0) print`  leftovers of interrupted runs removed: ${r.removedPartials.join(', ')}`;
   for (const t of r.targets ?? []) print`  target ${t.target} (${t.where}): uploaded ${t.uploaded.length}, retention deleted ${t.pruned.length}`;

@@ -40,7 +40,10 @@ export interface SnapshotResult {
   dir: string;
   skewMs: number;
   bytes: number;
+  /** The memory table's rows in the copy (null: the layout has none, as Mastra's and mem0's). */
   rows: number | null;
+  /** Rows per table in the copy. */
+  tables: Record<string, number>;
   points: Record<string, number>;
   /** Older snapshots deleted by retention. */
   pruned: string[];
@@ -153,7 +156,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
       const pruned = reason === 'scheduled' ? await applyRetention(config, storeName, config.snapshot.keep, name, opts.log) : [];
       const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
       opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
-      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, points, pruned, removedPartials };
+      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, tables: storePart(manifest).tables, points, pruned, removedPartials };
     } catch (err) {
       await holdsMaking?.catch(() => undefined); // nothing left writing into the folder as it goes
       rmSync(tmp, { recursive: true, force: true });

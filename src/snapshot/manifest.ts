@@ -100,10 +100,10 @@ export interface VectorTablesPart extends Omit<TablesPart, 'dir' | 'rows'> {
 export const VECTOR_TABLES_DIR = 'pgvector';
 
 /** The store's part of a snapshot, whichever it holds: its rows, and the file names that make it up. */
-export function storePart(m: Manifest): { rows: number | null; startedAt: string; files: string[] } {
-  if (m.sqlite) return { rows: m.sqlite.rows, startedAt: m.sqlite.startedAt, files: [m.sqlite.file] };
+export function storePart(m: Manifest): { rows: number | null; tables: Record<string, number>; startedAt: string; files: string[] } {
+  if (m.sqlite) return { rows: m.sqlite.rows, tables: m.sqlite.tables, startedAt: m.sqlite.startedAt, files: [m.sqlite.file] };
   const t = m.tables!;
-  return { rows: t.rows, startedAt: t.startedAt, files: Object.keys(m.files).filter((f) => f.startsWith(`${t.dir}/`)) };
+  return { rows: t.rows, tables: t.tables, startedAt: t.startedAt, files: Object.keys(m.files).filter((f) => f.startsWith(`${t.dir}/`)) };
 }
 
 /** Written last: its presence in a published folder means every part was verified. */

@@ -48,6 +48,22 @@ async function withStore<T>(config: Config, fn: (s: ReturnType<typeof openStore>
 }
 
 describe('prune', () => {
+  it('run snapshot through the CLI says how many tables and rows it took (Mastra has no one memory table to count)', () => {
+    fx.thread('ben', 'Ben reads poetry', NOW - 4 * DAY);
+    fx.thread('ana', 'Ana likes tea', NOW - 5 * DAY);
+    const config = join(tmp.dir, 'memory-warden.json');
+    writeFileSync(config, JSON.stringify({ stateDb: join(tmp.dir, 'state.db'), snapshot: { root: join(tmp.dir, 'backups') }, stores: { s: { layout: 'mastra', db: file } } }));
+    const r = cli(['run', 'snapshot', '--json', '--config', config]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json().rows).toBeNull();
+    expect(r.json().tables).toMatchObject({ mastra_threads: 2, mastra_messages: 2, [VEC]: 2 });
+    const text = cli(['run', 'snapshot', '--config', config]);
+    expect(text.code, text.stderr).toBe(0);
+    const all = Object.values(r.json().tables as Record<string, number>).reduce((a, b) => a + b, 0);
+    expect(text.stdout).toMatch(new RegExp(`^s: snapshot \\S+ in .*: ${Object.keys(r.json().tables).length} table\\(s\\), ${all} row\\(s\\) in all, \\d+ bytes$`, 'm'));
+    expect(text.stdout).not.toContain('?');
+  });
+
   it('run prune through the CLI says what went in Mastra\'s words (threads, messages), and its JSON counts each kind', () => {
     const idle = fx.thread('ben', 'Ben reads poetry', NOW - 400 * DAY);
     fx.message(idle, 'ben', 'Ben plays chess', NOW - 399 * DAY);
