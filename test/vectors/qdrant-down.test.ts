@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli } from '../helpers/cli.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { cli, cliAsync } from '../helpers/cli.js';
 import { freePort } from '../helpers/redis.js';
 import { makeStore, tempDir } from '../helpers/store.js';
 import { coerceError } from '../../src/core/errors.js';
@@ -47,6 +49,25 @@ describe('Qdrant down', () => {
     expect(env.code).toBe(2);
     expect(env.stderr).toContain(`no answer from http://127.0.0.1:${port} (connect ECONNREFUSED`);
     expect(env.stderr).not.toContain('Zq7QdrantPw9');
+  });
+
+  it('a Qdrant that takes the connection and never answers: the command says it waited timeoutMs, in one line, exit 2', async () => {
+    const silent = createServer(() => {}); // takes every connection, answers none
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const at = (silent.address() as AddressInfo).port;
+    try {
+      const file = join(dir, 'config-silent.yaml');
+      writeFileSync(file, JSON.stringify({ stateDb: join(dir, 'state.db'), stores: { agent: { db: join(dir, 'agent.db'), qdrant: { url: `http://127.0.0.1:${at}`, collections: ['memories'], timeoutMs: 300 } } } }));
+      for (const args of [['check'], ['repair', 'orphans']]) {
+        const r = await cliAsync([...args, '--config', file, '--store', 'agent'], { MEMORY_WARDEN_CONFIG: '' });
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr.trimEnd().split('\n')).toEqual([expect.stringContaining(`: no answer from http://127.0.0.1:${at} within 300 ms (qdrant.timeoutMs)`)]);
+        expect(r.stderr).not.toContain('aborted');
+      }
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((r) => silent.close(r));
+    }
   });
 
   it('any other fetch that gets no answer carries its cause too', async () => {

@@ -36,9 +36,14 @@ export function uuid5(name: string, namespace: string): string {
  * Qdrant failures in the project's terms: no answer, a timeout, 429 or 5xx are transient (the job is retried);
  * any other answer (404 no such collection, 400 bad request) is permanent, and retrying will not help.
  */
-export function qdrantError(doing: string, err: unknown, url?: string): WardenError {
+export function qdrantError(doing: string, err: unknown, url?: string, timeoutMs?: number): WardenError {
   if (err instanceof WardenError) return err;
   const e = err as { status?: number; message?: string; name?: string; data?: { status?: { error?: string } } };
+  // The request's own timeout (`timeoutMs` given: no other signal could abort it; the client throws its own
+  // QdrantClientTimeoutError, "This operation was aborted"): said as such.
+  if (timeoutMs !== undefined && (e.name === 'AbortError' || e.name === 'TimeoutError' || e.name === 'QdrantClientTimeoutError')) {
+    return transientError(`qdrant ${doing}: no answer from ${url ? shownUrl(url) : 'Qdrant'} within ${timeoutMs} ms (qdrant.timeoutMs)`, err);
+  }
   // No answer at all (`fetch failed`): where it asked, and why (ECONNREFUSED, ENOTFOUND, a certificate, …).
   const why = e.message === 'fetch failed' ? networkCause(err) : undefined;
   if (e.message === 'fetch failed') return transientError(`qdrant ${doing}: no answer from ${url ? shownUrl(url) : 'Qdrant'}${why ? ` (${why})` : ''}`, err);
@@ -118,7 +123,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
     try {
       return await fn();
     } catch (err) {
-      throw qdrantError(doing, err, this.baseUrl);
+      throw qdrantError(doing, err, this.baseUrl, this.config.timeoutMs); // the client's only abort is its timeout
     }
   }
 
@@ -222,7 +227,7 @@ export class QdrantStore implements VectorSink, RowVectors, CollectionSnapshots 
       if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status} ${body?.status?.error ?? ''}`.trim()), { status: res.status });
       return body?.result as T;
     } catch (err) {
-      throw qdrantError(doing, err, this.baseUrl);
+      throw qdrantError(doing, err, this.baseUrl, signal ? undefined : this.config.timeoutMs);
     }
   }
 

@@ -17,7 +17,7 @@ export function qdrantPointStore(q: QdrantStore | QdrantConfig): PointStore {
     try {
       return await fn();
     } catch (err) {
-      throw qdrantError(doing, err, store.baseUrl);
+      throw qdrantError(doing, err, store.baseUrl, store.config.timeoutMs); // the client's only abort is its timeout
     }
   };
   return {
