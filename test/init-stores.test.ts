@@ -18,7 +18,8 @@ it('every (engine, layout) pair the config accepts has a store kind in this suit
   expectEveryPair('init');
 });
 
-describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
+// Each kind's servers (PGlite, Qdrant) answer the CLI in turn with the other files' work: a budget, not a figure.
+describe.each(kindsFor('init'))('init --store of a %s store', { timeout: 300_000 }, (name) => {
   let tmp: ReturnType<typeof tempDir>;
   let kind: KindStore;
   let config: string;
@@ -29,11 +30,11 @@ describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
     kind.settle();
     config = join(tmp.dir, 'memory-warden.json');
     writeFileSync(config, JSON.stringify({ stateDb: join(tmp.dir, 'state.db'), snapshot: { root: join(tmp.dir, 'backups') }, stores: { s: kind.fileStore } }));
-  });
+  }, 300_000);
   afterEach(async () => {
     await kind.close();
     tmp.cleanup();
-  });
+  }, 300_000);
 
   /** The store's SQLite files, byte for byte (a PostgreSQL store has none: its rows are compared by dump). */
   const files = () => {
@@ -44,10 +45,10 @@ describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
   it('twice: the second finds the schema up to date; no row changes; an SDK\'s file gets nothing', async () => {
     const rows = await kind.dump();
     const before = files();
-    const first = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env);
+    const first = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env, 180_000);
     expect(first.code, first.stderr).toBe(0);
     const bytes = files();
-    const again = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env);
+    const again = await cli(['init', '--config', config, '--store', 's', '--json'], kind.env, 180_000);
     expect(again.code, again.stderr).toBe(0);
     expect(again.json().created ?? again.json().createdTable, again.stdout).toSatisfy((c: unknown) => c === false || (Array.isArray(c) && c.length === 0));
     expect(files()).toEqual(bytes);
@@ -55,12 +56,12 @@ describe.each(kindsFor('init'))('init --store of a %s store', (name) => {
     if (kind.layout !== 'warden' && kind.engine === 'sqlite') {
       expect(bytes).toEqual(before);
       expect(first.json()).toMatchObject({ created: [], notes: [expect.stringMatching(/memory-warden adds nothing to its files/)] });
-      const create = await cli(['init', '--config', config, '--store', 's', '--create'], kind.env);
+      const create = await cli(['init', '--config', config, '--store', 's', '--create'], kind.env, 180_000);
       expect(create.code).toBe(2);
       expect(create.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^memory-warden: init --create: store s is of the \w+ layout/)]);
       expect(files()).toEqual(bytes);
       // `init --db` reads no config: it knows the SDK's file by its tables, and adds nothing to it either.
-      const byPath = await cli(['init', '--db', String(kind.fileStore.db)]);
+      const byPath = await cli(['init', '--db', String(kind.fileStore.db)], {}, 180_000);
       expect(byPath.code).toBe(2);
       expect(byPath.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^memory-warden: init --db: .* holds the tables of .* \\(layout ${kind.layout}\\); .*layout: ${kind.layout}$`))]);
       expect(files()).toEqual(bytes);
