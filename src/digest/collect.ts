@@ -224,6 +224,10 @@ export function pruneSummary(state: Db, store: string, period: Period): PruneSum
     sum.expired += num(r.expired);
     sum.superseded += num(r.superseded);
     sum.cascaded += num(r.cascaded);
+    if (r.counts && typeof r.counts === 'object') {
+      sum.counts ??= {};
+      for (const [k, v] of Object.entries(r.counts as Record<string, unknown>)) sum.counts[k] = (sum.counts[k] ?? 0) + num(v);
+    }
   }
   return sum;
 }

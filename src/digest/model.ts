@@ -47,6 +47,8 @@ export interface PruneSummary {
   expired: number;
   superseded: number;
   cascaded: number;
+  /** What went by kind, summed over the runs, where the layout counts so (Mastra's threads and messages). */
+  counts?: Record<string, number>;
 }
 
 export interface SnapshotSummary {

@@ -60,6 +60,10 @@ function ageText(hours: number): string {
 function pruneText(s: StoreSection): string {
   const p = s.maintenance.pruned;
   if (p.runs === 0) return 'no prune ran in this period';
+  const c = p.counts;
+  if (c && 'threads' in c) {
+    return `deleted ${c.threads ?? 0} idle thread(s) and ${c.messages ?? 0} message(s) past retention in ${plural(p.runs, 'run')} (with the threads, ${c.threadMessages ?? 0} message(s); ${c.embeddings ?? 0} embedding(s), ${c.observations ?? 0} observation record(s))`;
+  }
   return `deleted ${p.deleted} row(s) in ${plural(p.runs, 'run')} (${p.expired} expired, ${p.superseded} superseded, ${p.cascaded} by cascade)`;
 }
 

@@ -81,6 +81,10 @@ describe('prune', () => {
     expect(r.code, r.stderr).toBe(0);
     // Each message with its embedding (the fixture writes them as Mastra's semantic recall does).
     expect(r.json().counts).toEqual({ threads: 1, messages: 1, threadMessages: 2, embeddings: 3, observations: 0 });
+    // The morning digest says the same of the day's prune runs.
+    const digest = cli(['digest', '--preview', '--config', config]);
+    expect(digest.code, digest.stderr).toBe(0);
+    expect(digest.stdout).toContain('prune: deleted 1 idle thread(s) and 1 message(s) past retention in 1 run (with the threads, 2 message(s); 3 embedding(s), 0 observation record(s))');
   });
 
   it('keeps a thread an agent writes to after prune chose it, and deletes the other idle one with its embeddings', async () => {
