@@ -112,7 +112,7 @@ describe('credentials in the digest', () => {
         review: { due: 20, afterDays: 90, supersede: true, batch: Array.from({ length: 20 }, (_, i) => ({ id: p(), subject: p(), fact: p(), source: p(), confirmedAt: p(), link: link(i) })) },
         maintenance: {
           rows: 10, live: 5, problems: [finding('error'), finding('error')], notes: [finding('info')],
-          pruned: { runs: 1, deleted: 1, expired: 1, superseded: 0, cascaded: 0 },
+          pruned: { runs: 1, deleted: 1, expired: 1, superseded: 0, cascaded: 0, counts: { threads: 1 } },
           lastSnapshot: { where: p(), takenAt: at(NOW), ageHours: 3 },
           awaitingPerson: { total: 20, shown: Array.from({ length: 20 }, (_, i) => ({ memoryId: p(), verdict: p(), verifier: p(), evidence: p(), checkedAt: p(), link: link(i) })) },
           failedJobs: [job(), job()],
