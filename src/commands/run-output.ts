@@ -65,13 +65,20 @@ export function printFindings(findings: Finding[], indent = '  '): void {
   }
 }
 
-function printSnapshot(r: SnapshotResult & { targets?: TargetRun[] }): void {
+/** A snapshot's first line: where it is and what it holds. */
+export function snapshotLine(r: SnapshotResult): string {
   const points = Object.entries(r.points).map(([c, n]) => `${c} ${n}`).join(', ');
+  // A layout without a memory table (Mastra, mem0) has no one count of rows: its tables and their rows in all, and
+  // those of its vectors' tables taken apart (pgvector) likewise.
+  const inAll = (t: Record<string, number>) => `${Object.keys(t).length} table(s), ${Object.values(t).reduce((a, b) => a + b, 0)} row(s)`;
+  const side = Object.keys(r.vectorTables ?? {}).length > 0 ? `; pgvector: ${inAll(r.vectorTables)}` : '';
+  const rows = r.rows !== null ? `rows ${r.rows}${side}` : `store: ${inAll(r.tables ?? {})}${side}`;
   // The skew is between the store's copy and its collections' snapshots: with no collection it means nothing.
-  // A layout without a memory table (Mastra, mem0) has no one count of rows: its tables and their rows in all.
-  const all = Object.values(r.tables ?? {}).reduce((a, b) => a + b, 0);
-  const rows = r.rows !== null ? `rows ${r.rows}` : `${Object.keys(r.tables ?? {}).length} table(s), ${all} row(s) in all`;
-  print`${r.store}: snapshot ${r.name} in ${r.dir}: ${rows}${points ? `, points ${points}` : ''}, ${r.bytes} bytes${points ? `, skew ${r.skewMs} ms` : ''}`;
+  return `${r.store}: snapshot ${r.name} in ${r.dir}: ${rows}${points ? `, points ${points}` : ''}, ${r.bytes} bytes${points ? `, skew ${r.skewMs} ms` : ''}`;
+}
+
+function printSnapshot(r: SnapshotResult & { targets?: TargetRun[] }): void {
+  print`${snapshotLine(r)}`;
   if (r.pruned.length > 0) print`  retention deleted: ${r.pruned.join(', ')}`;
   if (r.removedPartials.length > 0) print`  leftovers of interrupted runs removed: ${r.removedPartials.join(', ')}`;
   for (const t of r.targets ?? []) print`  target ${t.target} (${t.where}): uploaded ${t.uploaded.length}, retention deleted ${t.pruned.length}`;

@@ -44,6 +44,8 @@ export interface SnapshotResult {
   rows: number | null;
   /** Rows per table in the copy. */
   tables: Record<string, number>;
+  /** Rows per table of the vectors' tables taken apart from the store (the folder's `pgvector/`); empty: none. */
+  vectorTables: Record<string, number>;
   points: Record<string, number>;
   /** Older snapshots deleted by retention. */
   pruned: string[];
@@ -156,7 +158,7 @@ async function snapshotLocked(config: Config, storeName: string, storeConfig: St
       const pruned = reason === 'scheduled' ? await applyRetention(config, storeName, config.snapshot.keep, name, opts.log) : [];
       const points = Object.fromEntries(manifest.qdrant.map((p) => [p.collection, p.points]));
       opts.log.info({ store: storeName, dir: final, skewMs: manifest.skewMs, bytes, pruned: pruned.length }, 'snapshot done');
-      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, tables: storePart(manifest).tables, points, pruned, removedPartials };
+      return { store: storeName, name, dir: final, skewMs: manifest.skewMs, bytes, rows: storePart(manifest).rows, tables: storePart(manifest).tables, vectorTables: manifest.vectorTables?.tables ?? {}, points, pruned, removedPartials };
     } catch (err) {
       await holdsMaking?.catch(() => undefined); // nothing left writing into the folder as it goes
       rmSync(tmp, { recursive: true, force: true });

@@ -60,7 +60,8 @@ describe('prune', () => {
     const text = cli(['run', 'snapshot', '--config', config]);
     expect(text.code, text.stderr).toBe(0);
     const all = Object.values(r.json().tables as Record<string, number>).reduce((a, b) => a + b, 0);
-    expect(text.stdout).toMatch(new RegExp(`^s: snapshot \\S+ in .*: ${Object.keys(r.json().tables).length} table\\(s\\), ${all} row\\(s\\) in all, \\d+ bytes$`, 'm'));
+    expect(text.stdout).toMatch(new RegExp(`^s: snapshot \\S+ in .*: store: ${Object.keys(r.json().tables).length} table\\(s\\), ${all} row\\(s\\), \\d+ bytes$`, 'm'));
+    expect(r.json().vectorTables).toEqual({});
     expect(text.stdout).not.toContain('?');
   });
 

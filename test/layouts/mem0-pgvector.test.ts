@@ -4,6 +4,7 @@ import { gunzipSync } from 'node:zlib';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { CLI } from '../helpers/cli.js';
+import { snapshotLine } from '../../src/commands/run-output.js';
 import { join } from 'node:path';
 import pg from 'pg';
 import YAML from 'yaml';
@@ -290,6 +291,13 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(manifest.vectorTables.dir).toBe('pgvector');
     expect(manifest.vectorTables.source).toBe('postgres schema public: memories, memories_entities');
     expect(manifest.vectorTables.tables.memories).toBe(4);
+    // The result counts both parts: the history file's tables and mem0's pgvector tables.
+    expect(snap.json().vectorTables).toEqual(manifest.vectorTables.tables);
+    const side = manifest.vectorTables.tables as Record<string, number>;
+    const said = `; pgvector: 2 table(s), ${Object.values(side).reduce((a, b) => a + b, 0)} row(s), `;
+    // The line the CLI prints of this result (one snapshot only: the steps below count them).
+    expect(snapshotLine(snap.json())).toMatch(/: store: \d+ table\(s\), \d+ row\(s\); pgvector: /);
+    expect(snapshotLine(snap.json())).toContain(said);
     expect(Object.keys(manifest.files).filter((f) => f.startsWith('pgvector/')).length).toBe(3); // its manifest and two tables
     expect(readdirSync(join(dir, 'pgvector')).sort()).toEqual(['000.copy', '001.copy', 'manifest.json']);
     const holds = JSON.parse(gunzipSync(readFileSync(join(dir, 'holds.json.gz'))).toString('utf8'));
