@@ -59,7 +59,8 @@ export const COMMAND_DETAILS: Record<string, string> = {
     'With `--target NAME`, DIR is a snapshot name on that target (or `latest`): downloaded, verified, decrypted (into a ' +
     '`.fetch-` folder its first step names: a plaintext copy, removed at the end), then restored the same way.',
   erase:
-    'Removes every copy killed runs left; prints and keeps a receipt without content (docs/erase.md#erase-right-to-erasure).',
+    'Removes every copy killed runs left; prints and keeps a receipt without content (docs/erase.md#erase-right-to-erasure). ' +
+    'JSON `unreached`: what it knows it could not reach in the store (`what`, `facts`, `reach`: how the operator reaches it).',
   'erase receipts':
     'Counts, places, times, and digests keyed under the erase key; with a selector, only its receipts (found with the ' +
     'key). JSON keys as stored: `selector_sha256` and `ids_sha256` (HMAC-SHA256; null on a receipt from before keyed ' +

@@ -131,6 +131,8 @@ export function printReceipt(r: EraseReceipt): void {
   for (const dir of r.snapshots.found) print`  ${inRedis(dir) ? 'redis record' : 'snapshot'} ${state(dir)}: ${dir}`;
   const left = r.snapshots.found.filter((d) => !inRedis(d) && !r.snapshots.deleted.includes(d));
   if (left.length > 0 && !r.dryRun) print`  (--snapshots deletes those folders)`;
+  if ((r.unreached ?? []).length > 0) print`  not reached by this erase, each still to be reached by the operator:`;
+  for (const u of r.unreached ?? []) print`    ${u.what}${u.facts ? ` (${Object.entries(u.facts).map(([k, v]) => `${k} ${String(v)}`).join(', ')})` : ''}: ${u.reach}`;
   if (r.redis && !r.redis.searched) print`  redis ${r.redis.notUsed ? 'not used' : 'NOT searched (unknown)'}: ${r.redis.reason ?? ''}`;
   for (const q of r.redis?.queued ?? []) print`  still queued: ${q} (run erase again once it is done)`;
 }

@@ -199,6 +199,7 @@ export async function erase(config: Config, storeName: string, sel: EraseSelecto
     stateWalTruncated,
     ...(redis ? { redis: { searched: redis.searched, notUsed: redis.notUsed, queued: redis.queued, ...(redis.reason ? { reason: redis.reason } : {}) } } : {}),
     ...(bytes ? { bytes } : {}),
+    unreached: erased.unreached ?? [],
   };
   if (!dryRun && opts.record !== false) receipt.id = recordReceipt(expandHome(config.stateDb), receipt);
   log.info({ store: storeName, memories: receipt.memories, dryRun, snapshots: found.length, walTruncated }, 'erase done');
@@ -350,12 +351,17 @@ function mergePlaces(a: Place[], b: Place[]): Place[] {
   return out;
 }
 
-/** Two read-backs as one: found if either found, unverified if either could not read, every count added. */
+/**
+ * Two read-backs as one, the store's (`a`) and that of its vectors' tables on another server (`b`): found if either
+ * found, unverified if either could not read, every count added; what each cannot see named with its server.
+ */
 function mergeByteChecks(a: ByteCheck, b: ByteCheck): ByteCheck {
   const verdict = a.verdict === 'found' || b.verdict === 'found' ? 'found' : a.verdict === 'unverified' || b.verdict === 'unverified' ? 'unverified' : 'clean';
+  const on = (server: string) => (u: ByteCheck['unseen'][number]) => ({ ...u, facts: { server, ...u.facts } });
   return {
     verdict, needles: Math.max(a.needles, b.needles), relations: a.relations + b.relations, bytes: a.bytes + b.bytes,
-    found: [...a.found, ...b.found], shared: a.shared + b.shared, unseen: [...a.unseen, ...b.unseen],
+    found: [...a.found, ...b.found], shared: a.shared + b.shared,
+    unseen: [...a.unseen.map(on('the store\'s')), ...b.unseen.map(on('the vectors\''))],
   };
 }
 

@@ -3,6 +3,7 @@ import { openStateDb } from '../state/state.js';
 import { storeError } from '../core/errors.js';
 import type { Place } from './state.js';
 import type { ByteCheck } from '../engines/contract.js';
+import type { Unreached } from '../layouts/contract.js';
 
 /** What one erase did, as its receipt says it (never what the erased memories said). */
 export interface EraseReceipt {
@@ -47,6 +48,8 @@ export interface EraseReceipt {
    * verdict are kept in the state db as `counts.bytesLeft` and `counts.bytesUnverified`.
    */
   bytes?: ByteCheck;
+  /** What this erase knows it could not reach in the store, each with how the operator reaches it (empty: none known). */
+  unreached: Unreached[];
 }
 
 /**

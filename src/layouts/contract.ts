@@ -621,7 +621,16 @@ export interface ErasedFields {
  * and texts are read only as `Strings` (src/text/string-list.ts): a layout that takes many memories holds them as bytes
  * (a StringList), one that takes few may hand arrays.
  */
+/** What an erase knows it could not reach, with how the operator reaches it (the receipt's `unreached`). */
+export interface Unreached {
+  what: string;
+  facts?: Record<string, string | number>;
+  reach: string;
+}
+
 export interface Erased {
+  /** What this erase knows it could not reach (the receipt lists each; absent: nothing known). */
+  unreached?: Unreached[];
   ids: Strings;
   counts: Record<string, number>;
   texts: Strings;

@@ -278,6 +278,26 @@ describe('erase, mem0 layout', () => {
     h.close();
   });
 
+  it('--user says how many deleted memories history still holds text of that it cannot attribute; --subject reaches them', async () => {
+    fx = await Mem0Fixture.create(q, tmp.dir);
+    const f = fx;
+    await f.add('Erin Walsh likes rowing', { user_id: 'erin', at: NOW - 3 * DAY });
+    const gone = await f.add('Erin Walsh moved to Cork', { user_id: 'erin', at: NOW - 3 * DAY });
+    await f.add('Bob Lund plays chess', { user_id: 'bob', at: NOW - 3 * DAY });
+    await f.delete(gone, NOW - 2 * DAY); // mem0's own delete: its point and links go, its text stays in history
+    f.close();
+    const r = await erase(f.config(), 'm', { user: 'erin' }, opts);
+    expect(r.memories).toBe(1);
+    expect(r.unreached).toEqual([{ what: 'history-of-deleted-memories', facts: { memories: 1 }, reach: expect.stringContaining('erase --subject TEXT') }]);
+    expect(rawBytes(f.historyPath).includes(Buffer.from('moved to Cork'))).toBe(true); // the truth the receipt says
+    const bySubject = await erase(f.config(), 'm', { subject: 'Erin Walsh' }, opts);
+    expect(bySubject.memories).toBe(1);
+    expectNowhere(rawBytes(f.historyPath), ['Erin Walsh', 'Cork']);
+    expect((await erase(f.config(), 'm', { user: 'erin' }, opts)).unreached).toEqual([]);
+    // Bob's live memory is no one's unknown: never counted.
+    expect((await erase(f.config(), 'm', { user: 'nobody' }, { ...opts, dryRun: true })).unreached).toEqual([]);
+  });
+
   it('--subject matches payload values, never payload keys', async () => {
     fx = await Mem0Fixture.create(q, tmp.dir);
     await fx.add('Likes hiking', { user_id: 'ursula', at: NOW - DAY, metadata: { category: 'hobby' } });

@@ -111,6 +111,8 @@ describe('agents writing while prune and erase run (native PostgreSQL 15, split 
     expect(prune.json().ids.sort()).toEqual([t.dan, t.benOld[0]].sort());
     expect(erase.code, erase.stderr + erase.stdout).toBe(0);
     expect(erase.json().bytes.verdict).toBe('clean');
+    // What the read-back cannot see is said of each server: the WAL of the store's and of the vectors'.
+    expect(erase.json().bytes.unseen.filter((u: any) => u.what === 'wal').map((u: any) => u.facts.server).sort()).toEqual(["the store's", "the vectors'"]);
     expect(erase.json().counts).toMatchObject({ threads: 1, resources: 1, bytesLeft: 0, bytesUnverified: 0 });
 
     // Every message an agent wrote is there, in its thread, with its embedding.

@@ -70,7 +70,7 @@ export const postgresEngine: StoreEngine<PostgresStoreHandle> = {
   async integrity(handle): Promise<EngineIntegrity> {
     const installed = await handle.pg.query<{ schema: string }>(`SELECT n.nspname AS schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'amcheck'`);
     if (installed.rows.length === 0) {
-      return { result: 'ok', skipped: 'amcheck is not installed in this database, so the indexes were not verified (init installs it where the role may; or a superuser runs CREATE EXTENSION amcheck)' };
+      return { result: 'ok', skipped: 'amcheck is not installed in this database, so the indexes were not verified (CREATE EXTENSION amcheck, run by a role that may, installs it; init does so for a warden store)' };
     }
     const ext = quoteIdent(installed.rows[0]!.schema);
     const indexes = await handle.pg.query<{ name: string; oid: number }>(

@@ -1,4 +1,4 @@
-import type { StoreHandle, EraseOptions, EraseSelector, Erased } from '../contract.js';
+import type { StoreHandle, EraseOptions, EraseSelector, Erased, Unreached } from '../contract.js';
 import { usageError } from '../../core/errors.js';
 import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
 import { asciiLower } from '../../text/needles.js';
@@ -89,7 +89,10 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
     points: withPoints.length, historyRowsScrubbed: 0, deleteRowsAdded: 0, entityLinksRemoved: 0, entitiesDeleted: 0, strayPoints: 0,
     messagesDeleted: countMessages(store.db, h.dialect, by),
   };
-  if (dryRun) return { ids: idList, counts, texts };
+  // History keeps the text of memories mem0's own delete removed, and names no user: a person's are found by their
+  // entities' links and by what memory-warden deleted for them, not otherwise. Those of no one known are said.
+  const unreached = 'user' in sel ? await unattributedHistory(h, ids, haveCollection) : [];
+  if (dryRun) return { ids: idList, counts, texts, unreached };
 
   // Vectors first, as everywhere: a crash after this leaves history that a second erase scrubs.
   await h.points.delete(h.collection, withPoints);
@@ -113,7 +116,26 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   // In PostgreSQL (pgvector): VACUUM FULL of its tables and their files read back, for the texts as the payload
   // holds them, mem0's lower-cased textLemmatized copy, and the ids (entity links hold them as text).
   const scrubbed = h.scrub ? await h.scrub(byteNeedles(texts, idList)) : undefined;
-  return { ids: idList, counts, texts, ...(scrubbed ? { bytes: scrubbed.bytes } : {}) };
+  return { ids: idList, counts, texts, unreached, ...(scrubbed ? { bytes: scrubbed.bytes } : {}) };
+}
+
+/**
+ * Memories whose text history still holds, whose point is gone and which `taken` does not hold: deleted by mem0
+ * itself (or by another tool) for someone this erase cannot name. Counted, not read; an erase by the person's name
+ * or email (`--subject`) reaches those that mention it.
+ */
+async function unattributedHistory(h: Mem0Handle, taken: ReadonlySet<string>, haveCollection: boolean): Promise<Unreached[]> {
+  const d = h.dialect;
+  const withText = (h.store.db.prepare(`SELECT DISTINCT memory_id AS id FROM ${d.table}
+    WHERE coalesce(${d.oldText}, '') <> '' OR coalesce(${d.newText}, '') <> ''`).all() as { id: unknown }[]).map((r) => String(r.id)).filter((id) => !taken.has(id));
+  const live = new Set<string>();
+  for (let i = 0; haveCollection && i < withText.length; i += h.cfg.pageSize) {
+    for (const p of await h.points.retrieve(h.collection, withText.slice(i, i + h.cfg.pageSize), false)) live.add(p.id);
+  }
+  const gone = withText.filter((id) => !live.has(id)).length;
+  if (gone === 0) return [];
+  return [{ what: 'history-of-deleted-memories', facts: { memories: gone },
+    reach: 'mem0\'s history keeps the text of memories deleted by mem0 itself (or another tool) and names no user, so whose they are cannot be told: erase --subject TEXT (a name, an email) takes those that mention it' }];
 }
 
 /**
