@@ -290,6 +290,7 @@ async function eraseStoreAndRecords(
     const stateWalTruncated = compactState(state).walTruncated;
     await copies(erased.texts, erased.ids, earlier);
     const { vacuumed, walTruncated } = (await compaction) ?? (await (await engineFor(store.config)).scrubErased(store, { tables: [], needles: [] }));
+    if (erased.bytes) noteEarlierErases(erased.bytes, erased, earlier); // its vectors' tables in a database (mem0's pgvector)
     return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, redis };
   } finally {
     state.close();
@@ -349,6 +350,16 @@ function mergePlaces(a: Place[], b: Place[]): Place[] {
     else out.push({ ...p });
   }
   return out;
+}
+
+/**
+ * A read-back that looked for nothing this run (the selector's rows went in earlier erases): it says so rather than
+ * let "none found" stand for the rows whose texts are no longer known.
+ */
+function noteEarlierErases(bytes: ByteCheck, erased: Erased, earlier: readonly string[]): void {
+  if (erased.ids.length > 0 || earlier.length === 0) return;
+  bytes.unseen.push({ what: 'earlier-erases', facts: { ids: earlier.length },
+    reach: 'earlier erases of this selector deleted rows whose texts are no longer known, so they were not looked for; the VACUUM FULL above rewrote the tables, which leaves no deleted row in them' });
 }
 
 /**
@@ -417,10 +428,7 @@ async function eraseOnEngine(
     const { vacuumed, walTruncated } = scrubbed;
     // Tables of the store in another database (Mastra's PgVector elsewhere): what the layout read back there.
     const bytes = erased.bytes && scrubbed.bytes ? mergeByteChecks(scrubbed.bytes, erased.bytes) : scrubbed.bytes ?? erased.bytes;
-    if (bytes && erased.ids.length === 0 && earlier.length > 0) {
-      bytes.unseen.push({ what: 'earlier-erases', facts: { ids: earlier.length },
-        reach: 'earlier erases of this selector deleted rows whose texts are no longer known, so they were not looked for; the VACUUM FULL above rewrote the tables, which leaves no deleted row in them' });
-    }
+    if (bytes) noteEarlierErases(bytes, erased, earlier);
     return { erased, vacuumed, walTruncated, statePlaces, stateWalTruncated, bytes, redis };
   } finally {
     state.close();

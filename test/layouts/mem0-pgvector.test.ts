@@ -271,6 +271,10 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(dump.includes(Buffer.from('Bob Keller leads'))).toBe(true); // the check can see a text that is there
     for (const w of ['Tempelhof', 'tempelhof', 'prefers npm', 'Alice Martin', 'alice martin']) expect(dump.includes(Buffer.from(w)), w).toBe(false);
     expect(readFileSync(s.historyPath).includes(Buffer.from('Tempelhof'))).toBe(false);
+    // Again: nothing of hers is left to look for, and the receipt says what was not looked for, not "none found".
+    const again = (await run('erase', '--user', 'alice', '--json', '--now', FAR)).json();
+    expect(again.memories).toBe(0);
+    expect(again.bytes.unseen.map((u: { what: string }) => u.what)).toContain('earlier-erases');
 
     s.close(m);
     m = await s.open();
