@@ -1,5 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CLI } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
@@ -7,6 +9,7 @@ import { assertBuilt } from '../queue/fixtures.js';
 import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
 
 const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.url));
+const PG_KILL_AT = fileURLToPath(new URL('../helpers/pg-kill-at.cjs', import.meta.url));
 
 /**
  * A PostgreSQL store is one database every host reaches: prune runs beside agents writing over their own connections,
@@ -62,16 +65,17 @@ describe('PostgreSQL store beside agents and other workers', { timeout: 180_000 
 
   it('two processes never prune one schema at once: the second is refused while the first holds the advisory lock; kill -9 frees it', async () => {
     db = await createTestDatabase('pg_lock');
-    // Batches kept small (a budget no batch meets) over many rows: the first prune is still running when the second
-    // starts (its batches run on the server one after the other, 10 rows each: 20,000 of them).
-    const store = pgStoreConfig(db, { postgres: { batchSize: 5, batchMs: 0.001 } });
+    const store = pgStoreConfig(db);
     await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 50, expired: 200_000 });
+    await fillPgStore(db, 'fleet', { live: 50, expired: 2_000 });
     const kept = await ids(db, 'fleet', `id LIKE 'live-%'`);
-    const count = async () => Number((await db.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
-    const first = start([CLI, 'run', 'prune', '--config', store.config], store.env);
-    // The first has its lock once it has deleted a batch.
-    while ((await count()) === 200_050) await new Promise((r) => setTimeout(r, 5));
+    // The first holds at its first call of the walk (its lock taken), for as long as the test needs
+    // (test/helpers/pg-kill-at.cjs, `hold`): a second process meets it there however slowly either starts.
+    const held = join(store.dir, 'held');
+    const first = start([CLI, 'run', 'prune', '--config', store.config], { ...store.env, NODE_OPTIONS: `--require ${PG_KILL_AT}`,
+      MW_PG_KILL_AT: JSON.stringify({ sql: 'CALL pg_temp\\.mw_prune_walk', nth: 1, when: 'hold', held }) });
+    while (!existsSync(held) && first.child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(held), 'the first prune never reached its walk').toBe(true);
     const second = start([CLI, 'run', 'prune', '--config', store.config], store.env);
     expect(await second.code).toBe(2);
     const lines = (await second.out).split('\n').filter((l) => l.startsWith('memory-warden:'));

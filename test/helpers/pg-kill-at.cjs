@@ -2,6 +2,8 @@
 // MW_PG_KILL_AT, JSON: { "sql": "<regex>", "nth": 1, "when": "before" | "after" }: the nth query whose text matches
 // the regex is the step; `before`: instead of sending it, `after`: once the server has answered it. Then SIGKILL.
 // MW_PG_KILL_LOG, a file: each matching statement's first 80 characters are appended to it.
+// `when: "hold"` (with `held`, a file): at the step nothing is sent and nothing answers, for good; the file is written
+// once the process is there, for the test to act on it holding what it holds (its locks), then kill it.
 const fs = require('node:fs');
 const pg = require('pg');
 
@@ -17,6 +19,10 @@ pg.Client.prototype.query = function (config, ...rest) {
     seen++;
     if (logFile) fs.appendFileSync(logFile, `${text.replace(/\s+/g, ' ').slice(0, 80)}\n`);
     if (seen === (spec.nth ?? 1)) {
+      if (spec.when === 'hold') {
+        fs.writeFileSync(spec.held, text);
+        return typeof rest[rest.length - 1] === 'function' ? undefined : new Promise(() => {});
+      }
       if ((spec.when ?? 'before') === 'before') die();
       const out = query.call(this, config, ...rest);
       if (out && typeof out.then === 'function') return out.then((r) => (die(), r), (e) => (die(), Promise.reject(e)));
