@@ -117,6 +117,8 @@ export async function deleteLeftoversPg(f: PgFiles, found: Leftover[]): Promise<
     const stillGone = onStore ? ` AND NOT EXISTS (SELECT 1 FROM ${f.t(parent)} p WHERE p.id = g.of)` : '';
     const sql = `DELETE FROM ${target} x USING unnest($1::text[], $2::text[]) AS g(id, of) WHERE x.${of} AND x.${code === 'mastra_observation_without_thread' ? 'id::text' : 'vector_id::text'} = g.id${stillGone}`;
     const run = async (q: Queryable) => (await q.query(sql, [page.map((l) => l.id), page.map((l) => l.of)])).rowCount ?? 0;
+    // Observation records are in the store's schema: one transaction there (as `together` runs it when the vectors
+    // are with the store, under lock_timeout and its retries), with no vectors' part.
     const r = code === 'mastra_observation_without_thread'
       ? (await together(f.store, { ...f.v, together: true }, f.lockTimeoutMs, async () => 0, run)).result ?? 0
       : (await together(f.store, f.v, f.lockTimeoutMs, run, async () => 0)).embeddings;
