@@ -45,6 +45,38 @@ interface Index {
   prefixOf: Int32Array;
 }
 
+/**
+ * What one pass over a text looks for: `base` at every position; `up` (a wider tier) only where the base window is one
+ * of its needles' beginnings (`upKeys`, also set in base's bit set), its own window hashed there. So the 8- and 32-unit
+ * tiers take one pass, not two: a pass is a bit-set lookup per position, in a bit set of megabytes for many needles.
+ */
+interface Pass {
+  base: Tier;
+  up?: Tier;
+  upKeys?: Set<number>;
+}
+
+/** The passes over a text: the 32-unit tier rides on the 8-unit one when both are in use; the 4-unit tier alone. */
+function passesOf<H>(index: Index, needles: readonly H[], u: Units<H>): Pass[] {
+  const eight = index.tiers.find((t) => t.w === 8);
+  const wide = index.tiers.find((t) => t.w === 32);
+  // Every tier but those two passes on its own.
+  const passes: Pass[] = index.tiers.filter((t) => t !== eight && !(t === wide && eight)).map((base) => ({ base }));
+  if (!eight) return passes;
+  if (!wide) return [{ base: eight }, ...passes];
+  const upKeys = new Set<number>();
+  for (const list of wide.byHash.values()) {
+    for (const idx of list) {
+      const h = hashAt(u, needles[idx]!, 0, 8);
+      upKeys.add(h);
+      const b = h >>> eight.shift;
+      eight.bits[b >>> 5]! |= 1 << (b & 31);
+    }
+  }
+  passes.unshift({ base: eight, up: wide, upKeys });
+  return passes;
+}
+
 function hashAt<H>(u: Units<H>, s: H, from: number, w: number): number {
   let h = 0;
   for (let k = 0; k < w; k++) h = (Math.imul(h, MUL) + u.at(s, from + k)) | 0;
@@ -93,8 +125,9 @@ function indexOf<H>(needles: readonly H[], u: Units<H>): Index {
 // The two scans are the same loop over bytes and over UTF-16 units, written out twice: through a shared accessor
 // the byte scan ran five times slower. So are the two lookups of a position's needles below.
 
-function scanBytes(hay: Uint8Array, t: Tier, hit: (i: number, list: number[]) => boolean): boolean {
-  const { w, top, shift, bits, byHash } = t;
+function scanBytes(hay: Uint8Array, pass: Pass, hit: (i: number, list: number[]) => boolean): boolean {
+  const { base, up, upKeys } = pass;
+  const { w, top, shift, bits, byHash } = base;
   const len = hay.length;
   if (len < w) return false;
   let h = 0;
@@ -104,14 +137,24 @@ function scanBytes(hay: Uint8Array, t: Tier, hit: (i: number, list: number[]) =>
     if ((bits[b >>> 5]! & (1 << (b & 31))) !== 0) {
       const list = byHash.get(h);
       if (list && hit(i, list)) return true;
+      if (up && upKeys!.has(h) && i + up.w <= len) {
+        let g = 0;
+        for (let k = 0; k < up.w; k++) g = (Math.imul(g, MUL) + hay[i + k]!) | 0;
+        const c = g >>> up.shift;
+        if ((up.bits[c >>> 5]! & (1 << (c & 31))) !== 0) {
+          const wide = up.byHash.get(g);
+          if (wide && hit(i, wide)) return true;
+        }
+      }
     }
     if (i + w >= len) return false;
     h = (Math.imul(h - Math.imul(hay[i]!, top), MUL) + hay[i + w]!) | 0;
   }
 }
 
-function scanChars(hay: string, t: Tier, hit: (i: number, list: number[]) => boolean): boolean {
-  const { w, top, shift, bits, byHash } = t;
+function scanChars(hay: string, pass: Pass, hit: (i: number, list: number[]) => boolean): boolean {
+  const { base, up, upKeys } = pass;
+  const { w, top, shift, bits, byHash } = base;
   const len = hay.length;
   if (len < w) return false;
   let h = 0;
@@ -121,6 +164,15 @@ function scanChars(hay: string, t: Tier, hit: (i: number, list: number[]) => boo
     if ((bits[b >>> 5]! & (1 << (b & 31))) !== 0) {
       const list = byHash.get(h);
       if (list && hit(i, list)) return true;
+      if (up && upKeys!.has(h) && i + up.w <= len) {
+        let g = 0;
+        for (let k = 0; k < up.w; k++) g = (Math.imul(g, MUL) + hay.charCodeAt(i + k)) | 0;
+        const c = g >>> up.shift;
+        if ((up.bits[c >>> 5]! & (1 << (c & 31))) !== 0) {
+          const wide = up.byHash.get(g);
+          if (wide && hit(i, wide)) return true;
+        }
+      }
     }
     if (i + w >= len) return false;
     h = (Math.imul(h - Math.imul(hay.charCodeAt(i), top), MUL) + hay.charCodeAt(i + w)) | 0;
@@ -215,12 +267,14 @@ const chars: Units<string> = {
 export function bytesFinder(needles: readonly Buffer[]): (hay: Buffer) => boolean {
   const usable = needles.filter((n) => n.length >= 4);
   if (usable.length <= FEW) return (hay) => usable.some((n) => hay.includes(n));
-  const { tiers, prefixOf } = indexOf(usable, bytes);
+  const index = indexOf(usable, bytes);
+  const { prefixOf } = index;
+  const passes = passesOf(index, usable, bytes);
   const ns = usable.map((n) => new Uint8Array(n.buffer, n.byteOffset, n.length));
   return (hay) => {
     const view = new Uint8Array(hay.buffer, hay.byteOffset, hay.length);
     const hit = (i: number, list: number[]) => longestAtBytes(view, i, list, ns, prefixOf) >= 0;
-    return tiers.some((t) => scanBytes(view, t, hit));
+    return passes.some((p) => scanBytes(view, p, hit));
   };
 }
 
@@ -233,7 +287,9 @@ export function bytesHits(needles: readonly Buffer[]): (hay: Buffer, skip: Reado
   if (usable.length <= FEW) {
     return (hay, skip) => usable.filter((x) => !skip.has(x.idx)).map((x) => ({ needle: x.idx, at: hay.indexOf(x.n) })).filter((h) => h.at >= 0);
   }
-  const { tiers, prefixOf } = indexOf(usable.map((x) => x.n), bytes);
+  const index = indexOf(usable.map((x) => x.n), bytes);
+  const { prefixOf } = index;
+  const passes = passesOf(index, usable.map((x) => x.n), bytes);
   const ns = usable.map((x) => new Uint8Array(x.n.buffer, x.n.byteOffset, x.n.length));
   return (hay, skip) => {
     const out = new Map<number, number>();
@@ -246,7 +302,7 @@ export function bytesHits(needles: readonly Buffer[]): (hay: Buffer, skip: Reado
       }
       return false; // every needle, not the first
     };
-    for (const t of tiers) scanBytes(view, t, hit);
+    for (const p of passes) scanBytes(view, p, hit);
     return [...out].map(([needle, at]) => ({ needle, at }));
   };
 }
@@ -254,10 +310,12 @@ export function bytesHits(needles: readonly Buffer[]): (hay: Buffer, skip: Reado
 export function textFinder(needles: readonly string[]): (hay: string) => boolean {
   const usable = needles.filter((n) => n.length >= 4);
   if (usable.length <= FEW) return (hay) => usable.some((n) => hay.includes(n));
-  const { tiers, prefixOf } = indexOf(usable, chars);
+  const index = indexOf(usable, chars);
+  const { prefixOf } = index;
+  const passes = passesOf(index, usable, chars);
   return (hay) => {
     const hit = (i: number, list: number[]) => longestAtChars(hay, i, list, usable, prefixOf) >= 0;
-    return tiers.some((t) => scanChars(hay, t, hit));
+    return passes.some((p) => scanChars(hay, p, hit));
   };
 }
 
