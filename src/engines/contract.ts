@@ -76,6 +76,11 @@ export interface ScrubOptions {
   tables: readonly string[];
   /** The erased texts, fields and ids no remaining row holds: none of them may be left in what is read back. */
   needles: readonly string[];
+  /**
+   * Called once the rewrite has been asked of the server (PostgreSQL: the first VACUUM FULL sent), so that the caller's
+   * own work runs while the server rewrites, instead of holding back the request; not called when nothing is rewritten.
+   */
+  rewriting?: () => void;
 }
 
 export interface EngineScrub {

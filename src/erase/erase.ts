@@ -413,12 +413,20 @@ async function eraseOnEngine(
     recordErasedIdMacs(state, store.name, selector, plannedMacs);
     // Redis too, before the rows go: after a kill past the deletes nothing would find these texts again.
     let redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), false);
-    const erased = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun });
+    const erased = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun, planned });
     const added = notIn(erased.ids, memberOf(planned.ids));
     // Shorter than four bytes, a needle matches bytes of any page: not looked for (docs/postgres.md says so).
-    const needles = [...new Set([...erased.texts, ...(erased.fields?.onlyTheirs() ?? []), ...erased.ids].filter((n) => Buffer.byteLength(n) >= 4))];
-    const scrubbing = engine.scrubErased(store, { tables: erased.tables ?? [], needles });
+    const needles = new Set<string>();
+    for (const list of [erased.texts, erased.fields?.onlyTheirs() ?? [], erased.ids]) {
+      for (const n of list) if (n.length >= 4 || Buffer.byteLength(n) >= 4) needles.add(n); // four UTF-16 units are four bytes or more
+    }
+    // The records below are written on this thread while the server rewrites the tables: they wait until it has been
+    // asked to (else the rewrite's request waits for them).
+    let rewriting!: () => void;
+    const asked = new Promise<void>((resolve) => (rewriting = resolve));
+    const scrubbing = engine.scrubErased(store, { tables: erased.tables ?? [], needles: [...needles], rewriting });
     scrubbing.catch(() => {}); // awaited below; not an unhandled rejection while the copies are searched
+    await Promise.race([asked, scrubbing.then(() => undefined, () => undefined)]);
     recordErasedIdMacs(state, store.name, selector, idMacsOf(key, added));
     statePlaces = mergePlaces(statePlaces, scrubState(state, stateTarget(store.name, erased, sel, earlierIds), false));
     if (added.length > 0) redis = mergeSweeps(redis, await sweepRedis(state, stateTarget(store.name, erased, sel, earlierIds), false));

@@ -603,6 +603,11 @@ export interface LayoutEraseOptions extends EraseOptions {
    * src/erase/erase.ts). A layout that deletes in one transaction, or not through the store's connection, may ignore it.
    */
   afterCommit?: () => void;
+  /**
+   * The dry run this erase made of the same selector just before (the plan it recorded): a layout may take from it
+   * answers that still hold instead of reading the store for them again.
+   */
+  planned?: Erased;
 }
 
 /**

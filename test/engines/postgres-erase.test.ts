@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -181,6 +181,65 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       expect(await ids(db, 'fleet', `subject = 'ann' OR id LIKE 'bob-old-%'`)).toEqual([]);
       expect(await ids(db, 'fleet', `id LIKE 'bob-%' AND id NOT LIKE 'bob-old-%'`)).toHaveLength(20);
       expect((await bytesOf(db.url, 'fleet', annTexts())).verdict).toBe('clean');
+      await db.drop();
+      db = undefined;
+    }
+  });
+
+  it('native PG 15: which subjects and sources are only the person\'s is asked once, by the plan; what changed before the deletes is asked again', async () => {
+    // Each erase plans (a dry run, recorded before anything is deleted), then deletes. The plan's answers are taken
+    // where they still hold: the table is read for the fields once. Paused between the two, the test changes rows:
+    // a source the plan found shared whose other row goes becomes the person's, a new row of the person's brings a
+    // source another row has too (not theirs) and one nobody else has (theirs).
+    const texts = (r: { fact: string }[]) => r.map((x) => x.fact);
+    const base = (shared: boolean) => [
+      { id: 'pat-1', subject: 'patricia', fact: 'Patricia fact one', source: 'src-gone' },
+      { id: 'pat-2', subject: 'patricia', fact: 'Patricia fact two', source: 'src-stays' },
+      { id: 'oth-1', subject: 'otto', fact: 'Otto fact one', source: shared ? 'src-gone' : 'src-otto-1' },
+      { id: 'oth-2', subject: 'otto', fact: 'Otto fact two', source: shared ? 'src-stays' : 'src-otto-2' },
+    ];
+    for (const changed of [false, true]) {
+      db = await createTestDatabase(`pg_erase_fields_${changed ? 'changed' : 'same'}`);
+      const store = pgStoreConfig(db);
+      await initPgStore(store);
+      // Unchanged: nothing of the person's is shared, the plan settles every field. Changed: the plan finds two
+      // sources shared (asked again, with the new rows' ones).
+      await fillPg(db.client, 'fleet', base(changed));
+      const dir = tempDir('pg-erase-fields');
+      const [held, resume, log] = [join(dir, 'held'), join(dir, 'resume'), join(dir, 'log')];
+      // The deletes' own look-up of the roots (the plan reads them with its recursive query) is where it waits.
+      const run = cliAsync(['erase', '--user', 'patricia', '--store', 'fleet', '--json', '--config', store.config], {
+        ...store.env, NODE_OPTIONS: `--require ${KILL_AT}`, MW_PG_KILL_LOG: log,
+        MW_PG_KILL_AT: JSON.stringify({ sql: '^SELECT id FROM .*memory WHERE subject = \\$1$|SELECT DISTINCT CASE', nth: 2, when: 'pause', held, resume }),
+      });
+      try {
+        for (let t = 0; t < 600 && !existsSync(held); t++) await new Promise((r) => setTimeout(r, 50));
+        expect(readFileSync(held, 'utf8')).toMatch(/^SELECT id FROM/);
+        if (changed) {
+          await db.client.query(`DELETE FROM fleet.memory WHERE id = 'oth-1'`);
+          await fillPg(db.client, 'fleet', [
+            { id: 'pat-3', subject: 'patricia', fact: 'Patricia fact three', source: 'src-new-shared' },
+            { id: 'pat-4', subject: 'patricia', fact: 'Patricia fact four', source: 'src-new-theirs' },
+            { id: 'oth-3', subject: 'otto', fact: 'Otto fact three', source: 'src-new-shared' },
+          ]);
+        }
+      } finally {
+        writeFileSync(resume, ''); // the process goes on (and ends) whatever failed here
+      }
+      const out = await run;
+      expect(out.code, out.stderr + out.stdout).toBe(0);
+      const r = out.json();
+      const fieldReads = readFileSync(log, 'utf8').split('\n').filter((l) => l.startsWith('SELECT DISTINCT CASE')).length;
+      const pat = changed ? ['pat-1', 'pat-2', 'pat-3', 'pat-4'] : ['pat-1', 'pat-2'];
+      expect(r.memories).toBe(pat.length);
+      // Needles: the facts, the ids, and the fields only the person has.
+      const theirs = changed ? ['patricia', 'src-gone', 'src-new-theirs'] : ['patricia', 'src-gone', 'src-stays'];
+      expect(r.bytes.needles).toBe(pat.length * 2 + theirs.length);
+      expect(r.bytes.verdict).toBe('clean');
+      // Unchanged, the plan settled every field: the table was read for them once; changed, again for what was open.
+      expect(fieldReads).toBe(changed ? 2 : 1);
+      expect(await ids(db, 'fleet')).toEqual(changed ? ['oth-2', 'oth-3'] : ['oth-1', 'oth-2']);
+      expect((await bytesOf(db.url, 'fleet', texts(base(changed).filter((x) => x.id.startsWith('pat-'))))).verdict).toBe('clean');
       await db.drop();
       db = undefined;
     }

@@ -4,6 +4,8 @@
 // MW_PG_KILL_LOG, a file: each matching statement's first 80 characters are appended to it.
 // `when: "hold"` (with `held`, a file): at the step nothing is sent and nothing answers, for good; the file is written
 // once the process is there, for the test to act on it holding what it holds (its locks), then kill it.
+// `when: "pause"` (with `held` and `resume`, files): as `hold`, but the statement is sent once the test has written
+// `resume`: the test changes the database between two of the process's statements.
 const fs = require('node:fs');
 const pg = require('pg');
 
@@ -19,6 +21,18 @@ pg.Client.prototype.query = function (config, ...rest) {
     seen++;
     if (logFile) fs.appendFileSync(logFile, `${text.replace(/\s+/g, ' ').slice(0, 80)}\n`);
     if (seen === (spec.nth ?? 1)) {
+      if (spec.when === 'pause') {
+        fs.writeFileSync(spec.held, text);
+        const self = this;
+        const later = new Promise((resolve) => {
+          const t = setInterval(() => {
+            if (!fs.existsSync(spec.resume)) return;
+            clearInterval(t);
+            resolve(query.call(self, config, ...rest));
+          }, 20);
+        });
+        return typeof rest[rest.length - 1] === 'function' ? undefined : later;
+      }
       if (spec.when === 'hold') {
         fs.writeFileSync(spec.held, text);
         return typeof rest[rest.length - 1] === 'function' ? undefined : new Promise(() => {});

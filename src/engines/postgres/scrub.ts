@@ -30,7 +30,7 @@ const REWRITE_ROUNDS = 20;
 export async function scrubErasedPg(handle: PostgresStoreHandle, cfg: PostgresConfig, opts: ScrubOptions): Promise<EngineScrub> {
   const client = await handle.pg.connect();
   try {
-    const { vacuumed, bytes } = await scrubTables(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles, lockTimeoutMs: cfg.lockTimeoutMs, explain: handle.pg.explain });
+    const { vacuumed, bytes } = await scrubTables(client, { schema: cfg.schema, tables: opts.tables, needles: opts.needles, lockTimeoutMs: cfg.lockTimeoutMs, explain: handle.pg.explain, rewriting: opts.rewriting });
     return { vacuumed, walTruncated: false, bytes };
   } finally {
     client.release();
@@ -48,9 +48,12 @@ export async function scrubTables(
     schema: string; tables: readonly string[]; needles: readonly string[]; lockTimeoutMs: number; explain: (err: unknown, doing: string) => Error;
     /** Tables memory-warden did not create (mem0's): their compressible columns stored uncompressed first, so that the rewrite can be read. */
     uncompress?: boolean;
+    /** Called once, when the first VACUUM FULL has been sent. */
+    rewriting?: () => void;
   },
 ): Promise<{ vacuumed: boolean; bytes: ByteCheck }> {
   let unvacuumed: string[] = [];
+  let rewriting = opts.rewriting;
   const tables = [...new Set(opts.tables)];
   const own = opts.uncompress ? (await compressibleColumns(client, opts.schema, tables)).filter((c) => c.relation === c.table) : [];
   let v: Awaited<ReturnType<typeof verifyBytesGone>>;
@@ -60,7 +63,10 @@ export async function scrubTables(
       const alter = round === 1 ? uncompressedStorageSql(opts.schema, table, own.filter((c) => c.table === table).map((c) => c.column)) : [];
       const done = await withLockRetries(client, opts.lockTimeoutMs, opts.explain, `erase: VACUUM FULL ${table}`, async () => {
         for (const sql of alter) await client.query(sql);
-        await vacuumTouched(client, opts.schema, [table], 'full');
+        const vacuum = vacuumTouched(client, opts.schema, [table], 'full');
+        rewriting?.();
+        rewriting = undefined;
+        await vacuum;
       });
       if (!done) unvacuumed.push(table);
     }

@@ -38,17 +38,41 @@ async function hasUserColumn(q: Queryable, store: PostgresStoreHandle): Promise<
 /** A pooled connection or the store's session: both take a query with its parameters. */
 type Queryable = { query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> };
 
-/** The rows the selector names (the roots), as warden's erase on SQLite finds them. */
-async function roots(q: Queryable, store: PostgresStoreHandle, sel: EraseSelector): Promise<string[]> {
-  const s = store.schema;
-  const ids = async (sql: string, params: unknown[]) => (await q.query<{ id: string }>(sql, params)).rows.map((r) => r.id);
-  if ('ids' in sel) return ids(`SELECT id FROM ${s}.memory WHERE id = ANY($1::text[])`, [sel.ids]);
+/** Which rows the selector names (the roots), as warden's erase on SQLite finds them: a condition on `memory` and its parameters. */
+async function rootsWhere(q: Queryable, store: PostgresStoreHandle, sel: EraseSelector): Promise<{ where: string; params: unknown[] }> {
+  if ('ids' in sel) return { where: 'id = ANY($1::text[])', params: [sel.ids] };
   if ('user' in sel) {
     // The brief's table has no user column: a per-user store's subject names the person. A user_id column wins.
-    return (await hasUserColumn(q, store)) ? ids(`SELECT id FROM ${s}.memory WHERE user_id = $1`, [sel.user]) : ids(`SELECT id FROM ${s}.memory WHERE subject = $1`, [sel.user]);
+    return { where: (await hasUserColumn(q, store)) ? 'user_id = $1' : 'subject = $1', params: [sel.user] };
   }
   const needle = asciiLowerSql('$1::text');
-  return ids(`SELECT id FROM ${s}.memory WHERE strpos(${asciiLowerSql('subject')}, ${needle}) > 0 OR strpos(${asciiLowerSql('fact')}, ${needle}) > 0`, [sel.subject]);
+  return { where: `strpos(${asciiLowerSql('subject')}, ${needle}) > 0 OR strpos(${asciiLowerSql('fact')}, ${needle}) > 0`, params: [sel.subject] };
+}
+
+/** The rows the selector names (the roots). */
+async function roots(q: Queryable, store: PostgresStoreHandle, sel: EraseSelector): Promise<string[]> {
+  const { where, params } = await rootsWhere(q, store, sel);
+  return (await q.query<{ id: string }>(`SELECT id FROM ${store.schema}.memory WHERE ${where}`, params)).rows.map((r) => r.id);
+}
+
+/**
+ * The roots and every older version of them with their fields, in one statement (the plan: what the erase will take,
+ * read before anything changes). A row reached both as a root and through a chain (a ring) comes twice: kept once.
+ */
+async function planRows(q: Queryable, store: PostgresStoreHandle, sel: EraseSelector): Promise<{ rows: FieldsOf[]; roots: number }> {
+  const s = store.schema;
+  const { where, params } = await rootsWhere(q, store, sel);
+  const res = await q.query<FieldsOf & { root: boolean }>(`WITH RECURSIVE c(id, fact, subject, source, root) AS (
+      SELECT id, fact, subject, source, true FROM ${s}.memory WHERE ${where}
+      UNION SELECT m.id, m.fact, m.subject, m.source, false FROM ${s}.memory m JOIN c ON m.superseded_by = c.id)
+    SELECT id, fact, subject, source, root FROM c`, params);
+  const byId = new Map<string, FieldsOf>();
+  const rootIds = new Set<string>();
+  for (const { root, ...row } of res.rows) {
+    byId.set(row.id, row);
+    if (root) rootIds.add(row.id);
+  }
+  return { rows: [...byId.values()], roots: rootIds.size };
 }
 
 /** The roots and every row whose supersede chain leads to one of them (what ON DELETE CASCADE takes), rings once. */
@@ -73,15 +97,15 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
   const s = store.schema;
   // The vector tables beside memory too: VACUUM FULL and the byte check read them (their payloads may repeat the text).
   const tables = [...ERASE_TABLES, ...(store.config.postgres?.vectors?.tables ?? [])];
-  const planned = await roots(store.pg, store, sel);
   if (dryRun) {
-    const closure = await closureOf(store.pg, s, planned);
-    const rows = closure.length === 0 ? [] : (await store.pg.query<FieldsOf>(`SELECT id, fact, subject, source FROM ${s}.memory WHERE id = ANY($1::text[])`, [closure])).rows;
+    const { rows, roots: rootCount } = await planRows(store.pg, store, sel);
+    const closure = rows.map((r) => r.id);
     return {
-      ids: closure, counts: { rows: closure.length, cascaded: closure.length - planned.length, strayPoints: 0 },
+      ids: closure, counts: { rows: closure.length, cascaded: closure.length - rootCount, strayPoints: 0 },
       texts: rows.map((r) => r.fact), fields: await fieldsOf(store, rows, closure), tables,
     };
   }
+  const planned = await roots(store.pg, store, sel);
   const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
   if (planned.length === 0) return { ids: [], counts, texts: [], tables };
   const cfg = store.config.postgres!;
@@ -115,7 +139,7 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
     };
     counts.strayPoints = await sweepCollections(points, collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
   }
-  return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, []), tables };
+  return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, [], opts.planned?.fields), tables };
 }
 
 class ChainGrew extends Error {}
@@ -206,30 +230,56 @@ async function oneTripBatch(client: pg.PoolClient, s: string, batch: readonly st
   return [...results[3]!.rows, ...results[5]!.rows];
 }
 
+/** What fieldsOf asked the store: the subjects and sources it looked for, and which of them another row had there. */
+interface FieldAnswers {
+  subjects: ReadonlySet<string>;
+  sources: ReadonlySet<string>;
+  sharedSubjects: ReadonlySet<string>;
+  sharedSources: ReadonlySet<string>;
+}
+/** The answers behind each ErasedFields this layout made: the erase after its plan takes those that still hold. */
+const answersOf = new WeakMap<ErasedFields, FieldAnswers>();
+
 /**
  * The subjects and sources of the erased rows, and which of them no row left in the store has (`excluded`: rows of a
  * dry run's plan, still there): one pass over the table for both columns, as on SQLite. Made at once (the contract's
  * `onlyTheirs` is synchronous; the database answers asynchronously).
+ *
+ * After a plan (`before`: the dry run's fields, read moments earlier) only what it did not settle is asked: a value it
+ * found in no other row is taken as theirs again (a row an agent wrote with it since is still there: the byte check
+ * counts the value as held by a remaining row, not as a finding), one it found shared is asked again (that row may
+ * have gone), and a value of rows the plan did not see is asked. Most erases then skip the second pass over the table.
  */
-async function fieldsOf(store: PostgresStoreHandle, rows: readonly FieldsOf[], excluded: readonly string[]): Promise<ErasedFields> {
-  const [subjects, sources] = (['subject', 'source'] as const).map((col) => [...new Set(rows.map((r) => r[col]).filter((v) => typeof v === 'string' && v !== ''))]);
-  const values = [...new Set([...subjects!, ...sources!])];
-  const shared = new Set<string>();
-  if (values.length > 0) {
+async function fieldsOf(store: PostgresStoreHandle, rows: readonly FieldsOf[], excluded: readonly string[], before?: ErasedFields): Promise<ErasedFields> {
+  const inSubjects = new Set<string>();
+  const inSources = new Set<string>();
+  for (const r of rows) {
+    if (typeof r.subject === 'string' && r.subject !== '') inSubjects.add(r.subject);
+    if (typeof r.source === 'string' && r.source !== '') inSources.add(r.source);
+  }
+  const subjects = [...inSubjects];
+  const sources = [...inSources];
+  const values = [...new Set([...subjects, ...sources])];
+  const prior = before ? answersOf.get(before) : undefined;
+  const askSubjects = prior ? subjects.filter((v) => !prior.subjects.has(v) || prior.sharedSubjects.has(v)) : subjects;
+  const askSources = prior ? sources.filter((v) => !prior.sources.has(v) || prior.sharedSources.has(v)) : sources;
+  const sharedSubjects = new Set<string>();
+  const sharedSources = new Set<string>();
+  if (askSubjects.length + askSources.length > 0) {
     const r = await store.pg.query<{ subject: string | null; source: string | null }>(
       `SELECT DISTINCT CASE WHEN subject = ANY($1::text[]) THEN subject END AS subject, CASE WHEN source = ANY($2::text[]) THEN source END AS source
-         FROM ${store.schema}.memory WHERE (subject = ANY($1::text[]) OR source = ANY($2::text[])) AND NOT (id = ANY($3::text[]))`, [subjects, sources, excluded]);
+         FROM ${store.schema}.memory WHERE (subject = ANY($1::text[]) OR source = ANY($2::text[])) AND NOT (id = ANY($3::text[]))`, [askSubjects, askSources, excluded]);
     for (const row of r.rows) {
-      if (row.subject !== null) shared.add(`subject\0${row.subject}`);
-      if (row.source !== null) shared.add(`source\0${row.source}`);
+      if (row.subject !== null) sharedSubjects.add(row.subject);
+      if (row.source !== null) sharedSources.add(row.source);
     }
   }
   // As on SQLite: theirs when, in a column the erased rows have it in, no other row has it there.
   // (Sets: 10,000 sources looked up in an array of 10,000 took 0.45 s of CPU.)
-  const inSubjects = new Set(subjects);
-  const inSources = new Set(sources);
-  const theirs = new Set(values.filter((v) => (inSubjects.has(v) && !shared.has(`subject\0${v}`)) || (inSources.has(v) && !shared.has(`source\0${v}`))));
-  return { values, onlyTheirs: () => theirs };
+  const theirs = new Set(values.filter((v) => (inSubjects.has(v) && !sharedSubjects.has(v)) || (inSources.has(v) && !sharedSources.has(v))));
+  const fields: ErasedFields = { values, onlyTheirs: () => theirs };
+  answersOf.set(fields, { subjects: inSubjects, sources: inSources, sharedSubjects, sharedSources });
+  return fields;
 }
 
 function pointsOf(store: PostgresStoreHandle, opts: EraseOptions): PointStore | undefined {
