@@ -375,10 +375,15 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
       const config = st.configFile();
       const out: unknown[] = [];
       for (const sel of selectors(b)) {
+        // A dry run first: it counts what the erase then changes, the byte check's counts aside (pgvector's only).
+        const dry = await cli(['erase', ...sel, '--dry-run', '--json', '--now', FAR, '--config', config]);
+        expect(dry.code, dry.stdout).toBe(0);
         const r = await cli(['erase', ...sel, '--json', '--now', FAR, '--config', config]);
         expect(r.stderr).toBe('');
         expect(r.code, r.stdout).toBe(0);
         const receipt = r.json();
+        const { bytesLeft: _bl, bytesUnverified: _bu, ...done } = receipt.counts;
+        expect(dry.json().counts, `${kind} ${sel[0]}`).toEqual(done);
         const { strayPoints: _s, bytesLeft: _l, bytesUnverified: _u, ...counts } = receipt.counts; // the byte check's, pgvector's only
         out.push({ memories: receipt.memories, counts });
         if (kind === 'pgvector') expect(receipt.bytes.verdict).toBe('clean');

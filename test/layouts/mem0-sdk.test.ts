@@ -224,6 +224,29 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     await mem0StillWorks(m, b, false);
   }, 300_000);
 
+  it('erase --dry-run counts what the erase after it changes (history rows, entity links and entities) and changes nothing', async () => {
+    await build(s, m);
+    const config = s.configFile();
+    const files = () => [s.historyPath, ...(kind === 'sqlite' ? [s.vectorDb, s.entityVectorDb] : [])].map((f) => readFileSync(f));
+    // --subject: entities naming it go whole, others lose their links to its memories; --user: her entities go,
+    // and with them the links to the memory only they still reach.
+    for (const sel of [['--subject', 'project falcon'], ['--user', 'alice']]) {
+      const before = files();
+      const dry = await cli(['erase', ...sel, '--dry-run', '--json', '--now', FAR, '--config', config]);
+      expect(dry.stderr).toBe('');
+      expect(dry.code, dry.stdout).toBe(0);
+      expect(files()).toEqual(before);
+      const real = await cli(['erase', ...sel, '--json', '--now', FAR, '--config', config]);
+      expect(real.stderr).toBe('');
+      expect(real.code, real.stdout).toBe(0);
+      const counts = dry.json().counts;
+      expect(counts, sel.join(' ')).toEqual(real.json().counts);
+      expect(dry.json().memories).toBe(real.json().memories);
+      for (const k of ['historyRowsScrubbed', 'deleteRowsAdded', 'entityLinksRemoved', 'entitiesDeleted']) expect(counts[k], `${sel.join(' ')}: ${k}`).toBeGreaterThan(0);
+    }
+    expect((await m.getAll({ filters: { user_id: 'bob' } })).results.map((r: any) => r.memory)).toEqual(['Bob Keller drinks Earl Grey in Vienna']);
+  }, 300_000);
+
   it('erase refuses, changing nothing, when the configured collection is not the one the SDK writes', async () => {
     const b = await build(s, m);
     const other = kind === 'sqlite' ? { collection: 'mem0', vectorDb: join(tmp.dir, 'elsewhere.db') } : { collection: 'mem0' };
