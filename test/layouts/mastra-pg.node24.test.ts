@@ -118,9 +118,15 @@ describe.each<Form>(['one PGlite', 'split'])('Mastra on @mastra/pg (%s)', (form)
     expect(check.json()).toMatchObject({ ok: true, problems: [], rows: 7, gap: 2 });
     await mastraStillWorks(w);
 
+    // The dry run counts what the prune after it deletes, the idle thread's embeddings included, and changes nothing.
+    const dry = await cli(['run', 'prune', '--dry-run', ...w.store, '--json'], w.env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect((await rows(w.vectorUrl, `SELECT 1 FROM ${VEC_TABLE} WHERE metadata->>'thread_id' = $1`, [w.ana.old])).length).toBe(dry.json().counts.embeddings);
     const prune = await cli(['run', 'prune', ...w.store, '--json'], w.env);
     expect(prune.code, prune.stderr).toBe(0);
     expect(prune.json().ids).toEqual([w.ana.old]);
+    expect(dry.json().counts).toEqual(prune.json().counts);
+    expect(prune.json().counts.embeddings).toBe(2);
     expect(await rows(w.vectorUrl, `SELECT 1 FROM ${VEC_TABLE} WHERE metadata->>'message_id' = ANY($1::text[])`, [w.ana.oldMessages])).toEqual([]);
     expect(await rows(w.storeUrl, `SELECT 1 FROM mastra_messages WHERE thread_id = $1`, [w.ana.old])).toEqual([]);
     // Her working memory is not pruned: she is still active.

@@ -114,6 +114,9 @@ describe('prune on a store Mastra wrote', () => {
       expect(dry.ids).toEqual([old.threadId]);
       result = await layout.prune(s, { ctx: ctx(config), dryRun: false });
       expect(result.ids).toEqual([old.threadId]);
+      // The dry run counted what went: the thread's messages and their embeddings.
+      expect(dry.counts).toEqual(result.counts);
+      expect(result.counts!.embeddings).toBe(2);
       const check = await layout.check(s, { ctx: ctx(config) });
       expect(check.problems).toEqual([]);
       expect(check.gap).toBe(0);
@@ -136,9 +139,13 @@ describe('prune on a store Mastra wrote', () => {
     const config = configFor({ messageDays: 30 });
     const s = openStore(config, 's');
     try {
+      const dry = await layout.prune(s, { ctx: ctx(config), dryRun: true });
       const done = await layout.prune(s, { ctx: ctx(config), dryRun: false });
       expect([...done.ids].sort()).toEqual([...old.messageIds].sort());
       expect(done.cascaded).toBe(2);
+      // The dry run counted each message's embedding.
+      expect(dry.counts).toEqual(done.counts);
+      expect(dry.cascaded).toBe(2);
       expect((await layout.check(s, { ctx: ctx(config) })).problems).toEqual([]);
     } finally {
       s.close();
