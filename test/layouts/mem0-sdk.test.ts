@@ -129,6 +129,10 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     const list = (await run('review', 'list', '--json', '--now', FAR)).json();
     expect(report.reviewDue).toBe(list.dueTotal);
     expect(list.dueTotal).toBe(2); // the two not expired by FAR
+    // The SDK records no source (no actor, no role): the text says so, as the digest does.
+    expect(list.next.map((r: any) => r.source)).toEqual(['', '']);
+    const listed = await run('review', 'list', '--now', FAR);
+    expect(listed.stdout.split('\n').filter((l: string) => l.includes('confirmed ')).map((l: string) => l.slice(l.lastIndexOf('  ') + 2))).toEqual(['[(none)]', '[(none)]']);
     const confirmed = await run('review', 'confirm', b.bobKept, '--now', FAR);
     expect(confirmed.code).toBe(0);
     expect((await m.get(b.bobKept)).updatedAt).toBe('2027-09-01T00:00:00.000Z');
