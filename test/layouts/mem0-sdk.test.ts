@@ -281,6 +281,8 @@ describe('SQLite vector store details', () => {
       await m.add('Gina Lopez likes jazz', { userId: 'gina', infer: false });
       const r = await cli(['check', '--json', '--config', s.configFile()]);
       expect(r.json().rows).toBe(1);
+      // The effective config names the SDK's vector file this store reads.
+      expect((await cli(['config', '--config', s.configFile()])).json().stores.m.mem0).toMatchObject({ vectorStore: 'sqlite', vectorDb: s.vectorDb });
       s.close(m);
       for (const f of [s.historyPath, s.vectorDb]) {
         const db = new Database(f, { readonly: true });
