@@ -251,6 +251,25 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     expect((await m.getAll({ filters: { user_id: 'bob' } })).results.map((r: any) => r.memory)).toEqual(['Bob Keller drinks Earl Grey in Vienna']);
   }, 300_000);
 
+  it('the digest lists as new only the memories that still exist: one mem0 deleted the same day is not', async () => {
+    const kept = (await m.add('Hana Sato likes kayaking', { userId: 'hana', infer: false })).results[0].id as string;
+    const gone = (await m.add('Hana Sato lives in Osaka', { userId: 'hana', infer: false })).results[0].id as string;
+    await m.delete(gone);
+    expect(await m.get(gone)).toBeNull();
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const json = await cli(['digest', '--preview', '--json', '--now', later, '--config', s.configFile()]);
+    expect(json.code, json.stderr).toBe(0);
+    const [section] = json.json().model.stores;
+    expect(section.newRows).toMatchObject({ total: 1, more: 0 });
+    expect(section.newRows.shown.map((r: any) => [r.id, r.fact])).toEqual([[kept, 'Hana Sato likes kayaking']]);
+    const text = await cli(['digest', '--preview', '--now', later, '--config', s.configFile()]);
+    expect(text.stdout).toContain('Hana Sato likes kayaking');
+    expect(text.stdout).not.toContain('Hana Sato lives in Osaka');
+    expect(text.stdout).toMatch(/New memories: 1\b/);
+    expect(text.stdout).toContain(kept);
+    expect(text.stdout).not.toContain(gone);
+  }, 120_000);
+
   it('erase refuses, changing nothing, when the configured collection is not the one the SDK writes', async () => {
     const b = await build(s, m);
     const other = kind === 'sqlite' ? { collection: 'mem0', vectorDb: join(tmp.dir, 'elsewhere.db') } : { collection: 'mem0' };
