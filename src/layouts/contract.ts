@@ -37,7 +37,7 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    * its database without a connection of their own): the config field that puts them there and why. Snapshot and
    * restore then refuse, changing nothing, rather than take or put back the store without its vectors.
    */
-  snapshotRefused?(store: StoreConfig): { field: string; why: string } | undefined;
+  snapshotRefused?(store: StoreConfig, storeName: string): Promise<{ field: string; why: string } | undefined>;
   /**
    * Tables of a database apart from the store that hold its vectors (mem0's pgvector tables beside its history file,
    * a Mastra store's PgVector tables on another server than its PostgresStore tables): snapshots take them at one
