@@ -72,13 +72,13 @@ export function registerCoreCommands(program: Command): void {
     .option('--config <file>', 'config file (YAML)')
     .action(async (opts: { config?: string }, cmd: Command) => {
       const { config } = await loadForCommand(opts, cmd);
-      const [{ printableConfig }, { eraseKeyPath }, { engineFor }] = await Promise.all([import('../config/secret-fields.js'), import('../erase/key.js'), import('../engines/registry.js')]);
+      const [{ printableConfig }, { eraseKeyPath }, { engineFor }, { mem0Shown }] = await Promise.all([import('../config/secret-fields.js'), import('../erase/key.js'), import('../engines/registry.js'), import('../layouts/mem0/config.js')]);
       // Where the erase key is, also when the file does not say (beside the state db), right after stateDb.
       const { stateDb, ...rest } = config;
       // Each store says where it is as its engine names it (its file; `postgres schema NAME`); a store with no file
       // (a database) shows no empty `db`.
       const shown = Object.fromEntries(await Promise.all(Object.entries(rest.stores).map(async ([name, { db, ...store }]) =>
-        [name, { ...(db === '' ? {} : { db }), where: (await engineFor(store)).describe({ db, ...store }), ...store }] as const)));
+        [name, { ...(db === '' ? {} : { db }), where: (await engineFor(store)).describe({ db, ...store }), ...store, ...(store.mem0 ? { mem0: mem0Shown(store.mem0) } : {}) }] as const)));
       printJson(printableConfig({ stateDb, eraseKeyFile: eraseKeyPath(config, false), ...rest, stores: shown })); // stores stays where it was among the keys
     });
 }

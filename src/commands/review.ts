@@ -96,12 +96,14 @@ function report(d: ReviewDecision, opts: StoreOptions): void {
 
 /** `masked`: the one masking of text a person sees (src/text/credentials.ts), for every value that came from the store. */
 function printList(l: ReviewList, masked: (text: unknown) => string): void {
+  // A row with no source says so as the digest does (mem0 records none on most paths), never as an empty bracket.
+  const source = (s: string) => (s.trim() === '' ? '(none)' : masked(s));
   print`${l.store}: ${l.dueTotal} row(s) due for review, ${l.pending.length} waiting for a person (as of ${l.now})`;
   if (l.pending.length > 0) print`\nwaiting for a person:`;
   for (const p of l.pending) {
     const ev = (p.evidence ?? {}) as { reason?: string; previous?: { value?: unknown }; current?: { value?: unknown }; replacement?: { fact?: string } };
     print`  ${p.memoryId}  ${p.verdict}${p.verifier ? ` (${p.verifier})` : ''}  checked ${p.checkedAt}`;
-    if (p.memory) print`      fact: ${masked(p.memory.fact)}\n      source: ${masked(p.memory.source)}`;
+    if (p.memory) print`      fact: ${masked(p.memory.fact)}\n      source: ${source(p.memory.source)}`;
     else print`      (the row no longer exists)`;
     if (ev.reason) print`      reason: ${masked(ev.reason)}`;
     if (ev.previous) print`      before: ${masked(JSON.stringify(ev.previous.value))}`;
@@ -109,5 +111,5 @@ function printList(l: ReviewList, masked: (text: unknown) => string): void {
     if (ev.replacement?.fact) print`      proposed: ${masked(ev.replacement.fact)}`;
   }
   if (l.next.length > 0) print`\nnext drift run takes (${l.next.length}):`;
-  for (const r of l.next) print`  ${r.id}  confirmed ${r.confirmed_at}  ${masked(r.fact)}  [${masked(r.source)}]`;
+  for (const r of l.next) print`  ${r.id}  confirmed ${r.confirmed_at}  ${masked(r.fact)}  [${source(r.source)}]`;
 }

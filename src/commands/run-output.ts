@@ -40,7 +40,7 @@ export function printPrune(r: PruneResult): void {
   const c = r.counts;
   if (c && 'threads' in c) {
     // Mastra: threads idle past retention (each with its messages, embeddings and observations), then messages past theirs.
-    const withThem = r.dryRun ? `${c.threadMessages} message(s) of those threads` : `${c.threadMessages} message(s) of those threads, ${c.embeddings} embedding(s), ${c.observations} observation record(s)`;
+    const withThem = `${c.threadMessages} message(s) of those threads, ${c.embeddings} embedding(s), ${c.observations} observation record(s)`;
     print`${r.store}: ${verb} ${c.threads} idle thread(s) and ${c.messages} message(s) past retention as of ${r.now}; with them ${withThem}${how}`;
   } else {
     print`${r.store}: ${verb} ${r.deleted} row(s) as of ${r.now}: ${r.expired} expired, ${r.superseded} superseded, ${r.cascaded} by cascade${how}`;

@@ -37,7 +37,7 @@ export interface Layout extends LayoutJobs<StoreHandle> {
    * its database without a connection of their own): the config field that puts them there and why. Snapshot and
    * restore then refuse, changing nothing, rather than take or put back the store without its vectors.
    */
-  snapshotRefused?(store: StoreConfig): { field: string; why: string } | undefined;
+  snapshotRefused?(store: StoreConfig, storeName: string): Promise<{ field: string; why: string } | undefined>;
   /**
    * Tables of a database apart from the store that hold its vectors (mem0's pgvector tables beside its history file,
    * a Mastra store's PgVector tables on another server than its PostgresStore tables): snapshots take them at one
@@ -567,7 +567,20 @@ export interface Applied {
   supersededBy?: string;
   /** The row changed while it was being verified: recorded, nothing written. */
   skipped?: string;
+  /** Why, in one line: the evidence's reason; always there for an unverifiable or refused verdict. */
   reason?: string;
+}
+
+/**
+ * A decision as every layout's applyDrift reports it before anything is written: the verdict, and its reason in one
+ * line (a verifier plugin's may run over several). An unverifiable or refused verdict always says why.
+ */
+export function appliedOf(d: Decision): Applied {
+  const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
+  const given = typeof d.evidence.reason === 'string' ? d.evidence.reason.split(/\r?\n/).map((l) => l.trim()).find((l) => l !== '') : undefined;
+  const reason = given ?? (d.verdict === 'unverifiable' || d.verdict === 'refused' ? `${d.verifier ?? 'the verifier'} gave no reason` : undefined);
+  if (reason !== undefined) out.reason = reason;
+  return out;
 }
 
 // ---- erase

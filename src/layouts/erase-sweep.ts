@@ -7,11 +7,12 @@ import { asciiLower } from '../text/needles.js';
 /**
  * Points that still carry erased text after the deletes by id — copies written around the store, orphans — in
  * every collection: any payload whose JSON holds one of the texts (or, for --subject, the subject in any case).
- * `keep` is asked only of a point that holds one (a store on a database answers it asynchronously).
+ * `keep` is asked only of a point that holds one (a store on a database answers it asynchronously). `dryRun`: the
+ * points counted, none deleted, but those in `dryRun.gone` (deleted by the steps before the sweep in the real run).
  */
 export async function sweepCollections(
   points: PointStore, collections: readonly string[], ids: ReadonlySet<string>, texts: Iterable<string>, subject: string | undefined, pageSize: number,
-  keep: (p: Mem0Point) => boolean | Promise<boolean> = () => false,
+  keep: (p: Mem0Point) => boolean | Promise<boolean> = () => false, dryRun?: { gone: ReadonlySet<string> },
 ): Promise<number> {
   const holdsText = textFinder([...new Set(texts)]);
   const folded = subject === undefined ? undefined : asciiLower(subject);
@@ -24,10 +25,10 @@ export async function sweepCollections(
       for (const p of page) {
         const values = payloadStrings(p.payload);
         const holds = ids.has(p.id) || values.some((v) => holdsText(v) || (folded !== undefined && asciiLower(v).includes(folded)));
-        if (holds && !(await keep(p))) doomed.push(p.id);
+        if (holds && !dryRun?.gone.has(p.id) && !(await keep(p))) doomed.push(p.id);
       }
     }
-    await points.delete(c, doomed);
+    if (!dryRun) await points.delete(c, doomed);
     n += doomed.length;
   }
   return n;

@@ -83,7 +83,7 @@ const iso = (t: number) => new Date(t).toISOString();
 export async function takeSnapshot(config: Config, storeName: string, opts: SnapshotOptions): Promise<SnapshotResult> {
   const storeConfig = config.stores[storeName];
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
-  assertSnapshotsTake(storeName, storeConfig);
+  await assertSnapshotsTake(storeName, storeConfig);
   const engine = await engineFor(storeConfig);
   if (engine.tables) return tablesSnapshot(config, storeName, storeConfig, engine as StoreEngine & { tables: EngineTables<AnyStoreHandle> }, opts);
   openStore(config, storeName).close(); // the store must exist and be of its layout before anything is written
@@ -92,8 +92,8 @@ export async function takeSnapshot(config: Config, storeName: string, opts: Snap
 }
 
 /** Refused, as a config error naming the field, when the store's layout says its vectors are out of a snapshot's reach. */
-export function assertSnapshotsTake(storeName: string, store: StoreConfig): void {
-  const refused = layoutFor(store).snapshotRefused?.(store);
+export async function assertSnapshotsTake(storeName: string, store: StoreConfig): Promise<void> {
+  const refused = await layoutFor(store).snapshotRefused?.(store, storeName);
   if (refused) throw configError(`config: stores.${storeName}.${refused.field}: ${refused.why}: no snapshot or restore of this store`);
 }
 

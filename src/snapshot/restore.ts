@@ -35,7 +35,7 @@ export type { RestoreOptions, RestoreResult } from './undo.js';
 export async function restoreSnapshot(config: Config, storeName: string, dir: string, opts: RestoreOptions): Promise<RestoreResult> {
   const storeConfig = config.stores[storeName];
   if (!storeConfig) throw usageError(`no store named "${storeName}"`);
-  assertSnapshotsTake(storeName, storeConfig);
+  await assertSnapshotsTake(storeName, storeConfig);
   const from = resolve(dir);
   const manifest = await verifySnapshot(from, opts.progress);
   // A store that is a database, or a snapshot of one: its tables are restored by its engine (restore-tables.ts).

@@ -118,9 +118,15 @@ describe.each<Form>(['one PGlite', 'split'])('Mastra on @mastra/pg (%s)', (form)
     expect(check.json()).toMatchObject({ ok: true, problems: [], rows: 7, gap: 2 });
     await mastraStillWorks(w);
 
+    // The dry run counts what the prune after it deletes, the idle thread's embeddings included, and changes nothing.
+    const dry = await cli(['run', 'prune', '--dry-run', ...w.store, '--json'], w.env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect((await rows(w.vectorUrl, `SELECT 1 FROM ${VEC_TABLE} WHERE metadata->>'thread_id' = $1`, [w.ana.old])).length).toBe(dry.json().counts.embeddings);
     const prune = await cli(['run', 'prune', ...w.store, '--json'], w.env);
     expect(prune.code, prune.stderr).toBe(0);
     expect(prune.json().ids).toEqual([w.ana.old]);
+    expect(dry.json().counts).toEqual(prune.json().counts);
+    expect(prune.json().counts.embeddings).toBe(2);
     expect(await rows(w.vectorUrl, `SELECT 1 FROM ${VEC_TABLE} WHERE metadata->>'message_id' = ANY($1::text[])`, [w.ana.oldMessages])).toEqual([]);
     expect(await rows(w.storeUrl, `SELECT 1 FROM mastra_messages WHERE thread_id = $1`, [w.ana.old])).toEqual([]);
     // Her working memory is not pruned: she is still active.
@@ -178,6 +184,38 @@ describe.each<Form>(['one PGlite', 'split'])('Mastra on @mastra/pg (%s)', (form)
       }
     }
     await mastraStillWorks(w);
+  });
+
+  it('mastra.pgvector.url naming the store\'s own database, spelled otherwise, is refused; another server alike in every name is not', async () => {
+    const w = await world();
+    // The store's database as another URL reaches it: postgresql:, localhost, the default port left out, a parameter.
+    const u = new URL(w.storeUrl);
+    const respelled = `postgresql://${u.username}@localhost${u.port === '5432' ? '' : `:${u.port}`}${u.pathname}?sslmode=disable`;
+    expect(respelled).not.toBe(w.storeUrl);
+    // A server started from the same cluster image (PGlite's: the same system identifier), its database named alike.
+    const twin = await startPgvectorServer();
+    servers.push(twin);
+    const configWith = (url: string) => {
+      const file = join(tmp.dir, `memory-warden-${Math.random().toString(36).slice(2, 8)}.yaml`);
+      writeFileSync(file, JSON.stringify({
+        stateDb: join(tmp.dir, 'state-w.db'), snapshot: { root: join(tmp.dir, 'backups-w') },
+        stores: { s: { engine: 'postgres', layout: 'mastra', postgres: { url: '${MW_MASTRA_PG}', schema: 'public' }, mastra: { pgvector: { url } } } },
+      }));
+      return file;
+    };
+    const same = await cli(['run', 'snapshot', '--config', configWith('${MW_MASTRA_VEC_AGAIN}'), '--store', 's'], { ...w.env, MW_MASTRA_VEC_AGAIN: respelled });
+    expect(same.code, same.stderr).toBe(2);
+    expect(same.stderr.trim().split('\n')).toHaveLength(1);
+    expect(same.stderr).toContain('stores.s.mastra.pgvector.url: names the store\'s own database and schema');
+    const { LAYOUTS } = await import('../../src/layouts/registry.js');
+    const { loadConfig } = await import('../../src/config/config.js');
+    const refused = async (url: string) => {
+      const config = loadConfig({ file: configWith('${MW_MASTRA_VEC_AGAIN}'), env: { ...w.env, MW_MASTRA_VEC_AGAIN: url } });
+      return LAYOUTS.mastra.snapshotRefused!(config.stores.s!, 's');
+    };
+    expect(await refused(respelled)).toMatchObject({ field: 'mastra.pgvector.url' });
+    expect(await refused(w.storeUrl)).toMatchObject({ field: 'mastra.pgvector.url' });
+    expect(await refused(twin.url)).toBeUndefined();
   });
 
   it('erase --subject takes the messages, embeddings and working memory that mention it; --ids a thread', async () => {

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../helpers/store.js';
+import { cliAsync } from '../helpers/cli.js';
 import { mastraSdk, type MastraSdk } from '../helpers/mastra-sdk.js';
 import { validateConfig, type Config } from '../../src/config/config.js';
 import { openStore } from '../../src/layouts/open.js';
@@ -114,6 +115,9 @@ describe('prune on a store Mastra wrote', () => {
       expect(dry.ids).toEqual([old.threadId]);
       result = await layout.prune(s, { ctx: ctx(config), dryRun: false });
       expect(result.ids).toEqual([old.threadId]);
+      // The dry run counted what went: the thread's messages and their embeddings.
+      expect(dry.counts).toEqual(result.counts);
+      expect(result.counts!.embeddings).toBe(2);
       const check = await layout.check(s, { ctx: ctx(config) });
       expect(check.problems).toEqual([]);
       expect(check.gap).toBe(0);
@@ -136,9 +140,13 @@ describe('prune on a store Mastra wrote', () => {
     const config = configFor({ messageDays: 30 });
     const s = openStore(config, 's');
     try {
+      const dry = await layout.prune(s, { ctx: ctx(config), dryRun: true });
       const done = await layout.prune(s, { ctx: ctx(config), dryRun: false });
       expect([...done.ids].sort()).toEqual([...old.messageIds].sort());
       expect(done.cascaded).toBe(2);
+      // The dry run counted each message's embedding.
+      expect(dry.counts).toEqual(done.counts);
+      expect(dry.cascaded).toBe(2);
       expect((await layout.check(s, { ctx: ctx(config) })).problems).toEqual([]);
     } finally {
       s.close();
@@ -187,6 +195,38 @@ describe('working memory (thread scope), check and review on a store Mastra wrot
     expect((await sdk.memory.getWorkingMemory({ threadId: stale.threadId, resourceId: 'cleo' })) ?? '').not.toContain('Cleo Marsh');
     expect(await sdk.memory.getWorkingMemory({ threadId: fresh.threadId, resourceId: 'dan' })).toContain('marathons');
     await sdk.workingMemory('cleo', stale.threadId, '# Cleo\n- new notes');
+  });
+
+  it('run drift says why each working memory is unverifiable, in the JSON and the text', async () => {
+    sdk = await mastraSdk(file, 'thread');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() - 60 * DAY);
+    const cleo = await sdk.thread('cleo', ['Cleo Marsh works at Acme']);
+    await sdk.workingMemory('cleo', cleo.threadId, '# Cleo\n- employer: Acme (Cleo Marsh)');
+    const dan = await sdk.thread('dan', ['Dan Ito runs marathons']);
+    await sdk.workingMemory('dan', dan.threadId, '# Dan\n- runs marathons');
+    vi.useRealTimers();
+    await sdk.close();
+    sdk = undefined;
+    // Cleo's is checked against a file that is not there; no rule matches Dan's.
+    const config = join(tmp.dir, 'memory-warden.json');
+    writeFileSync(config, JSON.stringify({
+      stateDb: join(tmp.dir, 'state.db'), review: { afterDays: 30 }, stores: { s: { layout: 'mastra', db: file } },
+      verify: { cacheDir: join(tmp.dir, 'cache'), allow: { fileRoots: [tmp.dir] },
+        rules: [{ match: { source: '^mastra:working-memory:', fact: 'Acme' }, use: 'file', with: { path: 'employers.json', select: '$.cleo', expect: 'Acme' } }] },
+    }));
+    const json = await cliAsync(['run', 'drift', '--config', config, '--store', 's', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    const verdicts = json.json().verdicts as { id: string; verdict: string; reason?: string }[];
+    expect(verdicts.map((v) => [v.id, v.verdict]).sort()).toEqual([[cleo.threadId, 'unverifiable'], [dan.threadId, 'unverifiable']].sort());
+    for (const v of verdicts) expect(v.reason, v.id).toMatch(/^[^\n]+$/);
+    expect(verdicts.find((v) => v.id === dan.threadId)!.reason).toBe('no rule matches this source: a person has to check it');
+    // A second run takes the one that went to a person no more, and says why Cleo's still cannot be read.
+    const text = await cliAsync(['run', 'drift', '--config', config, '--store', 's']);
+    expect(text.code, text.stderr).toBe(0);
+    const line = text.stdout.split('\n').find((l) => l.includes(cleo.threadId))!;
+    expect(line).toMatch(/: unverifiable by file \(.*employers\.json.*\)$/);
+    expect(text.stdout).not.toContain(dan.threadId);
   });
 
   it('check names what Mastra\'s own deletes leave: an embedding whose message is gone, with its text', async () => {

@@ -76,7 +76,7 @@ describe('prune', () => {
     const dry = cli(['run', 'prune', '--dry-run', '--now', at, '--config', config]);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain('s: would delete 1 idle thread(s) and 1 message(s) past retention as of ');
-    expect(dry.stdout).toContain('with them 2 message(s) of those threads');
+    expect(dry.stdout).toContain('with them 2 message(s) of those threads, 3 embedding(s), 0 observation record(s)');
     expect(dry.stdout).not.toMatch(/expired|superseded|row\(s\)/);
     const r = cli(['run', 'prune', '--json', '--now', at, '--config', config]);
     expect(r.code, r.stderr).toBe(0);

@@ -183,6 +183,13 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(r.stderr).toMatch(/stores\.m\.qdrant: a mem0 store's vectors are in pgvector or in Qdrant, not both/);
 
     expect((await cli(['check', '--config', s.configFile()])).code).toBe(0);
+    // The effective config shows where the vectors really are: pgvector, not the SDK's SQLite vector file.
+    const shown = await cli(['config', '--config', s.configFile()]);
+    expect(shown.code, shown.stderr).toBe(0);
+    const mem0 = shown.json().stores.m.mem0;
+    expect(mem0).toMatchObject({ vectorStore: 'pgvector', pgvector: { url: '[redacted]', schema: 'public' } });
+    expect(Object.keys(mem0).filter((k) => k.startsWith('vector'))).toEqual(['vectorStore', 'vectorPaths']);
+    expect(shown.stdout).not.toContain('vector_store');
 
     const wrong = s.configFile({ pgvector: { url: '${MW_TEST_MEM0_PG_NONE}' } });
     process.env.MW_TEST_MEM0_PG_NONE = 'postgres://postgres:secretword@127.0.0.1:1/postgres';
@@ -375,10 +382,15 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
       const config = st.configFile();
       const out: unknown[] = [];
       for (const sel of selectors(b)) {
+        // A dry run first: it counts what the erase then changes, the byte check's counts aside (pgvector's only).
+        const dry = await cli(['erase', ...sel, '--dry-run', '--json', '--now', FAR, '--config', config]);
+        expect(dry.code, dry.stdout).toBe(0);
         const r = await cli(['erase', ...sel, '--json', '--now', FAR, '--config', config]);
         expect(r.stderr).toBe('');
         expect(r.code, r.stdout).toBe(0);
         const receipt = r.json();
+        const { bytesLeft: _bl, bytesUnverified: _bu, ...done } = receipt.counts;
+        expect(dry.json().counts, `${kind} ${sel[0]}`).toEqual(done);
         const { strayPoints: _s, bytesLeft: _l, bytesUnverified: _u, ...counts } = receipt.counts; // the byte check's, pgvector's only
         out.push({ memories: receipt.memories, counts });
         if (kind === 'pgvector') expect(receipt.bytes.verdict).toBe('clean');

@@ -129,6 +129,10 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     const list = (await run('review', 'list', '--json', '--now', FAR)).json();
     expect(report.reviewDue).toBe(list.dueTotal);
     expect(list.dueTotal).toBe(2); // the two not expired by FAR
+    // The SDK records no source (no actor, no role): the text says so, as the digest does.
+    expect(list.next.map((r: any) => r.source)).toEqual(['', '']);
+    const listed = await run('review', 'list', '--now', FAR);
+    expect(listed.stdout.split('\n').filter((l: string) => l.includes('confirmed ')).map((l: string) => l.slice(l.lastIndexOf('  ') + 2))).toEqual(['[(none)]', '[(none)]']);
     const confirmed = await run('review', 'confirm', b.bobKept, '--now', FAR);
     expect(confirmed.code).toBe(0);
     expect((await m.get(b.bobKept)).updatedAt).toBe('2027-09-01T00:00:00.000Z');
@@ -224,6 +228,48 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     await mem0StillWorks(m, b, false);
   }, 300_000);
 
+  it('erase --dry-run counts what the erase after it changes (history rows, entity links and entities) and changes nothing', async () => {
+    await build(s, m);
+    const config = s.configFile();
+    const files = () => [s.historyPath, ...(kind === 'sqlite' ? [s.vectorDb, s.entityVectorDb] : [])].map((f) => readFileSync(f));
+    // --subject: entities naming it go whole, others lose their links to its memories; --user: her entities go,
+    // and with them the links to the memory only they still reach.
+    for (const sel of [['--subject', 'project falcon'], ['--user', 'alice']]) {
+      const before = files();
+      const dry = await cli(['erase', ...sel, '--dry-run', '--json', '--now', FAR, '--config', config]);
+      expect(dry.stderr).toBe('');
+      expect(dry.code, dry.stdout).toBe(0);
+      expect(files()).toEqual(before);
+      const real = await cli(['erase', ...sel, '--json', '--now', FAR, '--config', config]);
+      expect(real.stderr).toBe('');
+      expect(real.code, real.stdout).toBe(0);
+      const counts = dry.json().counts;
+      expect(counts, sel.join(' ')).toEqual(real.json().counts);
+      expect(dry.json().memories).toBe(real.json().memories);
+      for (const k of ['historyRowsScrubbed', 'deleteRowsAdded', 'entityLinksRemoved', 'entitiesDeleted']) expect(counts[k], `${sel.join(' ')}: ${k}`).toBeGreaterThan(0);
+    }
+    expect((await m.getAll({ filters: { user_id: 'bob' } })).results.map((r: any) => r.memory)).toEqual(['Bob Keller drinks Earl Grey in Vienna']);
+  }, 300_000);
+
+  it('the digest lists as new only the memories that still exist: one mem0 deleted the same day is not', async () => {
+    const kept = (await m.add('Hana Sato likes kayaking', { userId: 'hana', infer: false })).results[0].id as string;
+    const gone = (await m.add('Hana Sato lives in Osaka', { userId: 'hana', infer: false })).results[0].id as string;
+    await m.delete(gone);
+    expect(await m.get(gone)).toBeNull();
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const json = await cli(['digest', '--preview', '--json', '--now', later, '--config', s.configFile()]);
+    expect(json.code, json.stderr).toBe(0);
+    const [section] = json.json().model.stores;
+    expect(section.newRows).toMatchObject({ total: 1, more: 0 });
+    expect(section.newRows.shown.map((r: any) => [r.id, r.fact])).toEqual([[kept, 'Hana Sato likes kayaking']]);
+    const text = await cli(['digest', '--preview', '--now', later, '--config', s.configFile()]);
+    expect(text.stdout).toContain('Hana Sato likes kayaking');
+    expect(text.stdout).not.toContain('Hana Sato lives in Osaka');
+    expect(text.stdout).toMatch(/New memories: 1\b/);
+    expect(text.stdout).toContain(kept);
+    expect(text.stdout).not.toContain(gone);
+  }, 120_000);
+
   it('erase refuses, changing nothing, when the configured collection is not the one the SDK writes', async () => {
     const b = await build(s, m);
     const other = kind === 'sqlite' ? { collection: 'mem0', vectorDb: join(tmp.dir, 'elsewhere.db') } : { collection: 'mem0' };
@@ -254,6 +300,8 @@ describe('SQLite vector store details', () => {
       await m.add('Gina Lopez likes jazz', { userId: 'gina', infer: false });
       const r = await cli(['check', '--json', '--config', s.configFile()]);
       expect(r.json().rows).toBe(1);
+      // The effective config names the SDK's vector file this store reads.
+      expect((await cli(['config', '--config', s.configFile()])).json().stores.m.mem0).toMatchObject({ vectorStore: 'sqlite', vectorDb: s.vectorDb });
       s.close(m);
       for (const f of [s.historyPath, s.vectorDb]) {
         const db = new Database(f, { readonly: true });

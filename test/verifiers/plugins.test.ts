@@ -112,6 +112,26 @@ describe('verifier plugins', () => {
     });
   });
 
+  it('an unverifiable verdict says why in one line, whatever reason the plugin gave', async () => {
+    plugin('vague.mjs', `import { defineVerifier } from 'memory-warden';
+      export default defineVerifier({ name: 'vague', async verify(task) {
+        return { verdict: 'unverifiable', reason: task.memory.source === 'vague:lines' ? '\\n  upstream down\\nretry later\\n' : '' };
+      } });`);
+    const configFile = writeConfig(`  plugins: [./plugins/vague.mjs]
+  rules:
+    - match: { source: "^vague:" }
+      use: vague
+`);
+    insertRows(box.dbPath, [
+      { id: 'm_lines', fact: 'x', source: 'vague:lines', confirmed_at: daysAgo(100) },
+      { id: 'm_blank', fact: 'y', source: 'vague:blank', confirmed_at: daysAgo(101) },
+    ]);
+    const r = await drift({ store: 'agent' }, jobContext(loadConfig({ file: configFile, env: {} })));
+    const byId = Object.fromEntries(r.verdicts.map((v) => [v.id, v]));
+    expect(byId.m_lines).toMatchObject({ verdict: 'unverifiable', reason: 'upstream down' });
+    expect(byId.m_blank).toMatchObject({ verdict: 'unverifiable', reason: 'vague gave no reason' });
+  });
+
   it('the example plugin, configured as its header says, contradicts a memory its folder contradicts', async () => {
     const example = join(PACKAGE_ROOT, 'examples/verifier-package-manager/index.mjs');
     // The header's config, as a user copies it: only the plugin path and the root are this sandbox's.

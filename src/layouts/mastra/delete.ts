@@ -47,6 +47,24 @@ export function deleteEmbeddings(f: MastraFiles, key: 'message_id' | 'thread_id'
   return n;
 }
 
+/**
+ * What deleteThread of each of `threads` and deleteMessages of `messages` would delete with them, changing nothing
+ * (prune --dry-run): the embeddings deleteEmbeddings takes by thread_id and by message_id, each row once, and the
+ * threads' observation records.
+ */
+export function plannedWith(f: MastraFiles, threads: readonly string[], messages: readonly string[]): { embeddings: number; observations: number } {
+  let embeddings = 0;
+  const params = { threads: JSON.stringify(threads), messages: JSON.stringify(messages) };
+  for (const t of f.vectorTables) {
+    embeddings += (f.vec.prepare(`SELECT count(*) AS n FROM ${quoteId(t)}
+      WHERE ${metaField('thread_id')} IN (SELECT value FROM json_each(@threads)) OR ${metaQuotes('@threads')}
+         OR ${metaField('message_id')} IN (SELECT value FROM json_each(@messages)) OR ${metaQuotes('@messages')}`).get(params) as { n: number }).n;
+  }
+  const observations = threads.length > 0 && hasTable(f, OBSERVATIONS)
+    ? (f.db.prepare(`SELECT count(*) AS n FROM ${OBSERVATIONS} WHERE threadId IN (SELECT value FROM json_each(?))`).get(params.threads) as { n: number }).n : 0;
+  return { embeddings, observations };
+}
+
 /** In the store's transaction, and the vector file's first when that is another file. */
 export function together<T>(f: MastraFiles, vectors: () => number, rows: () => T): { embeddings: number; result: T } {
   if (f.vec === f.db) return immediate(f.db, () => ({ embeddings: vectors(), result: rows() }));

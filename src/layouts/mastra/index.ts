@@ -25,14 +25,17 @@ export const mastraLayout: Layout = {
   },
   // On PostgreSQL a snapshot takes the tables of the store's schema, PgVector's there with them; PgVector's elsewhere
   // are taken on their own server first (docs/mastra-layout.md, "snapshot / restore").
-  snapshotRefused: (store) => {
+  snapshotRefused: async (store, storeName) => {
     const pgv = store.mastra?.pgvector;
-    if (store.engine !== 'postgres' || !pgv) return undefined;
+    if (store.engine !== 'postgres' || !pgv || !store.postgres) return undefined;
     if (pgv.url === undefined) {
-      if (pgv.schema === undefined || pgv.schema === store.postgres?.schema) return undefined;
+      if (pgv.schema === undefined || pgv.schema === store.postgres.schema) return undefined;
       return { field: 'mastra.pgvector.schema', why: 'PgVector\'s tables in another schema of the store\'s database are restored on the store\'s connection, where the erase ledger cannot rewrite them: give mastra.pgvector.url (the same database) so they are taken on their own' };
     }
-    if (pgv.url !== store.postgres?.url || (pgv.schema ?? 'public') !== store.postgres.schema) return undefined;
+    if ((pgv.schema ?? 'public') !== store.postgres.schema) return undefined;
+    // Two URLs can name one database in many ways (host names, ports, proxies): the servers say whether they are one.
+    const { sameDatabase } = await import('./postgres/vectors.js');
+    if (!(await sameDatabase(storeName, store.postgres, pgv as { url: string; caFile?: string }))) return undefined;
     return { field: 'mastra.pgvector.url', why: 'names the store\'s own database and schema, whose snapshot holds PgVector\'s tables already: leave url out' };
   },
   vectorTables(storeName, store) {

@@ -2,7 +2,7 @@ import type { JobContext } from '../../job/job.js';
 import type { PruneOptions, PruneResult, StoreHandle } from '../contract.js';
 import { DAY_MS, toCanonical, type Instant } from '../../time/instants.js';
 import { openMastra, type MastraFiles } from './files.js';
-import { deleteLeftovers, deleteMessages, deleteThread, leftoverCounts, leftovers, type Deleted, type Leftover, type LeftoverCode } from './delete.js';
+import { deleteLeftovers, deleteMessages, deleteThread, leftoverCounts, leftovers, plannedWith, type Deleted, type Leftover, type LeftoverCode } from './delete.js';
 import { mastraOf, MESSAGES, THREADS } from './names.js';
 import type { MastraConfig } from './config.js';
 
@@ -52,6 +52,11 @@ export interface PruneSteps {
   thread(id: string): Deleted | Promise<Deleted>;
   /** A batch of doomed messages, each with its embeddings. */
   messages(ids: string[]): Deleted | Promise<Deleted>;
+  /**
+   * For a dry run: the embeddings and observation records `thread` and `messages` would delete with these threads and
+   * messages (an embedding naming both a doomed thread and a doomed message counted once).
+   */
+  planned(threads: readonly string[], messages: readonly string[]): Omit<Deleted, 'messages' | 'threads'> | Promise<Omit<Deleted, 'messages' | 'threads'>>;
   /** What Mastra's own deletes left (delete.ts LEFTOVER_CODES), each looked up after it was seen. */
   leftovers(): Leftover[] | Promise<Leftover[]>;
   /** Those of `found` whose message or thread is still not there, deleted; how many went, by code. */
@@ -88,10 +93,11 @@ export async function pruneDoomed(result: PruneResult, doomed: Doomed, steps: Pr
   const counts = { threads: 0, messages: 0, threadMessages: 0, embeddings: 0, observations: 0 };
   result.counts = counts;
   if (o.dryRun) {
-    Object.assign(counts, { threads: doomed.threads.length, messages: doomed.messages.length, threadMessages: doomed.threadMessages });
+    const withThem = await steps.planned(doomed.threads.map((t) => t.id), doomed.messages.map((m) => m.id));
+    Object.assign(counts, { threads: doomed.threads.length, messages: doomed.messages.length, threadMessages: doomed.threadMessages, ...withThem });
     result.deleted = doomed.threads.length + doomed.messages.length;
     result.expired = result.deleted;
-    result.cascaded = doomed.threadMessages;
+    result.cascaded = doomed.threadMessages + withThem.embeddings + withThem.observations;
     list([...doomed.threads, ...doomed.messages].map((d) => d.id));
     result.idsTruncated = result.deleted > result.ids.length;
     result.leftovers = leftoverCounts(await steps.leftovers());
@@ -146,6 +152,7 @@ export async function mastraPrune(store: StoreHandle, ctx: JobContext, { dryRun,
       // Still idle inside the transaction: an agent that wrote to the thread since keeps it.
       thread: (id) => deleteThread(f, id, () => idle !== null && f.db.prepare(`SELECT 1 FROM ${THREADS} WHERE id = @id AND ${idle}`).get({ id, idleBefore }) !== undefined),
       messages: (ids) => deleteMessages(f, ids),
+      planned: (threads, messages) => plannedWith(f, threads, messages),
       leftovers: () => leftovers(f),
       deleteLeftovers: (found) => deleteLeftovers(f, found),
     }, { ctx, dryRun, beforeDelete, batch: cfg.batch });

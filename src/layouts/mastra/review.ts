@@ -1,4 +1,4 @@
-import type { Applied, ConfirmOptions, CurrentMemory, Decision, StoreHandle, VerdictLog } from '../contract.js';
+import { appliedOf, type Applied, type ConfirmOptions, type CurrentMemory, type Decision, type StoreHandle, type VerdictLog } from '../contract.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
 import { DAY_MS, type Instant } from '../../time/instants.js';
 import { usageError } from '../../core/errors.js';
@@ -56,7 +56,7 @@ export function applyMastraDecision(store: StoreHandle, log: VerdictLog, d: Deci
  * no superseded version, so a contradiction that would supersede goes to a person.
  */
 export function recordDecision(storeName: string, log: VerdictLog, d: Decision, now: Instant, stamped: boolean | null): Applied {
-  const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
+  const out = appliedOf(d);
   const record = { store: storeName, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
   if (stamped === false) {
     const gone = 'the working memory changed or went while it was being verified';

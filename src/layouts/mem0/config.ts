@@ -91,6 +91,17 @@ export function mem0CollectionConflict(
 }
 
 /**
+ * The section as `memory-warden config` shows it: what the store really uses. `vectorDb` (and `entityVectorDb`) name
+ * the TypeScript SDK's own SQLite vector files, read only with `vectorStore: sqlite`; with Qdrant or pgvector their
+ * default is no file of the store and is left out.
+ */
+export function mem0Shown(m: Mem0Config): Partial<Mem0Config> {
+  if (m.vectorStore === 'sqlite') return m;
+  const { vectorDb: _v, entityVectorDb: _e, ...used } = m;
+  return used;
+}
+
+/**
  * The section's files and folders, relative ones made the config file's (src/config/config.ts resolveRelativePaths); the
  * mastra section's `vectorDb` is the same field and goes through here too.
  */

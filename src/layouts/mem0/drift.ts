@@ -2,7 +2,7 @@ import type { StoreHandle } from '../contract.js';
 import type { Instant } from '../../time/instants.js';
 import { createdAtOf, expirationOf, mem0Confirm, mem0Handle, mem0ReviewDue, sourceOf, subjectOf, textOf, updatedAtOf } from './memories.js';
 import type { MemoryUnderReview } from '../../verifiers/types.js';
-import type { Applied, ConfirmOptions, CurrentMemory, Decision, VerdictLog } from '../contract.js';
+import { appliedOf, type Applied, type ConfirmOptions, type CurrentMemory, type Decision, type VerdictLog } from '../contract.js';
 import { usageError } from '../../core/errors.js';
 
 /**
@@ -20,8 +20,7 @@ export async function mem0Queue(store: StoreHandle, now: Instant, afterDays: num
 }
 
 export async function applyMem0Decision(store: StoreHandle, log: VerdictLog, d: Decision, now: Instant): Promise<Applied> {
-  const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
-  if (typeof d.evidence.reason === 'string') out.reason = d.evidence.reason;
+  const out = appliedOf(d);
   const record = { store: store.name, memoryId: d.memory.id, verdict: d.verdict, verifier: d.verifier, evidence: d.evidence, fingerprint: d.fingerprint, checkedAt: now, needsPerson: d.needsPerson };
   if (d.verdict === 'confirmed') {
     // Recorded only once the point is updated: a failed write to Qdrant records nothing and is retried next run.

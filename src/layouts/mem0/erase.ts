@@ -1,8 +1,8 @@
 import type { StoreHandle, EraseOptions, EraseSelector, Erased, Unreached } from '../contract.js';
 import { usageError } from '../../core/errors.js';
-import { linkedIdsOf, mem0Handle, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
+import { linkedIdsOf, mem0Handle, planUnlinkEntities, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
 import { asciiLower } from '../../text/needles.js';
-import { countMessages, deleteMessages, historyTexts, memoryIdsMentioning, scrubHistory } from './history.js';
+import { countMessages, deleteMessages, historyTexts, memoryIdsMentioning, planScrubHistory, scrubHistory } from './history.js';
 import { scrollAll, type Mem0Point } from '../../vectors/contract.js';
 import { DEFAULT_COLLECTION } from './names.js';
 import { payloadStrings, sweepCollections } from '../erase-sweep.js';
@@ -92,18 +92,28 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   // History keeps the text of memories mem0's own delete removed, and names no user: a person's are found by their
   // entities' links and by what memory-warden deleted for them, not otherwise. Those of no one known are said.
   const unreached = 'user' in sel ? await unattributedHistory(h, ids, haveCollection) : [];
-  if (dryRun) return { ids: idList, counts, texts, unreached };
+  const entityOfSelector = (e: Mem0Point) =>
+    'user' in sel ? userIdOf(e) === sel.user : 'subject' in sel ? containsFolded(e, sel.subject) : false;
+  // Other collections the store names (the memory collection holds only memories: each has its own owner).
+  const collections = [h.entityCollection, ...(store.config.qdrant?.collections ?? [])].filter((c) => c !== h.collection);
+  const sweep = (dry?: { gone: ReadonlySet<string> }) =>
+    sweepCollections(h.points, collections, ids, texts, 'subject' in sel ? sel.subject : undefined, h.cfg.pageSize, undefined, dry);
+  if (dryRun) {
+    // What the real run below would change, counted by reading the same things it changes.
+    const links = await planUnlinkEntities(h, ids, entityOfSelector);
+    counts.entityLinksRemoved = links.linksRemoved;
+    counts.entitiesDeleted = links.entitiesDeleted;
+    counts.strayPoints = await sweep({ gone: links.deleted });
+    Object.assign(counts, planScrubHistory(store.db, h.dialect, idList));
+    return { ids: idList, counts, texts, unreached };
+  }
 
   // Vectors first, as everywhere: a crash after this leaves history that a second erase scrubs.
   await h.points.delete(h.collection, withPoints);
-  const entityOfSelector = (e: Mem0Point) =>
-    'user' in sel ? userIdOf(e) === sel.user : 'subject' in sel ? containsFolded(e, sel.subject) : false;
   const links = await unlinkEntities(h, ids, entityOfSelector);
   counts.entityLinksRemoved = links.linksRemoved;
   counts.entitiesDeleted = links.entitiesDeleted;
-  // Other collections the store names (the memory collection holds only memories: each has its own owner).
-  const collections = [h.entityCollection, ...(store.config.qdrant?.collections ?? [])].filter((c) => c !== h.collection);
-  counts.strayPoints = await sweepCollections(h.points, collections, ids, texts, 'subject' in sel ? sel.subject : undefined, h.cfg.pageSize);
+  counts.strayPoints = await sweep();
   const at = pyIsoUtc(opts.now());
   store.db.transaction(() => {
     const s = scrubHistory(store.db, h.dialect, idList, at);

@@ -178,6 +178,14 @@ export function scrubHistory(db: Db, d: HistoryDialect, memoryIds: readonly stri
   return { scrubbed, deleteRowsAdded };
 }
 
+/** What scrubHistory would change, for a dry run: the rows it rewrites (every row of these memories, as its UPDATE) and the DELETE rows it adds. */
+export function planScrubHistory(db: Db, d: HistoryDialect, memoryIds: readonly string[]): { historyRowsScrubbed: number; deleteRowsAdded: number } {
+  if (memoryIds.length === 0) return { historyRowsScrubbed: 0, deleteRowsAdded: 0 };
+  const rows = db.prepare(`SELECT count(*) AS n FROM ${d.table} WHERE memory_id IN (SELECT value FROM json_each(?))`).get(JSON.stringify(memoryIds)) as { n: number };
+  const alive = [...lastEvents(db, d, memoryIds).values()].filter((event) => event !== 'DELETE').length;
+  return { historyRowsScrubbed: Number(rows.n), deleteRowsAdded: alive };
+}
+
 /** `user_id=ID` as one component of mem0's session scope (`agent_id=..&run_id=..&user_id=..`). */
 export function deleteMessages(db: Db, d: HistoryDialect, by: { userId?: string; text?: string }): number {
   if (!d.hasMessages) return 0;

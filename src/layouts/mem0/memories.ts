@@ -334,6 +334,39 @@ export async function unlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, al
 }
 
 /**
+ * What unlinkEntities would do, read and changed nothing (erase --dry-run): the links it would remove, the entities
+ * it would delete (their ids, so that a dry sweep after it does not count them twice), each as the real run's form
+ * decides it. Qdrant: the links of `linked_memory_ids` (else `linkedMemoryIds`), an entity emptied so deleted; the
+ * SDK's SQLite files: both keys, the same; pgvector: both keys, and an entity whose list of either key is empty then,
+ * even one found empty, deleted (pgvector.ts, entityUnlink).
+ */
+export async function planUnlinkEntities(h: Mem0Handle, ids: ReadonlySet<string>, alsoDelete?: (p: Mem0Point) => boolean): Promise<UnlinkResult & { deleted: Set<string> }> {
+  const out = { linksRemoved: 0, entitiesDeleted: 0, deleted: new Set<string>() };
+  if (!(await h.points.collections()).includes(h.entityCollection)) return out;
+  const onServer = h.unlink !== undefined && h.cfg.vectorStore === 'pgvector';
+  for await (const page of scrollAll(h.points, h.entityCollection, h.cfg.pageSize, true)) {
+    for (const e of page) {
+      if (alsoDelete?.(e)) {
+        out.linksRemoved += linkedIdsOf(e).filter((id) => ids.has(id)).length;
+        out.deleted.add(e.id);
+        continue;
+      }
+      const lists = h.unlink ? LINKED_IDS_KEYS.map((k) => e.payload[k]).filter(Array.isArray).map((l) => l.map(String)) : [linkedIdsOf(e)];
+      let removed = 0, emptied = false;
+      for (const list of lists) {
+        const left = list.filter((id) => !ids.has(id)).length;
+        removed += list.length - left;
+        emptied ||= left === 0 && (list.length > 0 || onServer);
+      }
+      out.linksRemoved += removed;
+      if (emptied && (removed > 0 || onServer)) out.deleted.add(e.id);
+    }
+  }
+  out.entitiesDeleted = out.deleted.size;
+  return out;
+}
+
+/**
  * Entity links to memories that are gone, one page of entities at a time: the links read first, then the memories
  * they name looked up. mem0 writes a memory before it links entities to it (`add`, `update`), so a link seen here
  * names a memory already written: one not found is gone (or was never written: mem0 links even a memory whose

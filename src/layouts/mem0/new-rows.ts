@@ -80,12 +80,15 @@ function row(id: string, p: Mem0Point | undefined, text: string | null, createdA
 }
 
 /**
- * The digest's "new memories" section for a mem0 store, in the shape `newRows` gives for the warden layout:
+ * The digest's "new memories" section for a mem0 store, in the shape `newRows` gives for the warden layout, of the
+ * memories added in the period that still exist:
  * the look-twice rules applied to subject, fact and source (`role:tool` reads as tool output; mem0's extractor
  * records no source at all, which is flagged as such). Exact counts; at most maxRows shown, flagged first.
  */
 export async function mem0NewRows(store: StoreHandle, period: { start: Instant; end: Instant }, maxRows: number, lookTwice: LookTwice, opts: Mem0Options = {}): Promise<NewRows> {
-  const all = await mem0NewMemories(store, period.start, period.end, opts);
+  // A memory deleted since it was added (mem0's own delete, later the same day) is no longer one the agent remembers:
+  // not listed, nor counted, as new (the digest has no place for deletions; prune's are in its maintenance part).
+  const all = (await mem0NewMemories(store, period.start, period.end, opts)).filter((m) => m.present);
   const rows: FlaggedRow[] = all.map((m) => ({
     id: m.id, subject: m.subject, fact: m.fact, source: m.source, createdAt: m.created_at, expiresAt: m.expires_at,
     reasons: lookTwice({ subject: m.subject, fact: m.fact, source: m.source }),

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../store/sqlite.js';
 import { toCanonical, type Instant } from '../../time/instants.js';
-import type { Applied, Decision, VerdictLog } from '../contract.js';
+import { appliedOf, type Applied, type Decision, type VerdictLog } from '../contract.js';
 
 export type { Applied } from '../contract.js';
 
@@ -22,8 +22,7 @@ interface CurrentRow {
 export function applyDecision(storeDb: Db, log: VerdictLog, store: string, d: Decision, now: Instant): Applied {
   const at = toCanonical(now);
   return log.together(storeDb, (): Applied => {
-    const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
-    if (typeof d.evidence.reason === 'string') out.reason = d.evidence.reason;
+    const out = appliedOf(d);
     const row = storeDb.prepare(`SELECT fact, source, superseded_by FROM memory WHERE id = ?`).get(d.memory.id) as CurrentRow | undefined;
     const moved = !row ? 'the row was deleted while it was being verified'
       : row.superseded_by !== null ? 'the row was superseded while it was being verified'

@@ -32,6 +32,22 @@ export async function deleteMessagesPg(f: PgFiles, ids: readonly string[]): Prom
 }
 
 /**
+ * What deleteThreadPg of each of `threads` and deleteMessagesPg of `messages` would delete with them, changing
+ * nothing (prune --dry-run): the embeddings deleteEmbeddings takes by thread_id and by message_id, on the vectors'
+ * server, each row once, and the threads' observation records.
+ */
+export async function plannedWithPg(f: PgFiles, threads: readonly string[], messages: readonly string[]): Promise<{ embeddings: number; observations: number }> {
+  let embeddings = 0;
+  for (const t of f.v.tables) {
+    embeddings += Number((await f.v.pg.query<{ n: string }>(`SELECT count(*) AS n FROM ${f.v.table(t)}
+      WHERE metadata->>'thread_id' = ANY($1::text[]) OR metadata->>'message_id' = ANY($2::text[])`, [threads, messages])).rows[0]!.n);
+  }
+  const observations = threads.length > 0 && f.observations
+    ? Number((await f.store.pg.query<{ n: string }>(`SELECT count(*) AS n FROM ${f.t(OBSERVATIONS)} WHERE "threadId" = ANY($1::text[])`, [threads])).rows[0]!.n) : 0;
+  return { embeddings, observations };
+}
+
+/**
  * A thread whole: its embeddings, messages, thread-scoped observations and the row. `stillDoomed` (a condition on
  * the thread's row, SQL over `t`, with `params` from $2) is asked first, then again inside the store's transaction,
  * the row locked and the messages' table locked against writes, before any embedding goes: an agent that wrote to the

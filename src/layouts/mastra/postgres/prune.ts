@@ -4,7 +4,7 @@ import { mastraOf } from '../names.js';
 import type { MastraConfig } from '../config.js';
 import { pruneDoomed, type Doomed } from '../prune.js';
 import { instant, MESSAGES, THREADS } from './names.js';
-import { deleteLeftoversPg, deleteMessagesPg, leftoversPg, deleteThreadPg, pgFiles, type PgFiles } from './delete.js';
+import { deleteLeftoversPg, deleteMessagesPg, leftoversPg, deleteThreadPg, pgFiles, plannedWithPg, type PgFiles } from './delete.js';
 import { openVectorSide } from './vectors.js';
 
 // Prune of a Mastra store on PostgreSQL by `mastra.retention`, as on libsql (src/layouts/mastra/prune.ts): idle
@@ -50,6 +50,7 @@ export async function mastraPrunePg(store: PostgresStoreHandle, { ctx, dryRun, b
     return await pruneDoomed(result, await doomedPg(f, cfg, now), {
       thread: (id) => deleteThreadPg(f, id, IDLE, [idleBefore]),
       messages: (ids) => deleteMessagesPg(f, ids),
+      planned: (threads, messages) => plannedWithPg(f, threads, messages),
       leftovers: () => leftoversPg(f),
       deleteLeftovers: (found) => deleteLeftoversPg(f, found),
     }, { ctx, dryRun, beforeDelete, batch: cfg.batch });

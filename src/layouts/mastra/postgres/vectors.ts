@@ -55,6 +55,34 @@ export async function openVectorSide(store: PostgresStoreHandle): Promise<Vector
   }
 }
 
+/**
+ * Whether two connection settings reach the same database of the same running server. Asked of the servers, not read
+ * from the URLs: two URLs name one database in many ways (`localhost` or `127.0.0.1` or a DNS name, the port left
+ * out, a proxy or a forwarded port, the database name left to default to the user's), and two servers can look alike
+ * in every address they report (`inet_server_addr()` and its port are the address of the server's side of this
+ * connection: 127.0.0.1:5432 for every server behind its own forwarded port, NULL over a Unix socket). What tells one
+ * server from another is its cluster's `system_identifier` (`pg_control_system()`, made by initdb; a copy made from a
+ * base backup, or a replica, has the same) together with `pg_postmaster_start_time()` (each running server's own, to
+ * the microsecond: two copies of one cluster never share it), and, within the server, `current_database()`. Where an
+ * administrator revoked `pg_control_system()` from this role, the start time and the database name decide.
+ */
+export async function sameDatabase(storeName: string, store: { url: string; caFile?: string | undefined }, vectors: { url: string; caFile?: string | undefined }): Promise<boolean> {
+  if (store.url === vectors.url) return true; // one URL reaches one database: nothing to ask
+  const IDENTITY = `SELECT current_database() AS db, pg_postmaster_start_time()::text AS started,
+    CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE') THEN (SELECT system_identifier::text FROM pg_control_system()) END AS cluster`;
+  const ask = async (cfg: { url: string; caFile?: string | undefined }, setting: string) => {
+    const session = openPgSession(storeName, { url: cfg.url, ...(cfg.caFile !== undefined ? { caFile: cfg.caFile } : {}) }, { max: 1, setting });
+    try {
+      return (await session.query<{ db: string; started: string; cluster: string | null }>(IDENTITY)).rows[0]!;
+    } finally {
+      await session.end();
+    }
+  };
+  const a = await ask(store, `stores.${storeName}.postgres`);
+  const b = await ask(vectors, `stores.${storeName}.mastra.pgvector`);
+  return a.db === b.db && a.started === b.started && (a.cluster === null || b.cluster === null || a.cluster === b.cluster);
+}
+
 /** A connection or a session: both take a query with parameters. */
 export type Queryable = { query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> };
 

@@ -1,5 +1,5 @@
 import { toCanonical } from '../../../time/instants.js';
-import type { ApplyDriftOptions, Applied, PostgresStoreHandle, VerdictRecord } from '../../contract.js';
+import { appliedOf, type ApplyDriftOptions, type Applied, type PostgresStoreHandle, type VerdictRecord } from '../../contract.js';
 import { decideOnPg, utc } from './decision.js';
 import { lockRow } from './review.js';
 import { supersedeRowPg } from './correct.js';
@@ -13,8 +13,7 @@ import { supersedeRowPg } from './correct.js';
 export async function applyDriftPg(store: PostgresStoreHandle, { decision: d, now, log }: ApplyDriftOptions): Promise<Applied> {
   const s = store.schema;
   return decideOnPg(store, log, 'drift', async (client) => {
-    const out: Applied = { id: d.memory.id, verdict: d.verdict, verifier: d.verifier, needsPerson: d.needsPerson };
-    if (typeof d.evidence.reason === 'string') out.reason = d.evidence.reason;
+    const out = appliedOf(d);
     await lockRow(client, s, d.memory.id);
     const row = (await client.query<{ fact: string; source: string; superseded_by: string | null }>(
       `SELECT fact, source, superseded_by FROM ${s}.memory WHERE id = $1`, [d.memory.id])).rows[0];
