@@ -233,11 +233,20 @@ describe('a store built by mem0ai 3.3.1 with its pgvector vector store (PGlite)'
     expect(digest.stdout).toContain('4 point(s) in "memories"');
 
     // prune: the two expired memories go as mem0's delete takes them: vectors, history DELETE rows, entity links.
+    // A dry run first: it counts what the prune then changes (links of both keys, entities left empty), changing nothing.
     expect(await linksOf(m, 'bob')).toContain(b.bobExpiring);
+    const unpruned = await contents(client, s.historyPath, names);
+    const dry = await run('run', 'prune', '--dry-run', '--json', '--now', FAR);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(await contents(client, s.historyPath, names)).toEqual(unpruned);
     const prune = await run('run', 'prune', '--json', '--now', FAR);
     expect(prune.stderr).toBe('');
     expect(prune.code).toBe(0);
     expect(prune.json().deleted).toBe(2);
+    const counts = (r: any) => ({ deleted: r.deleted, ids: [...r.ids].sort(), historyRows: r.historyRows, entityLinksRemoved: r.entityLinksRemoved, entitiesDeleted: r.entitiesDeleted });
+    expect(counts(dry.json())).toEqual(counts(prune.json()));
+    expect(prune.json().entityLinksRemoved).toBeGreaterThan(0);
+    expect(prune.json().entitiesDeleted).toBeGreaterThan(0);
     expect(await m.get(b.bobExpiring)).toBeNull();
     expect(await linksOf(m, 'bob')).not.toContain(b.bobExpiring);
     expect((await m.history(b.bobExpiring))[0].action).toBe('DELETE');

@@ -228,6 +228,29 @@ describe.each<VectorKind>(['sqlite', 'qdrant'])('a store built by mem0ai 3.3.1 w
     await mem0StillWorks(m, b, false);
   }, 300_000);
 
+  it('prune --dry-run counts what the prune after it changes (DELETE rows, entity links and entities) and changes nothing', async () => {
+    const b = await build(s, m);
+    const config = s.configFile();
+    const files = () => [s.historyPath, ...(kind === 'sqlite' ? [s.vectorDb, s.entityVectorDb] : [])].map((f) => readFileSync(f));
+    const before = files();
+    const dry = await cli(['run', 'prune', '--dry-run', '--json', '--now', FAR, '--config', config]);
+    expect(dry.stderr).toBe('');
+    expect(dry.code, dry.stdout).toBe(0);
+    expect(files()).toEqual(before);
+    expect(await m.get(b.bobExpiring)).not.toBeNull();
+    expect(await linksOf(m, 'bob')).toContain(b.bobExpiring);
+    const real = await cli(['run', 'prune', '--json', '--now', FAR, '--config', config]);
+    expect(real.stderr).toBe('');
+    expect(real.code, real.stdout).toBe(0);
+    const counts = (r: any) => ({
+      deleted: r.deleted, expired: r.expired, ids: [...r.ids].sort(), historyRows: r.historyRows,
+      entityLinksRemoved: r.entityLinksRemoved, entitiesDeleted: r.entitiesDeleted, dangling: r.leftovers.mem0_dangling_entity_link,
+    });
+    expect(counts(dry.json())).toEqual(counts(real.json()));
+    for (const k of ['deleted', 'historyRows', 'entityLinksRemoved', 'entitiesDeleted'] as const) expect(counts(real.json())[k], k).toBeGreaterThan(0);
+    expect(await m.get(b.bobExpiring)).toBeNull();
+  }, 300_000);
+
   it('erase --dry-run counts what the erase after it changes (history rows, entity links and entities) and changes nothing', async () => {
     await build(s, m);
     const config = s.configFile();

@@ -217,8 +217,16 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
       else result.idsTruncated = true;
     }
   };
+  // The expired memories' entity links, removed (or, in a dry run, counted as the removal would go) once they are gone.
+  const unlinkGone = async (gone: ReadonlySet<string>) => {
+    const links = gone.size === 0 ? { linksRemoved: 0, entitiesDeleted: 0 } : result.dryRun ? await planUnlinkEntities(h, gone) : await unlinkEntities(h, gone);
+    result.entityLinksRemoved = links.linksRemoved;
+    result.entitiesDeleted = links.entitiesDeleted;
+  };
   if (result.dryRun) {
     tally(candidates);
+    result.historyRows = candidates.length;
+    await unlinkGone(new Set(candidates));
     result.leftovers = await removeDanglingLinks(h, true, now);
   } else {
     await withMaintenanceLock(store.path, 'prune', async () => {
@@ -245,9 +253,7 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
         await unlinkEntities(h, new Set(gone)).catch(() => undefined);
         throw err;
       }
-      const links = gone.length > 0 ? await unlinkEntities(h, new Set(gone)) : { linksRemoved: 0, entitiesDeleted: 0 };
-      result.entityLinksRemoved = links.linksRemoved;
-      result.entitiesDeleted = links.entitiesDeleted;
+      await unlinkGone(new Set(gone));
       // Then the links mem0's own deletes (and an interrupted run of this one) left to memories that are gone.
       if (!ctx.signal?.aborted) result.leftovers = await removeDanglingLinks(h, false, now, opts.beforeDelete);
     });
