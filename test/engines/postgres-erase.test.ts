@@ -286,13 +286,21 @@ describe('erase on a PostgreSQL store', { timeout: 300_000 }, () => {
       await q.createCollection(coll);
       const pointed = ['ann-1', 'ann-3', 'bob-old-2', 'bob-1', 'bob-2'];
       await q.upsert(coll, [
-        ...pointed.map((id, i) => ({ id: i + 1, payload: { memory_id: id, text: `row ${id}` } })),
+        // ann-1's own point holds its text: the row's delete takes it, not the sweep.
+        ...pointed.map((id, i) => ({ id: i + 1, payload: { memory_id: id, text: id === 'ann-1' ? rows()[0]!.fact : `row ${id}` } })),
         { id: 99, payload: { memory_id: 'gone', text: rows()[4]!.fact } }, // an orphan copy of Ann's text
         { id: 98, payload: { memory_id: 'bob-1', text: rows()[5]!.fact } }, // Bob's point repeating Ann's text: stays
       ]);
+      // A dry run counts the stray copy the erase then deletes, and deletes nothing.
+      const dry = await store.run(['erase', '--user', 'ann', '--store', 'fleet', '--dry-run', '--json']);
+      expect(dry.code, dry.stderr + dry.stdout).toBe(0);
+      expect(dry.json()).toMatchObject({ memories: 35, counts: { rows: 35, cascaded: 5, strayPoints: 1 } });
+      expect((await q.points(coll)).length).toBe(pointed.length + 2);
+      expect((await ids(db, 'fleet')).length).toBe(rows().length);
       const r = await store.run(['erase', '--user', 'ann', '--store', 'fleet', '--json']);
       expect(r.code, r.stderr + r.stdout).toBe(0);
       expect(r.json()).toMatchObject({ memories: 35, counts: { rows: 35, cascaded: 5, strayPoints: 1 }, snapshots: { found: [], deleted: [] } });
+      expect(r.json().counts).toMatchObject(dry.json().counts);
       expect((await q.points(coll)).map((p) => p.payload.memory_id).sort()).toEqual(['bob-1', 'bob-1', 'bob-2']);
       const receipts = await store.run(['erase', 'receipts', '--store', 'fleet', '--user', 'ann', '--json']);
       expect(receipts.code, receipts.stderr).toBe(0);

@@ -58,9 +58,12 @@ describe('erase, warden layout', () => {
     const coll = q.name('memories');
     await q.createCollection(coll);
     await q.upsert(coll, [
-      ...['a1', 'a2', 'a0', 'b1', 'b2'].map((id, i) => ({ id: i + 1, payload: { memory_id: id, text: `row ${id}` } })),
+      // a1's own point holds its text: the row's delete takes it, not the sweep
+      ...['a1', 'a2', 'a0', 'b1', 'b2'].map((id, i) => ({ id: i + 1, payload: { memory_id: id, text: id === 'a1' ? `Alice ${secret[0]}` : `row ${id}` } })),
       // an orphan copy of alice's text that no row points to
       { id: 99, payload: { memory_id: 'gone', text: `Alice ${secret[0]}` } },
+      // bob's point repeating alice's older text word for word: his row stays, so does the point
+      { id: 98, payload: { memory_id: 'b2', note: `Alice ${secret[2]}` } },
     ]);
     const config: Config = validateConfig({
       stateDb: join(tmp.dir, 'state.db'),
@@ -74,14 +77,17 @@ describe('erase, warden layout', () => {
     agent.prepare(`UPDATE memory SET last_used_at = '2026-11-28 00:00:00' WHERE id = 'a1'`).run();
     expect(rawBytes(db).includes(Buffer.from(secret[0]!))).toBe(true);
 
+    // The dry run counts the stray copy the erase then deletes, and deletes nothing.
     const dry = await erase(config, 'agent', { user: 'alice' }, { ...opts, dryRun: true });
-    expect(dry).toMatchObject({ dryRun: true, memories: 3, counts: { rows: 3, cascaded: 1 } });
+    expect(dry).toMatchObject({ dryRun: true, memories: 3, counts: { rows: 3, cascaded: 1, strayPoints: 1 } });
     expect(rowIds(db)).toEqual(['a0', 'a1', 'a2', 'b1', 'b2']);
+    expect((await q.points(coll)).length).toBe(7);
 
     const r = await erase(config, 'agent', { user: 'alice' }, opts);
     expect(r).toMatchObject({ layout: 'warden', selector: 'user', memories: 3, counts: { rows: 3, cascaded: 1, strayPoints: 1 }, vacuumed: true, walTruncated: true });
+    expect(r.counts).toEqual(dry.counts);
     expect(rowIds(db)).toEqual(['b1', 'b2']);
-    expect((await q.points(coll)).map((p) => p.payload.memory_id).sort()).toEqual(['b1', 'b2']);
+    expect((await q.points(coll)).map((p) => p.payload.memory_id).sort()).toEqual(['b1', 'b2', 'b2']);
     expectNowhere(rawBytes(db), [...secret, 'Alice']);
     // The agent's connection still works and sees the erase.
     expect(agent.prepare('SELECT count(*) AS n FROM memory').get()).toEqual({ n: 2 });

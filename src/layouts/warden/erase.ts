@@ -129,7 +129,9 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const { ids } = taken;
     const { fields, found } = fieldsOf(db, taken.byColumn, () => `[${rowids.join(',')}]`);
     plans.set(db, { selector: key, roots, version: versionOf(db), onlyTheirs: found });
-    return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints: 0 }, texts: new StoredTexts(db, ids), fields };
+    const texts = new StoredTexts(db, ids);
+    const strayPoints = await sweepStray(store, sel, texts, opts, true);
+    return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints }, texts, fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);
   const counts: Record<string, number> = { rows: 0, cascaded: 0, strayPoints: 0 };
@@ -171,15 +173,23 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
   const { fields } = fieldsOf(db, taken.byColumn, () => '[]', plan && plan.selector === key ? plan.onlyTheirs() : undefined);
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - roots.length;
-  const points = pointsOf(store, opts);
-  if (points && store.config.qdrant) {
-    // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
-    const vectors = store.vectors ?? rowVectorsFor(store.config)!;
-    const exists = db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
-    const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
-    counts.strayPoints = await sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
-  }
+  counts.strayPoints = await sweepStray(store, sel, texts, opts, false);
   return { ids: deleted, counts, texts, fields };
+}
+
+/**
+ * The points still holding an erased text once the rows and their own points are gone, deleted (`dryRun`: counted,
+ * none deleted, before the rows go). A point that belongs to a row in the store stays, even if it repeats an erased
+ * text word for word: after the deletes that is a row the erase left; before them (a dry run) it is also an erased
+ * row, whose points the deletes take by row id, not the sweep.
+ */
+async function sweepStray(store: StoreHandle, sel: EraseSelector, texts: Iterable<string>, opts: EraseOptions, dryRun: boolean): Promise<number> {
+  const points = pointsOf(store, opts);
+  if (!points || !store.config.qdrant) return 0;
+  const vectors = store.vectors ?? rowVectorsFor(store.config)!;
+  const exists = store.db.prepare(`SELECT 1 FROM memory WHERE id = ?`);
+  const keep = (p: Mem0Point) => vectors.rowIdsOf({ id: p.id, payload: p.payload }).some((id) => exists.get(id) !== undefined);
+  return sweepCollections(points, store.config.qdrant.collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep, dryRun ? { gone: new Set() } : undefined);
 }
 
 const FIELD_COLUMNS = ['subject', 'source'] as const;

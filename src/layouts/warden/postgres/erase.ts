@@ -94,15 +94,15 @@ interface FieldsOf {
 }
 
 export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
-  const s = store.schema;
   // The vector tables beside memory too: VACUUM FULL and the byte check read them (their payloads may repeat the text).
   const tables = [...ERASE_TABLES, ...(store.config.postgres?.vectors?.tables ?? [])];
   if (dryRun) {
     const { rows, roots: rootCount } = await planRows(store.pg, store, sel);
     const closure = rows.map((r) => r.id);
+    const texts = rows.map((r) => r.fact);
     return {
-      ids: closure, counts: { rows: closure.length, cascaded: closure.length - rootCount, strayPoints: 0 },
-      texts: rows.map((r) => r.fact), fields: await fieldsOf(store, rows, closure), tables,
+      ids: closure, counts: { rows: closure.length, cascaded: closure.length - rootCount, strayPoints: await sweepStray(store, sel, texts, opts, true) },
+      texts, fields: await fieldsOf(store, rows, closure), tables,
     };
   }
   const planned = await roots(store.pg, store, sel);
@@ -127,19 +127,22 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
   counts.rows = deleted.length;
   counts.cascaded = deleted.length - planned.length;
   const texts = deleted.map((r) => r.fact);
+  counts.strayPoints = await sweepStray(store, sel, texts, opts, false);
+  return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, [], opts.planned?.fields), tables };
+}
+
+/** The points still holding an erased text, deleted or (`dryRun`) counted: as on SQLite (../erase.ts, sweepStray). */
+async function sweepStray(store: PostgresStoreHandle, sel: EraseSelector, texts: readonly string[], opts: EraseOptions, dryRun: boolean): Promise<number> {
   const points = pointsOf(store, opts);
   const collections = store.config.qdrant?.collections ?? store.config.postgres?.vectors?.tables;
-  if (points && collections) {
-    // A point that belongs to a row still in the store stays, even if it repeats an erased text word for word.
-    const vectors = store.vectors ?? rowVectorsFor(store.config)!;
-    const keep = async (p: Mem0Point) => {
-      const rowIds = vectors.rowIdsOf({ id: p.id, payload: p.payload });
-      if (rowIds.length === 0) return false;
-      return (await store.pg.query(`SELECT 1 FROM ${s}.memory WHERE id = ANY($1::text[]) LIMIT 1`, [rowIds])).rows.length > 0;
-    };
-    counts.strayPoints = await sweepCollections(points, collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep);
-  }
-  return { ids: deleted.map((r) => r.id), counts, texts, fields: await fieldsOf(store, deleted, [], opts.planned?.fields), tables };
+  if (!points || !collections) return 0;
+  const vectors = store.vectors ?? rowVectorsFor(store.config)!;
+  const keep = async (p: Mem0Point) => {
+    const rowIds = vectors.rowIdsOf({ id: p.id, payload: p.payload });
+    if (rowIds.length === 0) return false;
+    return (await store.pg.query(`SELECT 1 FROM ${store.schema}.memory WHERE id = ANY($1::text[]) LIMIT 1`, [rowIds])).rows.length > 0;
+  };
+  return sweepCollections(points, collections, new Set(), texts, 'subject' in sel ? sel.subject : undefined, 256, keep, dryRun ? { gone: new Set() } : undefined);
 }
 
 class ChainGrew extends Error {}
