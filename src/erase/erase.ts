@@ -239,7 +239,7 @@ async function eraseStoreAndRecords(
     // The plan's texts are dropped once its records are scrubbed (a function of its own, so that nothing keeps them):
     // the deletes capture the texts again, and an erase of many memories would hold both.
     const plan = async () => {
-      const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+      const planned = await layoutOf(store).erase(store, { ...layoutOpts, selector: sel, dryRun: true, plan: true });
       // Hashed while the check still runs (CPU only; recorded once it has passed).
       const plannedMacs = idMacsOf(key, planned.ids);
       const lines = await intact;
@@ -399,7 +399,7 @@ async function eraseOnEngine(
   const state = openStateDb(stateDb);
   try {
     const { layoutOpts, selector, earlier, earlierIds } = erasedBefore(state, key, store.name, sel, opts);
-    const planned = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun: true });
+    const planned = await jobs.erase(store, { ...layoutOpts, selector: sel, dryRun: true, plan: !dryRun });
     if (dryRun) {
       const statePlaces = scrubState(state, stateTarget(store.name, planned, sel, earlierIds), true);
       const redis = await sweepRedis(state, stateTarget(store.name, planned, sel, earlierIds), true);

@@ -621,6 +621,12 @@ export interface LayoutEraseOptions extends EraseOptions {
    * answers that still hold instead of reading the store for them again.
    */
   planned?: Erased;
+  /**
+   * This dry run is the plan of the erase that follows it (its records are written from it before anything is
+   * deleted): what only a person reading a dry run needs, and the real run counts itself (stray points, entity work:
+   * reads of other collections, another server that may be down), is not counted.
+   */
+  plan?: boolean;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { StoreHandle, EraseOptions, EraseSelector, Erased, Unreached } from '../contract.js';
+import type { StoreHandle, EraseSelector, Erased, LayoutEraseOptions, Unreached } from '../contract.js';
 import { usageError } from '../../core/errors.js';
 import { linkedIdsOf, mem0Handle, planUnlinkEntities, pyIsoUtc, textOf, unlinkEntities, userIdOf, type Mem0Handle } from './memories.js';
 import { asciiLower } from '../../text/needles.js';
@@ -73,7 +73,7 @@ async function deletedLinkedFrom(h: Mem0Handle, user: string, haveCollection: bo
   return out;
 }
 
-export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: EraseOptions): Promise<Erased> {
+export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: boolean, opts: Omit<LayoutEraseOptions, 'selector' | 'dryRun'>): Promise<Erased> {
   const h = mem0Handle(store, opts.points ? { points: opts.points } : {});
   // A lost collection (tmpfs at reboot) is no reason to keep the text history still holds, once a person says so.
   const haveCollection = (await h.points.collections()).includes(h.collection);
@@ -98,6 +98,7 @@ export async function eraseMem0(store: StoreHandle, sel: EraseSelector, dryRun: 
   const collections = [h.entityCollection, ...(store.config.qdrant?.collections ?? [])].filter((c) => c !== h.collection);
   const sweep = (dry?: { gone: ReadonlySet<string> }) =>
     sweepCollections(h.points, collections, ids, texts, 'subject' in sel ? sel.subject : undefined, h.cfg.pageSize, undefined, dry);
+  if (dryRun && opts.plan) return { ids: idList, counts, texts, unreached }; // the real run counts its own work
   if (dryRun) {
     // What the real run below would change, counted by reading the same things it changes.
     const links = await planUnlinkEntities(h, ids, entityOfSelector);

@@ -130,7 +130,7 @@ export async function eraseWarden(store: StoreHandle, sel: EraseSelector, dryRun
     const { fields, found } = fieldsOf(db, taken.byColumn, () => `[${rowids.join(',')}]`);
     plans.set(db, { selector: key, roots, version: versionOf(db), onlyTheirs: found });
     const texts = new StoredTexts(db, ids);
-    const strayPoints = await sweepStray(store, sel, texts, opts, true);
+    const strayPoints = opts.plan ? 0 : await sweepStray(store, sel, texts, opts, true);
     return { ids, counts: { rows: ids.length, cascaded: ids.length - roots.length, strayPoints }, texts, fields };
   }
   const roots = plan && plan.selector === key && plan.version === versionOf(db) ? plan.roots : wardenRoots(db, sel);

@@ -101,7 +101,7 @@ export async function eraseWardenPg(store: PostgresStoreHandle, sel: EraseSelect
     const closure = rows.map((r) => r.id);
     const texts = rows.map((r) => r.fact);
     return {
-      ids: closure, counts: { rows: closure.length, cascaded: closure.length - rootCount, strayPoints: await sweepStray(store, sel, texts, opts, true) },
+      ids: closure, counts: { rows: closure.length, cascaded: closure.length - rootCount, strayPoints: opts.plan ? 0 : await sweepStray(store, sel, texts, opts, true) },
       texts, fields: await fieldsOf(store, rows, closure), tables,
     };
   }
