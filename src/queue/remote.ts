@@ -51,6 +51,45 @@ async function withdraw(redis: Redis, queue: Queue, job: Job): Promise<Left> {
   return (await job.getState().catch(() => 'unknown')) === 'active' ? 'running' : 'gone';
 }
 
+/** How often a requester also reads the job's own record while it waits for the job's events. */
+export const LOOK_MS = 2_000;
+const GONE = Symbol('gone');
+
+/**
+ * The job's outcome from its own record, looked at every LOOK_MS: what the requester gets when the event saying it
+ * finished never reaches it (a Redis failover between the worker's write and the requester's read, a stream trimmed
+ * past it by a busy queue). Resolves with its result, rejects with its failure (a final one: a failed try that will
+ * be retried is not), resolves GONE when the job was removed (a sensitive job, removed as it completes) and no event
+ * came meanwhile. Never settles once `stop` is aborted.
+ */
+async function lookAtJob(queue: Queue, id: string, stop: AbortSignal): Promise<unknown> {
+  let missing = 0;
+  for (;;) {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, LOOK_MS);
+      stop.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
+    if (stop.aborted) return new Promise(() => {});
+    let state: string;
+    let job: Job | undefined;
+    try {
+      state = await queue.getJobState(id);
+      job = state === 'completed' || state === 'failed' ? await queue.getJob(id) : undefined;
+    } catch {
+      continue; // Redis away: the next look, or the event, tells
+    }
+    if (stop.aborted) return new Promise(() => {});
+    if (state === 'unknown' || ((state === 'completed' || state === 'failed') && !job)) {
+      // Removed: its completion event normally arrives with the removal; one more look's time for it.
+      if (++missing >= 2) return GONE;
+      continue;
+    }
+    missing = 0;
+    if (state === 'completed') return job!.returnvalue;
+    if (state === 'failed') throw new Error(job!.failedReason || 'failed');
+  }
+}
+
 /**
  * Run one job on the worker of the store's host (its queue, src/queue/hosts.ts) and wait for the result there:
  * what `enqueue` does, and what `erase` and `restore` do for a store on another machine.
@@ -62,7 +101,10 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
   // The job's payload and result pass through Redis: recorded, so that an erase here knows the queue was used.
   recordQueueUse(expandHome(config.stateDb), config.redis.prefix, 'job sent', Date.now());
   const queue = openQueueFor(config, redis, store);
-  const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix });
+  // Events are read from the stream's last entry before the job is added, never from "whatever comes next" ('$'):
+  // a reconnect (a failover) then resumes where it was, and misses no event written while it was away.
+  const [last] = (await redis.xrevrange(queue.keys.events!, '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
+  const events = new QueueEvents(queue.name, { connection: redis.duplicate(), prefix: config.redis.prefix, lastEventId: last?.[0] ?? '0-0' });
   events.on('error', () => {});
   const what = store === null ? run.job : `${run.job} ${store}`;
   try {
@@ -78,12 +120,18 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
       run.signal?.addEventListener('abort', () => resolve('interrupted'), { once: true });
     });
     let outcome: unknown;
+    const looking = new AbortController();
     try {
-      outcome = await Promise.race([job.waitUntilFinished(events), stopped]);
+      outcome = await Promise.race([job.waitUntilFinished(events), lookAtJob(queue, job.id!, looking.signal), stopped]);
     } catch (err) {
       throw coerceError(err, `${what} (job ${job.id}, queue ${queue.name})`);
     } finally {
       clearTimeout(timer);
+      looking.abort();
+    }
+    if (outcome === GONE) {
+      const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
+      throw transientError(`${what}: its result did not reach this command (job ${job.id} finished and was removed from ${queue.name}; whether it succeeded is not known here)${later}`);
     }
     if (outcome !== 'interrupted' && outcome !== 'timed out') return outcome;
     const host = queue.name.slice(config.worker.queue.length + 1) || '(any)';

@@ -307,7 +307,12 @@ describe('a fleet on Redis Sentinel: kill -9 of the primary during the digest', 
     await f.set.rejoin(f.set.primary, f.set.replica); // a replica again, so a new claim can be acknowledged
     await f.start(HOSTS[sender]!).ready; // its supervisor starts the dead worker again
     // The job, stalled, runs again; its run takes the claim over once claimMinutes have passed, and sends.
-    expect((await first).deliveries).toMatchObject([{ status: 'sent' }]);
+    const result = await first.catch((err: Error) => {
+      // What the workers logged of the digest and of Redis, so that a failure says where the job went.
+      const said = workers.map((w, i) => `worker ${i} (pid ${w.proc.pid}):\n` + w.lines.filter((l) => l.job === 'digest' || /redis|stall/i.test(String(l.msg))).slice(-40).map((l) => JSON.stringify(l)).join('\n'));
+      throw new Error(`${err.message}\n${said.join('\n')}`);
+    });
+    expect(result.deliveries).toMatchObject([{ status: 'sent' }]);
     expect(mails()).toHaveLength(2); // the dead worker's mail, and the takeover's
     expect(new Set(mails().map((m) => m.parsed.messageId)).size).toBe(1); // one message in a mail client
   });
