@@ -226,8 +226,9 @@ export async function mem0Prune(store: StoreHandle, ctx: Mem0JobContext, opts: M
   if (result.dryRun) {
     tally(candidates);
     result.historyRows = candidates.length;
-    await unlinkGone(new Set(candidates));
-    result.leftovers = await removeDanglingLinks(h, true, now);
+    const gone = new Set(candidates);
+    await unlinkGone(gone);
+    result.leftovers = await removeDanglingLinks(h, true, now, undefined, { gone, entitiesDeleted: result.entitiesDeleted });
   } else {
     await withMaintenanceLock(store.path, 'prune', async () => {
       const gone: string[] = [];
@@ -281,6 +282,12 @@ export async function deleteLikeMem0(h: Mem0Handle, batch: Mem0Point[], now: Ins
     }
   }).immediate();
   return batch.map((p) => p.id);
+}
+
+/** A dry run's plan of the pruned memories' own unlinking: their ids, and the entities it counted deleted. */
+export interface DryUnlink {
+  gone: ReadonlySet<string>;
+  entitiesDeleted: number;
 }
 
 export interface UnlinkResult {
@@ -401,15 +408,21 @@ export async function* danglingEntityLinks(h: Mem0Handle): AsyncGenerator<{ enti
  * prune records the memories it deletes (src/erase/ledger.ts), so `erase --user` still finds that text. `dryRun`:
  * counted, nothing changed.
  */
-export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean, now: Instant, beforeDelete?: Mem0PruneOptions['beforeDelete']): Promise<Record<string, number>> {
+export async function removeDanglingLinks(h: Mem0Handle, dryRun: boolean, now: Instant, beforeDelete?: Mem0PruneOptions['beforeDelete'], pruned?: DryUnlink): Promise<Record<string, number>> {
   const gone = new Map<string, string | null>();
   let links = 0;
   for await (const l of danglingEntityLinks(h)) {
     if (!gone.get(l.memory)) gone.set(l.memory, l.user);
     links++;
   }
+  if (dryRun) {
+    // The entities the real run deletes here: those left empty once both the pruned memories' links and these are
+    // gone, less those the pruned memories' links alone empty (the real run deletes them before it comes here).
+    // In PostgreSQL an entity a killed run left emptied in its grace counts even with no link to remove, as below.
+    const left = gone.size === 0 && !h.unlink ? 0 : (await planUnlinkEntities(h, new Set([...(pruned?.gone ?? []), ...gone.keys()]))).entitiesDeleted - (pruned?.entitiesDeleted ?? 0);
+    return { mem0_dangling_entity_link: links, mem0_entity_left_without_links: left };
+  }
   // In PostgreSQL an entity a killed run left emptied in its grace is looked for even with no link to remove.
-  if (dryRun) return { mem0_dangling_entity_link: links };
   if (gone.size === 0 && !h.unlink) return { mem0_dangling_entity_link: 0, mem0_entity_left_without_links: 0 };
   if (gone.size > 0) beforeDelete?.([...gone].map(([id, user]) => ({ id, user })), now);
   const done = await unlinkEntities(h, new Set(gone.keys()));
