@@ -80,6 +80,37 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     expect(again.json()).toMatchObject({ deleted: 0 });
   });
 
+  it('a server that counts no deletes (track_counts off): prune takes the list of candidates and stays exact on chains', async () => {
+    db = await createTestDatabase('pg_nocounts');
+    const store = pgStoreConfig(db, { postgres: { batchSize: 10 } });
+    await initPgStore(store);
+    await fillPgStore(db, 'fleet', { live: 20, expired: 300, old: 40 });
+    await fillPgStore(db, 'fleet', { chains: 5, depth: 40, expiredHead: true, tag: 'x' });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    // Every new session of the database, prune's included, without the counts the walk tells a cascade by.
+    await db.client.query(`ALTER DATABASE "${db.name}" SET track_counts = off`);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({ deleted: 300 + 40 + 5 * 40, expired: 305, superseded: 40, cascaded: 5 * 39 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('the walk deletes a batch whose rows have older versions (shallow chains, a deep one) by the chain way, counted exactly', async () => {
+    db = await createTestDatabase('pg_walkchain');
+    const store = pgStoreConfig(db, { postgres: { batchSize: 50 } });
+    await initPgStore(store);
+    // Heads before their versions in the table (the versions rewritten at its end by the update that chains them), so
+    // a batch's delete meets them only through the foreign key's cascade: two levels deep, and 1,499.
+    await fillPgStore(db, 'fleet', { chains: 30, depth: 3, expiredHead: true, tag: 'x' });
+    await fillPgStore(db, 'fleet', { chains: 1, depth: 1500, expiredHead: true, tag: 'y' });
+    await fillPgStore(db, 'fleet', { live: 20, expired: 200, old: 30 });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({ deleted: 30 * 3 + 1500 + 200 + 30, expired: 231, superseded: 30, cascaded: 30 * 2 + 1499 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
   it('batches grow from batchSize while they take less than batchMs, and prune stays exact on expiry and chains', async () => {
     db = await createTestDatabase('pg_grow');
     const fill = async () => {
