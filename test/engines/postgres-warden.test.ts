@@ -4,7 +4,7 @@ import pg from 'pg';
 import { CLI, cliAsync } from '../helpers/cli.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
-import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR } from './pg-fixture.js';
+import { chainedPgStore, fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR } from './pg-fixture.js';
 import { nextSize, prunePg } from '../../src/layouts/warden/postgres/prune.js';
 import { openPgSession } from '../../src/engines/postgres/session.js';
 import type { PostgresStoreHandle } from '../../src/engines/contract.js';
@@ -82,11 +82,7 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
 
   it('a server that counts no deletes (track_counts off): prune takes the list of candidates and stays exact on chains', async () => {
     db = await createTestDatabase('pg_nocounts');
-    const store = pgStoreConfig(db, { postgres: { batchSize: 10 } });
-    await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 20, expired: 300, old: 40 });
-    await fillPgStore(db, 'fleet', { chains: 5, depth: 40, expiredHead: true, tag: 'x' });
-    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const { store, keep } = await chainedPgStore(db, { batchSize: 10 }, { live: 20, expired: 300, old: 40 }, { chains: 5, depth: 40 });
     // Every new session of the database, prune's included, without the counts the walk tells a cascade by.
     await db.client.query(`ALTER DATABASE "${db.name}" SET track_counts = off`);
     const r = await store.run(['run', 'prune', '--json']);
@@ -176,11 +172,7 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
 
   it('kill -9 of prune at several points leaves the store correct, and the next prune finishes it exactly', async () => {
     db = await createTestDatabase('pg_kill');
-    const store = pgStoreConfig(db, { postgres: { batchSize: 10 } });
-    await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 200, expired: 3000, old: 500 });
-    await fillPgStore(db, 'fleet', { chains: 20, depth: 50, expiredHead: true, tag: 'x' });
-    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const { store, keep } = await chainedPgStore(db, { batchSize: 10 }, { live: 200, expired: 3000, old: 500 }, { chains: 20, depth: 50 });
     const total = async () => Number((await db.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
     const start = await total();
     for (const after of [1, 400, 1500, 3000]) {
