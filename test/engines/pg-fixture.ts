@@ -68,6 +68,18 @@ export async function fillPgStore(db: TestDatabase, schema: string, rows: { live
   }
 }
 
+/**
+ * A store `fleet` initialized in `db` (its `postgres` options as given), filled with `rows` and then with expiring
+ * chains (tag `x`): its config and the ids prune keeps (the live rows and the newer versions of what was superseded).
+ */
+export async function chainedPgStore(db: TestDatabase, postgres: Record<string, unknown>, rows: { live: number; expired: number; old: number }, chains: { chains: number; depth: number }): Promise<{ store: PgStore; keep: string[] }> {
+  const store = pgStoreConfig(db, { postgres });
+  await initPgStore(store);
+  await fillPgStore(db, 'fleet', rows);
+  await fillPgStore(db, 'fleet', { ...chains, expiredHead: true, tag: 'x' });
+  return { store, keep: await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`) };
+}
+
 export async function ids(db: TestDatabase, schema: string, where = 'true'): Promise<string[]> {
   return (await db.client.query<{ id: string }>(`SELECT id FROM "${schema}".memory WHERE ${where} ORDER BY id`)).rows.map((r) => r.id);
 }

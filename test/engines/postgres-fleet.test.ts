@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { CLI } from '../helpers/cli.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
-import { fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
+import { chainedPgStore, fillPgStore, ids, initPgStore, pgStoreConfig } from './pg-fixture.js';
 
 const AGENT = fileURLToPath(new URL('../../dist/bench/pg-agent.js', import.meta.url));
 const PG_KILL_AT = fileURLToPath(new URL('../helpers/pg-kill-at.cjs', import.meta.url));
@@ -38,11 +38,7 @@ describe('PostgreSQL store beside agents and other workers', { timeout: 180_000 
 
   it('prune beside four agents inserting and superseding: no agent error, nothing live deleted, everything due gone', async () => {
     db = await createTestDatabase('pg_agents');
-    const store = pgStoreConfig(db, { postgres: { batchSize: 100 } });
-    await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 500, expired: 8000, old: 2000 });
-    await fillPgStore(db, 'fleet', { chains: 40, depth: 25, expiredHead: true, tag: 'x' });
-    const kept = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const { store, keep: kept } = await chainedPgStore(db, { batchSize: 100 }, { live: 500, expired: 8000, old: 2000 }, { chains: 40, depth: 25 });
     const agents = [1, 2, 3, 4].map((n) => start([AGENT, db.url, 'fleet', `agent${n}`, '1'], {}));
     // Each agent connected and writing before prune starts.
     await Promise.all(agents.map(({ child }) => new Promise((resolve) => child.stdout!.once('data', resolve))));

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { CLI, cliAsync } from '../helpers/cli.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt } from '../queue/fixtures.js';
-import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR } from './pg-fixture.js';
+import { chainedPgStore, fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR } from './pg-fixture.js';
 import { nextSize, prunePg } from '../../src/layouts/warden/postgres/prune.js';
 import { openPgSession } from '../../src/engines/postgres/session.js';
 import type { PostgresStoreHandle } from '../../src/engines/contract.js';
@@ -80,6 +80,33 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
     expect(again.json()).toMatchObject({ deleted: 0 });
   });
 
+  it('a server that counts no deletes (track_counts off): prune takes the list of candidates and stays exact on chains', async () => {
+    db = await createTestDatabase('pg_nocounts');
+    const { store, keep } = await chainedPgStore(db, { batchSize: 10 }, { live: 20, expired: 300, old: 40 }, { chains: 5, depth: 40 });
+    // Every new session of the database, prune's included, without the counts the walk tells a cascade by.
+    await db.client.query(`ALTER DATABASE "${db.name}" SET track_counts = off`);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({ deleted: 300 + 40 + 5 * 40, expired: 305, superseded: 40, cascaded: 5 * 39 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
+  it('the walk deletes a batch whose rows have older versions (shallow chains, a deep one) by the chain way, counted exactly', async () => {
+    db = await createTestDatabase('pg_walkchain');
+    const store = pgStoreConfig(db, { postgres: { batchSize: 50 } });
+    await initPgStore(store);
+    // Heads before their versions in the table (the versions rewritten at its end by the update that chains them), so
+    // a batch's delete meets them only through the foreign key's cascade: two levels deep, and 1,499.
+    await fillPgStore(db, 'fleet', { chains: 30, depth: 3, expiredHead: true, tag: 'x' });
+    await fillPgStore(db, 'fleet', { chains: 1, depth: 1500, expiredHead: true, tag: 'y' });
+    await fillPgStore(db, 'fleet', { live: 20, expired: 200, old: 30 });
+    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const r = await store.run(['run', 'prune', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({ deleted: 30 * 3 + 1500 + 200 + 30, expired: 231, superseded: 30, cascaded: 30 * 2 + 1499 });
+    expect(await ids(db, 'fleet')).toEqual(keep);
+  });
+
   it('batches grow from batchSize while they take less than batchMs, and prune stays exact on expiry and chains', async () => {
     db = await createTestDatabase('pg_grow');
     const fill = async () => {
@@ -145,11 +172,7 @@ describe('the warden layout on PostgreSQL', { timeout: 180_000 }, () => {
 
   it('kill -9 of prune at several points leaves the store correct, and the next prune finishes it exactly', async () => {
     db = await createTestDatabase('pg_kill');
-    const store = pgStoreConfig(db, { postgres: { batchSize: 10 } });
-    await initPgStore(store);
-    await fillPgStore(db, 'fleet', { live: 200, expired: 3000, old: 500 });
-    await fillPgStore(db, 'fleet', { chains: 20, depth: 50, expiredHead: true, tag: 'x' });
-    const keep = await ids(db, 'fleet', `id LIKE 'live-%' OR id LIKE 'new-%'`);
+    const { store, keep } = await chainedPgStore(db, { batchSize: 10 }, { live: 200, expired: 3000, old: 500 }, { chains: 20, depth: 50 });
     const total = async () => Number((await db.client.query<{ n: string }>('SELECT count(*) AS n FROM fleet.memory')).rows[0]!.n);
     const start = await total();
     for (const after of [1, 400, 1500, 3000]) {

@@ -57,7 +57,7 @@ export async function prunePg(store: PostgresStoreHandle, opts: PruneOptions): P
     deleted: 0, expired: 0, superseded: 0, cascaded: 0, batches: 0, ids: [], idsTruncated: false, durationMs: 0,
   };
   const s = store.schema;
-  if (!dryRun && !store.vectors && !opts.beforeDelete) {
+  if (!dryRun && !store.vectors && !opts.beforeDelete && await countsDeletes(store)) {
     await walkPrune(store, opts, rules, result);
     result.durationMs = Date.now() - started;
     return result;
@@ -348,6 +348,15 @@ async function walkPrune(store: PostgresStoreHandle, opts: PruneOptions, rules: 
     await lock.release();
     ctx.progress?.done();
   }
+}
+
+/**
+ * Whether the server counts each transaction's deleted rows (`track_counts`, on unless an administrator turned it
+ * off): the walk tells a batch whose delete the foreign key's cascade took further by that count. Without it, prune
+ * takes the list of candidates instead.
+ */
+async function countsDeletes(store: PostgresStoreHandle): Promise<boolean> {
+  return (await store.pg.query<{ on: boolean }>(`SELECT current_setting('track_counts')::bool AS on`)).rows[0]!.on;
 }
 
 /** What one CALL of the walk returns: its INOUT arguments as it left them (prune-walk.ts). */
