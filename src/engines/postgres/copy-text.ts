@@ -33,8 +33,8 @@ export function copyFieldReader(at: readonly number[], fields: (buf: Buffer, fro
   const line = (buf: Buffer, start: number, end: number): void => {
     let found = 0;
     for (let pos = start; found <= last && pos <= end; found++) {
-      let tab = pos;
-      while (tab < end && buf[tab] !== TAB) tab++;
+      let tab = buf.indexOf(TAB, pos);
+      if (tab < 0 || tab > end) tab = end;
       starts[found] = pos;
       ends[found] = tab;
       pos = tab + 1;

@@ -145,8 +145,8 @@ export function hmacWords(key: Buffer, prefix: string): HmacWords {
   /** The message is `msg[0..n)`: padded, hashed, and hashed again under the outer key. */
   const finish = (n: number): Int32Array => {
     const blocks = (n + 9 + 63) >>> 6;
-    msg.fill(0, n, blocks * 64);
     msg[n] = 0x80;
+    for (let i = n + 1; i < blocks * 64 - 5; i++) msg[i] = 0;
     // The inner message follows the key's block: its length in bits counts those 64 bytes too.
     const bits = (64 + n) * 8;
     const end = blocks * 64;
