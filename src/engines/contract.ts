@@ -148,6 +148,13 @@ export interface TableRowsWatch {
   table: string;
   columns: readonly string[];
   row(values: (string | null)[]): void;
+  /**
+   * In place of `row`, where the engine has them: each row's named columns as the bytes of the artifact's text, the
+   * k-th column `buf[from[k]..to[k])` (`from[k]` -1: no such column), valid only during the call; `text` gives such
+   * bytes' value as `row` would have it. Bytes that are all printable ASCII (0x20 to 0x7e) but the backslash are the
+   * value itself, as UTF-8 (COPY's text format escapes nothing else), so a watch needs no string of them.
+   */
+  fields?(buf: Buffer, from: Int32Array, to: Int32Array, text: (buf: Buffer, from: number, to: number) => string | null): void;
 }
 
 export interface EngineTables<H> {

@@ -18,26 +18,38 @@ const TAB = 9;
 const NL = 10;
 
 /**
- * A reader of COPY text given in pieces of any size (a row may span two): for each row, the values of the fields at
- * `at` (their positions among the row's fields; -1, or past the row's end: null), unescaped, handed to `row`. Only
- * the fields asked for become strings. `end()` hands over a last row without its newline.
+ * A reader of COPY text given in pieces of any size (a row may span two): for each row, where the fields at `at`
+ * (their positions among the row's fields) lie in `buf`, as COPY wrote them (escaped, `\N` for NULL): the k-th asked
+ * for is `buf[from[k]..to[k])`, or absent (the row has fewer fields, or the position is -1) when `from[k]` is -1.
+ * `buf`, `from` and `to` are valid only during the call. `end()` hands over a last row without its newline.
  */
-export function copyRowReader(at: readonly number[], row: (values: (string | null)[]) => void): { push(piece: Buffer): void; end(): void } {
+export function copyFieldReader(at: readonly number[], fields: (buf: Buffer, from: Int32Array, to: Int32Array) => void): { push(piece: Buffer): void; end(): void } {
   const last = Math.max(-1, ...at);
+  const starts = new Int32Array(last + 1);
+  const ends = new Int32Array(last + 1);
+  const from = new Int32Array(at.length);
+  const to = new Int32Array(at.length);
   let carry: Buffer | undefined;
-  const field = (buf: Buffer, from: number, to: number): string | null => unescapeCopyText(buf.toString('utf8', from, to));
   const line = (buf: Buffer, start: number, end: number): void => {
-    const starts: number[] = [];
-    const ends: number[] = [];
-    let from = start;
-    for (let i = 0; i <= last && from <= end; i++) {
-      let to = buf.indexOf(TAB, from);
-      if (to < 0 || to > end) to = end;
-      starts.push(from);
-      ends.push(to);
-      from = to + 1;
+    let found = 0;
+    for (let pos = start; found <= last && pos <= end; found++) {
+      let tab = buf.indexOf(TAB, pos);
+      if (tab < 0 || tab > end) tab = end;
+      starts[found] = pos;
+      ends[found] = tab;
+      pos = tab + 1;
     }
-    row(at.map((i) => (i < 0 || i >= starts.length ? null : field(buf, starts[i]!, ends[i]!))));
+    for (let k = 0; k < at.length; k++) {
+      const i = at[k]!;
+      if (i < 0 || i >= found) {
+        from[k] = -1;
+        to[k] = -1;
+      } else {
+        from[k] = starts[i]!;
+        to[k] = ends[i]!;
+      }
+    }
+    fields(buf, from, to);
   };
   const lines = (buf: Buffer): number => {
     let start = 0;
@@ -71,3 +83,19 @@ export function copyRowReader(at: readonly number[], row: (values: (string | nul
     },
   };
 }
+
+/**
+ * A reader of COPY text given in pieces of any size (a row may span two): for each row, the values of the fields at
+ * `at` (their positions among the row's fields; -1, or past the row's end: null), unescaped, handed to `row`. Only
+ * the fields asked for become strings. `end()` hands over a last row without its newline.
+ */
+export function copyRowReader(at: readonly number[], row: (values: (string | null)[]) => void): { push(piece: Buffer): void; end(): void } {
+  return copyFieldReader(at, (buf, from, to) => {
+    const values: (string | null)[] = [];
+    for (let k = 0; k < at.length; k++) values.push(from[k]! < 0 ? null : copyFieldText(buf, from[k]!, to[k]!));
+    row(values);
+  });
+}
+
+/** One field of COPY's text format, `buf[from..to)`, as its value (unescapeCopyText). */
+export const copyFieldText = (buf: Buffer, from: number, to: number): string | null => unescapeCopyText(buf.toString('utf8', from, to));

@@ -18,7 +18,7 @@ import { streamToNewFile } from '../../core/write-file.js';
 import type pg from 'pg';
 import type { TableRowsWatch } from '../contract.js';
 import { copyOut } from './copy-stream.js';
-import { copyRowReader } from './copy-text.js';
+import { copyFieldReader, copyFieldText, copyRowReader } from './copy-text.js';
 import { copiedColumns, dependentViews, describeTable, quoteIdent as q, type TableDescription, type ViewDescription } from './copy-describe.js';
 
 export const PG_SNAPSHOT_FORMAT = 'memory-warden/pg-tables/1';
@@ -76,7 +76,8 @@ export async function snapshotTables(
       const file = `${String(i).padStart(3, '0')}.copy`;
       const copied = copiedColumns(description).map((c) => c.name);
       const watch = opts.rows?.table === name ? opts.rows : undefined;
-      const reader = watch && copyRowReader(watch.columns.map((c) => copied.indexOf(c)), watch.row);
+      const at = watch?.columns.map((c) => copied.indexOf(c));
+      const reader = watch && at && (watch.fields ? copyFieldReader(at, (buf, from, to) => watch.fields!(buf, from, to, copyFieldText)) : copyRowReader(at, watch.row));
       const written = await copyToFile(client, `COPY ${q(schema)}.${q(name)} (${copied.map(q).join(', ')}) TO STDOUT`, join(folder, file), reader);
       out.push({ name, file, ...written, description });
     }

@@ -95,8 +95,16 @@ export function hmac64Into(key: Buffer, prefix: string): (text: string, out: Uin
   };
 }
 
-/** `(text) => the state after HMAC's outer hash` (its first words are the digest's first bytes); the array is reused. */
-function hmacState(key: Buffer, prefix: string): (text: string) => Int32Array {
+/** HMAC's state after the outer hash (its first words are the digest's first bytes), of a text or of bytes. */
+export interface HmacWords {
+  /** `prefix + text`, the text encoded as UTF-8. */
+  text(text: string): Int32Array;
+  /** `prefix + buf[from..to)`, the bytes as they are. */
+  bytes(buf: Uint8Array, from: number, to: number): Int32Array;
+}
+
+/** HmacWords under `key` with `prefix` (ASCII); the array returned is reused by the next call. */
+export function hmacWords(key: Buffer, prefix: string): HmacWords {
   const w = new Int32Array(64);
   const k = key.length > 64 ? hash('sha256', key, 'buffer') : key;
   const inner = midstate(k, 0x36, w);
@@ -109,27 +117,18 @@ function hmacState(key: Buffer, prefix: string): (text: string) => Int32Array {
   let msg = Buffer.alloc(256);
   msg.write(prefix, 0, 'latin1');
   const start = prefix.length;
-  return (text) => {
-    // Room for the text as UTF-8 (at most 3 bytes a UTF-16 unit), its 0x80 and the 8 bytes of its length.
-    if (start + text.length * 3 + 72 > msg.length) {
-      const bigger = Buffer.alloc(start + text.length * 3 + 72);
-      msg.copy(bigger, 0, 0, start);
-      msg = bigger;
-    }
-    let n = start;
-    let ascii = true;
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c >= 0x80) {
-        ascii = false;
-        break;
-      }
-      msg[n++] = c;
-    }
-    if (!ascii) n = start + msg.write(text, start, 'utf8');
+  /** Room for `n` bytes after the prefix, its 0x80 and the 8 bytes of its length. */
+  const room = (n: number): void => {
+    if (start + n + 72 <= msg.length) return;
+    const bigger = Buffer.alloc(start + n + 72);
+    msg.copy(bigger, 0, 0, start);
+    msg = bigger;
+  };
+  /** The message is `msg[0..n)`: padded, hashed, and hashed again under the outer key. */
+  const finish = (n: number): Int32Array => {
     const blocks = (n + 9 + 63) >>> 6;
-    msg.fill(0, n, blocks * 64);
     msg[n] = 0x80;
+    for (let i = n + 1; i < blocks * 64 - 5; i++) msg[i] = 0;
     // The inner message follows the key's block: its length in bits counts those 64 bytes too.
     const bits = (64 + n) * 8;
     const end = blocks * 64;
@@ -150,4 +149,34 @@ function hmacState(key: Buffer, prefix: string): (text: string) => Int32Array {
     compress(h, out, 0, w);
     return h;
   };
+  return {
+    text(text) {
+      // At most 3 bytes of UTF-8 a UTF-16 unit.
+      room(text.length * 3);
+      let n = start;
+      let ascii = true;
+      for (let i = 0; i < text.length; i++) {
+        const c = text.charCodeAt(i);
+        if (c >= 0x80) {
+          ascii = false;
+          break;
+        }
+        msg[n++] = c;
+      }
+      if (!ascii) n = start + msg.write(text, start, 'utf8');
+      return finish(n);
+    },
+    bytes(buf, from, to) {
+      room(to - from);
+      let n = start;
+      for (let i = from; i < to; i++) msg[n++] = buf[i]!;
+      return finish(n);
+    },
+  };
+}
+
+/** `(text) => the state after HMAC's outer hash` (its first words are the digest's first bytes); the array is reused. */
+function hmacState(key: Buffer, prefix: string): (text: string) => Int32Array {
+  const words = hmacWords(key, prefix);
+  return (text) => words.text(text);
 }

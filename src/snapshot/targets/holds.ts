@@ -16,7 +16,8 @@ import type { TableRowsWatch } from '../../engines/contract.js';
 import { FILE_MODE, fsyncPath } from '../layout.js';
 import { HOLDS_FILE, HOLDS_FORMAT, type HoldsEntry, type Manifest } from '../manifest.js';
 import { checkedObject, hashing } from './digest.js';
-import { hmac64, hmac64Into } from './hmac64.js';
+import { hmac64, hmac64Into, hmacWords, type HmacWords } from './hmac64.js';
+import { endianness } from 'node:os';
 import { LAYOUTS } from '../../layouts/registry.js';
 import type { CopyNames, CopyValue } from '../../layouts/contract.js';
 
@@ -58,20 +59,28 @@ const hex64 = (v: bigint) => v.toString(16).padStart(16, '0');
  * sorted run to a temp file and merges them, so memory stays flat whatever the store's size.
  */
 const RUN = 1 << 21;
+const LITTLE_ENDIAN = endianness() === 'LE';
+/** How many hashes holds.json is written out a piece at a time. */
+const BLOCK_OUT = 1 << 16;
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
 
-/**
- * The sorted, deduplicated 64-bit hashes of every value these queries give (null left out), streamed. Up to RUN
- * of them never leave memory; beyond, sorted runs go to a temp file that is unlinked as soon as it is opened (the
- * kernel frees it however the process ends: nothing is left behind for a later run to clean).
- */
-function* sortedMacs(values: Iterable<unknown>, key: Buffer, runSize: number): Generator<bigint> {
-  const macs = new IdMacs(key, runSize);
-  try {
-    for (const v of values) if (v !== null && v !== undefined) macs.add(String(v));
-    yield* macs.sorted();
-  } finally {
-    macs.close();
+/** `"…"` of each hash (its 16 hex digits, as hex64 writes them) joined by commas, after one when `comma`. */
+function hexList(hashes: BigUint64Array, comma: boolean): Buffer {
+  const out = Buffer.allocUnsafe(hashes.length * 19 - (comma ? 0 : 1));
+  let o = 0;
+  const write = (hi: number, lo: number): void => {
+    out[o++] = 0x22;
+    for (let s = 28; s >= 0; s -= 4) out[o++] = HEX[(hi >>> s) & 15]!;
+    for (let s = 28; s >= 0; s -= 4) out[o++] = HEX[(lo >>> s) & 15]!;
+    out[o++] = 0x22;
+  };
+  const words = LITTLE_ENDIAN ? new Uint32Array(hashes.buffer, hashes.byteOffset, hashes.length * 2) : undefined;
+  for (let i = 0; i < hashes.length; i++) {
+    if (comma || i > 0) out[o++] = 0x2c;
+    if (words) write(words[i * 2 + 1]!, words[i * 2]!);
+    else write(Number(hashes[i]! >> 32n), Number(hashes[i]! & 0xffffffffn));
   }
+  return out;
 }
 
 /**
@@ -80,15 +89,29 @@ function* sortedMacs(values: Iterable<unknown>, key: Buffer, runSize: number): G
  */
 export class IdMacs {
   private run: BigUint64Array;
+  /** The run's words: each hash written as two 32-bit halves, no bigint made per id (little-endian order). */
+  private words: Uint32Array | undefined;
   private n = 0;
-  private readonly macOf: (text: string) => bigint;
+  private readonly mac: HmacWords;
   private spill: { fd: number; runs: number[] } | undefined;
   constructor(key: Buffer, private readonly runSize = RUN) {
     this.run = new BigUint64Array(runSize);
-    this.macOf = hmac64(key, 'id:'); // idMac's 64 bits, as a number to sort
+    this.words = LITTLE_ENDIAN ? new Uint32Array(this.run.buffer) : undefined;
+    this.mac = hmacWords(key, 'id:'); // idMac's 64 bits
   }
   add(id: string): void {
-    this.run[this.n++] = this.macOf(id);
+    this.put(this.mac.text(id));
+  }
+  /** The id whose UTF-8 is `buf[from..to)`. */
+  addBytes(buf: Uint8Array, from: number, to: number): void {
+    this.put(this.mac.bytes(buf, from, to));
+  }
+  private put(s: Int32Array): void {
+    if (this.words) {
+      this.words[this.n * 2] = s[1]!;
+      this.words[this.n * 2 + 1] = s[0]!;
+      this.n++;
+    } else this.run[this.n++] = (BigInt(s[0]! >>> 0) << 32n) | BigInt(s[1]! >>> 0);
     if (this.n === this.runSize) this.flush();
   }
   private flush(): void {
@@ -105,15 +128,31 @@ export class IdMacs {
     this.spill.runs.push(this.n);
     this.n = 0;
   }
-  *sorted(): Generator<bigint> {
+  /**
+   * The hashes sorted and deduplicated, as runs of them in order (each valid until the next is asked for): the run in
+   * memory sorted in place, or the spilled runs merged a block at a time.
+   */
+  *sortedBlocks(): Generator<BigUint64Array> {
     if (!this.spill) {
       const sorted = this.run.subarray(0, this.n).sort();
-      for (let i = 0; i < this.n; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) yield sorted[i]!;
+      let kept = 0;
+      for (let i = 0; i < this.n; i++) if (i === 0 || sorted[i] !== sorted[kept - 1]) sorted[kept++] = sorted[i]!;
+      for (let at = 0; at < kept; at += BLOCK_OUT) yield sorted.subarray(at, Math.min(kept, at + BLOCK_OUT));
       return;
     }
     if (this.n > 0) this.flush();
     this.run = new BigUint64Array(0);
-    yield* mergeRuns(this.spill.fd, this.spill.runs);
+    this.words = undefined;
+    const block = new BigUint64Array(BLOCK_OUT);
+    let used = 0;
+    for (const v of mergeRuns(this.spill.fd, this.spill.runs)) {
+      block[used++] = v;
+      if (used === BLOCK_OUT) {
+        yield block;
+        used = 0;
+      }
+    }
+    if (used > 0) yield block.subarray(0, used);
   }
   /** The spill file closed (the kernel frees it); idempotent. */
   close(): void {
@@ -280,23 +319,23 @@ export function holdsStream(dbFile: string, key: Buffer, runSize = RUN): AsyncIt
 
 /** `holds.json.gz` of whatever copy `open` reads (holdsStream's, for any kind of copy): opened on the first read. */
 export async function* holdsOf(open: () => Promise<HoldsValues>, key: Buffer, runSize = RUN): AsyncIterable<Buffer> {
-  async function* json(): AsyncIterable<string> {
+  async function* json(): AsyncIterable<string | Buffer> {
     const values = await open();
     try {
       const users = new Set<string>();
       for (const u of values.users) users.add(userMac(key, u));
       yield '{"ids":[';
-      let batch: string[] = [];
-      let first = true;
-      for (const h of values.ids instanceof IdMacs ? values.ids.sorted() : sortedMacs(values.ids, key, runSize)) {
-        batch.push(`"${hex64(h)}"`);
-        if (batch.length === 4096) {
-          yield (first ? '' : ',') + batch.join(',');
+      const macs = values.ids instanceof IdMacs ? values.ids : new IdMacs(key, runSize);
+      try {
+        if (macs !== values.ids) for (const v of values.ids as Iterable<unknown>) if (v !== null && v !== undefined) macs.add(String(v));
+        let first = true;
+        for (const block of macs.sortedBlocks()) {
+          yield hexList(block, !first);
           first = false;
-          batch = [];
         }
+      } finally {
+        if (macs !== values.ids) macs.close();
       }
-      if (batch.length > 0) yield (first ? '' : ',') + batch.join(',');
       yield `],"users":${JSON.stringify([...users].sort())}}`;
     } finally {
       values.close();
@@ -470,6 +509,9 @@ export function tablesHoldsWatch(key: Buffer, runSize = RUN): { watch: TableRows
   const ids = new IdMacs(key, runSize);
   const byUserId = new Set<string>();
   const bySubject = new Set<string>();
+  // The last user and subject seen, as bytes: rows of one person come together, and their value is made once.
+  const lastUser = new LastBytes();
+  const lastSubject = new LastBytes();
   return {
     watch: {
       table: 'memory',
@@ -479,10 +521,55 @@ export function tablesHoldsWatch(key: Buffer, runSize = RUN): { watch: TableRows
         if (user !== null && user !== undefined) byUserId.add(user);
         if (subject !== null && subject !== undefined) bySubject.add(subject);
       },
+      fields(buf, from, to, text) {
+        if (from[0]! >= 0) {
+          if (plainText(buf, from[0]!, to[0]!)) ids.addBytes(buf, from[0]!, to[0]!);
+          else {
+            const id = text(buf, from[0]!, to[0]!);
+            if (id !== null) ids.add(id);
+          }
+        }
+        if (from[1]! >= 0 && lastUser.differs(buf, from[1]!, to[1]!)) {
+          const user = text(buf, from[1]!, to[1]!);
+          if (user !== null) byUserId.add(user);
+        }
+        if (from[2]! >= 0 && lastSubject.differs(buf, from[2]!, to[2]!)) {
+          const subject = text(buf, from[2]!, to[2]!);
+          if (subject !== null) bySubject.add(subject);
+        }
+      },
     },
     holds: () => holdsOf(async () => ({ ids, users: byUserId.size > 0 ? byUserId : bySubject, close: () => ids.close() }), key, runSize),
     close: () => ids.close(),
   };
+}
+
+/** Whether `buf[from..to)` is all printable ASCII but the backslash: a table artifact's text that is its value (TableRowsWatch.fields). */
+function plainText(buf: Uint8Array, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = buf[i]!;
+    if (c < 0x20 || c > 0x7e || c === 0x5c) return false;
+  }
+  return true;
+}
+
+/** The bytes of the last value seen of one column, to tell a value seen just before without making it a string. */
+class LastBytes {
+  private bytes = Buffer.alloc(64);
+  private length = -1;
+  /** Whether `buf[from..to)` differs from the last bytes given; they become the last. */
+  differs(buf: Buffer, from: number, to: number): boolean {
+    const n = to - from;
+    if (n === this.length) {
+      let i = 0;
+      while (i < n && buf[from + i] === this.bytes[i]) i++;
+      if (i === n) return false;
+    }
+    if (n > this.bytes.length) this.bytes = Buffer.alloc(n * 2);
+    buf.copy(this.bytes, 0, from, to);
+    this.length = n;
+    return true;
+  }
 }
 
 /**

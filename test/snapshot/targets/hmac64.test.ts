@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { hmac64 } from '../../../src/snapshot/targets/hmac64.js';
+import { hmac64, hmacWords } from '../../../src/snapshot/targets/hmac64.js';
 import { idMac, idMacInto } from '../../../src/snapshot/targets/holds.js';
 
 const reference = (key: Buffer, text: string) => createHmac('sha256', key).update(`id:${text}`, 'utf8').digest().readBigUInt64BE(0);
@@ -42,6 +42,18 @@ describe('hmac64: the holds\' keyed hash through its own SHA-256', () => {
         expect(out.subarray(3 + i * 8, 11 + i * 8).equals(ref.subarray(0, 8)), JSON.stringify(t.slice(0, 20))).toBe(true);
         expect(idMac(key, t)).toBe(ref.toString('hex', 0, 8));
       });
+    }
+  });
+
+  it('hmacWords of bytes equals hmacWords of their text, across lengths and after a longer message', () => {
+    const key = randomBytes(32);
+    const w = hmacWords(key, 'id:');
+    const texts = ['', 'm1', 'Zoë 🐝', 'x'.repeat(55), 'x'.repeat(56), 'y'.repeat(300), 'short after long', '日本語'.repeat(40), 'z'];
+    for (const t of texts) {
+      const bytes = Buffer.concat([Buffer.from('??'), Buffer.from(t, 'utf8'), Buffer.from('!!')]);
+      const got = [...w.bytes(bytes, 2, bytes.length - 2).subarray(0, 2)];
+      expect(got, JSON.stringify(t.slice(0, 20))).toEqual([...w.text(t).subarray(0, 2)]);
+      expect((BigInt(got[0]! >>> 0) << 32n) | BigInt(got[1]! >>> 0)).toBe(reference(key, t));
     }
   });
 });

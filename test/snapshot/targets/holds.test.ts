@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { holdsContain, holdsStream, holdsWatchCovers, idMac, userMac, type Holds } from '../../../src/snapshot/targets/holds.js';
+import { holdsContain, holdsStream, holdsWatchCovers, idMac, tablesHoldsWatch, userMac, type Holds } from '../../../src/snapshot/targets/holds.js';
+import { copyFieldReader, copyFieldText, copyRowReader } from '../../../src/engines/postgres/copy-text.js';
 import { LAYOUTS } from '../../../src/layouts/registry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mw-holds-'));
@@ -107,6 +108,44 @@ describe('holds.json.gz', () => {
     const want = sorted([...Array.from({ length: 5_000 }, (_, i) => `m${i}`), ...Array.from({ length: 100 }, (_, i) => `gone${i}`)].map((v) => idMac(key, v)));
     expect((JSON.parse(whole) as Holds).ids).toEqual(want);
     expect(temps()).toBe(before);
+  });
+});
+
+describe('tablesHoldsWatch: the holds of a database\'s rows as a snapshot reads them', () => {
+  /** COPY text of rows (id, user_id, subject): escapes, non-ASCII, NULLs, one person's rows together and apart. */
+  function copyText(): { text: Buffer; ids: string[]; users: string[]; subjects: string[] } {
+    const esc = (v: string | null) => (v === null ? '\\N' : v.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r'));
+    const rows: [string | null, string | null, string | null][] = [];
+    for (let i = 0; i < 3000; i++) rows.push([`m-${i}`, i % 10 < 6 ? 'alice' : `u${i % 7}`, 'subj']);
+    rows.push(['tab\there', 'Zoë 🐝', 'back\\slash'], ['nl\nid', null, null], [null, 'bob', 'bob'], ['', '', ''], ['ü✓', 'u\tx', 'ü'], ['\\N', '\\N', 's'], ['x'.repeat(70_000), 'big', 'b']);
+    const text = Buffer.from(rows.map((r) => `${esc(r[0])}\tfact\t${esc(r[2])}\t${esc(r[1])}\n`).join(''), 'utf8');
+    const defined = (xs: (string | null)[]) => xs.filter((x): x is string => x !== null);
+    return { text, ids: defined(rows.map((r) => r[0])), users: defined(rows.map((r) => r[1])), subjects: defined(rows.map((r) => r[2])) };
+  }
+
+  async function holdsFrom(make: (w: ReturnType<typeof tablesHoldsWatch>) => { push(p: Buffer): void; end(): void }, text: Buffer, size: number, runSize?: number): Promise<string> {
+    const w = tablesHoldsWatch(key, runSize);
+    try {
+      const reader = make(w);
+      for (let at = 0; at < text.length; at += size) reader.push(text.subarray(at, at + size));
+      reader.end();
+      const chunks: Buffer[] = [];
+      for await (const c of w.holds()) chunks.push(c);
+      return gunzipSync(Buffer.concat(chunks)).toString('utf8');
+    } finally {
+      w.close();
+    }
+  }
+
+  it('from the rows\' bytes (no string made of a plain id) the same holds as from their values: every id and user, escapes and non-ASCII included, in memory or spilled', async () => {
+    const { text, ids, users } = copyText();
+    const at = [0, 3, 2]; // id, user_id, subject among the row's fields
+    const byValues = await holdsFrom((w) => copyRowReader(at, w.watch.row), text, 65_536);
+    expect(JSON.parse(byValues) as Holds).toEqual({ ids: sorted(ids.map((v) => idMac(key, v))), users: sorted(users.map((u) => userMac(key, u))) });
+    for (const [size, runSize] of [[65_536, undefined], [7, undefined], [1000, 500]] as const) {
+      const byBytes = await holdsFrom((w) => copyFieldReader(at, (buf, from, to) => w.watch.fields!(buf, from, to, copyFieldText)), text, size, runSize);
+      expect(byBytes, `pieces of ${size} bytes, runs of ${runSize ?? 'all'}`).toBe(byValues);
+    }
   });
 });
 
