@@ -100,13 +100,13 @@ export class IdMacs {
     this.mac = hmacWords(key, 'id:'); // idMac's 64 bits
   }
   add(id: string): void {
-    this.put(this.mac.text(id));
+    this.keep(this.mac.text(id));
   }
   /** The id whose UTF-8 is `buf[from..to)`. */
   addBytes(buf: Uint8Array, from: number, to: number): void {
-    this.put(this.mac.bytes(buf, from, to));
+    this.keep(this.mac.bytes(buf, from, to));
   }
-  private put(s: Int32Array): void {
+  private keep(s: Int32Array): void {
     if (this.words) {
       this.words[this.n * 2] = s[1]!;
       this.words[this.n * 2 + 1] = s[0]!;
