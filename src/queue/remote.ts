@@ -52,7 +52,7 @@ async function withdraw(redis: Redis, queue: Queue, job: Job): Promise<Left> {
 }
 
 /** How often a requester also reads the job's own record while it waits for the job's events. */
-export const LOOK_MS = 2_000;
+const LOOK_MS = 2_000;
 const GONE = Symbol('gone');
 
 /**
@@ -129,8 +129,8 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
       clearTimeout(timer);
       looking.abort();
     }
+    const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
     if (outcome === GONE) {
-      const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
       throw transientError(`${what}: its result did not reach this command (job ${job.id} finished and was removed from ${queue.name}; whether it succeeded is not known here)${later}`);
     }
     if (outcome !== 'interrupted' && outcome !== 'timed out') return outcome;
@@ -138,7 +138,6 @@ export async function runOnHost(run: RemoteRun): Promise<unknown> {
     const why = outcome === 'interrupted' ? 'interrupted' : `no result within ${run.timeoutSeconds} s (is a worker running on host ${host}? memory-warden worker)`;
     // A request nobody waits for any more is withdrawn while no worker has it: it would run with nobody to read it.
     const left = run.sensitive || run.withdrawUnwaited || outcome === 'interrupted' ? await withdraw(redis, queue, job) : 'queued';
-    const later = run.outcomeKeptAt ? `; its outcome is kept there: ${run.outcomeKeptAt}` : '';
     const status =
       left === 'withdrawn' ? `the request was withdrawn from ${queue.name} before any worker took it: nothing was done` :
       left === 'running' ? `host ${host}'s worker is already running it (job ${job.id}): it finishes there${later}` :
