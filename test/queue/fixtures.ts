@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { Queue } from 'bullmq';
 import { createRedis } from '../../src/queue/connection.js';
 import { deletePrefix, startTestRedis, uniquePrefix, type TestRedis } from '../helpers/redis.js';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig, type Config } from '../../src/config/config.js';
@@ -95,6 +95,26 @@ export function writeConfig(input: TestConfigInput): string {
   const file = join(input.dir, `${input.name ?? 'config'}.yaml`);
   writeFileSync(file, JSON.stringify(config, null, 2));
   return file;
+}
+
+/**
+ * A fleet of two hosts in `dir`: store b1 (`live` rows) on host b, a1 on host a, each machine's state db in its own
+ * folder (`dir/a`, `dir/b`, through STATE_DIR). Returns b1's path, the config file and each machine's environment.
+ */
+export function writeTwoHostFleet(input: { dir: string; redisUrl: string; prefix: string; live?: number; worker?: Record<string, unknown> }) {
+  const { dir } = input;
+  for (const h of ['a', 'b']) mkdirSync(join(dir, h));
+  const db = makeStore(join(dir, 'b', 'b1.db'), { live: input.live ?? 1 });
+  const off = { enabled: false };
+  const file = join(dir, 'fleet.yaml');
+  writeFileSync(file, JSON.stringify({
+    stateDb: '${STATE_DIR}/state.db',
+    log: { level: 'info' },
+    redis: { url: input.redisUrl, prefix: input.prefix },
+    worker: { http: { port: 0 }, heartbeatMs: 200, ...input.worker, schedules: { prune: off, integrity: off, snapshot: off, digest: off, drift: off } },
+    stores: { b1: { db, host: 'b' }, a1: { db: makeStore(join(dir, 'a', 'a1.db')), host: 'a' } },
+  }));
+  return { db, file, onA: { STATE_DIR: join(dir, 'a'), MEMORY_WARDEN_HOST: 'a' }, onB: { STATE_DIR: join(dir, 'b'), MEMORY_WARDEN_HOST: 'b' } };
 }
 
 export function loadTestConfig(input: TestConfigInput): Config {

@@ -1,19 +1,27 @@
 // `enqueue` waits for its job's outcome through the queue's events; an event can fail to reach it (a Redis failover
 // between the worker's write and the requester's read, the stream trimmed past it by a busy queue). The requester
-// then reads the job's own record: it reports the job's result, or its final failure, not a timeout.
+// then reads the job's own record: it reports the job's result, or its final failure, not a timeout. A remote erase's
+// job has no record left to read (it leaves Redis as it completes, with the person's selector): the requester says
+// the result did not reach it and where the host keeps the outcome, claiming neither success nor failure.
 import { describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, makeStore, spawnWorker, tempDir, until, useWorkerProcesses, writeConfig } from './fixtures.js';
+import { openDatabase } from '../../src/store/sqlite.js';
+import { CLI, countRows, makeStore, redisDump, ROOT, spawnWorker, tempDir, until, useWorkerProcesses, writeConfig, writeTwoHostFleet, type SpawnedWorker } from './fixtures.js';
 
-describe('enqueue when the event of its job never reaches it', { timeout: 90_000 }, () => {
+const exec = promisify(execFile);
+const SUBJECT = 'lost-event-person-41c9';
+
+describe('a command waiting for its job (enqueue, a remote erase) when the job\'s event never reaches it', { timeout: 90_000 }, () => {
   const { redis, workers, prefix } = useWorkerProcesses();
 
-  /** `enqueue <job> --store agent --json` as a process; resolves with its exit code and output. */
-  function enqueue(file: string, job: string) {
-    const proc = spawn(process.execPath, [CLI, 'enqueue', job, '--store', 'agent', '--json', '--timeout', '40', '--config', file], {
-      env: { ...process.env, LOG_LEVEL: 'info', REDIS_URL: '' },
+  /** The CLI as a process (a requester); resolves with its exit code and output. */
+  function requester(args: string[], env: NodeJS.ProcessEnv = {}) {
+    const proc = spawn(process.execPath, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: 'info', REDIS_URL: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -32,16 +40,21 @@ describe('enqueue when the event of its job never reaches it', { timeout: 90_000
     const dir = tempDir(name);
     const p = prefix(name);
     const file = writeConfig({ dir, redisUrl: redis().url, prefix: p, stores: { agent: db } });
-    const req = enqueue(file, job);
+    const req = requester(['enqueue', job, '--store', 'agent', '--json', '--timeout', '40', '--config', file]);
+    return lose(req, p, job, () => spawnWorker(file));
+  }
+
+  async function lose(req: ReturnType<typeof requester>, p: string, job: string, startWorker: () => SpawnedWorker, queued = async () => {}) {
     await until('the job enqueued', () => /enqueued; waiting/.test(req.stderr()), 30_000);
     req.proc.kill('SIGSTOP');
     try {
-      const w = spawnWorker(file);
+      await queued();
+      const w = startWorker();
       workers.push(w);
       await w.ready;
       await w.waitFor(`the ${job} job to end`, (l) => (l.msg === 'job done' || (l.msg === 'job failed' && l.retry === false)) && l.job === job, 30_000);
       const c = redis().client;
-      const [, keys] = await c.scan('0', 'MATCH', `${p}:*:events`, 'COUNT', 1000);
+      const keys = await c.keys(`${p}:*:events`);
       expect(keys.length).toBeGreaterThan(0);
       for (const k of keys) await c.xtrim(k, 'MAXLEN', 0);
     } finally {
@@ -65,5 +78,40 @@ describe('enqueue when the event of its job never reaches it', { timeout: 90_000
     expect(out.code).not.toBe(0);
     expect(out.stderr).not.toMatch(/no result within/);
     expect(out.stderr).toMatch(/integrity agent/);
+  });
+
+  it("a remote erase, whose job leaves Redis as it completes: exit 2, one line saying its result did not reach it and where the host keeps it; the erase happened, and nothing of the person is left in Redis", async () => {
+    const name = 'lost-events-erase';
+    const dir = tempDir(name);
+    const p = prefix(name);
+    const { db, file, onA, onB } = writeTwoHostFleet({ dir, redisUrl: redis().url, prefix: p, live: 2 });
+    const w = openDatabase(db);
+    w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('p1', ?, 'lives in Lyon', 'message')`).run(SUBJECT);
+    w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('p2', 'travel', ?, 'message')`).run(`${SUBJECT} flies to Oslo`);
+    w.close();
+    const req = requester(['erase', '--store', 'b1', '--subject', SUBJECT, '--timeout', '40', '--config', file], onA);
+    const holds = async () => [...(await redisDump(redis().client, p))].filter(([k, v]) => `${k} ${v}`.toLowerCase().includes(SUBJECT.toLowerCase())).map(([k]) => k);
+    const out = await lose(req, p, 'erase', () => spawnWorker(file, ['worker', '--host', 'b'], onB), async () => {
+      expect(await holds()).not.toEqual([]); // the queued request holds the person's text
+    });
+
+    expect(out.code, out.stderr).toBe(2); // could not run: transient (src/core/errors.ts), as docs/commands.md says
+    expect(out.stdout).toBe(''); // no receipt printed: none reached it
+    const lines = out.stderr.split('\n').filter((l) => l.startsWith('memory-warden:'));
+    expect(lines).toHaveLength(1);
+    const line = lines[0] ?? '';
+    expect(line).toMatch(/^memory-warden: erase b1: its result did not reach this command \(job \d+ finished and was removed from maintenance\.b; whether it succeeded is not known here\); its outcome is kept there: memory-warden erase receipts --store b1, on host b$/);
+    // Neither success nor failure is claimed, and it is not taken for a timeout.
+    expect(line.replace('whether it succeeded is not known here', '')).not.toMatch(/\berased\b|succeed|\bfail|no result within|nothing was done/i);
+
+    // The erase happened on b's store; its receipt is where the line says.
+    expect(countRows(db, `subject = '${SUBJECT}' OR fact LIKE '%${SUBJECT}%'`)).toBe(0);
+    expect(countRows(db)).toBe(2);
+    const receipts = await exec(process.execPath, [CLI, 'erase', 'receipts', '--store', 'b1', '--json', '--config', file], { cwd: ROOT, env: { ...process.env, REDIS_URL: '', ...onB } });
+    expect(JSON.parse(receipts.stdout)).toHaveLength(1);
+
+    // Nothing under the prefix holds the person's text: not the job (removed), not an event, not a lock or a log.
+    expect((await redisDump(redis().client, p)).size).toBeGreaterThan(0);
+    expect(await holds()).toEqual([]);
   });
 });

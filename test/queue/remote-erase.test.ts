@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/store/sqlite.js';
 import { storeLockKey } from '../../src/queue/lock.js';
-import { CLI, countRows, keyHolding, makeStore, ROOT, spawnWorker, tempDir, until, useWorkerProcesses } from './fixtures.js';
+import { CLI, countRows, keyHolding, ROOT, spawnWorker, tempDir, until, useWorkerProcesses, writeTwoHostFleet } from './fixtures.js';
 
 const exec = promisify(execFile);
 const SUBJECT = 'secret-person-7f3a';
@@ -22,21 +21,11 @@ describe('an interrupted cross-host erase', { timeout: 120_000 }, () => {
     const redis = r();
     const dir = tempDir(name);
     const prefix = prefixFor(name);
-    for (const h of ['a', 'b']) mkdirSync(join(dir, h));
-    const db = makeStore(join(dir, 'b', 'b1.db'), { live: 1 });
+    const { db, file, onA } = writeTwoHostFleet({ dir, redisUrl: redis.url, prefix, worker: { storeLock: { ttlMs: 60_000, waitMs: 60_000 } } });
     const w = openDatabase(db);
     w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('p1', ?, 'lives in Lyon', 'message')`).run(SUBJECT);
     w.close();
-    const off = { enabled: false };
-    const file = join(dir, 'fleet.yaml');
-    writeFileSync(file, JSON.stringify({
-      stateDb: '${STATE_DIR}/state.db',
-      log: { level: 'info' },
-      redis: { url: redis.url, prefix },
-      worker: { http: { port: 0 }, heartbeatMs: 200, storeLock: { ttlMs: 60_000, waitMs: 60_000 }, schedules: { prune: off, integrity: off, snapshot: off, digest: off, drift: off } },
-      stores: { b1: { db, host: 'b' }, a1: { db: makeStore(join(dir, 'a', 'a1.db')), host: 'a' } },
-    }));
-    const env = { ...process.env, REDIS_URL: '', STATE_DIR: join(dir, 'a'), MEMORY_WARDEN_HOST: 'a', LOG_LEVEL: 'info' };
+    const env = { ...process.env, REDIS_URL: '', ...onA, LOG_LEVEL: 'info' };
     const args = (extra: string[] = []) => [CLI, 'erase', '--store', 'b1', '--subject', SUBJECT, '--config', file, ...extra];
     /** The CLI on machine a, as a process the test can interrupt; resolves once its request is queued. */
     const eraseFromA = () => {
