@@ -1,5 +1,4 @@
 import { createHash, type Hash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
@@ -88,73 +87,14 @@ function hashThread(): Worker {
   return w;
 }
 
-/** The machine's idle time (idle and iowait, in clock ticks over every core) and its whole time, from /proc/stat. */
-export interface CpuTicks {
-  idle: number;
-  all: number;
-}
-
-export function cpuTicks(): CpuTicks | undefined {
-  try {
-    const f = readFileSync('/proc/stat', 'latin1').slice(0, 256).split('\n', 1)[0]!.trim().split(/\s+/);
-    if (f[0] !== 'cpu' || f.length < 6) return undefined;
-    const n = f.slice(1, 9).map(Number); // user nice system idle iowait irq softirq steal
-    if (n.some((x) => !Number.isFinite(x))) return undefined;
-    return { idle: n[3]! + n[4]!, all: n.reduce((a, b) => a + b, 0) };
-  } catch {
-    return undefined;
-  }
-}
-
 /**
- * Idle over a shorter span is mostly the clock's granularity (a tick is 1/100 s: 25 ms on two cores is 5 ticks, the
- * idle cores known to about 0.4); over a longer one, history. A command decides 40-100 ms after this module loads.
- */
-const SAMPLE_MIN_MS = 25;
-const SAMPLE_MAX_MS = 10_000;
-
-/** The last reading of the machine's idle time (the first when this module loaded), and the idle cores it showed. */
-let reading: { at: number; ticks: CpuTicks | undefined; idle: number | undefined } = { at: Date.now(), ticks: cpuTicks(), idle: undefined };
-
-/**
- * The cores idle since the last reading: in a command, since it started; in a long-running worker, since its last
- * decision if that is at most SAMPLE_MAX_MS ago. Within SAMPLE_MIN_MS of the last reading, the answer it gave.
- * Undefined when not known (no /proc/stat, a span out of range).
- */
-function idleCores(): number | undefined {
-  const at = Date.now();
-  if (at - reading.at < SAMPLE_MIN_MS) return reading.idle;
-  const ticks = cpuTicks();
-  const idle = at - reading.at <= SAMPLE_MAX_MS ? idleCoresBetween(reading.ticks, ticks, availableParallelism()) : undefined;
-  reading = { at, ticks, idle };
-  return idle;
-}
-
-/** The cores idle on average between two readings of /proc/stat, or undefined without both (or no time between). */
-export function idleCoresBetween(a: CpuTicks | undefined, b: CpuTicks | undefined, cores: number): number | undefined {
-  if (!a || !b || b.all <= a.all) return undefined;
-  return (Math.max(0, b.idle - a.idle) / (b.all - a.all)) * cores;
-}
-
-/**
- * Whether a second core is there to hash on: more than one, and one of them idle now. "Now" is the machine's idle
- * time since the command started (or since the last decision, within ten seconds), read from /proc/stat: this
- * process's own work keeps one core busy, so a quiet machine of two cores shows about one idle, a busy one none.
- * Where that is not known (no /proc/stat, a worker whose last decision is older), the load average over the last
- * minute says it: one core's worth of it free. On a machine busy with other work (load average 16-18 on two cores)
- * the thread was measured to cost more than it saved (the copies and the thread itself, and no idle core to run
- * it): BENCHMARKS.md. `always`/`never`: tests.
+ * Whether a second core is there to hash on: more than one, and one of them idle on average over the last minute.
+ * On a machine busy with other work (load average 16-18 on two cores) the thread was measured to cost more than it
+ * saved (the copies and the thread itself, and no idle core to run it): BENCHMARKS.md. `always`/`never`: tests.
  */
 let policy: 'auto' | 'always' | 'never' = 'auto';
 export const hashThreadPolicy = (p: typeof policy) => void (policy = p);
-/** Idle cores at or above this count as one to hash on. */
-const SPARE_IDLE = 0.75;
-export const spareCore = (): boolean => {
-  if (policy !== 'auto') return policy === 'always';
-  if (availableParallelism() < 2) return false;
-  const idle = idleCores();
-  return idle !== undefined ? idle >= SPARE_IDLE : loadavg()[0]! + 1 <= availableParallelism();
-};
+const spareCore = () => policy === 'always' || (policy === 'auto' && availableParallelism() > 1 && loadavg()[0]! + 1 <= availableParallelism());
 
 /**
  * When a stream is hashed on the hashing thread: `always` (past OFFLOAD_AT bytes; the thread is started at the
