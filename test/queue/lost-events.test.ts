@@ -13,6 +13,8 @@ import { CLI, countRows, makeStore, redisDump, ROOT, spawnWorker, tempDir, until
 
 const exec = promisify(execFile);
 const SUBJECT = 'lost-event-person-41c9';
+const USER = 'lost-event-user-93d2';
+const IDS = 'lost-event-memory-5be7';
 
 describe('a command waiting for its job (enqueue, a remote erase) when the job\'s event never reaches it', { timeout: 90_000 }, () => {
   const { redis, workers, prefix } = useWorkerProcesses();
@@ -80,19 +82,37 @@ describe('a command waiting for its job (enqueue, a remote erase) when the job\'
     expect(out.stderr).toMatch(/integrity agent/);
   });
 
-  it("a remote erase, whose job leaves Redis as it completes: exit 2, one line saying its result did not reach it and where the host keeps it; the erase happened, and nothing of the person is left in Redis", async () => {
-    const name = 'lost-events-erase';
+  /**
+   * The person as each selector names them: their rows (id, subject, fact) and the text that must not stay in Redis
+   * (the request holds it while it is queued).
+   */
+  const selectors = [
+    {
+      by: '--subject', args: ['--subject', SUBJECT], needle: SUBJECT,
+      rows: [['p1', SUBJECT, 'lives in Lyon'], ['p2', 'travel', `${SUBJECT} flies to Oslo`]],
+    },
+    {
+      by: '--user', args: ['--user', USER], needle: USER,
+      rows: [['u1', USER, 'lives in Porto'], ['u2', USER, 'is allergic to peanuts']],
+    },
+    {
+      by: '--ids', args: ['--ids', `${IDS}-1`, `${IDS}-2`], needle: IDS,
+      rows: [[`${IDS}-1`, 'travel', 'boards the 7:40 train'], [`${IDS}-2`, 'health', 'sees a cardiologist on Fridays']],
+    },
+  ];
+
+  it.each(selectors)("a remote erase by $by, whose job leaves Redis as it completes: exit 2, one line saying its result did not reach it and where the host keeps it; the erase happened, and nothing of the person is left in Redis", async ({ by, args, needle, rows }) => {
+    const name = `lost-events-erase${by}`;
     const dir = tempDir(name);
     const p = prefix(name);
     const { db, file, onA, onB } = writeTwoHostFleet({ dir, redisUrl: redis().url, prefix: p, live: 2 });
     const w = openDatabase(db);
-    w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('p1', ?, 'lives in Lyon', 'message')`).run(SUBJECT);
-    w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES ('p2', 'travel', ?, 'message')`).run(`${SUBJECT} flies to Oslo`);
+    for (const [id, subject, fact] of rows) w.prepare(`INSERT INTO memory (id, subject, fact, source) VALUES (?, ?, ?, 'message')`).run(id, subject, fact);
     w.close();
-    const req = requester(['erase', '--store', 'b1', '--subject', SUBJECT, '--timeout', '40', '--config', file], onA);
-    const holds = async () => [...(await redisDump(redis().client, p))].filter(([k, v]) => `${k} ${v}`.toLowerCase().includes(SUBJECT.toLowerCase())).map(([k]) => k);
+    const req = requester(['erase', '--store', 'b1', ...args, '--timeout', '40', '--config', file], onA);
+    const holds = async () => [...(await redisDump(redis().client, p))].filter(([k, v]) => `${k} ${v}`.toLowerCase().includes(needle.toLowerCase())).map(([k]) => k);
     const out = await lose(req, p, 'erase', () => spawnWorker(file, ['worker', '--host', 'b'], onB), async () => {
-      expect(await holds()).not.toEqual([]); // the queued request holds the person's text
+      expect(await holds()).not.toEqual([]); // the queued request holds the person's selector
     });
 
     expect(out.code, out.stderr).toBe(2); // could not run: transient (src/core/errors.ts), as docs/commands.md says
@@ -104,13 +124,14 @@ describe('a command waiting for its job (enqueue, a remote erase) when the job\'
     // Neither success nor failure is claimed, and it is not taken for a timeout.
     expect(line.replace('whether it succeeded is not known here', '')).not.toMatch(/\berased\b|succeed|\bfail|no result within|nothing was done/i);
 
-    // The erase happened on b's store; its receipt is where the line says.
-    expect(countRows(db, `subject = '${SUBJECT}' OR fact LIKE '%${SUBJECT}%'`)).toBe(0);
+    // The erase happened on b's store (the person's rows gone, the others kept); its receipt is where the line says.
+    const ids = rows.map(([id]) => `'${id}'`).join(', ');
+    expect(countRows(db, `id IN (${ids})`)).toBe(0);
     expect(countRows(db)).toBe(2);
     const receipts = await exec(process.execPath, [CLI, 'erase', 'receipts', '--store', 'b1', '--json', '--config', file], { cwd: ROOT, env: { ...process.env, REDIS_URL: '', ...onB } });
     expect(JSON.parse(receipts.stdout)).toHaveLength(1);
 
-    // Nothing under the prefix holds the person's text: not the job (removed), not an event, not a lock or a log.
+    // Nothing under the prefix holds the person's selector: not the job (removed), not an event, not a lock or a log.
     expect((await redisDump(redis().client, p)).size).toBeGreaterThan(0);
     expect(await holds()).toEqual([]);
   });
