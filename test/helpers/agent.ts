@@ -13,9 +13,9 @@ afterEach(() => {
   running.clear();
 });
 
-/** The agent-like writer of the benchmark in its own process, inserting a row every millisecond. */
-export async function startAgent(db: string): Promise<{ stop(): Promise<WriterSummary> }> {
-  const writer = spawn(process.execPath, [WRITER, db, '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** The agent-like writer of the benchmark in its own process, inserting a row every `intervalMs` (default 1). */
+export async function startAgent(db: string, intervalMs = 1): Promise<{ stop(): Promise<WriterSummary> }> {
+  const writer = spawn(process.execPath, [WRITER, db, String(intervalMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
   running.add(writer);
   let out = '';
   writer.stdout.on('data', (d) => (out += d));

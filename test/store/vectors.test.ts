@@ -9,6 +9,7 @@ import { repairDangling } from '../../src/layouts/warden/repair.js';
 import { ids, type Row } from '../helpers/store.js';
 import { startFaultProxy, vectorFor, type FaultProxy } from '../helpers/qdrant-server.js';
 import { qdrantFixture, type QdrantFixture } from '../helpers/qdrant-store.js';
+import { startAgent } from '../helpers/agent.js';
 import type { Config } from '../../src/config/config.js';
 
 const NOW = Date.parse('2026-11-29T06:00:00Z');
@@ -52,6 +53,26 @@ describe('deletes go through both stores', () => {
     expect(result.cascaded).toBe(1);
     expect(ids(fx.dbPath)).toEqual(LIVE);
     for (const c of fx.collections) expect(await fx.pointRows(c)).toEqual(['live_1', 'live_1', 'live_2', 'live_3']);
+  });
+
+  it('beside a writing agent, a row hundreds are superseded by goes in pieces: the rows and every point of them, no orphan point', async () => {
+    const rows: Row[] = [
+      ...ROWS,
+      { id: 'hub', expires_at: '2026-11-01 00:00:00' },
+      ...Array.from({ length: 400 }, (_, i): Row => ({ id: `hub_v${i}`, superseded_by: 'hub', created_at: '2026-11-20 00:00:00' })),
+    ];
+    fx = await qdrantFixture(rows, { collections: 2 });
+    await fx.seedPoints(rows, { chunks: ['hub', 'hub_v3'] });
+    const config = fx.config();
+    const agent = await startAgent(fx.dbPath);
+    const result = (await runJob('prune', { store: 'agent' }, opts(config))) as { deleted: number; cascaded: number };
+    const summary = await agent.stop();
+    expect(summary.errors).toBe(0);
+    expect(result.deleted).toBe(8 + 401);
+    expect(result.cascaded).toBe(1 + 400);
+    expect(ids(fx.dbPath).filter((id) => !id.startsWith('agent_'))).toEqual(LIVE);
+    for (const c of fx.collections) expect(await fx.pointRows(c)).toEqual(['live_1', 'live_2', 'live_3']);
+    await expectNoOrphans(config);
   });
 
   it('after prune, retrieval (POST /points/query) returns live memories only', async () => {

@@ -4,7 +4,7 @@ import type { PruneResult, StoreHandle } from '../contract.js';
 import { journalMode, type Db } from '../../store/sqlite.js';
 import { startCheckpointer } from '../../store/checkpointer.js';
 import { storeBytes, THREAD_MIN_BYTES, warmStoreThread } from '../../store/thread.js';
-import { deleteRoots, type DeletedRow } from './delete.js';
+import { deleteRoots, type DeletedRow, type Sql } from './delete.js';
 import { EXPIRED_SQL, LONG_SUPERSEDED_SQL, PRUNABLE_SQL, pruneParams, type PruneRules } from './rules.js';
 import { withMaintenanceLock } from '../../store/lock.js';
 import { toCanonical } from '../../time/instants.js';
@@ -19,6 +19,14 @@ const ID_CAP = 1000;
 const CHUNK_MS = 3;
 /** Every this many batches the prune lets the checkpoint catch up, so that the WAL starts again from the top. */
 const WAL_BATCHES = 4;
+/**
+ * How many checkpoints the prune waits for, at most, for one that no other connection's commit overtook. Without
+ * that wait, beside an agent writing every few milliseconds, every write transaction began with the last commit's
+ * frames not yet copied, and the WAL never started again from its top (26,000 frames at 1M rows): each agent commit
+ * then found 1,000 frames or more in it and, whenever no checkpoint was running, ran SQLite's autocheckpoint itself,
+ * fsyncs and all (its worst commit 45-85 ms).
+ */
+const RESTART_TRIES = 4;
 /** The longest a commit keeps the write lock for the checkpoint thread to start (it takes well under a millisecond). */
 const CHECKPOINT_START_MS = 5;
 /** A root that at least this many rows are superseded by has its cascade counted in the batch's time. */
@@ -28,6 +36,13 @@ const HEAVY_CHILDREN = 16;
  * cascade takes are anywhere in the file (measured: ~0.02 ms a cascaded row against ~0.004 ms a root, at 1M rows).
  */
 const CASCADE_COST = 4;
+/**
+ * A root whose cascade takes at least this many rows is deleted in pieces beside a writer: the rows superseded by it
+ * first, each with its own cascade, in transactions of their own (deleteOlderVersions), then the root. In one piece, a
+ * root 906 rows are superseded by held the write lock 47 ms at 1M rows (its rows are spread over the file: each
+ * costs about as much to commit as to delete), and an agent that tried as it began waited 53 ms.
+ */
+const HUB_ROWS = 128;
 /** SQLITE_MAX_TRIGGER_DEPTH: a cascade deeper fails (and heavyRoots' count goes no deeper; it bounds its recursion). */
 const MAX_TRIGGER_DEPTH = 1000;
 /** No other connection has committed for this long: nobody is writing, and batches may last `quietBatchMs`. */
@@ -301,8 +316,9 @@ function lastWriteAt(path: string): number {
  * while the window and the next batch go on; it copies until every frame is in the file, the agent's too. The
  * agent's commits then find a checkpoint running (their own autocheckpoint gives up at once) or nothing left to
  * copy (they start the WAL again from the top), instead of copying the batch and waiting for its fsyncs. A WAL
- * only starts again from its beginning at a write that finds every frame copied, so every few batches the prune
- * waits for the checkpoint to finish: the WAL never holds more than those few batches.
+ * only starts again from its beginning at a write transaction that began with every frame copied, so every few
+ * batches, after the window, the prune waits for a checkpoint that copied everything with no commit overtaking it
+ * (RESTART_TRIES): the WAL holds those few batches, not the whole prune.
  */
 async function deleteInBatches(
   store: StoreHandle, ctx: JobContext, ranges: Iterable<Candidates>, rules: PruneRules, result: PruneResult, watched: Watched,
@@ -311,7 +327,12 @@ async function deleteInBatches(
   const opts = ctx.config.prune;
   const rule = { sql: PRUNABLE_SQL, params: pruneParams(rules) };
   const heavy = heavyRoots(store);
-  const weight = (rowid: string | number) => 1 + CASCADE_COST * (heavy.get(rowid as number) ?? 0);
+  // Beside a writer, a hub not yet taken apart weighs more than any batch can take: it waits to be a batch's first
+  // root, where its older versions go first (deleteOlderVersions). A quiet batch takes it whole.
+  let splitting = false;
+  const isHub = (rowid: number) => (heavy.get(rowid) ?? 0) >= HUB_ROWS;
+  const weight = (rowid: string | number) =>
+    splitting && isHub(rowid as number) ? Infinity : 1 + CASCADE_COST * (heavy.get(rowid as number) ?? 0);
   const restore = tuneForPrune(store.db);
   const checkpointer = journalMode(store.db) === 'wal' ? startCheckpointer(store.path) : null;
   try {
@@ -351,7 +372,6 @@ async function deleteInBatches(
       const window = performance.now();
       const before = version.get() as number;
       if (before !== lastVersion) lastCommit = performance.now(); // only another connection's commit changes it
-      if (++windows % WAL_BATCHES === 0) await checkpointer?.idle();
       // The window closes early once another connection has committed: the writer that was waiting got in.
       const open = () => {
         lastVersion = version.get() as number;
@@ -362,7 +382,49 @@ async function deleteInBatches(
       while (performance.now() - window < windowMs && open() && !ctx.signal.aborted) {
         await new Promise((r) => setTimeout(r, 1));
       }
+      if (++windows % WAL_BATCHES === 0 && checkpointer) {
+        // The WAL starts again from its top only at a write transaction that began with every frame copied. The
+        // window's commits left frames the checkpoint has not copied yet: the next batch waits (the lock free)
+        // until a checkpoint has copied them with no commit meanwhile, a few tries at most.
+        for (let tries = 0; tries < RESTART_TRIES && !ctx.signal.aborted; tries++) {
+          const seen = version.get() as number;
+          checkpointer.request();
+          await checkpointer.idle();
+          lastVersion = version.get() as number;
+          if (lastVersion === seen) break;
+          lastCommit = performance.now();
+        }
+      }
       return !ctx.signal.aborted;
+    };
+    const hubIdOf = store.db.prepare('SELECT id FROM memory WHERE rowid = ?').pluck();
+    const olderVersions = store.db.prepare('SELECT rowid FROM memory WHERE superseded_by = @hubId AND id <> @hubId ORDER BY rowid').pluck();
+    const hubDue = store.db.prepare(`SELECT 1 FROM memory WHERE id = @hubId AND (${PRUNABLE_SQL})`);
+    /**
+     * The rows `hub` is superseded by, each with its own cascade, in transactions of half a batch's time (a row
+     * spread over the file takes about as long to commit as to delete), windows between them. Each transaction
+     * deletes only rows still superseded by the hub while the hub still meets the rule: what the hub's cascade would
+     * take at that moment. A hub the agent changed meanwhile keeps the rows not yet deleted. False: interrupted.
+     */
+    const deleteOlderVersions = async (hub: number, candidates: Candidates, count: Sql): Promise<boolean> => {
+      const hubId = hubIdOf.get(hub) as string | undefined;
+      if (hubId === undefined) return true;
+      const below = olderVersions.all({ hubId }) as number[];
+      const recheck = { sql: `superseded_by = @hubId AND EXISTS (SELECT 1 FROM memory WHERE id = @hubId AND (${PRUNABLE_SQL}))`, params: { ...rule.params, hubId } };
+      let part = 16;
+      for (let j = 0; j < below.length; ) {
+        if (!(await letWritersIn())) return false;
+        const budget = { ms: Math.max(1, opts.batchMs - overhead) / 2, chunk: part, weight };
+        const rows = ID_CAP - result.ids.length;
+        // Offered about what the budget takes: with a vector store, the offered rows' vectors go before the transaction.
+        const outcome = await deleteRoots(store.db, below.slice(j, j + Math.max(64, 3 * part)), { key: 'rowid', vectors: store.vectors, recheck, count, budget, rows, pause: letWritersIn, afterCommit });
+        j += outcome.consumed;
+        tally(result, outcome.rowids, outcome.deleted, candidates, outcome.counts);
+        result.batches += 1;
+        part = Math.max(4, Math.round((CHUNK_MS * outcome.consumed) / Math.max(outcome.deleteMs, 0.1)));
+        if (outcome.rowids.length === 0 && hubDue.get(recheck.params) === undefined) break;
+      }
+      return letWritersIn();
     };
     // The candidates are read a range at a time: on a terminal, their number is counted first (one more read of the
     // table, paid only where someone watches the line).
@@ -380,9 +442,15 @@ async function deleteInBatches(
           ctx.log.warn({ store: store.name, done: result.deleted }, 'prune interrupted; the next run finishes it');
           return;
         }
-        const roots = Array.from(candidates.rowids.subarray(i, i + offer));
         const calm = quiet();
         const batchMs = calm ? quietMs : opts.batchMs;
+        splitting = !calm;
+        const hub = candidates.rowids[i]!;
+        if (splitting && isHub(hub)) {
+          if (!(await deleteOlderVersions(hub, candidates, count))) continue;
+          heavy.delete(hub); // what is left of its cascade is what the agent added since
+        }
+        const roots = Array.from(candidates.rowids.subarray(i, i + offer));
         const budget = { ms: Math.max(1, batchMs - overhead), chunk, weight };
         const rows = ID_CAP - result.ids.length; // ids are listed up to ID_CAP; past it, rowids are enough
         const outcome = await deleteRoots(store.db, roots, { key: 'rowid', vectors: store.vectors, recheck: rule, count, budget, rows, pause: letWritersIn, afterCommit });
