@@ -17,6 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/pg.js';
 import { assertBuilt, tempDir } from '../queue/fixtures.js';
 import { qdrantTarget, startFaultProxy, type QdrantTarget } from '../helpers/qdrant-server.js';
 import { CLI } from '../helpers/cli.js';
+import { NOTES_DIR } from '../../src/snapshot/server-snapshots.js';
 import { fillPgStore, ids, initPgStore, pgStoreConfig, URL_VAR, type PgStore } from './pg-fixture.js';
 import { readManifest } from '../../src/snapshot/manifest.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -294,11 +295,21 @@ describe('a PostgreSQL store with Qdrant beside it: coordinated snapshots and re
     const root = snapshotRoot(f.store);
     const child = spawn(process.execPath, [CLI, 'run', 'snapshot', '--store', 'fleet', '--config', f.store.config], { env: { ...process.env, LOG_LEVEL: 'silent', ...f.store.env }, stdio: 'ignore' });
     const deadline = Date.now() + 120_000;
+    // Not while Qdrant is still being asked for the collection's snapshot: killed then, the run never heard its
+    // name, and the next one can only say that one was being made (src/snapshot/server-snapshots.ts).
+    const notes = join(root, NOTES_DIR);
+    const nameUnheard = () => (existsSync(notes) ? readdirSync(notes) : []).filter((n) => n.endsWith('.json')).some((n) => {
+      try {
+        return (JSON.parse(readFileSync(join(notes, n), 'utf8')) as { snapshot: string | null }).snapshot === null;
+      } catch {
+        return false; // forgotten meanwhile
+      }
+    });
     let copying = false;
     while (!copying && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 20));
       const partial = existsSync(root) ? readdirSync(root).find((n) => n.startsWith('.partial-')) : undefined;
-      copying = partial !== undefined && existsSync(join(root, partial, 'tables', '000.copy')) && readFileSync(join(root, partial, 'tables', '000.copy')).length > 0;
+      copying = partial !== undefined && existsSync(join(root, partial, 'tables', '000.copy')) && readFileSync(join(root, partial, 'tables', '000.copy')).length > 0 && !nameUnheard();
     }
     expect(copying).toBe(true);
     child.kill('SIGKILL');
