@@ -399,7 +399,8 @@ async function deleteInBatches(
     };
     const hubIdOf = store.db.prepare('SELECT id FROM memory WHERE rowid = ?').pluck();
     const olderVersions = store.db.prepare('SELECT rowid FROM memory WHERE superseded_by = @hubId AND id <> @hubId ORDER BY rowid').pluck();
-    const hubDue = store.db.prepare(`SELECT 1 FROM memory WHERE id = @hubId AND (${PRUNABLE_SQL})`);
+    const HUB_DUE = `SELECT 1 FROM memory WHERE id = @hubId AND (${PRUNABLE_SQL})`;
+    const hubDue = store.db.prepare(HUB_DUE);
     /**
      * The rows `hub` is superseded by, each with its own cascade, in transactions of half a batch's time (a row
      * spread over the file takes about as long to commit as to delete), windows between them. Each transaction
@@ -410,7 +411,7 @@ async function deleteInBatches(
       const hubId = hubIdOf.get(hub) as string | undefined;
       if (hubId === undefined) return true;
       const below = olderVersions.all({ hubId }) as number[];
-      const recheck = { sql: `superseded_by = @hubId AND EXISTS (SELECT 1 FROM memory WHERE id = @hubId AND (${PRUNABLE_SQL}))`, params: { ...rule.params, hubId } };
+      const recheck = { sql: `superseded_by = @hubId AND EXISTS (${HUB_DUE})`, params: { ...rule.params, hubId } };
       let part = 16;
       for (let j = 0; j < below.length; ) {
         if (!(await letWritersIn())) return false;
