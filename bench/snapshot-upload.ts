@@ -7,9 +7,11 @@
  *   hashed as it is written, fsync, size check, rename), plain and age-encrypted;
  * - OpenSSH's `sftp` client putting the same file to a loopback sshd (`put -f`: fsync), against the SFTP target
  *   (ssh2 in JS, pipelined writes hashed as they are sent, fsync, size check, rename), plain and encrypted;
- * - `curl --aws-sigv4` PUT of the same file (one request, no checksum) to the loopback S3 test server, against the
+ * - `curl --aws-sigv4` PUT of the same file (one request, no checksum; and again with the file's sha256 for the server
+ *   to check, made beforehand) to the loopback S3 test server, against the
  *   S3 target (multipart, sha256 per part, HEAD check), plain and encrypted. The server is in this process, in
- *   memory: the figures are the client side's cost.
+ *   memory: the figures are the client side's cost, and this process's CPU meanwhile (the server's work for each
+ *   case, on the same two cores) is printed beside them.
  *
  * `node start (no upload)` is a child that loads everything an upload loads and stops: the fixed cost in every
  * target figure. `holds.json.gz only` makes the snapshot's holds (keyed hashes of every id, for erase) from its
@@ -23,7 +25,8 @@
  *   npm run bench:upload [-- --rows 1000000 --runs 3 --only local --before ../main]
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,6 +63,8 @@ interface Sample {
   wallMs: number;
   cpuS: number;
   rssMb: number;
+  /** CPU of this process meanwhile: the S3 test server's work for the case (the other cases' servers are processes of their own). */
+  serverS?: number;
 }
 
 /** Run a command under /usr/bin/time -v; its wall time (measured here), user+sys CPU and peak RSS. */
@@ -79,6 +84,10 @@ const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
+/** `BENCH_NODE_FLAGS`: flags for every upload child's node, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` (NODE_OPTIONS refuses --cpu-prof). */
+/** curl's PUT sending the file's sha256 for the server to check (x-amz-checksum-sha256), as the S3 target does. */
+const CURL_CHECKED = 'curl PUT, sha256 checked (loopback S3)';
+const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 
 async function main(): Promise<void> {
@@ -126,7 +135,7 @@ async function main(): Promise<void> {
       const spec = join(dir, `spec-${n++}.json`);
       writeFileSync(spec, JSON.stringify({ snapDir: snap.dir, keyHex, target: target(kind, encrypt, where) } satisfies ChildSpec));
       try {
-        return await timed(process.execPath, [script, '--child', spec, ...(mode ? [mode] : [])]);
+        return await timed(process.execPath, [...nodeFlags, script, '--child', spec, ...(mode ? [mode] : [])]);
       } finally {
         if (kind === 's3') s3.objects.clear();
         else rmSync(where, { recursive: true, force: true });
@@ -150,20 +159,27 @@ async function main(): Promise<void> {
         rmSync(dest, { force: true });
       }
     };
-    const curl = async () => {
+    // The file's sha256, made here once (not timed): for a curl PUT that asks the server to check it, as the S3
+    // target's parts do. curl signs with the x-amz-content-sha256 it is given.
+    const fileSha = createHash('sha256');
+    for await (const chunk of createReadStream(file)) fileSha.update(chunk as Buffer);
+    const sha = fileSha.digest();
+    const curlPut = (headers: string[]) => async () => {
       const key = `curl-${n++}/store.db`;
       try {
         return await timed('curl', ['-sS', '-f', '-o', '/dev/null', '--aws-sigv4', 'aws:amz:us-east-1:s3', '--user', `${s3.accessKeyId}:${s3.secretAccessKey}`,
-          '-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', '-T', file, `${s3.endpoint}/${s3.bucket}/${key}`]);
+          ...headers.flatMap((h) => ['-H', h]), '-T', file, `${s3.endpoint}/${s3.bucket}/${key}`]);
       } finally {
         s3.objects.clear();
       }
     };
+    const curl = curlPut(['x-amz-content-sha256: UNSIGNED-PAYLOAD']);
+    const curlChecked = curlPut([`x-amz-content-sha256: ${sha.toString('hex')}`, `x-amz-checksum-sha256: ${sha.toString('base64')}`]);
     // [name, run, baseline it is paired with]
     const cases: Array<[string, () => Promise<Sample>, string?]> = [
       ['node start (no upload)', upload('local', false, '--noop')], ['holds.json.gz only', upload('local', false, '--holds')], ['cp + sync', cp], ['local target', upload('local', false), 'cp + sync'], ['local target, age', upload('local', true), 'cp + sync'],
       ['sftp (OpenSSH client)', sftp], ['sftp target', upload('sftp', false), 'sftp (OpenSSH client)'], ['sftp target, age', upload('sftp', true), 'sftp (OpenSSH client)'],
-      ['curl PUT (loopback S3)', curl], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
+      ['curl PUT (loopback S3)', curl], [CURL_CHECKED, curlChecked], ['s3 target', upload('s3', false), 'curl PUT (loopback S3)'], ['s3 target, age', upload('s3', true), 'curl PUT (loopback S3)'],
     ] as never;
     if (before) { // each target case again with the code before, right after this code's
       const script = join(before, 'dist/bench/snapshot-upload.js');
@@ -176,14 +192,18 @@ async function main(): Promise<void> {
     }
     // --only: the cases whose name (or baseline's) contains it, and the baselines they are paired with.
     const picked = new Set(cases.filter(([name, , base]) => !only || name.includes(only) || base?.includes(only)).flatMap(([name, , base]) => [name, ...(base ? [base] : [])]));
+    if (picked.has('curl PUT (loopback S3)')) picked.add(CURL_CHECKED);
     cases.splice(0, cases.length, ...cases.filter(([name]) => picked.has(name)));
     const samples = new Map<string, Sample[]>(cases.map(([name]) => [name, []]));
     const loads: string[] = [];
     for (let run = 0; run < RUNS; run++) {
       for (const [name, f] of cases) {
+        const c0 = process.cpuUsage();
         const x = await f();
+        const c = process.cpuUsage(c0);
+        x.serverS = (c.user + c.system) / 1e6;
         samples.get(name)!.push(x);
-        console.log(`  ${name}: ${(x.wallMs / 1000).toFixed(2)} s, CPU ${x.cpuS.toFixed(2)} s, peak RSS ${x.rssMb.toFixed(0)} MB`);
+        console.log(`  ${name}: ${(x.wallMs / 1000).toFixed(2)} s, CPU ${x.cpuS.toFixed(2)} s, peak RSS ${x.rssMb.toFixed(0)} MB${name.includes('S3') || name.startsWith('s3') ? `, the S3 server's CPU ${x.serverS.toFixed(2)} s` : ''}`);
       }
       loads.push(load());
       console.log(`round ${run + 1}/${RUNS} done, load average ${loads.at(-1)}`);
@@ -201,7 +221,8 @@ async function main(): Promise<void> {
         const rc = median(s.map((x, i) => x.cpuS / b[i]!.cpuS));
         ratio = `${rw.toFixed(2)}x, ${rc.toFixed(2)}x vs ${base}`;
       }
-      console.log(`${name.padEnd(pad)} ${`${(wall / 1000).toFixed(2)} s (${runs})`.padEnd(30)} ${(MB / (wall / 1000)).toFixed(0).padStart(5)} ${median(s.map((x) => x.cpuS)).toFixed(2).padStart(6)} ${`${median(s.map((x) => x.rssMb)).toFixed(0)} MB`.padStart(9)}  ${ratio}`);
+      const server = name.includes('S3') || name.startsWith('s3') ? `; the S3 server's CPU ${median(s.map((x) => x.serverS!)).toFixed(2)} s` : '';
+      console.log(`${name.padEnd(pad)} ${`${(wall / 1000).toFixed(2)} s (${runs})`.padEnd(30)} ${(MB / (wall / 1000)).toFixed(0).padStart(5)} ${median(s.map((x) => x.cpuS)).toFixed(2).padStart(6)} ${`${median(s.map((x) => x.rssMb)).toFixed(0)} MB`.padStart(9)}  ${ratio}${server}`);
     }
     const enc = (plain: string, age: string) => {
       if (!samples.has(plain) || !samples.has(age)) return;
@@ -223,6 +244,13 @@ async function main(): Promise<void> {
       console.log(`${name} against the code before: wall ${median(a.map((x, i) => x.wallMs / b[i]!.wallMs)).toFixed(2)}x, CPU ${median(a.map((x, i) => x.cpuS / b[i]!.cpuS)).toFixed(2)}x (paired medians)`);
     };
     for (const [name, , base] of cases) if (base && !name.endsWith('(before)')) after(name);
+    // The S3 cases against a PUT whose checksum the server checks too: the same work on the server's side.
+    for (const name of ['s3 target', 's3 target, age', 's3 target (before)']) {
+      if (!samples.has(name) || !samples.has(CURL_CHECKED)) continue;
+      const a = samples.get(name)!;
+      const b = samples.get(CURL_CHECKED)!;
+      console.log(`${name} against ${CURL_CHECKED}: wall ${median(a.map((x, i) => x.wallMs / b[i]!.wallMs)).toFixed(2)}x, CPU ${median(a.map((x, i) => x.cpuS / b[i]!.cpuS)).toFixed(2)}x (paired medians)`);
+    }
     console.log(`load average after each round: ${loads.join('; ')}`);
   } finally {
     await s3.stop();
