@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
-import { StreamHash, type Offload } from './hash-worker.js';
+import { open } from 'node:fs/promises';
+import { PieceHash, StreamHash, type Offload } from './hash-worker.js';
 import { UnverifiedSnapshotError, type FileBody, type ObjectDigest } from './types.js';
 
 /** A local file as a put's body (types.ts): read in pieces of `chunk` bytes when iterated. */
@@ -28,6 +29,62 @@ export function hashing(source: AsyncIterable<Uint8Array>, offload?: Offload): {
       result = { bytes, sha256: await hash.digest() };
     } finally {
       if (!result) hash.drop();
+    }
+  }
+  return {
+    stream: stream(),
+    digest() {
+      if (!result) throw new Error('hashing: digest() before the stream was drained');
+      return result;
+    },
+  };
+}
+
+/** Buffers a file is read into by hashedFile: as many as may be hashed or read at once. */
+const SHARED_READS = 8;
+
+/**
+ * A local file read in pieces of `chunk` bytes into a few buffers shared with the hashing thread (hash-worker.ts),
+ * which makes the sha256 of the very bytes handed on without a copy of them: an encrypted upload's plaintext,
+ * hashed on another core while this one encrypts it. The consumer must be done with a piece once it asks for the
+ * next (as the cipher is): its buffer is read into again SHARED_READS pieces later, once the thread has hashed it.
+ * `digest()` once the stream is drained.
+ */
+export function hashedFile(file: string, chunk: number): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {
+  let result: ObjectDigest | undefined;
+  async function* stream(): AsyncIterable<Buffer> {
+    const hash = new PieceHash(['sha256'], [], 'shared');
+    const bufs = Array.from({ length: SHARED_READS }, () => Buffer.from(new SharedArrayBuffer(chunk)));
+    const hashed: Promise<unknown>[] = [];
+    const fh = await open(file, 'r');
+    let bytes = 0;
+    try {
+      for (let i = 0; ; i++) {
+        const slot = i % SHARED_READS;
+        await hashed[slot]; // the piece this buffer held last is hashed (and its consumer asked for more since)
+        const buf = bufs[slot]!;
+        let n = 0;
+        while (n < chunk) {
+          const { bytesRead } = await fh.read(buf, n, chunk - n, null);
+          if (bytesRead === 0) break;
+          n += bytesRead;
+        }
+        if (n === 0) break;
+        const piece = buf.subarray(0, n);
+        hashed[slot] = hash.piece(piece);
+        hashed[slot].catch(() => {}); // a failure is the digest's, below
+        bytes += n;
+        yield piece;
+        if (n < chunk) break;
+      }
+      const [sha] = await hash.digest();
+      result = { bytes, sha256: sha!.toString('hex') };
+    } finally {
+      if (!result) {
+        hash.drop();
+        await Promise.allSettled(hashed); // the thread no longer reads the buffers
+      }
+      await fh.close();
     }
   }
   return {

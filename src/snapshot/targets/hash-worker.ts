@@ -95,10 +95,12 @@ function hashThread(): Worker {
 let policy: 'auto' | 'always' | 'never' = 'auto';
 export const hashThreadPolicy = (p: typeof policy) => void (policy = p);
 const spareCore = () => policy === 'always' || (policy === 'auto' && availableParallelism() > 1 && loadavg()[0]! + 1 <= availableParallelism());
+/** Whether a second core is there at all: for pieces shared with the thread, which cost it no copy (PieceHash). */
+const secondCore = () => policy === 'always' || (policy === 'auto' && availableParallelism() > 1);
 
 /**
- * When a stream is hashed on the hashing thread: `always` (past OFFLOAD_AT bytes; the thread is started at the
- * first piece, so that it is ready by then), or `if-running`, only if the thread is already there: a stream that
+ * When a stream is hashed on the hashing thread, given an idle second core: `always` (past OFFLOAD_AT bytes; the
+ * thread is started at the first piece, so that it is ready by then), or `if-running`, only if the thread is already there: a stream that
  * is the only work of its process (a plain file written to a local folder) is hashed on its own thread, where the
  * writes already overlap it, and starting a thread for it would cost more than it saves.
  */
@@ -129,7 +131,9 @@ export class StreamHash {
     if (this.keptBytes < OFFLOAD_AT) return;
     const kept = this.kept;
     this.kept = [];
-    if (this.offload === 'if-running' ? !worker : !spareCore()) {
+    // Copied to the thread only with an idle core to hash them on: the thread may be running for pieces it shares
+    // (PieceHash), whatever the load.
+    if ((this.offload === 'if-running' && !worker) || !spareCore()) {
       this.local = createHash('sha256');
       for (const k of kept) this.local.update(k);
       return;
@@ -249,7 +253,9 @@ export type Algo = 'sha256' | 'md5';
  * Whole pieces (an S3 multipart upload's parts) hashed on the hashing thread, in order: each piece's own digests
  * (`pieceAlgos`), and the whole stream's (`algos`) at the end. Each piece is copied to the thread as it is posted,
  * unless it is in a SharedArrayBuffer (S3's part buffers): then it is shared, and must not change until its digests
- * are back (the whole stream's hashes have taken it by then). Without an idle second core, hashed here.
+ * are back (the whole stream's hashes have taken it by then). Without an idle second core, hashed here; with
+ * `shared` (every piece in a SharedArrayBuffer: nothing is copied, so the thread costs no more than hashing here),
+ * on the thread whenever there is a second core, idle or not.
  */
 export class PieceHash {
   private readonly id = nextId++;
@@ -260,8 +266,8 @@ export class PieceHash {
   private readonly local: Hash[] | undefined;
   private readonly worker: Worker | undefined;
 
-  constructor(algos: Algo[], private readonly pieceAlgos: Algo[]) {
-    if (!spareCore()) {
+  constructor(algos: Algo[], private readonly pieceAlgos: Algo[], pieces: 'any' | 'shared' = 'any') {
+    if (!(pieces === 'shared' ? secondCore() : spareCore())) {
       this.local = algos.map((a) => createHash(a));
       return;
     }

@@ -12,7 +12,7 @@ import { HOLDS_FORMAT, readManifest } from '../manifest.js';
 import { localLeftovers, removeLocalCopy } from '../copies.js';
 import { ENCRYPTED_SUFFIX, decrypting, encrypting, loadIdentities } from './age.js';
 import type { TargetConfig } from './config.js';
-import { atMost, digestOf, fileBody, hashing } from './digest.js';
+import { atMost, digestOf, fileBody, hashedFile, hashing } from './digest.js';
 import { loadTargetKey, sealManifest } from './auth.js';
 import { CheckedTarget } from './checked.js';
 import { HOLDS_KEY, snapshotHolds } from './holds.js';
@@ -87,13 +87,13 @@ export async function uploadSnapshot(target: CheckedTarget, tcfg: TargetConfig, 
   try {
     await target.claim(name, opts.signal); // first: whatever a kill leaves of this upload is proven memory-warden's
     for (const [rel, want] of Object.entries(manifest.files)) {
-      const read = fileBody(join(dir, rel), READ_CHUNK);
       // Plain, the target's digest of what it stored is that of the file's bytes: each byte is hashed once, on the
       // way or read back from the copy (a local target copies the file in the kernel). Encrypted, the plaintext has
-      // a hash of its own, made on the hashing thread beside the cipher (as is the target's of the ciphertext).
-      const plain = recipients ? hashing(read, 'always') : undefined;
+      // a hash of its own, made on the hashing thread beside the cipher from the buffers the file is read into (as
+      // is the target's of the ciphertext where that thread runs).
+      const plain = recipients ? hashedFile(join(dir, rel), READ_CHUNK) : undefined;
       const objectKey = recipients ? rel + ENCRYPTED_SUFFIX : rel;
-      const stored = await target.put(name, objectKey, plain && recipients ? encrypting(plain.stream, recipients) : read, opts.signal);
+      const stored = await target.put(name, objectKey, plain && recipients ? encrypting(plain.stream, recipients) : fileBody(join(dir, rel), READ_CHUNK), opts.signal);
       const sent = plain ? plain.digest() : stored;
       if (sent.sha256 !== want.sha256 || sent.bytes !== want.bytes) throw storeError(`${dir}: ${rel} no longer matches its manifest (sha256 ${sent.sha256}); not uploaded`);
       objects[rel] = { key: objectKey, ...stored, ...(recipients ? { encrypted: { recipients: [...recipients] } } : {}) };

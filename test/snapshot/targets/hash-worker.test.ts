@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashing } from '../../../src/snapshot/targets/digest.js';
+import { hashedFile, hashing } from '../../../src/snapshot/targets/digest.js';
+import { tempDir } from '../../helpers/store.js';
 import { OFFLOAD_AT, PieceHash, hashThreadPolicy } from '../../../src/snapshot/targets/hash-worker.js';
 
 /**
@@ -139,4 +142,81 @@ describe('pieces hashed on the hashing thread (multipart parts)', () => {
     await expect(waiting).rejects.toThrow('hashing stopped');
     await expect(h.piece(Buffer.from('x'))).rejects.toThrow('hashing stopped');
   });
+});
+
+describe('a file read into buffers shared with the hashing thread (an encrypted upload\'s plaintext)', () => {
+  const CHUNK = 64 * 1024;
+  const data = randomBytes(CHUNK * 21 + 999); // more pieces than buffers: each buffer is read into again
+
+  /** Each piece as the consumer sees it when it is handed over, and once more just before the next is asked for. */
+  async function take(stream: AsyncIterable<Buffer>): Promise<Buffer> {
+    const out: Buffer[] = [];
+    for await (const b of stream) {
+      const seen = Buffer.from(b);
+      await new Promise((r) => setTimeout(r, 1)); // the thread and the reads run meanwhile
+      expect(b.equals(seen)).toBe(true); // not read into while still the consumer's
+      out.push(seen);
+    }
+    return Buffer.concat(out);
+  }
+
+  /** `f` given the path of a file holding `bytes` (or of none, when `bytes` is undefined), removed after. */
+  async function withFile(bytes: Buffer | undefined, f: (file: string) => Promise<void>): Promise<void> {
+    const { dir, cleanup } = tempDir();
+    try {
+      const file = join(dir, 'f');
+      if (bytes) writeFileSync(file, bytes);
+      await f(file);
+    } finally {
+      cleanup();
+    }
+  }
+
+  for (const policy of ['always', 'never'] as const) {
+    for (const n of [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, CHUNK * 8, data.length]) {
+      it(`${n} bytes, ${policy === 'always' ? 'on the thread' : 'on one thread'}: the bytes handed on and their sha256`, async () => {
+        hashThreadPolicy(policy);
+        try {
+          await withFile(data.subarray(0, n), async (file) => {
+            const h = hashedFile(file, CHUNK);
+            expect(() => h.digest()).toThrow(/before the stream was drained/);
+            expect((await take(h.stream)).equals(data.subarray(0, n))).toBe(true);
+            expect(h.digest()).toEqual({ bytes: n, sha256: sha(data.subarray(0, n)) });
+          });
+        } finally {
+          hashThreadPolicy('always');
+        }
+      });
+    }
+  }
+
+  it('a thread that is behind: no buffer is read into again before the thread has hashed what it held', () => withFile(data, async (file) => {
+    // The thread busy with 128 MiB of another stream while this one's pieces are read and handed on at once.
+    const other = new PieceHash(['sha256'], []);
+    const busy = other.piece(Buffer.from(new SharedArrayBuffer(128 * 1024 * 1024)));
+    const h = hashedFile(file, CHUNK);
+    const out: Buffer[] = [];
+    for await (const b of h.stream) out.push(Buffer.from(b));
+    expect(Buffer.concat(out).equals(data)).toBe(true);
+    expect(h.digest().sha256).toBe(sha(data));
+    await busy;
+    await other.digest();
+  }));
+
+  it('a reader that stops early leaves nothing waiting, and the next file is hashed', () => withFile(data, async (file) => {
+    const h = hashedFile(file, CHUNK);
+    let seen = 0;
+    for await (const b of h.stream) {
+      seen += b.length;
+      if (seen > CHUNK * 10) break;
+    }
+    expect(() => h.digest()).toThrow(/before the stream was drained/);
+    const again = hashedFile(file, CHUNK);
+    await take(again.stream);
+    expect(again.digest().sha256).toBe(sha(data));
+  }));
+
+  it('a missing file fails the stream, naming it', () => withFile(undefined, async (file) => {
+    await expect(take(hashedFile(file, CHUNK).stream)).rejects.toThrow(/\/f'/);
+  }));
 });
