@@ -80,19 +80,28 @@ describe('hashing on the hashing thread', () => {
   it('a process whose streams are hashed exits by itself: the hashing thread holds it only while it hashes', async () => {
     const digest = fileURLToPath(new URL('../../../dist/src/snapshot/targets/digest.js', import.meta.url));
     const thread = fileURLToPath(new URL('../../../dist/src/snapshot/targets/hash-worker.js', import.meta.url));
+    const { dir, cleanup } = tempDir();
+    const file = join(dir, 'f');
+    writeFileSync(file, Buffer.alloc(OFFLOAD_AT * 2, 2));
+    // Streams hashed to the end, and a file read into shared buffers, once to the end and once left half-way.
     const script = `
-      const { hashing } = await import(${JSON.stringify(digest)});
+      const { hashing, hashedFile } = await import(${JSON.stringify(digest)});
       (await import(${JSON.stringify(thread)})).hashThreadPolicy('always');
       for (const n of [3, ${OFFLOAD_AT * 2}, 5]) {
         const h = hashing((async function* () { yield Buffer.alloc(n, 1); })(), 'always');
         for await (const _ of h.stream) void _;
         console.log(h.digest().bytes);
-      }`;
+      }
+      const whole = hashedFile(${JSON.stringify(file)}, 65536);
+      for await (const _ of whole.stream) void _;
+      console.log(whole.digest().bytes);
+      for await (const _ of hashedFile(${JSON.stringify(file)}, 65536).stream) break;`;
     const out = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const p = execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 30_000 }, (err, stdout) => resolve({ code: err ? (err as { code?: number }).code ?? -1 : 0, stdout }));
       p.stdin?.end();
     });
-    expect(out).toEqual({ code: 0, stdout: `3\n${OFFLOAD_AT * 2}\n5\n` });
+    cleanup();
+    expect(out).toEqual({ code: 0, stdout: `3\n${OFFLOAD_AT * 2}\n5\n${OFFLOAD_AT * 2}\n` });
   });
 
   it('streams hashed at once do not mix', async () => {
