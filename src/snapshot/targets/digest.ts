@@ -53,10 +53,10 @@ const SHARED_READS = 8;
 export function hashedFile(file: string, chunk: number): { stream: AsyncIterable<Buffer>; digest(): ObjectDigest } {
   let result: ObjectDigest | undefined;
   async function* stream(): AsyncIterable<Buffer> {
+    const fh = await open(file, 'r'); // first: a file that cannot be opened leaves no stream open on the thread
     const hash = new PieceHash(['sha256'], [], 'shared');
     const bufs = Array.from({ length: SHARED_READS }, () => Buffer.from(new SharedArrayBuffer(chunk)));
     const hashed: Promise<unknown>[] = [];
-    const fh = await open(file, 'r');
     let bytes = 0;
     try {
       for (let i = 0; ; i++) {

@@ -83,7 +83,7 @@ describe('hashing on the hashing thread', () => {
     const { dir, cleanup } = tempDir();
     const file = join(dir, 'f');
     writeFileSync(file, Buffer.alloc(OFFLOAD_AT * 2, 2));
-    // Streams hashed to the end, and a file read into shared buffers, once to the end and once left half-way.
+    // Streams hashed to the end, and a file read into shared buffers: to the end, left half-way, and one missing.
     const script = `
       const { hashing, hashedFile } = await import(${JSON.stringify(digest)});
       (await import(${JSON.stringify(thread)})).hashThreadPolicy('always');
@@ -95,7 +95,8 @@ describe('hashing on the hashing thread', () => {
       const whole = hashedFile(${JSON.stringify(file)}, 65536);
       for await (const _ of whole.stream) void _;
       console.log(whole.digest().bytes);
-      for await (const _ of hashedFile(${JSON.stringify(file)}, 65536).stream) break;`;
+      for await (const _ of hashedFile(${JSON.stringify(file)}, 65536).stream) break;
+      await (async () => { for await (const _ of hashedFile(${JSON.stringify(file + '-missing')}, 65536).stream) void _; })().catch(() => {});`;
     const out = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const p = execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 30_000 }, (err, stdout) => resolve({ code: err ? (err as { code?: number }).code ?? -1 : 0, stdout }));
       p.stdin?.end();
