@@ -53,11 +53,12 @@ describe('prune', () => {
     fx.thread('ana', 'Ana likes tea', NOW - 5 * DAY);
     const config = join(tmp.dir, 'memory-warden.json');
     writeFileSync(config, JSON.stringify({ stateDb: join(tmp.dir, 'state.db'), snapshot: { root: join(tmp.dir, 'backups') }, stores: { s: { layout: 'mastra', db: file } } }));
-    const r = cli(['run', 'snapshot', '--json', '--config', config]);
+    // Two snapshots of one store, a second apart (a snapshot is named by its second: two in the same one are refused).
+    const r = cli(['run', 'snapshot', '--json', '--config', config, '--now', new Date(NOW).toISOString()]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.json().rows).toBeNull();
     expect(r.json().tables).toMatchObject({ mastra_threads: 2, mastra_messages: 2, [VEC]: 2 });
-    const text = cli(['run', 'snapshot', '--config', config]);
+    const text = cli(['run', 'snapshot', '--config', config, '--now', new Date(NOW + 1000).toISOString()]);
     expect(text.code, text.stderr).toBe(0);
     const all = Object.values(r.json().tables as Record<string, number>).reduce((a, b) => a + b, 0);
     expect(text.stdout).toMatch(new RegExp(`^s: snapshot \\S+ in .*: store: ${Object.keys(r.json().tables).length} table\\(s\\), ${all} row\\(s\\), \\d+ bytes$`, 'm'));
